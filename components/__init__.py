@@ -1,0 +1,1 @@
+"""The project's own TFX components and executors."""

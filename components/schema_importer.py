@@ -1,0 +1,52 @@
+"""Imports the curated schema, keyed by its content.
+
+TFX's ImportSchemaGen caches on the file *path*, so an edited schema.pbtxt
+would be served from cache. This component takes the file's SHA-256 as a
+parameter: an edit changes the parameter and therefore the cache key, and the
+executor refuses a file that changed after the pipeline was built.
+"""
+
+
+import hashlib
+import os
+
+from google.protobuf import text_format
+from tensorflow_metadata.proto.v0 import schema_pb2
+from tfx.dsl.component.experimental.annotations import OutputArtifact, Parameter
+from tfx.dsl.component.experimental.decorators import component
+from tfx.dsl.io import fileio
+from tfx.types import standard_artifacts
+
+SCHEMA_FILE_NAME = "schema.pbtxt"
+
+
+def file_sha256(path: str) -> str:
+    with fileio.open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def load_schema(path: str) -> schema_pb2.Schema:
+    """Parses a text schema, with an error that names the file."""
+    with fileio.open(path, "r") as f:
+        text = f.read()
+    try:
+        return text_format.Parse(text, schema_pb2.Schema())
+    except text_format.ParseError as e:
+        raise ValueError(f"{path}: not a valid schema.pbtxt: {e}") from e
+
+
+@component
+def CuratedSchemaImporter(  # noqa: N802 - TFX component naming
+    schema_file: Parameter[str],
+    content_sha256: Parameter[str],
+    schema: OutputArtifact[standard_artifacts.Schema],
+) -> None:
+    actual = file_sha256(schema_file)
+    if actual != content_sha256:
+        raise ValueError(
+            f"{schema_file} changed after the pipeline was built "
+            f"(sha256 {actual[:12]} != {content_sha256[:12]}); rebuild the pipeline and rerun."
+        )
+    parsed = load_schema(schema_file)
+    with fileio.open(os.path.join(schema.uri, SCHEMA_FILE_NAME), "w") as f:
+        f.write(text_format.MessageToString(parsed))

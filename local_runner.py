@@ -1,0 +1,12 @@
+"""Runs the pipeline locally with LocalDagRunner: `python local_runner.py [flags]`.
+
+Thin on purpose: the pipeline is defined once in pipeline/definition.py.
+`python local_runner.py --help` lists the flags.
+"""
+
+import sys
+
+from pipeline.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main(["run", *sys.argv[1:]]))

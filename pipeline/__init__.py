@@ -1,0 +1,6 @@
+"""The one pipeline definition, its typed config and the run-time helpers."""
+
+import os
+
+# tf.Transform and the trainer need Keras 2 (tf_keras); must precede any TF import.
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")

@@ -1,0 +1,88 @@
+"""Typed configuration of a pipeline run.
+
+A dataset is a config (plus a curated schema and trainer functions), never a
+copy of the pipeline. Runners build a `PipelineConfig` and hand it to
+`pipeline.definition.create_pipeline`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+# No Beam arguments: Beam's default, the in-process DirectRunner. On small data
+# Beam's start-up dominates and the multi-process runner pays it per worker.
+# Also, given *any* Beam argument, TFX builds an sdist of the whole tfx package
+# for every Beam component (for remote workers), seconds each, unless a
+# dependency flag (--setup_file, --extra_package, ...) is among them.
+LOCAL_BEAM_ARGS: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class EvalThresholds:
+    """When the Evaluator blesses a model."""
+
+    metric: str = "BinaryAccuracy"
+    # Absolute floor: the model must beat always predicting "not a big tipper".
+    lower_bound: float = 0.6
+    # Change vs the latest blessed model: no worse than this (negative = allowed drop).
+    min_change: float = -1e-10
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """Everything that varies between datasets, environments and runs."""
+
+    pipeline_name: str = "taxi"
+    # Raw data: one folder per span, data_root/span-<N>/*.csv.
+    data_root: str = str(PROJECT_ROOT / "data" / "taxi")
+    span_pattern: str = "span-{SPAN}/*.csv"
+    schema_file: str = str(PROJECT_ROOT / "schema" / "taxi" / "schema.pbtxt")
+    # Where a run writes: pipeline_root, ML Metadata and pushed models live below.
+    run_dir: str = str(PROJECT_ROOT / "runs" / "taxi")
+    # Trainer code, by importable path (fingerprinted for the cache key).
+    preprocessing_fn: str = "trainer.preprocessing.preprocessing_fn"
+    run_fn: str = "trainer.train.run_fn"
+    # The transformed label key TFMA reads from the transform_features signature.
+    transformed_label_key: str = "tips_xf"
+    train_eval_hash_buckets: tuple[int, int] = (2, 1)
+    train_steps: int = 600
+    eval_steps: int = 5
+    hyperparameters: dict[str, Any] = field(default_factory=dict)
+    thresholds: EvalThresholds = EvalThresholds()
+    beam_args: tuple[str, ...] = LOCAL_BEAM_ARGS
+    enable_cache: bool = True
+
+    @property
+    def pipeline_root(self) -> str:
+        return os.path.join(self.run_dir, "pipeline_root")
+
+    @property
+    def metadata_path(self) -> str:
+        return os.path.join(self.run_dir, "metadata.sqlite")
+
+    @property
+    def serving_dir(self) -> str:
+        return os.path.join(self.run_dir, "serving")
+
+    @property
+    def log_dir(self) -> str:
+        return os.path.join(self.run_dir, "logs")
+
+    def replace(self, **changes: Any) -> PipelineConfig:
+        return dataclasses.replace(self, **changes)
+
+
+DATASETS: dict[str, PipelineConfig] = {"taxi": PipelineConfig()}
+
+
+def dataset_config(name: str) -> PipelineConfig:
+    try:
+        return DATASETS[name]
+    except KeyError:
+        raise ValueError(f"unknown dataset {name!r}; known: {', '.join(sorted(DATASETS))}") from None

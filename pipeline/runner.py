@@ -1,0 +1,190 @@
+"""Runs the pipeline under LocalDagRunner with progress, a log file and a summary."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import sys
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from pipeline.config import PipelineConfig
+
+Printer = Callable[[str], None]
+
+
+class PipelineRunError(RuntimeError):
+    """A run failed; the message says which component, why, and where the log is."""
+
+
+def new_run_id() -> str:
+    # Sortable by time, unique across concurrent starts.
+    return dt.datetime.now().strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+
+
+def check_data_root(config: PipelineConfig) -> None:
+    """Fails early, before Beam starts, when there is nothing to ingest."""
+    root = Path(config.data_root)
+    if "://" in config.data_root:
+        return  # remote roots are checked by ExampleGen itself
+    if not root.is_dir():
+        raise PipelineRunError(f"data folder {root} does not exist; point --data-root at a dataset")
+    spans = sorted(p for p in root.glob("span-*") if p.is_dir())
+    if not spans:
+        raise PipelineRunError(
+            f"data folder {root} holds no span folders: expected {root}/span-1/*.csv "
+            "(one folder per data drop)"
+        )
+    if not any(spans[-1].glob("*.csv")) and not any(p.glob("*.csv") for p in spans):
+        raise PipelineRunError(f"data folder {root} has span folders but no CSV files in them")
+
+
+class _ProgressHandler(logging.Handler):
+    """Turns TFX's launcher log lines into one progress line per component."""
+
+    def __init__(self, total: int, printer: Printer) -> None:
+        super().__init__(logging.INFO)
+        self._total = total
+        self._printer = printer
+        self._index = 0
+        self._start = 0.0
+        self._cached = False
+        self.current: str | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        msg = record.msg if isinstance(record.msg, str) else ""
+        if msg == "Component %s is running.":
+            self._index += 1
+            self.current = str(record.args[0]) if record.args else "?"
+            self._start = time.perf_counter()
+            self._cached = False
+            self._printer(f"[{self._index}/{self._total}] {self.current} ...")
+        elif msg.startswith("A cached execution"):
+            self._cached = True
+        elif msg == "Component %s is finished.":
+            took = time.perf_counter() - self._start
+            how = "cached" if self._cached else f"done in {took:.1f}s"
+            self._printer(f"[{self._index}/{self._total}] {self.current} {how}")
+            self.current = None
+
+
+class _DropKnownNoise(logging.Filter):
+    # Beam warns about crcmod at import although it uses google-crc32c instead.
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("crcmod package not found")
+
+
+def _quiet_third_party() -> None:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    logging.getLogger().addFilter(_DropKnownNoise())
+    import warnings
+
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    warnings.filterwarnings("ignore", category=UserWarning)
+
+
+def run_local(
+    config: PipelineConfig,
+    *,
+    run_id: str | None = None,
+    from_nodes: Sequence[str] = (),
+    to_nodes: Sequence[str] = (),
+    printer: Printer = print,
+    verbose: bool = False,
+):
+    """Runs `config`'s pipeline with LocalDagRunner; returns a RunSummary.
+
+    Raises PipelineRunError naming the failed component and the log file.
+    """
+    _quiet_third_party()
+    check_data_root(config)
+
+    from absl import logging as absl_logging
+    from tfx.dsl.compiler import compiler
+    from tfx.orchestration import metadata
+    from tfx.orchestration.local.local_dag_runner import LocalDagRunner
+    from tfx.orchestration.portable import runtime_parameter_utils
+    from tfx.proto.orchestration import pipeline_pb2
+
+    from pipeline.definition import create_pipeline
+    from pipeline.summary import summarize_run
+
+    run_id = run_id or new_run_id()
+    os.makedirs(config.log_dir, exist_ok=True)
+    log_path = os.path.join(config.log_dir, f"{run_id}.log")
+
+    ir = compiler.Compiler().compile(create_pipeline(config))
+    # LocalDagRunner stamps runs with datetime.now(); substituting our own id
+    # first lets the summary find this run's executions in ML Metadata.
+    runtime_parameter_utils.substitute_runtime_parameter(
+        ir, {"pipeline-run-id": run_id}
+    )
+    run_options = None
+    if from_nodes or to_nodes:
+        run_options = pipeline_pb2.RunOptions()
+        run_options.partial_run.from_nodes.extend(from_nodes)
+        run_options.partial_run.to_nodes.extend(to_nodes)
+        run_options.partial_run.snapshot_settings.latest_pipeline_run_strategy.SetInParent()
+    nodes = [n.pipeline_node.node_info.id for n in ir.nodes]
+
+    absl_logging.set_verbosity(absl_logging.INFO)
+    root = logging.getLogger()
+    file_handler = logging.FileHandler(log_path)
+    file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    file_handler.setLevel(logging.INFO)
+    progress = _ProgressHandler(len(nodes), printer)
+    # absl's own stderr handler would flood the terminal; the file keeps it all.
+    absl_handler = absl_logging.get_absl_handler()
+    # Handlers someone else put on the root logger (absl's, basicConfig's) would
+    # flood the terminal with TFX's INFO lines; the log file keeps them all.
+    muted = [h for h in root.handlers + [absl_handler] if not verbose]
+    saved_levels = [h.level for h in muted]
+    for h in muted:
+        h.setLevel(logging.ERROR)
+    root.addHandler(file_handler)
+    root.addHandler(progress)
+    printer(f"run {run_id}: pipeline '{config.pipeline_name}', data {config.data_root}")
+    printer(f"  log: {log_path}")
+    started = time.perf_counter()
+    try:
+        LocalDagRunner().run_with_ir(ir, run_options=run_options)
+    except KeyboardInterrupt:
+        raise PipelineRunError(
+            f"run {run_id} interrupted during {progress.current or 'start-up'}; completed "
+            "components are cached, so rerunning the same command resumes from there."
+        ) from None
+    except Exception as e:
+        failed = progress.current or "the pipeline"
+        raise PipelineRunError(
+            f"{failed} failed: {_root_cause(e)}\n  full log: {log_path}"
+        ) from e
+    finally:
+        root.removeHandler(file_handler)
+        root.removeHandler(progress)
+        file_handler.close()
+        for h, level in zip(muted, saved_levels, strict=True):
+            h.setLevel(level)
+    wall = time.perf_counter() - started
+    with metadata.Metadata(
+        metadata.sqlite_metadata_connection_config(config.metadata_path)
+    ) as m:
+        return summarize_run(m.store, config, run_id, wall_seconds=wall, log_path=log_path)
+
+
+def _root_cause(e: BaseException) -> str:
+    """The innermost exception's message: Beam wraps user errors several times."""
+    seen = set()
+    while (e.__cause__ or e.__context__) and id(e) not in seen:
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    text = str(e).strip()
+    # Beam appends "[while running '...']" tails; keep the user's message.
+    return text.split(" [while running")[0] if text else type(e).__name__
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit("use local_runner.py or `tfxp run`")

@@ -1,0 +1,140 @@
+"""What a run did, read back from ML Metadata: the end-of-run summary."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ml_metadata.metadata_store import metadata_store
+from ml_metadata.proto import metadata_store_pb2
+
+from pipeline.config import PipelineConfig
+
+_STATE_NAMES = {v: k for k, v in metadata_store_pb2.Execution.State.items()}
+
+
+@dataclass
+class ComponentResult:
+    node_id: str
+    state: str  # COMPLETE, CACHED, FAILED, RUNNING, ...
+    seconds: float
+
+
+@dataclass
+class RunSummary:
+    run_id: str
+    pipeline_name: str
+    wall_seconds: float
+    components: list[ComponentResult] = field(default_factory=list)
+    metrics: dict[str, float] = field(default_factory=dict)
+    blessed: bool | None = None
+    pushed: bool | None = None
+    pushed_model: str | None = None
+    model_uri: str | None = None
+    log_path: str | None = None
+
+    @property
+    def executed(self) -> list[str]:
+        return [c.node_id for c in self.components if c.state == "COMPLETE"]
+
+    @property
+    def cached(self) -> list[str]:
+        return [c.node_id for c in self.components if c.state == "CACHED"]
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=True)
+
+    def render(self) -> str:
+        lines = [f"run {self.run_id} of pipeline '{self.pipeline_name}' in {self.wall_seconds:.1f}s"]
+        width = max((len(c.node_id) for c in self.components), default=10)
+        for c in self.components:
+            detail = "cached" if c.state == "CACHED" else f"{c.seconds:6.1f}s"
+            lines.append(f"  {c.node_id:<{width}}  {c.state.lower():<9} {detail}")
+        if self.metrics:
+            shown = ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
+                              for k, v in sorted(self.metrics.items()))
+            lines.append(f"eval metrics: {shown}")
+        if self.blessed is not None:
+            lines.append(f"blessed: {'yes' if self.blessed else 'no'}")
+        if self.pushed:
+            lines.append(f"pushed model: {self.pushed_model}")
+        elif self.blessed is not None:
+            lines.append("pushed model: none (the model was not blessed)")
+        if self.log_path:
+            lines.append(f"log: {self.log_path}")
+        return "\n".join(lines)
+
+
+def _node_id(store: metadata_store.MetadataStore, execution_id: int, pipeline_name: str) -> str:
+    for ctx in store.get_contexts_by_execution(execution_id):
+        if store.get_context_types_by_id([ctx.type_id])[0].name == "node":
+            return ctx.name.removeprefix(pipeline_name + ".")
+    return "?"
+
+
+def _custom(artifact: metadata_store_pb2.Artifact, key: str) -> Any:
+    value = artifact.custom_properties.get(key)
+    if value is None:
+        return None
+    kind = value.WhichOneof("value")
+    return getattr(value, kind) if kind else None
+
+
+def _outputs(store, execution_id: int) -> list[metadata_store_pb2.Artifact]:
+    events = store.get_events_by_execution_ids([execution_id])
+    ids = [e.artifact_id for e in events if e.type == metadata_store_pb2.Event.OUTPUT]
+    return store.get_artifacts_by_id(ids) if ids else []
+
+
+def read_eval_metrics(evaluation_uri: str) -> dict[str, float]:
+    """Overall-slice metrics of a ModelEvaluation artifact."""
+    import tensorflow_model_analysis as tfma
+
+    result = tfma.load_eval_result(evaluation_uri)
+    for slice_key, metrics in result.slicing_metrics:
+        if slice_key == ():
+            flat: dict[str, float] = {}
+            for per_output in metrics.values():
+                for per_class in per_output.values():
+                    for name, value in per_class.items():
+                        if "doubleValue" in value:
+                            flat[name] = float(value["doubleValue"])
+            return flat
+    return {}
+
+
+def summarize_run(
+    store: metadata_store.MetadataStore,
+    config: PipelineConfig,
+    run_id: str,
+    *,
+    wall_seconds: float = 0.0,
+    log_path: str | None = None,
+) -> RunSummary:
+    summary = RunSummary(run_id, config.pipeline_name, wall_seconds, log_path=log_path)
+    ctx = store.get_context_by_type_and_name("pipeline_run", run_id)
+    if ctx is None:
+        return summary
+    executions = sorted(store.get_executions_by_context(ctx.id), key=lambda e: e.id)
+    for ex in executions:
+        node = _node_id(store, ex.id, config.pipeline_name)
+        seconds = max(0.0, (ex.last_update_time_since_epoch - ex.create_time_since_epoch) / 1000)
+        summary.components.append(
+            ComponentResult(node, _STATE_NAMES.get(ex.last_known_state, "UNKNOWN"), seconds)
+        )
+        for art in _outputs(store, ex.id):
+            type_name = store.get_artifact_types_by_id([art.type_id])[0].name
+            if type_name == "ModelEvaluation":
+                try:
+                    summary.metrics = read_eval_metrics(art.uri)
+                except Exception as e:  # a summary must not hide the run's result
+                    summary.metrics = {"unreadable": str(e)}  # type: ignore[dict-item]
+            elif type_name == "ModelBlessing":
+                summary.blessed = bool(_custom(art, "blessed"))
+            elif type_name == "PushedModel":
+                summary.pushed = bool(_custom(art, "pushed"))
+                summary.pushed_model = _custom(art, "pushed_destination") if summary.pushed else None
+            elif type_name == "Model":
+                summary.model_uri = art.uri
+    return summary
