@@ -51,7 +51,7 @@ class PipelineConfig:
     # The transformed label key TFMA reads from the transform_features signature.
     transformed_label_key: str = "tips_xf"
     train_eval_hash_buckets: tuple[int, int] = (2, 1)
-    train_steps: int = 600
+    train_steps: int = 200
     eval_steps: int = 5
     hyperparameters: dict[str, Any] = field(default_factory=dict)
     thresholds: EvalThresholds = EvalThresholds()

@@ -98,6 +98,7 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
         # Pre/post-transform statistics double Transform's cost; StatisticsGen
         # already covers the raw data.
         disable_statistics=True,
+        force_tf_compat_v1=True,
         custom_config={"code_fingerprint": code_fingerprint(config.preprocessing_fn)},
     )
     trainer = tfx.components.Trainer(

@@ -52,7 +52,11 @@ def _examples_signature(model: keras.Model, tf_transform_output: tft.TFTransform
     raw_spec = tf_transform_output.raw_feature_spec()
     raw_spec.pop(f.LABEL_KEY, None)
 
-    @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")])
+    # autograph=False: no Python control flow here, and conversion costs seconds.
+    @tf.function(
+        input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")],
+        autograph=False,
+    )
     def serve(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
         raw = tf.io.parse_example(serialized, raw_spec)
         transformed = model.tft_layer_serving(raw)
@@ -67,7 +71,11 @@ def _transform_signature(model: keras.Model, tf_transform_output: tft.TFTransfor
     model.tft_layer_eval = tf_transform_output.transform_features_layer()
     raw_spec = tf_transform_output.raw_feature_spec()
 
-    @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")])
+    # autograph=False: no Python control flow here, and conversion costs seconds.
+    @tf.function(
+        input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")],
+        autograph=False,
+    )
     def transform(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
         return model.tft_layer_eval(tf.io.parse_example(serialized, raw_spec))
 
