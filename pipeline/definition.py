@@ -34,6 +34,9 @@ def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
         model_specs=[
             tfma.ModelSpec(
                 signature_name="serving_default",
+                # Signature-based evaluation: TFMA loads the SavedModel's
+                # signatures instead of rebuilding the Keras model layer by layer.
+                model_type=tfma.constants.TF_GENERIC,
                 label_key=config.transformed_label_key,
                 preprocessing_function_names=["transform_features"],
             )

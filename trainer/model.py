@@ -10,7 +10,7 @@ import tf_keras as keras
 from trainer import features as f
 
 
-class WideDeepModel(keras.Model):
+class TaxiModel(keras.Model):
     """A functional Keras model whose train/test steps skip AutoGraph.
 
     AutoGraph converts Keras' generic step functions (hundreds of functions,
@@ -71,7 +71,7 @@ def build_keras_model(
     )
     probability = keras.layers.Activation("sigmoid", name="probability")(logits)
 
-    model = WideDeepModel(inputs={**dense_inputs, **int_inputs}, outputs=probability)
+    model = TaxiModel(inputs={**dense_inputs, **int_inputs}, outputs=probability)
     model.compile(
         optimizer=keras.optimizers.Adam(learning_rate=learning_rate),
         loss=keras.losses.BinaryCrossentropy(),

@@ -139,4 +139,8 @@ def run_fn(fn_args: Any) -> None:
         SERVING_SIGNATURE: _examples_signature(model, tf_transform_output),
         TRANSFORM_SIGNATURE: _transform_signature(model, tf_transform_output),
     }
-    model.save(fn_args.serving_model_dir, save_format="tf", signatures=signatures)
+    # save_traces=False: serving and TFMA use the signatures above, so Keras'
+    # per-layer traces (seconds of extra tracing at export) are never read.
+    model.save(
+        fn_args.serving_model_dir, save_format="tf", signatures=signatures, save_traces=False
+    )
