@@ -38,12 +38,22 @@ class CsvProblem:
         return f"{where}: {self.message}"
 
 
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
 def _cell_problem(value: str, kind: str) -> str | None:
+    """Why CsvExampleGen would not read `value` as `kind`, or None.
+
+    Mirrors tfx_bsl's type inference: Python's int()/float() on the raw cell
+    (surrounding spaces allowed, a blank-but-not-empty cell is text), and
+    integers must fit int64, or the whole column silently becomes text.
+    """
     if value == "":
         return None  # missing value; presence is checked by the schema later
     try:
         if kind == INT:
-            int(value)
+            if not INT64_MIN <= int(value) <= INT64_MAX:
+                return f"{value!r} does not fit a 64-bit integer (schema type INT)"
         elif kind == FLOAT and not math.isfinite(float(value)) and value.lower() != "nan":
             return f"{value!r} is not a finite number (schema type FLOAT)"
     except ValueError:
@@ -91,7 +101,11 @@ def check_csv_text(
     if problems:
         return 0, problems
 
-    typed = [(i, name, columns[name]) for i, name in enumerate(header) if columns.get(name) in (INT, FLOAT)]
+    typed = [
+        (i, name, columns[name])
+        for i, name in enumerate(header)
+        if columns.get(name) in (INT, FLOAT)
+    ]
     rows = 0
     line_start = 2
     while len(problems) < max_problems:
@@ -113,7 +127,7 @@ def check_csv_text(
             )
             continue
         for i, name, kind in typed:
-            message = _cell_problem(row[i].strip(), kind)
+            message = _cell_problem(row[i], kind)
             if message:
                 problems.append(CsvProblem(path, line, name, message))
                 if len(problems) >= max_problems:
@@ -135,7 +149,23 @@ def check_csv_files(
     if not paths:
         raise CsvInputError("no CSV files to check")
     total, problems = 0, []
+    first_header: tuple[str, list[str]] | None = None
     for path in paths:
+        # CsvExampleGen reads all files of a split with the first file's header.
+        with tf.io.gfile.GFile(path, "r") as text:
+            header = next(csv.reader([text.readline()]), [])
+        if first_header is None:
+            first_header = (path, header)
+        elif header and header != first_header[1]:
+            problems.append(
+                CsvProblem(
+                    path,
+                    1,
+                    None,
+                    f"header differs from {first_header[0]}'s; files of one drop must share a header",
+                )
+            )
+            continue
         # GFile reads local paths and remote URIs (s3://, gs://) alike.
         with tf.io.gfile.GFile(path, "r") as text:
             try:

@@ -6,7 +6,6 @@ parameter: an edit changes the parameter and therefore the cache key, and the
 executor refuses a file that changed after the pipeline was built.
 """
 
-
 import hashlib
 import os
 
@@ -33,6 +32,11 @@ def load_schema(path: str) -> schema_pb2.Schema:
         return text_format.Parse(text, schema_pb2.Schema())
     except text_format.ParseError as e:
         raise ValueError(f"{path}: not a valid schema.pbtxt: {e}") from e
+
+
+def schema_column_types(schema: schema_pb2.Schema) -> dict:
+    """Feature name -> type name (INT, FLOAT, BYTES), as the CSV checks expect."""
+    return {feat.name: schema_pb2.FeatureType.Name(feat.type) for feat in schema.feature}
 
 
 @component

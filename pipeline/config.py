@@ -48,7 +48,9 @@ class PipelineConfig:
     # Trainer code, by importable path (fingerprinted for the cache key).
     preprocessing_fn: str = "trainer.preprocessing.preprocessing_fn"
     run_fn: str = "trainer.train.run_fn"
-    # The transformed label key TFMA reads from the transform_features signature.
+    # The raw label column (absent from serving requests) and the transformed
+    # label key TFMA reads from the transform_features signature.
+    label_key: str = "tips"
     transformed_label_key: str = "tips_xf"
     train_eval_hash_buckets: tuple[int, int] = (2, 1)
     train_steps: int = 200
@@ -85,4 +87,6 @@ def dataset_config(name: str) -> PipelineConfig:
     try:
         return DATASETS[name]
     except KeyError:
-        raise ValueError(f"unknown dataset {name!r}; known: {', '.join(sorted(DATASETS))}") from None
+        raise ValueError(
+            f"unknown dataset {name!r}; known: {', '.join(sorted(DATASETS))}"
+        ) from None

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import tensorflow_model_analysis as tfma
-from tensorflow_metadata.proto.v0 import schema_pb2
 from tfx import v1 as tfx
 
+from components.baseline_resolver import BaselineModelStrategy
 from components.csv_example_gen import checked_csv_example_gen
-from components.schema_importer import CuratedSchemaImporter, file_sha256, load_schema
+from components.schema_importer import (
+    CuratedSchemaImporter,
+    file_sha256,
+    load_schema,
+    schema_column_types,
+)
 from pipeline.config import PipelineConfig
 from pipeline.fingerprint import code_fingerprint
 
@@ -18,14 +23,9 @@ SCHEMA_IMPORTER = "CuratedSchemaImporter"
 EXAMPLE_VALIDATOR = "ExampleValidator"
 TRANSFORM = "Transform"
 TRAINER = "Trainer"
-BASELINE_RESOLVER = "latest_blessed_model_resolver"
+BASELINE_RESOLVER = "baseline_model_resolver"
 EVALUATOR = "Evaluator"
 PUSHER = "Pusher"
-
-
-def schema_columns(schema: schema_pb2.Schema) -> dict[str, str]:
-    """Feature name -> type name (INT, FLOAT, BYTES) for the CSV input checks."""
-    return {feat.name: schema_pb2.FeatureType.Name(feat.type) for feat in schema.feature}
 
 
 def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
@@ -72,15 +72,19 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
 
     example_gen = checked_csv_example_gen(
         input_base=config.data_root,
-        columns=schema_columns(schema),
+        columns=schema_column_types(schema),
         input_config=tfx.proto.Input(
             splits=[tfx.proto.Input.Split(name="single_split", pattern=config.span_pattern)]
         ),
         output_config=tfx.proto.Output(
             split_config=tfx.proto.SplitConfig(
                 splits=[
-                    tfx.proto.SplitConfig.Split(name="train", hash_buckets=config.train_eval_hash_buckets[0]),
-                    tfx.proto.SplitConfig.Split(name="eval", hash_buckets=config.train_eval_hash_buckets[1]),
+                    tfx.proto.SplitConfig.Split(
+                        name="train", hash_buckets=config.train_eval_hash_buckets[0]
+                    ),
+                    tfx.proto.SplitConfig.Split(
+                        name="eval", hash_buckets=config.train_eval_hash_buckets[1]
+                    ),
                 ]
             )
         ),
@@ -117,7 +121,8 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
         },
     )
     baseline_resolver = tfx.dsl.Resolver(
-        strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
+        strategy_class=BaselineModelStrategy,
+        candidate=trainer.outputs["model"],
         model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
         model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
     ).with_id(BASELINE_RESOLVER)

@@ -45,13 +45,14 @@ def _imported_modules(path: Path, module: str) -> set[str]:
     return found
 
 
-def code_fingerprint(dotted_path: str, project_packages: tuple[str, ...] = ("trainer",)) -> str:
+def code_fingerprint(dotted_path: str, project_packages: tuple[str, ...] = ()) -> str:
     """SHA-256 over the source of the module holding `dotted_path` and its project imports.
 
     Args:
       dotted_path: `package.module.function` (or a module name).
-      project_packages: top-level packages whose modules count as project code;
-        third-party imports are pinned by the lock, not hashed here.
+      project_packages: top-level packages whose modules count as project code,
+        besides the one holding `dotted_path`; third-party imports are pinned by
+        the lock, not hashed here.
     """
     module = dotted_path
     if _module_file(module) is None:
@@ -59,11 +60,12 @@ def code_fingerprint(dotted_path: str, project_packages: tuple[str, ...] = ("tra
     if _module_file(module) is None:
         raise ValueError(f"cannot find the module of {dotted_path!r}; is the project installed?")
 
+    packages = {*project_packages, module.split(".")[0]}
     seen: dict[str, Path] = {}
     todo = [module]
     while todo:
         name = todo.pop()
-        if name in seen or name.split(".")[0] not in project_packages:
+        if name in seen or name.split(".")[0] not in packages:
             continue
         path = _module_file(name)
         if path is None or path.suffix != ".py":

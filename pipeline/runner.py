@@ -120,9 +120,7 @@ def run_local(
     ir = compiler.Compiler().compile(create_pipeline(config))
     # LocalDagRunner stamps runs with datetime.now(); substituting our own id
     # first lets the summary find this run's executions in ML Metadata.
-    runtime_parameter_utils.substitute_runtime_parameter(
-        ir, {"pipeline-run-id": run_id}
-    )
+    runtime_parameter_utils.substitute_runtime_parameter(ir, {"pipeline-run-id": run_id})
     run_options = None
     if from_nodes or to_nodes:
         run_options = pipeline_pb2.RunOptions()
@@ -159,9 +157,7 @@ def run_local(
         ) from None
     except Exception as e:
         failed = progress.current or "the pipeline"
-        raise PipelineRunError(
-            f"{failed} failed: {_root_cause(e)}\n  full log: {log_path}"
-        ) from e
+        raise PipelineRunError(f"{failed} failed: {_root_cause(e)}\n  full log: {log_path}") from e
     finally:
         root.removeHandler(file_handler)
         root.removeHandler(progress)
@@ -169,9 +165,7 @@ def run_local(
         for h, level in zip(muted, saved_levels, strict=True):
             h.setLevel(level)
     wall = time.perf_counter() - started
-    with metadata.Metadata(
-        metadata.sqlite_metadata_connection_config(config.metadata_path)
-    ) as m:
+    with metadata.Metadata(metadata.sqlite_metadata_connection_config(config.metadata_path)) as m:
         return summarize_run(m.store, config, run_id, wall_seconds=wall, log_path=log_path)
 
 

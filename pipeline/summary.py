@@ -12,6 +12,9 @@ from ml_metadata.proto import metadata_store_pb2
 from pipeline.config import PipelineConfig
 
 _STATE_NAMES = {v: k for k, v in metadata_store_pb2.Execution.State.items()}
+# Resolver nodes only query ML Metadata; they run on every run and do no work.
+_RESOLVER_TYPE = "tfx.dsl.components.common.resolver.Resolver"
+RESOLVED = "RESOLVED"
 
 
 @dataclass
@@ -46,14 +49,18 @@ class RunSummary:
         return json.dumps(asdict(self), indent=2, sort_keys=True)
 
     def render(self) -> str:
-        lines = [f"run {self.run_id} of pipeline '{self.pipeline_name}' in {self.wall_seconds:.1f}s"]
+        lines = [
+            f"run {self.run_id} of pipeline '{self.pipeline_name}' in {self.wall_seconds:.1f}s"
+        ]
         width = max((len(c.node_id) for c in self.components), default=10)
         for c in self.components:
-            detail = "cached" if c.state == "CACHED" else f"{c.seconds:6.1f}s"
+            detail = "" if c.state in ("CACHED", RESOLVED) else f"{c.seconds:6.1f}s"
             lines.append(f"  {c.node_id:<{width}}  {c.state.lower():<9} {detail}")
         if self.metrics:
-            shown = ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
-                              for k, v in sorted(self.metrics.items()))
+            shown = ", ".join(
+                f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
+                for k, v in sorted(self.metrics.items())
+            )
             lines.append(f"eval metrics: {shown}")
         if self.blessed is not None:
             lines.append(f"blessed: {'yes' if self.blessed else 'no'}")
@@ -119,10 +126,14 @@ def summarize_run(
     executions = sorted(store.get_executions_by_context(ctx.id), key=lambda e: e.id)
     for ex in executions:
         node = _node_id(store, ex.id, config.pipeline_name)
+        state = _STATE_NAMES.get(ex.last_known_state, "UNKNOWN")
+        if (
+            state == "COMPLETE"
+            and store.get_execution_types_by_id([ex.type_id])[0].name == _RESOLVER_TYPE
+        ):
+            state = RESOLVED
         seconds = max(0.0, (ex.last_update_time_since_epoch - ex.create_time_since_epoch) / 1000)
-        summary.components.append(
-            ComponentResult(node, _STATE_NAMES.get(ex.last_known_state, "UNKNOWN"), seconds)
-        )
+        summary.components.append(ComponentResult(node, state, seconds))
         for art in _outputs(store, ex.id):
             type_name = store.get_artifact_types_by_id([art.type_id])[0].name
             if type_name == "ModelEvaluation":
@@ -134,7 +145,9 @@ def summarize_run(
                 summary.blessed = bool(_custom(art, "blessed"))
             elif type_name == "PushedModel":
                 summary.pushed = bool(_custom(art, "pushed"))
-                summary.pushed_model = _custom(art, "pushed_destination") if summary.pushed else None
+                summary.pushed_model = (
+                    _custom(art, "pushed_destination") if summary.pushed else None
+                )
             elif type_name == "Model":
                 summary.model_uri = art.uri
     return summary

@@ -23,7 +23,7 @@ BUCKET_FEATURE_KEYS = [
 FEATURE_BUCKET_COUNT = 10
 
 # Strings and high-cardinality ids: vocabulary with out-of-vocabulary buckets.
-VOCAB_FEATURE_KEYS = ["payment_type", "company", "pickup_census_tract", "dropoff_census_tract"]
+VOCAB_FEATURE_KEYS = ["payment_type", "company"]
 VOCAB_SIZE = 1000
 OOV_SIZE = 10
 

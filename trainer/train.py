@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import tensorflow as tf
@@ -30,13 +30,16 @@ class Hyperparameters:
     hidden_units: tuple[int, ...] = (64, 32)
     cache: bool = True
     deterministic: bool = True
+    seed: int = 42
 
     @classmethod
     def from_custom_config(cls, custom_config: dict[str, Any] | None) -> Hyperparameters:
         raw = dict((custom_config or {}).get("hyperparameters", {}))
         unknown = set(raw) - {f.name for f in cls.__dataclass_fields__.values()}
         if unknown:
-            raise ValueError(f"unknown hyperparameters {sorted(unknown)}; known: {list(asdict(cls()))}")
+            raise ValueError(
+                f"unknown hyperparameters {sorted(unknown)}; known: {list(asdict(cls()))}"
+            )
         if "hidden_units" in raw:
             raw["hidden_units"] = tuple(raw["hidden_units"])
         return cls(**raw)
@@ -100,6 +103,9 @@ def run_fn(fn_args: Any) -> None:
     """
     hp = Hyperparameters.from_custom_config(fn_args.custom_config)
     logging.info("hyperparameters: %s", json.dumps(asdict(hp)))
+    # Same data, code and hyperparameters give the same model (up to thread
+    # scheduling in TF's kernels): weights init and shuffling are seeded.
+    keras.utils.set_random_seed(hp.seed)
     tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
     feature_spec = tf_transform_output.transformed_feature_spec()
 

@@ -1,0 +1,36 @@
+# Every target sets up .venv first (fast and idempotent when nothing changed).
+PY := .venv/bin/python
+export TF_CPP_MIN_LOG_LEVEL ?= 3
+
+.PHONY: setup run test test-fast lint bench lock clean
+
+setup:
+	@scripts/setup.sh
+
+## The main job: the whole pipeline on the embedded Chicago taxi data.
+run: setup
+	$(PY) local_runner.py $(ARGS)
+
+## Every test, end-to-end included (what CI runs).
+test: setup
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m pytest $(ARGS)
+
+## Unit tests only (seconds to a few minutes).
+test-fast: setup
+	$(PY) -m pytest -m "not slow" $(ARGS)
+
+lint: setup
+	$(PY) -m ruff check . && $(PY) -m ruff format --check .
+
+bench: setup
+	$(PY) benchmarks/taxi_vs_tfx_example.py $(ARGS)
+
+## Re-resolve requirements.in into the pinned lock (needs uv; ~15 s).
+lock: setup
+	.venv/bin/uv pip compile requirements.in -o requirements.lock --python-version 3.11 \
+	  --python-platform x86_64-manylinux2014 --generate-hashes --quiet
+
+clean:
+	rm -rf runs .pytest_cache .ruff_cache

@@ -1,0 +1,155 @@
+"""Scores the rows of a raw CSV with a pushed model.
+
+The model's `serving_default` signature takes serialized raw tf.Examples and
+applies the transform graph itself, so this module only turns CSV rows into
+tf.Examples typed by the curated schema: no preprocessing is repeated here.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from components import csv_checks
+from components.schema_importer import load_schema, schema_column_types
+from pipeline.config import PipelineConfig
+
+BATCH_SIZE = 1024
+SIGNATURE = "serving_default"
+
+
+class PredictError(RuntimeError):
+    """The model or its input cannot be used; the message says what to do."""
+
+
+@dataclass
+class PredictResult:
+    csv_path: str
+    model_dir: str
+    probabilities: list[float]
+    output: str | None
+
+    def __str__(self) -> str:
+        n = len(self.probabilities)
+        positives = sum(p >= 0.5 for p in self.probabilities)
+        lines = [
+            f"scored {n} rows of {self.csv_path} with {self.model_dir}",
+            f"predicted positive (p >= 0.5): {positives} of {n}",
+        ]
+        if self.output:
+            lines.append(f"predictions written to {self.output}")
+        else:
+            lines += [f"  row {i + 1}: {p:.4f}" for i, p in enumerate(self.probabilities[:20])]
+            if n > 20:
+                lines.append(f"  ... {n - 20} more (use --output to write them all)")
+        return "\n".join(lines)
+
+
+def latest_pushed_model(serving_dir: str) -> str:
+    """The newest version directory Pusher wrote under `serving_dir`."""
+    versions = []
+    if os.path.isdir(serving_dir):
+        versions = [d for d in os.listdir(serving_dir) if d.isdigit()]
+    if not versions:
+        raise PredictError(
+            f"no pushed model under {serving_dir}; run the pipeline first (`make run`) "
+            "or pass --model DIR"
+        )
+    return os.path.join(serving_dir, max(versions, key=int))
+
+
+def _rows(path: str) -> tuple[list[str], Iterator[list[str]]]:
+    f = open(path, newline="", encoding="utf-8")  # noqa: SIM115 - closed by the generator
+    reader = csv.reader(f)
+    header = [h.strip() for h in next(reader)]
+
+    def gen() -> Iterator[list[str]]:
+        with f:
+            for row in reader:
+                if row:
+                    yield row
+
+    return header, gen()
+
+
+def _example(header: list[str], row: list[str], types: dict[str, str]) -> bytes:
+    import tensorflow as tf
+
+    feature = {}
+    for name, value in zip(header, row, strict=True):
+        kind = types.get(name)
+        value = value.strip()
+        if kind is None or value == "":
+            continue  # unknown column, or a missing value: left out like CsvExampleGen does
+        if kind == csv_checks.INT:
+            feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=[int(value)]))
+        elif kind == csv_checks.FLOAT:
+            feature[name] = tf.train.Feature(float_list=tf.train.FloatList(value=[float(value)]))
+        else:
+            feature[name] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[value.encode()]))
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+
+def predict_csv(
+    config: PipelineConfig,
+    csv_path: str,
+    *,
+    output: str | None = None,
+    model_dir: str | None = None,
+) -> PredictResult:
+    if not os.path.isfile(csv_path):
+        raise PredictError(f"{csv_path}: no such file")
+    schema = load_schema(config.schema_file)
+    types = schema_column_types(schema)
+    # Serving rows need every feature but the label; check before loading the model.
+    required = [n for n in types if n != config.label_key]
+    csv_checks.check_csv_files([csv_path], types, required=required)
+
+    model_dir = model_dir or latest_pushed_model(config.serving_dir)
+    import tensorflow as tf
+
+    try:
+        model = tf.saved_model.load(model_dir)
+        serve = model.signatures[SIGNATURE]
+    except (OSError, KeyError, ValueError) as e:
+        raise PredictError(
+            f"{model_dir}: not a SavedModel with a {SIGNATURE!r} signature: {e}"
+        ) from e
+
+    header, rows = _rows(csv_path)
+    probabilities: list[float] = []
+    batch: list[bytes] = []
+    all_rows: list[list[str]] = []
+
+    def flush() -> None:
+        if not batch:
+            return
+        try:
+            out = serve(examples=tf.constant(batch))
+        except tf.errors.InvalidArgumentError as e:
+            first = len(probabilities) + 2  # 1-based line of the batch's first row
+            raise PredictError(
+                f"{csv_path}: the model rejected rows from line {first}: {e.message.splitlines()[0]}"
+            ) from e
+        probabilities.extend(float(p) for p in tf.reshape(next(iter(out.values())), [-1]).numpy())
+        batch.clear()
+
+    for row in rows:
+        batch.append(_example(header, row, types))
+        if output:
+            all_rows.append(row)
+        if len(batch) >= BATCH_SIZE:
+            flush()
+    flush()
+
+    if output:
+        tmp = output + ".tmp"
+        with open(tmp, "w", newline="", encoding="utf-8") as f:
+            writer = csv.writer(f)
+            writer.writerow([*header, "probability", "prediction"])
+            for row, p in zip(all_rows, probabilities, strict=True):
+                writer.writerow([*row, f"{p:.6f}", int(p >= 0.5)])
+        os.replace(tmp, output)  # never leave a half-written predictions file
+    return PredictResult(csv_path, model_dir, probabilities, output)

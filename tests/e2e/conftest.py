@@ -1,0 +1,52 @@
+"""Shared whole-pipeline runs: run once per session, asserted on by many tests."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from e2e_support import small_config, write_sample
+
+from pipeline.config import PipelineConfig
+from pipeline.summary import RunSummary
+
+
+@dataclass
+class TaxiRuns:
+    config: PipelineConfig
+    first: RunSummary
+    cached: RunSummary
+    trainer_code_changed: RunSummary
+
+
+@pytest.fixture(scope="session")
+def taxi_runs(tmp_path_factory: pytest.TempPathFactory) -> TaxiRuns:
+    """Three runs on one store: fresh, unchanged (cached), trainer code edited."""
+    import pipeline.definition as definition
+    from pipeline.runner import run_local
+
+    tmp = tmp_path_factory.mktemp("taxi")
+    write_sample(tmp / "data")
+    config = small_config(tmp)
+    first = run_local(config, printer=lambda _: None)
+    cached = run_local(config, printer=lambda _: None)
+
+    real = definition.code_fingerprint
+
+    def edited(path: str, *args, **kwargs) -> str:
+        # Same effect as editing trainer/model.py: the run_fn's code hash changes.
+        value = real(path, *args, **kwargs)
+        return value[::-1] if path == config.run_fn else value
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(definition, "code_fingerprint", edited)
+        changed = run_local(config, printer=lambda _: None)
+    return TaxiRuns(config, first, cached, changed)
+
+
+@pytest.fixture()
+def fresh_dir(tmp_path: Path) -> Path:
+    yield tmp_path
+    shutil.rmtree(tmp_path, ignore_errors=True)
