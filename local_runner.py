@@ -6,7 +6,7 @@ Thin on purpose: the pipeline is defined once in pipeline/definition.py.
 
 import sys
 
-from pipeline.cli import main
+from pipeline.cli import exit_now, main
 
 if __name__ == "__main__":
-    sys.exit(main(["run", *sys.argv[1:]]))
+    exit_now(main(["run", *sys.argv[1:]]))

@@ -139,7 +139,8 @@ def run_local(
     absl_handler = absl_logging.get_absl_handler()
     # Handlers someone else put on the root logger (absl's, basicConfig's) would
     # flood the terminal with TFX's INFO lines; the log file keeps them all.
-    muted = [h for h in root.handlers + [absl_handler] if not verbose]
+    tf_handlers = logging.getLogger("tensorflow").handlers
+    muted = [h for h in [*root.handlers, *tf_handlers, absl_handler] if not verbose]
     saved_levels = [h.level for h in muted]
     for h in muted:
         h.setLevel(logging.ERROR)
@@ -149,24 +150,28 @@ def run_local(
     printer(f"  log: {log_path}")
     started = time.perf_counter()
     try:
-        LocalDagRunner().run_with_ir(ir, run_options=run_options)
-    except KeyboardInterrupt:
-        raise PipelineRunError(
-            f"run {run_id} interrupted during {progress.current or 'start-up'}; completed "
-            "components are cached, so rerunning the same command resumes from there."
-        ) from None
-    except Exception as e:
-        failed = progress.current or "the pipeline"
-        raise PipelineRunError(f"{failed} failed: {_root_cause(e)}\n  full log: {log_path}") from e
+        try:
+            LocalDagRunner().run_with_ir(ir, run_options=run_options)
+        except KeyboardInterrupt:
+            raise PipelineRunError(
+                f"run {run_id} interrupted during {progress.current or 'start-up'}; completed "
+                "components are cached, so rerunning the same command resumes from there."
+            ) from None
+        except Exception as e:
+            failed = progress.current or "the pipeline"
+            raise PipelineRunError(
+                f"{failed} failed: {_root_cause(e)}\n  full log: {log_path}"
+            ) from e
+        wall = time.perf_counter() - started
+        connection = metadata.sqlite_metadata_connection_config(config.metadata_path)
+        with metadata.Metadata(connection) as m:
+            return summarize_run(m.store, config, run_id, wall_seconds=wall, log_path=log_path)
     finally:
         root.removeHandler(file_handler)
         root.removeHandler(progress)
         file_handler.close()
         for h, level in zip(muted, saved_levels, strict=True):
             h.setLevel(level)
-    wall = time.perf_counter() - started
-    with metadata.Metadata(metadata.sqlite_metadata_connection_config(config.metadata_path)) as m:
-        return summarize_run(m.store, config, run_id, wall_seconds=wall, log_path=log_path)
 
 
 def _root_cause(e: BaseException) -> str:
