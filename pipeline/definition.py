@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
 
@@ -66,8 +68,17 @@ def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
     )
 
 
-def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
-    """Builds the TFX pipeline for `config`."""
+def create_pipeline(
+    config: PipelineConfig, *, metadata_connection_config: Any | None = None
+) -> tfx.dsl.Pipeline:
+    """Builds the TFX pipeline for `config`.
+
+    Args:
+      config: what to run on, where to write, and how to train.
+      metadata_connection_config: an ML Metadata `ConnectionConfig` (e.g.
+        MySQL); by default SQLite at `config.metadata_path`. Orchestrators that
+        bring their own store (Kubeflow) ignore it.
+    """
     schema = load_schema(config.schema_file)
 
     example_gen = checked_csv_example_gen(
@@ -154,8 +165,7 @@ def create_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
             pusher,
         ],
         enable_cache=config.enable_cache,
-        metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
-            config.metadata_path
-        ),
+        metadata_connection_config=metadata_connection_config
+        or tfx.orchestration.metadata.sqlite_metadata_connection_config(config.metadata_path),
         beam_pipeline_args=list(config.beam_args),
     )
