@@ -1,0 +1,85 @@
+"""Pusher executor that publishes a model version atomically.
+
+Model servers (TF Serving and friends) load any new numbered version
+directory that appears under the serving path. TFX's Pusher copies the model
+file by file straight into `<base>/<version>/`, so a crash mid-copy leaves a
+partial version there forever, and two pushes in the same second share a
+version directory. This executor copies into a hidden temporary directory
+beside it and renames it into place: on a local or POSIX filesystem the new
+version appears complete or not at all.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from typing import Any
+
+from absl import logging
+from tfx import types
+from tfx.components.pusher import executor as tfx_pusher
+from tfx.dsl.io import fileio
+from tfx.proto import pusher_pb2
+from tfx.types import artifact_utils, standard_component_specs
+from tfx.utils import io_utils, proto_utils
+
+TMP_PREFIX = ".incoming-"
+
+
+def next_version(base_directory: str, now: float | None = None) -> str:
+    """A Unix-timestamp version, bumped past any existing one so none is reused."""
+    version = int(now if now is not None else time.time())
+    if fileio.exists(base_directory):
+        taken = [
+            int(d.rstrip("/")) for d in fileio.listdir(base_directory) if d.rstrip("/").isdigit()
+        ]
+        if taken:
+            version = max(version, max(taken) + 1)
+    return str(version)
+
+
+def publish_model(model_path: str, base_directory: str) -> tuple[str, str]:
+    """Copies `model_path` to `<base>/<version>` atomically; returns (path, version)."""
+    fileio.makedirs(base_directory)
+    tmp = os.path.join(base_directory, f"{TMP_PREFIX}{uuid.uuid4().hex}")
+    try:
+        io_utils.copy_dir(model_path, tmp)
+        version = next_version(base_directory)
+        serving_path = os.path.join(base_directory, version)
+        fileio.rename(tmp, serving_path)
+    except BaseException:
+        if fileio.exists(tmp):
+            fileio.rmtree(tmp)
+        raise
+    return serving_path, version
+
+
+class Executor(tfx_pusher.Executor):
+    """TFX's Pusher, with an atomic filesystem push."""
+
+    def Do(  # noqa: N802 - TFX API
+        self,
+        input_dict: dict[str, list[types.Artifact]],
+        output_dict: dict[str, list[types.Artifact]],
+        exec_properties: dict[str, Any],
+    ) -> None:
+        self._log_startup(input_dict, output_dict, exec_properties)
+        model_push = artifact_utils.get_single_instance(
+            output_dict[standard_component_specs.PUSHED_MODEL_KEY]
+        )
+        if not self.CheckBlessing(input_dict):
+            self._MarkNotPushed(model_push)
+            return
+        destination = pusher_pb2.PushDestination()
+        proto_utils.json_to_proto(
+            exec_properties[standard_component_specs.PUSH_DESTINATION_KEY], destination
+        )
+        if destination.WhichOneof("destination") != "filesystem":
+            # Other destinations keep TFX's behaviour.
+            return super().Do(input_dict, output_dict, exec_properties)
+        model_path = self.GetModelPath(input_dict)
+        serving_path, version = publish_model(model_path, destination.filesystem.base_directory)
+        logging.info("Model published atomically to %s.", serving_path)
+        io_utils.copy_dir(model_path, model_push.uri)
+        self._MarkPushed(model_push, pushed_destination=serving_path, pushed_version=version)
