@@ -1,0 +1,147 @@
+"""Killing or interrupting a run costs time, never data or a wrong model.
+
+Faults are real signals sent to a real runner process (`local_runner.py`),
+while the named component is executing. Promises are checked in ML Metadata
+and on disk.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from ml_metadata.metadata_store import metadata_store
+from ml_metadata.proto import metadata_store_pb2
+
+from pipeline.config import PROJECT_ROOT
+
+pytestmark = pytest.mark.slow
+
+EMBEDDED_CSV = PROJECT_ROOT / "data" / "taxi" / "span-1" / "data.csv"
+
+
+def _sample(tmp: Path, rows: int = 2000) -> Path:
+    span = tmp / "data" / "span-1"
+    span.mkdir(parents=True)
+    with EMBEDDED_CSV.open() as src, (span / "data.csv").open("w") as dst:
+        dst.writelines(itertools.islice(src, rows + 1))
+    return tmp / "data"
+
+
+def _cmd(tmp: Path) -> list[str]:
+    return [
+        sys.executable,
+        "local_runner.py",
+        "--data-root",
+        str(tmp / "data"),
+        "--run-dir",
+        str(tmp / "run"),
+        "--train-steps",
+        "20",
+        "--eval-steps",
+        "1",
+        "--json",
+    ]
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONUNBUFFERED": "1", "TF_CPP_MIN_LOG_LEVEL": "3"}
+
+
+def _start_and_signal(tmp: Path, component: str, sig: int, delay: float) -> subprocess.Popen:
+    """Starts a run and sends `sig` `delay` seconds after `component` starts."""
+    proc = subprocess.Popen(
+        _cmd(tmp),
+        cwd=PROJECT_ROOT,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    for line in proc.stdout:
+        if line.rstrip().endswith(f"] {component} ..."):
+            time.sleep(delay)
+            proc.send_signal(sig)
+            break
+    else:
+        proc.wait()
+        pytest.fail(f"{component} never started: {proc.stderr.read()[-2000:]}")
+    return proc
+
+
+def _store(tmp: Path) -> metadata_store.MetadataStore:
+    cfg = metadata_store_pb2.ConnectionConfig()
+    cfg.sqlite.filename_uri = str(tmp / "run" / "metadata.sqlite")
+    return metadata_store.MetadataStore(cfg)
+
+
+def _executions_of(store, type_suffix: str):
+    return [
+        e
+        for t in store.get_execution_types()
+        if t.name.endswith(type_suffix)
+        for e in store.get_executions_by_type(t.name)
+    ]
+
+
+def _resume(tmp: Path) -> dict:
+    done = subprocess.run(
+        _cmd(tmp), cwd=PROJECT_ROOT, env=_env(), capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    return json.loads(out[out.index("\n{") + 1 :])
+
+
+@pytest.mark.parametrize("component", ["Transform", "Trainer"])
+def test_sigkill_then_rerun_resumes_without_using_partial_output(tmp_path, component):
+    _sample(tmp_path)
+    proc = _start_and_signal(tmp_path, component, signal.SIGKILL, delay=2.0)
+    proc.wait(timeout=120)
+    assert proc.returncode == -signal.SIGKILL
+
+    store = _store(tmp_path)
+    killed = _executions_of(store, f".{component}")
+    assert len(killed) == 1
+    assert killed[0].last_known_state != metadata_store_pb2.Execution.COMPLETE
+
+    summary = _resume(tmp_path)
+    states = {c["node_id"]: c["state"] for c in summary["components"]}
+    upstream = ["CsvExampleGen", "CuratedSchemaImporter", "StatisticsGen"]
+    if component == "Trainer":
+        upstream.append("Transform")
+    for node in upstream:
+        assert states[node] == "CACHED", (node, states)
+    for node in [component, "Evaluator", "Pusher"]:
+        assert states[node] == "COMPLETE", (node, states)
+    assert summary["blessed"] is True and summary["pushed"] is True
+
+    # ML Metadata stays consistent: the killed execution never turned complete,
+    # and no live artifact points into its output folders.
+    store = _store(tmp_path)
+    old = [e for e in _executions_of(store, f".{component}") if e.id == killed[0].id][0]
+    assert old.last_known_state != metadata_store_pb2.Execution.COMPLETE
+    live = [a for a in store.get_artifacts() if a.state == metadata_store_pb2.Artifact.LIVE]
+    assert live
+    for artifact in live:
+        parts = Path(artifact.uri).parts
+        assert not (component in parts and str(killed[0].id) in parts), artifact.uri
+
+
+def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path):
+    _sample(tmp_path)
+    proc = _start_and_signal(tmp_path, "Transform", signal.SIGINT, delay=1.0)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1
+    assert "interrupted during Transform" in err
+    assert "rerunning the same command resumes" in err
+    summary = _resume(tmp_path)
+    states = {c["node_id"]: c["state"] for c in summary["components"]}
+    assert states["CsvExampleGen"] == "CACHED" and states["Transform"] == "COMPLETE"
