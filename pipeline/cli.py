@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 
 from pipeline.config import DATASETS, dataset_config
@@ -28,6 +29,9 @@ def _config(args: argparse.Namespace):
             changes[name] = getattr(args, name)
     if getattr(args, "no_cache", False):
         changes["enable_cache"] = False
+    for name in ("span", "version", "window", "num_shards"):
+        if getattr(args, name, None) is not None:
+            changes[name] = getattr(args, name)
     return config.replace(**changes)
 
 
@@ -36,13 +40,17 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     config = _config(args)
     try:
+        if config.window > 1:
+            from pipeline.spans import ingest_older_spans
+
+            ingest_older_spans(config)
         summary = run_local(
             config,
             from_nodes=args.from_node or (),
             to_nodes=args.to_node or (),
             verbose=args.verbose,
         )
-    except PipelineRunError as e:
+    except (PipelineRunError, ValueError) as e:  # SpanError is a ValueError
         print(f"\nERROR: {e}", file=sys.stderr)
         return 1
     print()
@@ -64,6 +72,35 @@ def cmd_predict(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_verify(args: argparse.Namespace) -> int:
+    import json
+
+    from tfx.orchestration import metadata
+
+    from pipeline.run_guard import RunGuardError, check_metadata_store
+    from pipeline.verify import examples_artifacts, verify_artifact
+
+    config = _config(args)
+    try:
+        if not os.path.exists(config.metadata_path):
+            raise RunGuardError(
+                f"no ML Metadata store at {config.metadata_path}; run the pipeline first"
+            )
+        check_metadata_store(config.metadata_path)
+        connection = metadata.sqlite_metadata_connection_config(config.metadata_path)
+        with metadata.Metadata(connection) as m:
+            artifacts = examples_artifacts(m.store, args.artifact_ids)
+            reports = [verify_artifact(m.store, a) for a in artifacts]
+    except (RunGuardError, ValueError) as e:
+        print(f"ERROR: {e}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps([r.to_dict() for r in reports], indent=2, sort_keys=True))
+    else:
+        print("\n".join(r.render() for r in reports) or "no Examples artifacts in this store")
+    return 0 if all(r.ok for r in reports) else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tfxp", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -76,6 +113,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--from-node", action="append", help="partial run: start at this component")
     run.add_argument("--to-node", action="append", help="partial run: stop after this component")
     run.add_argument("--json", action="store_true", help="print the summary as JSON")
+    run.add_argument("--span", type=int, help="train on this span (default: the latest)")
+    run.add_argument("--version", type=int, help="with --span: this version (default: latest)")
+    run.add_argument("--window", type=int, help="train on the newest K spans up to --span")
+    run.add_argument("--num-shards", type=int, help="TFRecord shards per split (0: sized)")
     run.add_argument("-v", "--verbose", action="store_true", help="stream TFX's logs too")
     run.set_defaults(func=cmd_run)
 
@@ -85,10 +126,26 @@ def build_parser() -> argparse.ArgumentParser:
     pred.add_argument("-o", "--output", help="write rows + predictions to this CSV")
     pred.add_argument("--model", help="SavedModel dir (default: latest pushed model)")
     pred.set_defaults(func=cmd_predict)
+
+    ver = sub.add_parser("verify", help="check every shard of Examples artifacts")
+    _add_config_flags(ver)
+    ver.add_argument("artifact_ids", nargs="*", type=int, help="artifact ids (default: all)")
+    ver.add_argument("--json", action="store_true")
+    ver.set_defaults(func=cmd_verify)
+
+    from pipeline.data_cli import register as register_data
+
+    register_data(sub)
+    from pipeline.lineage_cli import register as register_lineage
+
+    register_lineage(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # TensorFlow's C++ and Google's deprecation chatter would bury our output.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    warnings.filterwarnings("ignore", category=FutureWarning)
     args = build_parser().parse_args(argv)
     return args.func(args)
 

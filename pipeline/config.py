@@ -39,9 +39,20 @@ class PipelineConfig:
     """Everything that varies between datasets, environments and runs."""
 
     pipeline_name: str = "taxi"
-    # Raw data: one folder per span, data_root/span-<N>/*.csv.
+    # Raw data: one folder per span, data_root/span-<N>/*.csv, or, for datasets
+    # whose drops get re-delivered, data_root/span-<N>/version-<V>/*.csv.
     data_root: str = str(PROJECT_ROOT / "data" / "taxi")
     span_pattern: str = "span-{SPAN}/*.csv"
+    version_pattern: str = "span-{SPAN}/version-{VERSION}/*.csv"
+    # Which layout: None detects it from the data folder (local roots only).
+    versioned: bool | None = None
+    # Which data a run trains on: the latest span by default, or a pinned span
+    # (and version; default its latest), and the `window` newest spans up to it.
+    span: int | None = None
+    version: int | None = None
+    window: int = 1
+    # TFRecord shards per output split; 0 sizes them for the data (see data/README.md).
+    num_shards: int = 0
     schema_file: str = str(PROJECT_ROOT / "schema" / "taxi" / "schema.pbtxt")
     # Where a run writes: pipeline_root, ML Metadata and pushed models live below.
     run_dir: str = str(PROJECT_ROOT / "runs" / "taxi")

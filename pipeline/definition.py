@@ -6,7 +6,9 @@ from typing import Any
 
 import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
+from tfx.dsl.components.base import executor_spec
 
+from components import atomic_pusher
 from components.baseline_resolver import BaselineModelStrategy
 from components.csv_example_gen import checked_csv_example_gen
 from components.schema_importer import (
@@ -15,8 +17,10 @@ from components.schema_importer import (
     load_schema,
     schema_column_types,
 )
+from components.span_window import WINDOW_EXAMPLES_ID, SpanWindowExamples, SpanWindowStrategy
 from pipeline.config import PipelineConfig
 from pipeline.fingerprint import code_fingerprint
+from pipeline.spans import input_pattern
 
 # Node ids, in run order. Tests and the run summary refer to components by these.
 EXAMPLE_GEN = "CsvExampleGen"
@@ -26,6 +30,9 @@ EXAMPLE_VALIDATOR = "ExampleValidator"
 TRANSFORM = "Transform"
 TRAINER = "Trainer"
 BASELINE_RESOLVER = "baseline_model_resolver"
+# Only with a rolling window (config.window > 1): gathers the window's Examples.
+SPAN_WINDOW_RESOLVER = "span_window_resolver"
+SPAN_WINDOW_EXAMPLES = WINDOW_EXAMPLES_ID
 EVALUATOR = "Evaluator"
 PUSHER = "Pusher"
 
@@ -85,8 +92,20 @@ def create_pipeline(
         input_base=config.data_root,
         columns=schema_column_types(schema),
         input_config=tfx.proto.Input(
-            splits=[tfx.proto.Input.Split(name="single_split", pattern=config.span_pattern)]
+            splits=[tfx.proto.Input.Split(name="single_split", pattern=input_pattern(config))]
         ),
+        # Default (None): TFX's rolling range of one span, i.e. the latest span.
+        range_config=(
+            None
+            if config.span is None
+            else tfx.proto.RangeConfig(
+                static_range=tfx.proto.StaticRange(
+                    start_span_number=config.span, end_span_number=config.span
+                )
+            )
+        ),
+        version=config.version,
+        num_shards=config.num_shards,
         output_config=tfx.proto.Output(
             split_config=tfx.proto.SplitConfig(
                 splits=[
@@ -100,6 +119,33 @@ def create_pipeline(
             )
         ),
     )
+    # What Transform (and so the Trainer) learns from: this run's span, or the
+    # newest Examples of each span in the window. StatisticsGen, ExampleValidator
+    # and the Evaluator look at this run's span only: the data that just arrived.
+    training_examples = example_gen.outputs["examples"]
+    window_nodes = []
+    if config.window > 1:
+        window_resolver = tfx.dsl.Resolver(
+            strategy_class=SpanWindowStrategy,
+            config={
+                "num_spans": config.window,
+                "end_span": -1 if config.span is None else config.span,
+                "input_base": config.data_root,
+            },
+            # A free channel: every run's ExampleGen output, not only this run's.
+            examples=tfx.dsl.Channel(
+                type=tfx.types.standard_artifacts.Examples,
+                producer_component_id=EXAMPLE_GEN,
+                output_key="examples",
+            ),
+        ).with_id(SPAN_WINDOW_RESOLVER)
+        # After this run's ingestion, so the window includes it.
+        window_resolver.add_upstream_node(example_gen)
+        window_examples = SpanWindowExamples(examples=window_resolver.outputs["examples"]).with_id(
+            SPAN_WINDOW_EXAMPLES
+        )
+        window_nodes = [window_resolver, window_examples]
+        training_examples = window_examples.outputs["window"]
     schema_importer = CuratedSchemaImporter(
         schema_file=config.schema_file, content_sha256=file_sha256(config.schema_file)
     ).with_id(SCHEMA_IMPORTER)
@@ -110,7 +156,7 @@ def create_pipeline(
         statistics=statistics_gen.outputs["statistics"], schema=schema_importer.outputs["schema"]
     )
     transform = tfx.components.Transform(
-        examples=example_gen.outputs["examples"],
+        examples=training_examples,
         schema=schema_importer.outputs["schema"],
         preprocessing_fn=config.preprocessing_fn,
         # Pre/post-transform statistics double Transform's cost; StatisticsGen
@@ -149,12 +195,15 @@ def create_pipeline(
         push_destination=tfx.proto.PushDestination(
             filesystem=tfx.proto.PushDestination.Filesystem(base_directory=config.serving_dir)
         ),
+        # Copy aside, then rename: servers never see a half-written version.
+        custom_executor_spec=executor_spec.ExecutorClassSpec(atomic_pusher.Executor),
     )
     return tfx.dsl.Pipeline(
         pipeline_name=config.pipeline_name,
         pipeline_root=config.pipeline_root,
         components=[
             example_gen,
+            *window_nodes,
             schema_importer,
             statistics_gen,
             example_validator,

@@ -68,9 +68,10 @@ def check_metadata_store(path: str) -> None:
         ) from None
 
 
-def check_locations(config: PipelineConfig) -> None:
+def check_locations(config: PipelineConfig, *, check_sqlite_store: bool = True) -> None:
     # The store first: a corrupt store must not leave new empty folders behind.
-    check_metadata_store(config.metadata_path)
+    if check_sqlite_store:
+        check_metadata_store(config.metadata_path)
     _writable_dir(config.run_dir, "run directory")
     _writable_dir(config.pipeline_root, "pipeline root")
     _writable_dir(config.serving_dir, "serving directory")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import os
@@ -9,9 +10,10 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from pathlib import Path
+from typing import Any
 
 from pipeline.config import PipelineConfig
+from pipeline.run_guard import RunGuardError, check_locations, run_lock
 
 Printer = Callable[[str], None]
 
@@ -26,20 +28,13 @@ def new_run_id() -> str:
 
 
 def check_data_root(config: PipelineConfig) -> None:
-    """Fails early, before Beam starts, when there is nothing to ingest."""
-    root = Path(config.data_root)
-    if "://" in config.data_root:
-        return  # remote roots are checked by ExampleGen itself
-    if not root.is_dir():
-        raise PipelineRunError(f"data folder {root} does not exist; point --data-root at a dataset")
-    spans = sorted(p for p in root.glob("span-*") if p.is_dir())
-    if not spans:
-        raise PipelineRunError(
-            f"data folder {root} holds no span folders: expected {root}/span-1/*.csv "
-            "(one folder per data drop)"
-        )
-    if not any(spans[-1].glob("*.csv")) and not any(p.glob("*.csv") for p in spans):
-        raise PipelineRunError(f"data folder {root} has span folders but no CSV files in them")
+    """Fails early, before Beam starts, when there is nothing (or the wrong thing) to ingest."""
+    from pipeline.spans import SpanError, check_spans
+
+    try:
+        check_spans(config)
+    except SpanError as e:
+        raise PipelineRunError(str(e)) from None
 
 
 class _ProgressHandler(logging.Handler):
@@ -95,13 +90,21 @@ def run_local(
     to_nodes: Sequence[str] = (),
     printer: Printer = print,
     verbose: bool = False,
+    metadata_connection_config: Any | None = None,
 ):
     """Runs `config`'s pipeline with LocalDagRunner; returns a RunSummary.
 
+    `metadata_connection_config` selects another ML Metadata store (e.g.
+    MySQL/MariaDB); by default SQLite at `config.metadata_path`.
     Raises PipelineRunError naming the failed component and the log file.
     """
+    sqlite = metadata_connection_config is None
     _quiet_third_party()
     check_data_root(config)
+    try:
+        check_locations(config, check_sqlite_store=sqlite)
+    except RunGuardError as e:
+        raise PipelineRunError(str(e)) from None
 
     from absl import logging as absl_logging
     from tfx.dsl.compiler import compiler
@@ -117,7 +120,9 @@ def run_local(
     os.makedirs(config.log_dir, exist_ok=True)
     log_path = os.path.join(config.log_dir, f"{run_id}.log")
 
-    ir = compiler.Compiler().compile(create_pipeline(config))
+    ir = compiler.Compiler().compile(
+        create_pipeline(config, metadata_connection_config=metadata_connection_config)
+    )
     # LocalDagRunner stamps runs with datetime.now(); substituting our own id
     # first lets the summary find this run's executions in ML Metadata.
     runtime_parameter_utils.substitute_runtime_parameter(ir, {"pipeline-run-id": run_id})
@@ -151,7 +156,10 @@ def run_local(
     started = time.perf_counter()
     try:
         try:
-            LocalDagRunner().run_with_ir(ir, run_options=run_options)
+            # A server-backed store (MySQL) takes concurrent runs; SQLite does not.
+            lock = run_lock(config, run_id, printer) if sqlite else contextlib.nullcontext()
+            with lock:
+                LocalDagRunner().run_with_ir(ir, run_options=run_options)
         except KeyboardInterrupt:
             raise PipelineRunError(
                 f"run {run_id} interrupted during {progress.current or 'start-up'}; completed "
@@ -159,11 +167,15 @@ def run_local(
             ) from None
         except Exception as e:
             failed = progress.current or "the pipeline"
+            cause = _root_cause(e)
+            corrupt = _diagnose_corrupt_input(config, run_id, cause, metadata_connection_config)
             raise PipelineRunError(
-                f"{failed} failed: {_root_cause(e)}\n  full log: {log_path}"
+                f"{failed} failed: {cause}{corrupt}\n  full log: {log_path}"
             ) from e
         wall = time.perf_counter() - started
-        connection = metadata.sqlite_metadata_connection_config(config.metadata_path)
+        connection = metadata_connection_config or metadata.sqlite_metadata_connection_config(
+            config.metadata_path
+        )
         with metadata.Metadata(connection) as m:
             return summarize_run(m.store, config, run_id, wall_seconds=wall, log_path=log_path)
     finally:
@@ -172,6 +184,52 @@ def run_local(
         file_handler.close()
         for h, level in zip(muted, saved_levels, strict=True):
             h.setLevel(level)
+
+
+# Words TensorFlow, zlib and Beam use when a record file is damaged.
+_CORRUPTION_HINTS = (
+    "decompress",
+    "corrupted record",
+    "data loss",
+    "dataloss",
+    "truncated",
+    "crc",
+    "incorrect header check",
+    "zlib",
+    "unexpected end",
+    "not a valid tfrecord",
+)
+
+
+def _diagnose_corrupt_input(
+    config: PipelineConfig, run_id: str, cause: str, connection_config: Any | None = None
+) -> str:
+    """Names the corrupt shard(s) behind a data-loss error, or returns ''."""
+    if not any(hint in cause.lower() for hint in _CORRUPTION_HINTS):
+        return ""
+    try:
+        from tfx.orchestration import metadata
+
+        from pipeline.verify import diagnose_inputs
+
+        connection = connection_config or metadata.sqlite_metadata_connection_config(
+            config.metadata_path
+        )
+        with metadata.Metadata(connection) as m:
+            ctx = m.store.get_context_by_type_and_name("pipeline_run", run_id)
+            executions = m.store.get_executions_by_context(ctx.id) if ctx else []
+            failed = [e for e in executions if e.last_known_state == e.FAILED]
+            lines = diagnose_inputs(m.store, failed[-1].id) if failed else []
+    except Exception as e:  # the diagnosis must never hide the original error
+        return f"\n  (could not check the input shards: {e})"
+    if not lines:
+        return ""
+    return (
+        "\n  corrupt input: "
+        + "\n  corrupt input: ".join(lines)
+        + "\n  `tfxp verify` checks every shard; rerun with --no-cache from the producing"
+        " component (or restore the file) to regenerate it"
+    )
 
 
 def _root_cause(e: BaseException) -> str:

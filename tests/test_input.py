@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import time
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from trainer.input import input_fn
+from trainer.input import InputWaitMonitor, input_fn
 
 SHARDS = 3
 PER_SHARD = 7  # 21 records: batches of 4 leave a partial last batch
@@ -130,3 +133,207 @@ def test_seeded_shuffle_is_reproducible(shards):
 
     assert first_epoch(3) == first_epoch(3)
     assert sorted(first_epoch(3)) == list(range(SHARDS * PER_SHARD))
+
+
+# --- values against a reference parse, modes, cache, errors ---------------------------------
+
+
+def _reference() -> dict[int, dict[str, object]]:
+    """Every record parsed on its own with parse_single_example, keyed by id."""
+    out = {}
+    for s in range(SHARDS):
+        for i in range(s * PER_SHARD, (s + 1) * PER_SHARD):
+            parsed = tf.io.parse_single_example(_example(i), FEATURE_SPEC)
+            out[i] = {k: v.numpy() for k, v in parsed.items()}
+    return out
+
+
+def _check_against_reference(batches, batch_size):
+    reference = _reference()
+    seen = []
+    for feats, label in batches:
+        n = len(label)
+        assert 1 <= n <= batch_size
+        assert label.shape == (n,)
+        for key, value in feats.items():
+            assert value.shape == (n,), key
+        for row in range(n):
+            ref = reference[int(feats["id"][row])]
+            assert label[row] == ref[LABEL]
+            for key, value in feats.items():
+                assert value[row] == ref[key], key
+        seen.extend(int(i) for i in feats["id"])
+    assert sorted(seen) == sorted(reference)
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_values_equal_a_reference_parse(shards, deterministic, shuffle):
+    dataset = input_fn(
+        shards,
+        FEATURE_SPEC,
+        LABEL,
+        5,
+        shuffle=shuffle,
+        repeat=False,
+        deterministic=deterministic,
+    )
+    batches = [({k: v.numpy() for k, v in f.items()}, y.numpy()) for f, y in dataset]
+    _check_against_reference(batches, 5)
+    if not shuffle:  # full batches except the last, across shard ends
+        assert [len(y) for _, y in batches] == [5, 5, 5, 5, 1]
+
+
+def test_block_shuffle_keeps_every_record_and_batch_size(shards):
+    dataset = input_fn(shards, FEATURE_SPEC, LABEL, 4, shuffle=True, shuffle_block=3, repeat=False)
+    batches = [({k: v.numpy() for k, v in f.items()}, y.numpy()) for f, y in dataset]
+    _check_against_reference(batches, 4)
+    assert [len(y) for _, y in batches] == [4, 4, 4, 4, 4, 1]
+
+
+def test_deterministic_order_is_the_same_every_time(shards):
+    def ids():
+        return _ids(_epoch(shards, batch_size=4, deterministic=True))
+
+    assert ids() == ids()
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_cache_on_and_off_give_the_same_data(shards, tmp_path, shuffle):
+    def two_epochs(cache):
+        dataset = input_fn(
+            shards, FEATURE_SPEC, LABEL, 4, shuffle=shuffle, repeat=False, cache=cache, seed=7
+        )
+        return [[int(i) for f, _ in dataset for i in f["id"].numpy()] for _ in range(2)]
+
+    off = two_epochs(False)
+    for cache in (True, str(tmp_path / "cache")):
+        on = two_epochs(cache)
+        if shuffle:  # same records each epoch; order is reshuffled
+            assert [sorted(e) for e in on] == [sorted(e) for e in off]
+        else:
+            assert on == off
+        assert sorted(on[0]) == list(range(SHARDS * PER_SHARD))
+
+
+def test_repeat_with_eval_cache_keeps_returning_every_record(shards):
+    dataset = input_fn(shards, FEATURE_SPEC, LABEL, 7, shuffle=False, repeat=True, cache=True)
+    ids = [int(i) for f, _ in dataset.take(9) for i in f["id"].numpy()]
+    assert sorted(ids) == sorted(list(range(SHARDS * PER_SHARD)) * 3)
+
+
+def _corrupt_shard(tmp_path):
+    good = sorted(tmp_path.glob("data-*.gz"))[0].read_bytes()
+    (tmp_path / "data-bad.gz").write_bytes(good[: len(good) // 2])  # truncated GZIP
+
+
+def test_a_corrupt_shard_fails_by_default(shards, tmp_path):
+    _corrupt_shard(tmp_path)
+    with pytest.raises(tf.errors.DataLossError):
+        _epoch(shards)
+
+
+def test_ignore_errors_skips_a_corrupt_shard(shards, tmp_path):
+    _corrupt_shard(tmp_path)
+    ids = _ids(_epoch(shards, ignore_errors=True))
+    assert set(range(SHARDS * PER_SHARD)) <= set(ids)
+
+
+def test_cycle_length_threadpool_and_block_length_keep_the_data(shards):
+    ids = _ids(_epoch(shards, cycle_length=1, threadpool_size=2))
+    assert sorted(ids) == list(range(SHARDS * PER_SHARD))
+    dataset = input_fn(shards, FEATURE_SPEC, LABEL, 4, shuffle=True, repeat=False, block_length=2)
+    assert sorted(int(i) for f, _ in dataset for i in f["id"].numpy()) == sorted(ids)
+
+
+def test_unknown_data_service_mode_is_rejected(shards):
+    with pytest.raises(ValueError, match="distributed_epoch"):
+        input_fn(
+            shards,
+            FEATURE_SPEC,
+            LABEL,
+            4,
+            data_service_address="localhost:1",
+            data_service_mode="x",
+        )
+
+
+# --- input wait vs compute ----------------------------------------------------------------------
+
+
+def _sleep_ms(ms: float):
+    def sleep(x):
+        time.sleep(ms / 1000)
+        return x
+
+    return lambda x: tf.py_function(sleep, [x], x.dtype)
+
+
+def _fit(dataset_delay_ms: float, compute_delay_ms: float, steps: int, epochs: int = 2):
+    import tf_keras as keras
+
+    from trainer.model import TaxiModel
+
+    features = tf.data.Dataset.from_tensor_slices(
+        (np.ones((64, 4), np.float32), np.zeros((64, 1), np.float32))
+    ).repeat()
+    if dataset_delay_ms:
+        delay = _sleep_ms(dataset_delay_ms)
+        features = features.map(lambda x, y: (delay(x), y))
+    features = features.batch(8).prefetch(2)
+    inputs = keras.Input((4,))
+    hidden = keras.layers.Dense(1)(inputs)
+    if compute_delay_ms:
+        delay = _sleep_ms(compute_delay_ms)
+        hidden = keras.layers.Lambda(lambda t: tf.reshape(delay(t), [-1, 1]))(hidden)
+    # TaxiModel skips AutoGraph in its train step (~15 s of tracing otherwise).
+    model = TaxiModel(inputs, hidden)
+    model.compile("sgd", "mse")
+    monitor = InputWaitMonitor()
+    model.fit(
+        monitor.wrap(features),
+        epochs=epochs,
+        steps_per_epoch=steps,
+        callbacks=[monitor],
+        verbose=0,
+    )
+    return monitor
+
+
+def _check_sums(monitor, steps):
+    for e in monitor.epochs:
+        assert e["steps"] == steps
+        for key in ("wait_s", "compute_s", "startup_s", "other_s", "epoch_s"):
+            assert e[key] >= 0, key
+        parts = e["wait_s"] + e["compute_s"] + e["startup_s"] + e["other_s"]
+        assert parts == pytest.approx(e["epoch_s"], abs=0.002)
+        # Without validation, little time is outside the steps.
+        assert e["other_s"] <= 0.1 * e["epoch_s"] + 0.05
+
+
+def test_input_wait_is_measured_when_input_is_slow():
+    # 8 records a batch, 5 ms each: ~40 ms per batch to produce; compute ~1 ms.
+    monitor = _fit(dataset_delay_ms=5, compute_delay_ms=0, steps=10)
+    _check_sums(monitor, 10)
+    second = monitor.epochs[1]
+    assert second["startup_s"] == 0  # tracing happened in the first epoch only
+    assert second["wait_s"] > 0.2  # ~10 x 40 ms (minus what the prefetch hid)
+    assert second["wait_s"] > 3 * second["compute_s"]
+    assert monitor.summary()["input_bound"] is True
+
+
+def test_compute_is_measured_when_the_model_is_slow(tmp_path):
+    monitor = _fit(dataset_delay_ms=0, compute_delay_ms=30, steps=8)
+    _check_sums(monitor, 8)
+    second = monitor.epochs[1]
+    assert second["compute_s"] > 0.2  # 8 x 30 ms
+    assert second["wait_s"] < 0.5 * second["compute_s"]
+    report = monitor.write_json(str(tmp_path / "run" / "input_wait.json"))
+    assert report["input_bound"] is False
+    written = json.loads((tmp_path / "run" / "input_wait.json").read_text())
+    assert written["total"]["steps"] == 16
+    assert len(written["epochs"]) == 2
+    total = written["total"]
+    assert total["epoch_s"] == pytest.approx(
+        total["wait_s"] + total["compute_s"] + total["startup_s"] + total["other_s"], abs=0.01
+    )

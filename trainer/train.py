@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+import os
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -13,11 +15,12 @@ import tf_keras as keras
 from absl import logging
 
 from trainer import features as f
-from trainer.input import input_fn
+from trainer.input import DATA_SERVICE_MODES, BatchFn, InputWaitMonitor, input_fn
 from trainer.model import build_keras_model
 
 SERVING_SIGNATURE = "serving_default"
 TRANSFORM_SIGNATURE = "transform_features"
+INPUT_WAIT_FILE = "input_wait.json"  # in fn_args.model_run_dir
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,25 @@ class Hyperparameters:
     cache: bool = True
     deterministic: bool = True
     seed: int = 42
+    # Input pipeline (trainer/input.py, trainer/INPUT_PIPELINE.md).
+    shuffle_buffer: int = 10_000
+    shuffle_block: int = 1  # > 1: shuffle blocks of records (faster, coarser)
+    threadpool_size: int | None = None  # None: TF's shared pool
+    # "pkg.module.fn": a per-batch `(features, label) -> (features, label)`
+    # applied inside the tf.data graph to the training data only.
+    augment: str | None = None
+    # tf.data service: with a dispatcher address ("host:port"), reading and
+    # parsing run on its workers (`python -m trainer.data_service`).
+    data_service_address: str | None = None
+    data_service_mode: str = "distributed_epoch"  # or "parallel_epochs"
+    data_service_job_name: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.data_service_mode not in DATA_SERVICE_MODES:
+            raise ValueError(
+                f"data_service_mode must be one of {DATA_SERVICE_MODES}, "
+                f"got {self.data_service_mode!r}"
+            )
 
     @classmethod
     def from_custom_config(cls, custom_config: dict[str, Any] | None) -> Hyperparameters:
@@ -95,6 +117,15 @@ class _EpochTimer(keras.callbacks.Callback):
         logging.info("epoch %d took %.2fs: %s", epoch, time.perf_counter() - self._start, logs)
 
 
+def _import_augment(dotted_path: str | None) -> BatchFn | None:
+    if not dotted_path:
+        return None
+    module, _, name = dotted_path.rpartition(".")
+    if not module:
+        raise ValueError(f"augment must be 'package.module.function', got {dotted_path!r}")
+    return getattr(importlib.import_module(module), name)
+
+
 def run_fn(fn_args: Any) -> None:
     """Trains the model on transformed examples and exports it for serving.
 
@@ -109,6 +140,8 @@ def run_fn(fn_args: Any) -> None:
     tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
     feature_spec = tf_transform_output.transformed_feature_spec()
 
+    augment = _import_augment(hp.augment)
+
     def dataset(patterns: list[str], batch_size: int, training: bool) -> tf.data.Dataset:
         return input_fn(
             patterns,
@@ -116,8 +149,19 @@ def run_fn(fn_args: Any) -> None:
             f.TRANSFORMED_LABEL_KEY,
             batch_size,
             shuffle=training,
+            shuffle_buffer=hp.shuffle_buffer,
+            shuffle_block=hp.shuffle_block,
             cache=hp.cache,
             deterministic=hp.deterministic,
+            seed=hp.seed,
+            # Augmentation is for training only: evaluation sees the data as is.
+            augment=augment if training else None,
+            threadpool_size=hp.threadpool_size,
+            # Evaluation stays local: it is small, and a service job per
+            # validation run would cost more than it saves.
+            data_service_address=hp.data_service_address if training else None,
+            data_service_mode=hp.data_service_mode,
+            data_service_job_name=hp.data_service_job_name,
         )
 
     vocab_sizes = {
@@ -131,14 +175,27 @@ def run_fn(fn_args: Any) -> None:
     eval_steps = max(1, int(fn_args.eval_steps))
     # A few epochs so the log shows the learning curve and eval loss over time.
     epochs = min(5, train_steps)
+    # Input-bound or not: per epoch, time waited for input vs time computed.
+    input_wait = InputWaitMonitor()
     model.fit(
-        dataset(fn_args.train_files, hp.batch_size, training=True),
+        input_wait.wrap(dataset(fn_args.train_files, hp.batch_size, training=True)),
         epochs=epochs,
         steps_per_epoch=max(1, train_steps // epochs),
         validation_data=dataset(fn_args.eval_files, hp.eval_batch_size, training=False),
         validation_steps=eval_steps,
-        callbacks=[_EpochTimer()],
+        callbacks=[_EpochTimer(), input_wait],
         verbose=0,
+    )
+    run_dir = getattr(fn_args, "model_run_dir", None)
+    report = (
+        input_wait.write_json(os.path.join(run_dir, INPUT_WAIT_FILE))
+        if run_dir
+        else input_wait.summary()
+    )
+    logging.info(
+        "input wait over training: %s (input-bound: %s)",
+        json.dumps(report["total"]),
+        "yes" if report["input_bound"] else "no",
     )
 
     signatures = {

@@ -25,3 +25,13 @@ def small_config(tmp: Path, **changes) -> PipelineConfig:
     return PipelineConfig(
         data_root=str(tmp / "data"), run_dir=str(tmp / "run"), train_steps=40, eval_steps=2
     ).replace(**changes)
+
+
+def write_span(data_root: Path, span: int, *, start: int = 0, rows: int = SAMPLE_ROWS) -> Path:
+    """Rows `start`..`start+rows` of the embedded CSV (with its header) as `span-<span>/data.csv`."""
+    folder = data_root / f"span-{span}"
+    folder.mkdir(parents=True)
+    with EMBEDDED_CSV.open() as src, (folder / "data.csv").open("w") as dst:
+        dst.write(src.readline())
+        dst.writelines(itertools.islice(src, start, start + rows))
+    return folder / "data.csv"

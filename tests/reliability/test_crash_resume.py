@@ -145,3 +145,31 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path):
     summary = _resume(tmp_path)
     states = {c["node_id"]: c["state"] for c in summary["components"]}
     assert states["CsvExampleGen"] == "CACHED" and states["Transform"] == "COMPLETE"
+
+
+def test_two_runs_started_at_once_on_one_sqlite_store_both_complete(tmp_path):
+    """Fault: two runners on one store at once. Promise: both complete, store intact."""
+    _sample(tmp_path)
+    cmd = [*_cmd(tmp_path), "--to-node", "StatisticsGen"]
+    procs = [
+        subprocess.Popen(
+            cmd,
+            cwd=PROJECT_ROOT,
+            env=_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    outputs = [p.communicate(timeout=600) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in outputs]
+    assert any("waiting for it to finish" in out for out, _ in outputs)
+
+    store = _store(tmp_path)
+    runs = store.get_contexts_by_type("pipeline_run")
+    assert len(runs) == 2
+    states = {e.last_known_state for e in store.get_executions()}
+    assert states <= {metadata_store_pb2.Execution.COMPLETE, metadata_store_pb2.Execution.CACHED}
+    # One run ingested; the other reused it from cache, so one Examples artifact.
+    assert len(store.get_artifacts_by_type("Examples")) == 1

@@ -1,0 +1,297 @@
+"""Compiles the one pipeline definition to a KFP v2 PipelineJob with TFX's KubeflowV2DagRunner.
+
+Two things stand between `create_pipeline` and the V2 compiler, both handled
+here without touching the definition or patching TFX:
+
+* ML Metadata. The definition defaults to SQLite under the run dir, and
+  `sqlite_metadata_connection_config` *creates that directory* while the
+  pipeline is built: with a gs:// root that is a call to Google's API at
+  compile time (offline: "Could not resolve host: www.googleapis.com"). On
+  Kubeflow the cluster's own ML Metadata is used and the pipeline's connection
+  config is never read, so we pass an in-memory placeholder instead.
+  (The runner's other compile-time probe, `fileio.exists(pipeline_root)`, runs
+  only for components given a `module_file`; ours name code by import path.)
+* The baseline resolver. The V2 compiler turns resolvers into MLMD queries and
+  knows only TFX's LatestBlessedModelStrategy and LatestArtifactStrategy; our
+  BaselineModelStrategy (resolve after the Trainer, exclude the candidate) is
+  Python that KFP cannot run. On KFP the stock strategy means the same thing:
+  the candidate has no blessing while the resolver runs, so "latest blessed"
+  is the previous blessed model, which is what the Evaluator should compare
+  against. We swap in the stock resolver under the same node id.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any
+
+from kubeflow.config import KubeflowConfig, KubeflowConfigError, memory_gb
+
+# Node id -> replaced node: only ever the one resolver (see the module docstring).
+_STOCK_STRATEGY_NAMES = ("LatestBlessedModelStrategy", "LatestArtifactStrategy")
+
+
+class KubeflowCompileError(RuntimeError):
+    """The pipeline cannot be expressed as a KFP v2 spec; the message says why."""
+
+
+def _placeholder_metadata_config() -> Any:
+    from ml_metadata.proto import metadata_store_pb2
+
+    # Never used: KFP tasks record to the cluster's ML Metadata.
+    return metadata_store_pb2.ConnectionConfig(
+        fake_database=metadata_store_pb2.FakeDatabaseConfig()
+    )
+
+
+def _stock_baseline_resolver(node_id: str) -> Any:
+    from tfx import v1 as tfx
+    from tfx.dsl.context_managers import dsl_context_registry
+
+    # Built in a throwaway registry: the lowered pipeline gets its own below.
+    with dsl_context_registry.new_registry():
+        return tfx.dsl.Resolver(
+            strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
+            model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
+            model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
+        ).with_id(node_id)
+
+
+def _replace_node(nodes: list[Any], old: Any, new: Any) -> list[Any]:
+    """Rewires every consumer of `old`'s outputs to `new`'s and drops `old`'s edges."""
+    for node in nodes:
+        if node is old:
+            continue
+        for key, channel in list(node.inputs.items()):
+            if getattr(channel, "producer_component_id", None) == old.id:
+                if channel.output_key not in new.outputs:
+                    raise KubeflowCompileError(
+                        f"{node.id} reads {old.id}.outputs[{channel.output_key!r}], which the "
+                        "KFP-compatible resolver does not produce"
+                    )
+                node.inputs[key] = new.outputs[channel.output_key]
+        if old in node.upstream_nodes:
+            node.remove_upstream_node(old)
+    for upstream in list(old.upstream_nodes):
+        old.remove_upstream_node(upstream)
+    return [new if node is old else node for node in nodes]
+
+
+def lower_for_kubeflow(pipeline: Any, config: KubeflowConfig) -> Any:
+    """The definition's pipeline, made compilable by the V2 runner for `config`."""
+    from tfx.dsl.components.common import resolver
+    from tfx.dsl.context_managers import dsl_context_registry
+    from tfx.orchestration import pipeline as tfx_pipeline
+
+    from components.baseline_resolver import BaselineModelStrategy
+
+    nodes = list(pipeline.components)
+    for node in list(nodes):
+        if not isinstance(node, resolver.Resolver):
+            continue
+        strategy = node.exec_properties[resolver.RESOLVER_STRATEGY_CLASS]
+        if strategy.__name__ in _STOCK_STRATEGY_NAMES:
+            continue
+        if strategy is not BaselineModelStrategy:
+            raise KubeflowCompileError(
+                f"resolver {node.id!r} uses {strategy.__module__}.{strategy.__name__}; the KFP "
+                f"v2 compiler supports only {' and '.join(_STOCK_STRATEGY_NAMES)}"
+            )
+        nodes = _replace_node(nodes, node, _stock_baseline_resolver(node.id))
+
+    registry = dsl_context_registry.DslContextRegistry()
+    for node in nodes:
+        registry.put_node(node)
+    return tfx_pipeline.Pipeline(
+        pipeline_name=pipeline.pipeline_info.pipeline_name,
+        pipeline_root=config.pipeline_root,
+        components=nodes,
+        enable_cache=pipeline.enable_cache,
+        beam_pipeline_args=list(config.beam_args()),
+        dsl_context_registry=registry,
+    )
+
+
+def _retarget_paths(pipeline: Any, moves: dict[str, str]) -> None:
+    """Points every exec property naming a host path at the same file in the image."""
+    for node in pipeline.components:
+        for key, value in list(node.exec_properties.items()):
+            if isinstance(value, str) and value in moves:
+                node.exec_properties[key] = moves[value]
+
+
+def build_pipeline(config: KubeflowConfig) -> Any:
+    """Calls the one pipeline definition with this deployment's config, lowered for KFP.
+
+    The definition reads the schema (column types, content hash) and may look
+    at the data folder (its layout) while building, so it is built from this
+    machine's copies of files that are baked into the image; the spec then
+    names the image's paths. The schema task re-checks the hash in the pod, so
+    an image older than the compiled spec fails loudly rather than silently.
+    """
+    from pipeline.definition import create_pipeline
+
+    config.validate()
+    pipeline_config = config.pipeline_config()
+    pipeline = create_pipeline(
+        pipeline_config, metadata_connection_config=_placeholder_metadata_config()
+    )
+    _retarget_paths(
+        pipeline,
+        {
+            pipeline_config.data_root: config.container_data_root,
+            pipeline_config.schema_file: config.container_schema_file,
+        },
+    )
+    return lower_for_kubeflow(pipeline, config)
+
+
+def _task_executor_labels(spec: dict[str, Any]) -> dict[str, str]:
+    components = spec.get("components", {})
+    return {
+        task: components[body["componentRef"]["name"]]["executorLabel"]
+        for task, body in spec["root"]["dag"]["tasks"].items()
+    }
+
+
+def _apply_resources(spec: dict[str, Any], config: KubeflowConfig) -> None:
+    """Sets per-component CPU/memory limits on the compiled containers.
+
+    TFX can carry a ResourceSpec as a component's platform_config, but its V2
+    compiler drops it for FileBasedExampleGen; setting it on the compiled spec
+    treats every component alike. Both the numeric fields and the string
+    fields KFP >= 2.2 prefers are set.
+    """
+    labels = _task_executor_labels(spec)
+    executors = spec["deploymentSpec"]["executors"]
+    for component, res in config.resources.items():
+        if component not in labels:
+            raise KubeflowConfigError(
+                f"resources for unknown component {component!r}; components: "
+                f"{', '.join(sorted(t for t in labels if 'container' in executors[labels[t]]))}"
+            )
+        container = executors[labels[component]].get("container")
+        if container is None:
+            raise KubeflowConfigError(f"{component!r} runs no container; it takes no resources")
+        resources: dict[str, Any] = {}
+        if res.cpu is not None:
+            resources["cpuLimit"] = res.cpu
+            resources["resourceCpuLimit"] = f"{res.cpu:g}"
+        if res.memory is not None:
+            resources["memoryLimit"] = memory_gb(res.memory)
+            resources["resourceMemoryLimit"] = res.memory
+        if resources:
+            container["resources"] = resources
+
+
+def compile_pipeline(config: KubeflowConfig) -> dict[str, Any]:
+    """The PipelineJob (as a JSON dict) for `config`; writes nothing."""
+    from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as v2
+
+    pipeline = build_pipeline(config)
+    runner = v2.KubeflowV2DagRunner(
+        config=v2.KubeflowV2DagRunnerConfig(default_image=config.image),
+    )
+    try:
+        job = runner.run(pipeline, write_out=False)
+    except (TypeError, ValueError, NotImplementedError) as e:
+        raise KubeflowCompileError(f"the KFP v2 compiler rejected the pipeline: {e}") from e
+    spec = job["pipelineSpec"]
+    _apply_resources(spec, config)
+    # Lets a bare PipelineSpec (what `deploy` uploads) carry the root too.
+    spec["defaultPipelineRoot"] = config.pipeline_root
+    parse_pipeline_spec(spec)  # the result must be a valid PipelineSpec
+    return job
+
+
+def write_pipeline_job(job: dict[str, Any], path: str) -> str:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(job, f, indent=2, sort_keys=True)
+        f.write("\n")
+    return path
+
+
+def parse_pipeline_spec(spec: dict[str, Any]) -> Any:
+    from google.protobuf import json_format
+    from kfp.pipeline_spec import pipeline_spec_pb2
+
+    try:
+        return json_format.ParseDict(spec, pipeline_spec_pb2.PipelineSpec())
+    except json_format.ParseError as e:
+        raise KubeflowCompileError(f"not a KFP PipelineSpec: {e}") from e
+
+
+def load_pipeline_job(path: str) -> tuple[dict[str, Any], Any]:
+    """Reads a compiled file: (PipelineJob dict, parsed PipelineSpec proto)."""
+    try:
+        with open(path) as f:
+            job = json.load(f)
+    except FileNotFoundError:
+        raise KubeflowCompileError(
+            f"{path} does not exist: run `python -m kubeflow compile` first"
+        ) from None
+    except json.JSONDecodeError as e:
+        raise KubeflowCompileError(f"{path} is not JSON ({e}); recompile it") from None
+    if not isinstance(job, dict) or "pipelineSpec" not in job:
+        raise KubeflowCompileError(
+            f"{path} is not a compiled PipelineJob (no 'pipelineSpec'); recompile it"
+        )
+    return job, parse_pipeline_spec(job["pipelineSpec"])
+
+
+_SHA256 = re.compile(r"\b[0-9a-f]{64}\b")
+
+
+def summarize(job: dict[str, Any]) -> dict[str, Any]:
+    """A machine-independent summary of a compiled job, for golden-file comparison.
+
+    Keeps the graph (tasks, dependencies, inputs), each container's image,
+    command, args and resources, and every constant parameter; drops what
+    varies by machine, date or code edit: SDK version, telemetry labels,
+    content hashes (code fingerprints, schema hash) and the build timestamp.
+    """
+    spec = job["pipelineSpec"]
+    labels = _task_executor_labels(spec)
+    executors = spec["deploymentSpec"]["executors"]
+    tasks = {}
+    for name, task in sorted(spec["root"]["dag"]["tasks"].items()):
+        executor = executors[labels[name]]
+        params = {
+            k: v.get("runtimeValue", v)
+            for k, v in task.get("inputs", {}).get("parameters", {}).items()
+        }
+        artifacts = {
+            k: "{producerTask}.{outputArtifactKey}".format(**v["taskOutputArtifact"])
+            for k, v in task.get("inputs", {}).get("artifacts", {}).items()
+        }
+        entry: dict[str, Any] = {
+            "dependentTasks": sorted(task.get("dependentTasks", [])),
+            "inputArtifacts": artifacts,
+            "parameters": params,
+            "caching": task.get("cachingOptions", {}).get("enableCache", False),
+        }
+        if "container" in executor:
+            c = executor["container"]
+            entry["container"] = {
+                "image": c.get("image"),
+                "command": c.get("command", []),
+                "args": c.get("args", []),
+                "resources": c.get("resources", {}),
+                "driver": c.get("lifecycle", {}).get("preCacheCheck", {}),
+            }
+        else:
+            entry["executor"] = executor
+        tasks[name] = entry
+    summary = {
+        "displayName": job.get("displayName"),
+        "pipelineName": spec["pipelineInfo"]["name"],
+        "schemaVersion": spec.get("schemaVersion"),
+        "defaultPipelineRoot": spec.get("defaultPipelineRoot"),
+        "runtimeConfig": job.get("runtimeConfig", {}),
+        "tasks": tasks,
+    }
+    text = json.dumps(summary, sort_keys=True)
+    return json.loads(_SHA256.sub("<sha256>", text))

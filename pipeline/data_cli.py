@@ -1,0 +1,392 @@
+"""`tfxp data`: list data versions with their lineage, add a drop, generate one.
+
+    tfxp data list [--dataset taxi] [--json]
+    tfxp data add taxi new/*.csv
+    tfxp data generate taxi --rows 1000000 [--seed 7] [--scale fare=1.3 ...]
+
+`list` reads the spans on disk and, from ML Metadata (the run dir's
+metadata.sqlite), each span's ingested Examples (row count, bytes, content
+fingerprint, when) and what used it: the pipeline runs, the models trained on
+it (Examples -> Transform -> Trainer -> Model) and whether they were pushed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import sys
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pipeline.config import DATASETS, PipelineConfig, dataset_config
+from pipeline.spans import SpanError, copy_files, leftover_incoming, list_spans, publish_span
+
+
+@dataclass
+class ModelUse:
+    model_id: int
+    uri: str
+    trained_in: list[str] = field(default_factory=list)
+    pushed: bool = False
+    pushed_to: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Ingestion:
+    examples_id: int
+    uri: str
+    rows: int | None
+    raw_bytes: int | None
+    fingerprint: str | None
+    ingested_at: str
+    runs: list[str] = field(default_factory=list)
+    models: list[ModelUse] = field(default_factory=list)
+
+
+@dataclass
+class SpanRow:
+    span: int
+    version: int | None
+    path: str
+    files: int
+    bytes_on_disk: int
+    ingestions: list[Ingestion] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------
+# ML Metadata lineage.
+
+
+def _prop(artifact, key: str) -> Any:
+    value = artifact.custom_properties.get(key)
+    if value is None:
+        return None
+    kind = value.WhichOneof("value")
+    return getattr(value, kind) if kind else None
+
+
+class Lineage:
+    """Walks ML Metadata downstream from Examples artifacts to runs and models."""
+
+    def __init__(self, store) -> None:
+        from ml_metadata.proto import metadata_store_pb2
+
+        self.store = store
+        self._pb = metadata_store_pb2
+        self._type_names: dict[int, str] = {}
+        self._exec_type_names: dict[int, str] = {}
+
+    def _artifact_type(self, artifact) -> str:
+        if artifact.type_id not in self._type_names:
+            t = self.store.get_artifact_types_by_id([artifact.type_id])[0]
+            self._type_names[artifact.type_id] = t.name
+        return self._type_names[artifact.type_id]
+
+    def _execution_type(self, execution) -> str:
+        if execution.type_id not in self._exec_type_names:
+            t = self.store.get_execution_types_by_id([execution.type_id])[0]
+            self._exec_type_names[execution.type_id] = t.name
+        return self._exec_type_names[execution.type_id]
+
+    def _runs(self, execution_ids: Iterable[int]) -> set[str]:
+        runs = set()
+        for eid in execution_ids:
+            for ctx in self.store.get_contexts_by_execution(eid):
+                if self.store.get_context_types_by_id([ctx.type_id])[0].name == "pipeline_run":
+                    runs.add(ctx.name)
+        return runs
+
+    def examples(self, input_base: str) -> list:
+        """Examples written by our ExampleGen from `input_base` (older ones: any base)."""
+        found = []
+        for a in self.store.get_artifacts_by_type("Examples"):
+            if _prop(a, "span") is None or _prop(a, "window_spans") is not None:
+                continue
+            base = _prop(a, "input_base")
+            if base is not None and os.path.abspath(base) != os.path.abspath(input_base):
+                continue
+            if a.state != self._pb.Artifact.LIVE:
+                continue
+            found.append(a)
+        return found
+
+    def ingestion(self, artifact) -> Ingestion:
+        pb = self._pb
+        ingested = dt.datetime.fromtimestamp(artifact.create_time_since_epoch / 1000)
+        result = Ingestion(
+            examples_id=artifact.id,
+            uri=artifact.uri,
+            rows=_prop(artifact, "row_count"),
+            raw_bytes=_prop(artifact, "raw_bytes"),
+            fingerprint=_prop(artifact, "content_sha256"),
+            ingested_at=ingested.isoformat(timespec="seconds"),
+        )
+        touching: set[int] = set()
+        models: dict[int, ModelUse] = {}
+        frontier = [artifact.id]
+        seen = {artifact.id}
+        # Examples -> (window) -> Transform -> transformed -> Trainer -> Model: a few hops.
+        for _ in range(6):
+            if not frontier:
+                break
+            events = self.store.get_events_by_artifact_ids(frontier)
+            if frontier == [artifact.id]:
+                touching.update(e.execution_id for e in events)
+            consumers = {e.execution_id for e in events if e.type == pb.Event.INPUT}
+            frontier = []
+            if not consumers:
+                break
+            for ex in self.store.get_executions_by_id(sorted(consumers)):
+                etype = self._execution_type(ex)
+                if "Evaluator" in etype or "Pusher" in etype or "Resolver" in etype:
+                    continue
+                out_events = [
+                    e
+                    for e in self.store.get_events_by_execution_ids([ex.id])
+                    if e.type == pb.Event.OUTPUT
+                ]
+                ids = [e.artifact_id for e in out_events if e.artifact_id not in seen]
+                for out in self.store.get_artifacts_by_id(ids) if ids else []:
+                    seen.add(out.id)
+                    if self._artifact_type(out) == "Model":
+                        models.setdefault(out.id, ModelUse(out.id, out.uri))
+                    elif self._artifact_type(out) == "Examples":
+                        frontier.append(out.id)
+        for model in models.values():
+            self._describe_model(model)
+            touching.update(self._producers(model.model_id))
+        result.runs = sorted(self._runs(touching))
+        result.models = sorted(models.values(), key=lambda m: m.model_id)
+        return result
+
+    def _producers(self, artifact_id: int) -> set[int]:
+        events = self.store.get_events_by_artifact_ids([artifact_id])
+        return {e.execution_id for e in events if e.type == self._pb.Event.OUTPUT}
+
+    def _describe_model(self, model: ModelUse) -> None:
+        pb = self._pb
+        model.trained_in = sorted(self._runs(self._producers(model.model_id)))
+        events = self.store.get_events_by_artifact_ids([model.model_id])
+        consumers = sorted({e.execution_id for e in events if e.type == pb.Event.INPUT})
+        for ex in self.store.get_executions_by_id(consumers) if consumers else []:
+            if "Pusher" not in self._execution_type(ex):
+                continue
+            out_ids = [
+                e.artifact_id
+                for e in self.store.get_events_by_execution_ids([ex.id])
+                if e.type == pb.Event.OUTPUT
+            ]
+            for pushed in self.store.get_artifacts_by_id(out_ids) if out_ids else []:
+                if _prop(pushed, "pushed") == 1:
+                    model.pushed = True
+                    dest = _prop(pushed, "pushed_destination")
+                    if dest and dest not in model.pushed_to:
+                        model.pushed_to.append(dest)
+
+
+def _open_store(config: PipelineConfig):
+    if not os.path.exists(config.metadata_path):
+        return None
+    from ml_metadata.metadata_store import metadata_store
+    from ml_metadata.proto import metadata_store_pb2
+
+    cfg = metadata_store_pb2.ConnectionConfig()
+    cfg.sqlite.filename_uri = config.metadata_path
+    cfg.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
+    return metadata_store.MetadataStore(cfg)
+
+
+def describe_dataset(config: PipelineConfig) -> list[SpanRow]:
+    """Spans on disk with their ingestions and lineage, oldest first."""
+    rows = [
+        SpanRow(s.span, s.version, str(s.path), len(s.files), s.nbytes)
+        for s in list_spans(config.data_root)
+    ]
+    store = _open_store(config)
+    if store is None:
+        return rows
+    lineage = Lineage(store)
+    by_key: dict[tuple[int, int | None], list] = {}
+    for a in lineage.examples(config.data_root):
+        by_key.setdefault((_prop(a, "span"), _prop(a, "version")), []).append(a)
+    for row in rows:
+        arts = sorted(by_key.get((row.span, row.version), []), key=lambda a: a.id)
+        row.ingestions = [lineage.ingestion(a) for a in arts]
+    return rows
+
+
+# ---------------------------------------------------------------------------
+# Commands.
+
+
+def _human(n: int | None) -> str:
+    if n is None:
+        return "-"
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def _count(n: int | None) -> str:
+    return "-" if n is None else f"{n:,}"
+
+
+def render(name: str, config: PipelineConfig, rows: list[SpanRow]) -> str:
+    lines = [f"dataset {name}: {config.data_root}", f"  ML Metadata: {config.metadata_path}"]
+    if not rows:
+        lines.append("  no spans (add one: tfxp data add NAME FILE.csv)")
+    header = (
+        f"  {'span':>4} {'ver':>3} {'rows':>11} {'bytes':>9}  {'fingerprint':<12}  "
+        f"{'ingested':<19}  {'runs':>4}  models"
+    )
+    if rows:
+        lines.append(header)
+    for r in rows:
+        version = "-" if r.version is None else str(r.version)
+        if not r.ingestions:
+            lines.append(
+                f"  {r.span:>4} {version:>3} {'-':>11} {_human(r.bytes_on_disk):>9}  "
+                f"{'-':<12}  {'not ingested':<19}  {'-':>4}  -"
+            )
+            continue
+        for i, ing in enumerate(reversed(r.ingestions)):
+            models = ", ".join(f"#{m.model_id}{' pushed' if m.pushed else ''}" for m in ing.models)
+            tag = "" if i == 0 else "  (earlier content)"
+            lines.append(
+                f"  {r.span:>4} {version:>3} {_count(ing.rows):>11} {_human(ing.raw_bytes):>9}  "
+                f"{(ing.fingerprint or '-')[:12]:<12}  {ing.ingested_at:<19}  "
+                f"{len(ing.runs):>4}  {models or '-'}{tag}"
+            )
+    for p in leftover_incoming(config.data_root):
+        lines.append(f"  leftover of an interrupted add (not ingested; safe to delete): {p}")
+    return "\n".join(lines)
+
+
+def _dataset_config(args: argparse.Namespace, name: str) -> PipelineConfig:
+    config = dataset_config(name)
+    changes = {}
+    if getattr(args, "data_root", None):
+        changes["data_root"] = args.data_root
+    if getattr(args, "run_dir", None):
+        changes["run_dir"] = args.run_dir
+    return config.replace(**changes)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    names = [args.dataset] if args.dataset else sorted(DATASETS)
+    out: dict[str, Any] = {}
+    texts = []
+    for name in names:
+        config = _dataset_config(args, name)
+        rows = describe_dataset(config)
+        out[name] = {"data_root": config.data_root, "spans": [asdict(r) for r in rows]}
+        texts.append(render(name, config, rows))
+    print(json.dumps(out, indent=2) if args.json else "\n\n".join(texts))
+    return 0
+
+
+def _columns(config: PipelineConfig) -> dict[str, str]:
+    from components.schema_importer import load_schema, schema_column_types
+
+    return schema_column_types(load_schema(config.schema_file))
+
+
+def _report_published(span, started: float) -> None:
+    import time
+
+    print(
+        f"added span {span.span}: {len(span.files)} file(s), {_human(span.nbytes)} at {span.path} "
+        f"in {time.perf_counter() - started:.1f}s"
+    )
+    print("next: `tfxp run` trains on it (the latest span); `tfxp data list` shows it")
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    import time
+
+    config = _dataset_config(args, args.dataset)
+    started = time.perf_counter()
+    try:
+        span = publish_span(
+            config.data_root,
+            lambda folder: copy_files(args.files, folder),
+            columns=_columns(config),
+        )
+    except (SpanError, ValueError) as e:
+        print(f"ERROR: {e}\nnothing was added to {config.data_root}", file=sys.stderr)
+        return 1
+    _report_published(span, started)
+    return 0
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    import time
+
+    from data.generate import drift_from_args, generate, progress_printer
+
+    config = _dataset_config(args, args.dataset)
+    if args.dataset != "taxi":
+        print("ERROR: the generator models the taxi data only", file=sys.stderr)
+        return 1
+    started = time.perf_counter()
+    drift = drift_from_args(args)
+    try:
+        span = publish_span(
+            config.data_root,
+            lambda folder: generate(
+                folder,
+                args.rows,
+                seed=args.seed,
+                drift=drift,
+                rows_per_file=args.rows_per_file,
+                progress=progress_printer(sys.stdout),
+            ),
+            columns=_columns(config),
+            check=args.check,
+        )
+    except (SpanError, ValueError) as e:
+        print(f"ERROR: {e}\nnothing was added to {config.data_root}", file=sys.stderr)
+        return 1
+    _report_published(span, started)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Adds `data list|add|generate` to the `tfxp` parser."""
+    from data.generate import add_generate_flags
+
+    data = sub.add_parser("data", help="list, add and generate data versions (spans)")
+    dsub = data.add_subparsers(dest="data_command", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--data-root", help="dataset folder (default from the dataset config)")
+        p.add_argument("--run-dir", help="run dir whose metadata.sqlite records ingestions")
+
+    ls = dsub.add_parser("list", help="spans with rows, bytes, fingerprint, runs and models")
+    ls.add_argument("--dataset", choices=sorted(DATASETS), help="one dataset (default: all)")
+    ls.add_argument("--json", action="store_true")
+    common(ls)
+    ls.set_defaults(func=cmd_list)
+
+    add = dsub.add_parser("add", help="publish CSV files as the next span, atomically")
+    add.add_argument("dataset", choices=sorted(DATASETS))
+    add.add_argument("files", nargs="+", help="the drop's CSV files (one header)")
+    common(add)
+    add.set_defaults(func=cmd_add)
+
+    gen = dsub.add_parser("generate", help="generate a taxi-like span of any size")
+    gen.add_argument("dataset", choices=sorted(DATASETS))
+    add_generate_flags(gen)
+    gen.add_argument(
+        "--check",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="run the CSV checks before publishing (~70k rows/s; ExampleGen checks anyway)",
+    )
+    common(gen)
+    gen.set_defaults(func=cmd_generate)

@@ -1,0 +1,334 @@
+"""Data versions on disk: span folders, which spans a run takes, and atomic publishing.
+
+A dataset folder holds one folder per raw drop: `span-<N>/*.csv`, or, when a
+drop is re-delivered, `span-<N>/version-<V>/*.csv` (one layout per dataset).
+ExampleGen ingests them with TFX's `{SPAN}`/`{VERSION}` patterns; this module
+answers the questions TFX answers late or not at all: does the span a run asks
+for exist, is it empty, do its files agree on their columns, and how does a new
+drop appear without a run ever seeing half of it.
+"""
+
+from __future__ import annotations
+
+import csv
+import errno
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.config import PipelineConfig
+
+SPAN_DIR = re.compile(r"^span-(\d+)$")
+VERSION_DIR = re.compile(r"^version-(\d+)$")
+# Hidden, and not matched by `span-{SPAN}`: a drop being written is invisible to runs.
+INCOMING_PREFIX = ".incoming-"
+UNVERSIONED_PATTERN = "span-{SPAN}/*.csv"
+VERSIONED_PATTERN = "span-{SPAN}/version-{VERSION}/*.csv"
+
+
+class SpanError(ValueError):
+    """The data folder does not hold what the run asks for; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class SpanDir:
+    span: int
+    version: int | None
+    path: Path
+    files: tuple[Path, ...]
+
+    @property
+    def label(self) -> str:
+        return f"span {self.span}" + ("" if self.version is None else f" version {self.version}")
+
+    @property
+    def nbytes(self) -> int:
+        return sum(f.stat().st_size for f in self.files)
+
+
+def _is_remote(root: str) -> bool:
+    return "://" in root
+
+
+def _csv_files(folder: Path) -> tuple[Path, ...]:
+    return tuple(sorted(p for p in folder.glob("*.csv") if p.is_file()))
+
+
+def is_versioned(root: Path) -> bool:
+    """True when the dataset uses span-<N>/version-<V>/ folders."""
+    for span in root.iterdir() if root.is_dir() else ():
+        if (
+            SPAN_DIR.match(span.name)
+            and span.is_dir()
+            and any(VERSION_DIR.match(v.name) and v.is_dir() for v in span.iterdir())
+        ):
+            return True
+    return False
+
+
+def list_spans(data_root: str | os.PathLike) -> list[SpanDir]:
+    """Every span (and version) folder of a dataset, oldest first; empty ones included."""
+    root = Path(data_root)
+    if not root.is_dir():
+        return []
+    versioned = is_versioned(root)
+    found: list[SpanDir] = []
+    for span_dir in root.iterdir():
+        m = SPAN_DIR.match(span_dir.name)
+        if not m or not span_dir.is_dir():
+            continue
+        span = int(m.group(1))
+        if not versioned:
+            found.append(SpanDir(span, None, span_dir, _csv_files(span_dir)))
+            continue
+        versions = [v for v in span_dir.iterdir() if VERSION_DIR.match(v.name) and v.is_dir()]
+        if not versions:
+            found.append(SpanDir(span, None, span_dir, _csv_files(span_dir)))
+        for v in versions:
+            version = int(VERSION_DIR.match(v.name).group(1))
+            found.append(SpanDir(span, version, v, _csv_files(v)))
+    return sorted(found, key=lambda s: (s.span, -1 if s.version is None else s.version))
+
+
+def input_pattern(config: PipelineConfig) -> str:
+    """The ExampleGen split pattern for this dataset's layout."""
+    if config.versioned is not None:
+        return config.version_pattern if config.versioned else config.span_pattern
+    if _is_remote(config.data_root):
+        return config.span_pattern
+    return config.version_pattern if is_versioned(Path(config.data_root)) else config.span_pattern
+
+
+def _latest_per_span(spans: Sequence[SpanDir]) -> dict[int, SpanDir]:
+    latest: dict[int, SpanDir] = {}
+    for s in spans:  # sorted by (span, version): the last one wins
+        latest[s.span] = s
+    return latest
+
+
+def _header(path: Path) -> list[str]:
+    with path.open(newline="") as f:
+        return [h.strip() for h in next(csv.reader([f.readline()]), [])]
+
+
+def check_same_header(span: SpanDir) -> None:
+    """All files of one drop must share a header (ExampleGen reads them with the first's)."""
+    if not span.files:
+        return
+    first = _header(span.files[0])
+    for f in span.files[1:]:
+        other = _header(f)
+        if other != first:
+            extra = sorted(set(other) - set(first))
+            missing = sorted(set(first) - set(other))
+            detail = []
+            if missing:
+                detail.append(f"missing {', '.join(missing)}")
+            if extra:
+                detail.append(f"extra {', '.join(extra)}")
+            raise SpanError(
+                f"{span.label} ({span.path}): {f.name} has different columns from "
+                f"{span.files[0].name} ({'; '.join(detail) or 'different order'}); files of one "
+                "drop must share a header. Fix or remove the file, then rerun."
+            )
+
+
+def select_spans(config: PipelineConfig) -> list[SpanDir]:
+    """The span folders a run ingests, oldest first (the last is ExampleGen's own span).
+
+    Raises SpanError before anything runs when the data folder cannot serve the
+    run: no spans, an empty span, a mixed layout, a pinned span or version that
+    does not exist, a window longer than the spans on disk, or a drop whose
+    files disagree on their columns.
+    """
+    root = Path(config.data_root)
+    if not root.is_dir():
+        raise SpanError(f"data folder {root} does not exist; point --data-root at a dataset")
+    spans = list_spans(root)
+    if not spans:
+        raise SpanError(
+            f"data folder {root} holds no span folders: expected {root}/span-1/*.csv "
+            "(one folder per data drop; `tfxp data add` makes them)"
+        )
+    versioned = is_versioned(root)
+    if versioned:
+        flat = [s for s in spans if s.version is None]
+        if flat:
+            raise SpanError(
+                f"data folder {root} mixes layouts: {flat[0].path.name} has no version-<V>/ "
+                "folders while other spans do; move its files into "
+                f"{flat[0].path}/version-1/"
+            )
+    for s in spans:
+        if not s.files:
+            stray = sorted(p.name for p in s.path.iterdir())
+            hint = f" (it holds: {', '.join(stray[:5])})" if stray else ""
+            raise SpanError(
+                f"{s.label} folder {s.path} is empty: no *.csv files{hint}. A run would silently "
+                "skip it; remove it, or add the drop with `tfxp data add`."
+            )
+    latest = _latest_per_span(spans)
+    numbers = sorted(latest)
+    available = ", ".join(str(n) for n in numbers)
+    if config.version is not None and config.span is None:
+        raise SpanError("--version needs --span: a version number belongs to one span")
+    if config.version is not None and not versioned:
+        raise SpanError(
+            f"--version {config.version}: data folder {root} has no version-<V>/ folders"
+        )
+    target = config.span if config.span is not None else numbers[-1]
+    if target not in latest:
+        raise SpanError(f"span {target} does not exist in {root}; spans there: {available}")
+    chosen = latest[target]
+    if config.version is not None:
+        match = [s for s in spans if s.span == target and s.version == config.version]
+        if not match:
+            versions = ", ".join(str(s.version) for s in spans if s.span == target)
+            raise SpanError(
+                f"span {target} has no version {config.version} in {root}; versions: {versions}"
+            )
+        chosen = match[0]
+    if config.window < 1:
+        raise SpanError(f"--window must be at least 1, not {config.window}")
+    older = [n for n in numbers if n < target][-(config.window - 1) :] if config.window > 1 else []
+    if len(older) < config.window - 1:
+        raise SpanError(
+            f"--window {config.window} ending at span {target} needs {config.window} spans; "
+            f"{root} has {len(older) + 1} up to span {target} (spans: {available})"
+        )
+    selection = [latest[n] for n in older] + [chosen]
+    for s in selection:
+        check_same_header(s)
+    return selection
+
+
+def check_spans(config: PipelineConfig) -> list[SpanDir]:
+    """Pre-flight for a run; remote data roots are left to ExampleGen."""
+    if _is_remote(config.data_root):
+        return []
+    return select_spans(config)
+
+
+# ---------------------------------------------------------------------------
+# Publishing a new drop atomically.
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_file(path: Path) -> None:
+    with path.open("rb") as f:
+        os.fsync(f.fileno())
+
+
+def next_span_number(data_root: str | os.PathLike) -> int:
+    spans = list_spans(data_root)
+    return max((s.span for s in spans), default=0) + 1
+
+
+def copy_files(sources: Sequence[str | os.PathLike], dest: Path) -> None:
+    """Copies `sources` into `dest` (names kept, `.csv` required)."""
+    names = [Path(s).name for s in sources]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise SpanError(f"two input files share the name {dupes[0]}; rename one")
+    for src in sources:
+        src = Path(src)
+        if not src.is_file():
+            raise SpanError(f"{src} is not a file")
+        if src.suffix != ".csv":
+            raise SpanError(f"{src}: only .csv files are ingested (ExampleGen reads *.csv)")
+        shutil.copyfile(src, dest / src.name)
+
+
+def publish_span(
+    data_root: str | os.PathLike,
+    fill: Callable[[Path], None],
+    *,
+    columns: dict[str, str] | None = None,
+    check: bool = True,
+) -> SpanDir:
+    """Makes a new span from what `fill(folder)` writes, all or nothing.
+
+    `fill` writes into a hidden `.incoming-<uuid>` folder inside the dataset,
+    which no `span-{SPAN}` pattern matches. The files are checked against the
+    schema's `columns`, flushed to disk, and the folder is renamed to the next
+    `span-<N>` in one `os.rename`: a run sees the whole drop or nothing, and a
+    crash leaves only a hidden folder (removed here on errors; `tfxp data list`
+    shows leftovers of a hard kill).
+    """
+    from components import csv_checks
+
+    root = Path(data_root)
+    root.mkdir(parents=True, exist_ok=True)
+    incoming = root / f"{INCOMING_PREFIX}{uuid.uuid4().hex[:12]}"
+    incoming.mkdir()
+    try:
+        fill(incoming)
+        files = _csv_files(incoming)
+        if not files:
+            raise SpanError("nothing to publish: no .csv files were written")
+        check_same_header(SpanDir(0, None, incoming, files))
+        if check and columns:
+            csv_checks.check_csv_files([str(f) for f in files], columns)
+        for f in files:
+            _fsync_file(f)
+        _fsync_dir(incoming)
+        while True:
+            number = next_span_number(root)
+            target = root / f"span-{number}"
+            if target.exists():
+                continue
+            try:
+                os.rename(incoming, target)
+                break
+            except OSError as e:  # a concurrent `data add` took the number first
+                if e.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                    raise
+        _fsync_dir(root)
+    except BaseException:
+        shutil.rmtree(incoming, ignore_errors=True)
+        raise
+    return SpanDir(number, None, target, _csv_files(target))
+
+
+def leftover_incoming(data_root: str | os.PathLike) -> list[Path]:
+    root = Path(data_root)
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.iterdir() if p.name.startswith(INCOMING_PREFIX))
+
+
+# ---------------------------------------------------------------------------
+# Rolling windows: ExampleGen ingests one span per execution (TFX 1.16's
+# FileBasedInputProcessor accepts a single span), so a window's older spans are
+# ingested by ExampleGen-only runs first; the window resolver then gathers them.
+
+
+def ingest_older_spans(config: PipelineConfig, printer: Callable[[str], None] = print) -> None:
+    """Makes sure every older span of `config`'s window has been ingested.
+
+    Each is an ExampleGen-only partial run pinned to that span; spans already
+    ingested with the same content are cached (no Beam work).
+    """
+    if config.window <= 1:
+        return
+    from pipeline.definition import EXAMPLE_GEN
+    from pipeline.runner import run_local
+
+    for s in select_spans(config)[:-1]:
+        printer(f"window: ingesting {s.label} ({s.path})")
+        run_local(
+            config.replace(span=s.span, version=None, window=1),
+            to_nodes=[EXAMPLE_GEN],
+            printer=lambda line: printer("  " + line),
+        )

@@ -1,0 +1,108 @@
+"""A private MariaDB server for tests of ML Metadata on MySQL (session fixture `mariadb_server`).
+
+Started and stopped by `scripts/mariadb.sh` (the same script users and CI
+run): data directory in pytest's temp dir, a free loopback port, its own
+socket. When mariadb-server is missing, the fixture installs it with
+`scripts/mariadb.sh install` (apt-get) if running as root, and otherwise
+fails saying what to install.
+
+Use it from a test module with `from mariadb_server import mariadb_server  # noqa: F401`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "mariadb.sh"
+
+
+@dataclass(frozen=True)
+class MariaDB:
+    host: str
+    port: int
+    database: str
+    user: str
+    password: str
+    directory: Path
+
+    def cli_flags(self) -> list[str]:
+        """The `tfxp runs|lineage` flags for this store (the password goes in the env)."""
+        return [
+            "--mysql-host",
+            self.host,
+            "--mysql-port",
+            str(self.port),
+            "--mysql-database",
+            self.database,
+            "--mysql-user",
+            self.user,
+        ]
+
+    def location(self):
+        from pipeline.metadata_store import StoreLocation
+
+        return StoreLocation(
+            mysql_host=self.host,
+            mysql_port=self.port,
+            mysql_database=self.database,
+            mysql_user=self.user,
+            mysql_password=self.password,
+        )
+
+
+def _installed() -> bool:
+    return any(shutil.which(n) or os.path.exists(f"/usr/sbin/{n}") for n in ("mariadbd", "mysqld"))
+
+
+def ensure_installed() -> None:
+    if _installed():
+        return
+    if os.geteuid() != 0:
+        pytest.fail(
+            "mariadb-server is not installed and the tests do not run as root: install it with "
+            "`sudo scripts/mariadb.sh install` (apt-get install -y mariadb-server)",
+            pytrace=False,
+        )
+    done = subprocess.run([str(SCRIPT), "install"], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.fail(f"scripts/mariadb.sh install failed:\n{done.stderr[-2000:]}", pytrace=False)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def mariadb_server(tmp_path_factory: pytest.TempPathFactory):
+    ensure_installed()
+    directory = tmp_path_factory.mktemp("mariadb")
+    server = MariaDB("127.0.0.1", free_port(), "mlmd_lineage", "mlmd", "mlmd-test-pw", directory)
+    started = subprocess.run(
+        [
+            str(SCRIPT),
+            "start",
+            str(directory),
+            str(server.port),
+            server.database,
+            server.user,
+            server.password,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    if started.returncode != 0:
+        pytest.fail(f"could not start MariaDB:\n{started.stderr[-3000:]}", pytrace=False)
+    try:
+        yield server
+    finally:
+        subprocess.run([str(SCRIPT), "stop", str(directory)], capture_output=True, timeout=90)

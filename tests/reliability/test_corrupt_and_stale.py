@@ -1,0 +1,151 @@
+"""Corrupt shards are named, and nothing stale is ever served from cache.
+
+Faults: a flipped byte (CRC mismatch) and a truncated GZIP stream in an
+Examples shard; edits to the schema, the preprocessing code, the model code
+and the config. Promises: the consuming component fails naming the artifact
+and the shard, `tfxp verify` reports per shard; every edit re-executes exactly
+what depends on it.
+"""
+
+from __future__ import annotations
+
+import glob
+import itertools
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import PROJECT_ROOT, PipelineConfig
+from pipeline.runner import PipelineRunError, run_local
+
+pytestmark = pytest.mark.slow
+
+EMBEDDED_CSV = PROJECT_ROOT / "data" / "taxi" / "span-1" / "data.csv"
+
+
+def _config(tmp: Path, rows: int = 2000) -> PipelineConfig:
+    span = tmp / "data" / "span-1"
+    span.mkdir(parents=True)
+    with EMBEDDED_CSV.open() as src, (span / "data.csv").open("w") as dst:
+        dst.writelines(itertools.islice(src, rows + 1))
+    schema = tmp / "schema.pbtxt"
+    shutil.copy(PipelineConfig().schema_file, schema)
+    return PipelineConfig(
+        data_root=str(tmp / "data"),
+        run_dir=str(tmp / "run"),
+        schema_file=str(schema),
+        train_steps=10,
+        eval_steps=1,
+    )
+
+
+def _states(summary) -> dict[str, str]:
+    return {c.node_id: c.state for c in summary.components}
+
+
+def _verify(config: PipelineConfig) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "verify", "--run-dir", config.run_dir],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def _shard(config: PipelineConfig, split: str) -> str:
+    pattern = os.path.join(
+        config.pipeline_root, "CsvExampleGen", "examples", "*", f"Split-{split}", "*.gz"
+    )
+    return sorted(glob.glob(pattern))[0]
+
+
+@pytest.mark.parametrize("damage", ["flipped byte", "truncated gzip"])
+def test_corrupt_shard_is_named_by_the_consumer_and_by_verify(tmp_path, damage):
+    config = _config(tmp_path)
+    run_local(config, to_nodes=["StatisticsGen"], printer=lambda _: None)
+    clean = _verify(config)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert "verdict: ok" in clean.stdout
+
+    shard = _shard(config, "train")
+    data = bytearray(Path(shard).read_bytes())
+    if damage == "flipped byte":
+        data[len(data) // 2] ^= 0xFF
+    else:
+        data = data[: len(data) // 2]
+    Path(shard).write_bytes(bytes(data))
+
+    with pytest.raises(PipelineRunError) as info:
+        run_local(config, to_nodes=["Transform"], printer=lambda _: None)
+    message = str(info.value)
+    assert message.startswith("Transform failed")
+    assert f"shard {shard}" in message and "Examples artifact" in message
+
+    report = _verify(config)
+    assert report.returncode == 1
+    assert "Split-train/" in report.stdout and "CORRUPT" in report.stdout
+    assert "Split-eval/" in report.stdout  # the intact shard is reported too, as ok
+
+
+def test_every_kind_of_edit_reexecutes_what_depends_on_it(tmp_path, monkeypatch):
+    import pipeline.definition as definition
+
+    config = _config(tmp_path)
+    quiet = {"printer": lambda _: None}
+    first = run_local(config, to_nodes=["Trainer"], **quiet)
+    assert _states(first)["Trainer"] == "COMPLETE"
+
+    # Schema: even a comment changes the content hash the importer is keyed by.
+    with open(config.schema_file, "a") as f:
+        f.write("# reviewed\n")
+    s = _states(run_local(config, to_nodes=["Trainer"], **quiet))
+    assert s["CsvExampleGen"] == "CACHED"
+    assert s["CuratedSchemaImporter"] == s["Transform"] == s["Trainer"] == "COMPLETE", s
+
+    real = definition.code_fingerprint
+
+    def edited(target: str):
+        return lambda path, *a, **k: (
+            real(path, *a, **k)[::-1] if path == target else real(path, *a, **k)
+        )
+
+    # Preprocessing code: Transform and everything after it.
+    monkeypatch.setattr(definition, "code_fingerprint", edited(config.preprocessing_fn))
+    s = _states(run_local(config, to_nodes=["Trainer"], **quiet))
+    assert s["CuratedSchemaImporter"] == "CACHED"
+    assert s["Transform"] == s["Trainer"] == "COMPLETE", s
+
+    # Model code: the Trainer only (Transform stays cached).
+    monkeypatch.setattr(definition, "code_fingerprint", edited(config.run_fn))
+    s = _states(run_local(config, to_nodes=["Trainer"], **quiet))
+    assert s["Transform"] == "CACHED" and s["Trainer"] == "COMPLETE", s
+
+    # Config: a hyperparameter change reaches the Trainer's parameters.
+    changed = config.replace(hyperparameters={"learning_rate": 0.01})
+    s = _states(run_local(changed, to_nodes=["Trainer"], **quiet))
+    assert s["Transform"] == "CACHED" and s["Trainer"] == "COMPLETE", s
+    # ... and an unchanged rerun of that config is fully cached.
+    s = _states(run_local(changed, to_nodes=["Trainer"], **quiet))
+    assert s["Trainer"] == "CACHED", s
+
+
+def test_partial_run_from_trainer_reuses_upstream_artifacts(tmp_path):
+    config = _config(tmp_path)
+    run_local(config, to_nodes=["Transform"], printer=lambda _: None)
+    s = _states(
+        run_local(
+            config.replace(enable_cache=False),
+            from_nodes=["Trainer"],
+            to_nodes=["Trainer"],
+            printer=lambda _: None,
+        )
+    )
+    # Only the Trainer executed; upstream nodes did not run at all in this run.
+    assert s.get("Trainer") == "COMPLETE"
+    assert "Transform" not in s or s["Transform"] != "COMPLETE", s
+    assert "CsvExampleGen" not in s or s["CsvExampleGen"] != "COMPLETE", s
