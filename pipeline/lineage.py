@@ -685,7 +685,9 @@ class Lineage:
         )
         from ml_metadata.metadata_store import metadata_store
 
-        found = self.store.get_artifacts(list_options=metadata_store.ListOptions(filter_query=query))
+        found = self.store.get_artifacts(
+            list_options=metadata_store.ListOptions(filter_query=query)
+        )
         found = [a for a in found if version is None or prop(a, "version") == version]
         for a in found:
             self._artifacts.setdefault(a.id, a)
@@ -712,9 +714,9 @@ class Lineage:
         query = pb.LineageSubgraphQueryOptions(
             max_num_hops=8, direction=pb.LineageSubgraphQueryOptions.DOWNSTREAM
         )
-        query.starting_artifacts.filter_query = "id IN (" + ", ".join(
-            str(a.id) for a in examples
-        ) + ")"
+        query.starting_artifacts.filter_query = (
+            "id IN (" + ", ".join(str(a.id) for a in examples) + ")"
+        )
         graph = self.store.get_lineage_subgraph(query, field_mask_paths=["artifacts"])
         candidates = sorted(
             (a for a in graph.artifacts if self._atype.get(a.type_id) == "Model"),
@@ -846,7 +848,9 @@ class Lineage:
         b = lineage.blessing
         if b is not None:
             verdict = "blessed" if b.blessed else "NOT blessed"
-            base = f"baseline model #{b.baseline_model_id}" if b.baseline_model_id else "no baseline"
+            base = (
+                f"baseline model #{b.baseline_model_id}" if b.baseline_model_id else "no baseline"
+            )
             metric_lines = [f"{k} {v:.4f}" for k, v in list(lineage.metrics.items())[:3]]
             g.add("eval", "execution", EVALUATOR, [f"run {b.run_id}"])
             g.add(
@@ -1111,9 +1115,7 @@ def render_model(m: ModelLineage) -> str:
         )
         lines.append(f"  blessed    {'yes' if b.blessed else 'no'}, {base} (run {b.run_id})")
     if m.metrics:
-        lines.append(
-            "  metrics    " + ", ".join(f"{k} {_short(v)}" for k, v in m.metrics.items())
-        )
+        lines.append("  metrics    " + ", ".join(f"{k} {_short(v)}" for k, v in m.metrics.items()))
     pushed = [p for p in m.pushes if p.pushed]
     if pushed:
         for p in pushed:
@@ -1239,7 +1241,9 @@ class Box:
     h: float
 
 
-def layout(g: Graph, measure: Callable[[str], float] | None = None) -> tuple[list[Box], float, float]:
+def layout(
+    g: Graph, measure: Callable[[str], float] | None = None
+) -> tuple[list[Box], float, float]:
     """Left-to-right layers: a node's column is the longest path to it from a source."""
     measure = measure or (lambda text: len(text) * CHAR_W)
     preds: dict[str, list[str]] = defaultdict(list)

@@ -217,7 +217,9 @@ def open_store(location: StoreLocation, *, create: bool = False):
             elif "access denied" in detail.lower():
                 hint = f"login refused; check --mysql-user and {PASSWORD_ENV}"
             elif "unknown database" in detail.lower():
-                hint = f"database '{location.mysql_database}' does not exist; check --mysql-database"
+                hint = (
+                    f"database '{location.mysql_database}' does not exist; check --mysql-database"
+                )
             else:
                 hint = "check the --mysql-* flags and that the server is a MySQL/MariaDB server"
             raise MetadataStoreError(

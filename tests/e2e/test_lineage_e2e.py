@@ -196,7 +196,9 @@ def test_diff_between_spans(runs: LineageRuns) -> None:
     assert "model" in changed and "id" in changed["model"]
     assert set(report["facts"]["a"]["metrics"]) >= {"auc", "binary_accuracy", "example_count"}
     code, text, _ = tfxp(runs, "runs", "diff", runs.span1.run_id, runs.span2.run_id)
-    assert code == 0 and "fingerprint" in text and "unchanged: schema, code, hyperparameters" in text
+    assert (
+        code == 0 and "fingerprint" in text and "unchanged: schema, code, hyperparameters" in text
+    )
 
 
 def test_cached_rerun_changes_nothing(runs: LineageRuns) -> None:
