@@ -39,16 +39,31 @@ def cmd_run(args: argparse.Namespace) -> int:
     from pipeline.runner import PipelineRunError, run_local
 
     config = _config(args)
+    connection = None
+    if args.mysql_host:
+        from pipeline.metadata_store import MetadataStoreError, location_from
+
+        try:
+            connection = location_from(
+                mysql_host=args.mysql_host,
+                mysql_port=args.mysql_port,
+                mysql_database=args.mysql_database,
+                mysql_user=args.mysql_user,
+            ).connection_config(create=True, read_only=False)
+        except MetadataStoreError as e:
+            print(f"ERROR: {e}", file=sys.stderr)
+            return 1
     try:
         if config.window > 1:
             from pipeline.spans import ingest_older_spans
 
-            ingest_older_spans(config)
+            ingest_older_spans(config, metadata_connection_config=connection)
         summary = run_local(
             config,
             from_nodes=args.from_node or (),
             to_nodes=args.to_node or (),
             verbose=args.verbose,
+            metadata_connection_config=connection,
         )
     except (PipelineRunError, ValueError) as e:  # SpanError is a ValueError
         print(f"\nERROR: {e}", file=sys.stderr)
@@ -118,6 +133,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--window", type=int, help="train on the newest K spans up to --span")
     run.add_argument("--num-shards", type=int, help="TFRecord shards per split (0: sized)")
     run.add_argument("-v", "--verbose", action="store_true", help="stream TFX's logs too")
+    mysql = run.add_argument_group(
+        "ML Metadata on MySQL/MariaDB (default: SQLite in the run directory)"
+    )
+    mysql.add_argument("--mysql-host", help="store ML Metadata on this server")
+    mysql.add_argument("--mysql-port", type=int, metavar="PORT", help="default 3306")
+    mysql.add_argument("--mysql-database", metavar="NAME")
+    mysql.add_argument("--mysql-user", metavar="USER", help="password from MLMD_MYSQL_PASSWORD")
     run.set_defaults(func=cmd_run)
 
     pred = sub.add_parser("predict", help="score a CSV's rows with the pushed model")

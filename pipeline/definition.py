@@ -5,8 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import tensorflow_model_analysis as tfma
-from tfx import v1 as tfx
+from tfx.components import Evaluator, ExampleValidator, Pusher, StatisticsGen, Trainer, Transform
 from tfx.dsl.components.base import executor_spec
+from tfx.dsl.components.common.resolver import Resolver
+from tfx.orchestration import metadata
+from tfx.orchestration import pipeline as tfx_pipeline
+from tfx.proto import example_gen_pb2, pusher_pb2, range_config_pb2, trainer_pb2
+from tfx.types import Channel, standard_artifacts
 
 from components import atomic_pusher
 from components.baseline_resolver import BaselineModelStrategy
@@ -77,7 +82,7 @@ def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
 
 def create_pipeline(
     config: PipelineConfig, *, metadata_connection_config: Any | None = None
-) -> tfx.dsl.Pipeline:
+) -> tfx_pipeline.Pipeline:
     """Builds the TFX pipeline for `config`.
 
     Args:
@@ -91,28 +96,28 @@ def create_pipeline(
     example_gen = checked_csv_example_gen(
         input_base=config.data_root,
         columns=schema_column_types(schema),
-        input_config=tfx.proto.Input(
-            splits=[tfx.proto.Input.Split(name="single_split", pattern=input_pattern(config))]
+        input_config=example_gen_pb2.Input(
+            splits=[example_gen_pb2.Input.Split(name="single_split", pattern=input_pattern(config))]
         ),
         # Default (None): TFX's rolling range of one span, i.e. the latest span.
         range_config=(
             None
             if config.span is None
-            else tfx.proto.RangeConfig(
-                static_range=tfx.proto.StaticRange(
+            else range_config_pb2.RangeConfig(
+                static_range=range_config_pb2.StaticRange(
                     start_span_number=config.span, end_span_number=config.span
                 )
             )
         ),
         version=config.version,
         num_shards=config.num_shards,
-        output_config=tfx.proto.Output(
-            split_config=tfx.proto.SplitConfig(
+        output_config=example_gen_pb2.Output(
+            split_config=example_gen_pb2.SplitConfig(
                 splits=[
-                    tfx.proto.SplitConfig.Split(
+                    example_gen_pb2.SplitConfig.Split(
                         name="train", hash_buckets=config.train_eval_hash_buckets[0]
                     ),
-                    tfx.proto.SplitConfig.Split(
+                    example_gen_pb2.SplitConfig.Split(
                         name="eval", hash_buckets=config.train_eval_hash_buckets[1]
                     ),
                 ]
@@ -125,7 +130,7 @@ def create_pipeline(
     training_examples = example_gen.outputs["examples"]
     window_nodes = []
     if config.window > 1:
-        window_resolver = tfx.dsl.Resolver(
+        window_resolver = Resolver(
             strategy_class=SpanWindowStrategy,
             config={
                 "num_spans": config.window,
@@ -133,8 +138,8 @@ def create_pipeline(
                 "input_base": config.data_root,
             },
             # A free channel: every run's ExampleGen output, not only this run's.
-            examples=tfx.dsl.Channel(
-                type=tfx.types.standard_artifacts.Examples,
+            examples=Channel(
+                type=standard_artifacts.Examples,
                 producer_component_id=EXAMPLE_GEN,
                 output_key="examples",
             ),
@@ -149,13 +154,13 @@ def create_pipeline(
     schema_importer = CuratedSchemaImporter(
         schema_file=config.schema_file, content_sha256=file_sha256(config.schema_file)
     ).with_id(SCHEMA_IMPORTER)
-    statistics_gen = tfx.components.StatisticsGen(
+    statistics_gen = StatisticsGen(
         examples=example_gen.outputs["examples"], schema=schema_importer.outputs["schema"]
     )
-    example_validator = tfx.components.ExampleValidator(
+    example_validator = ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_importer.outputs["schema"]
     )
-    transform = tfx.components.Transform(
+    transform = Transform(
         examples=training_examples,
         schema=schema_importer.outputs["schema"],
         preprocessing_fn=config.preprocessing_fn,
@@ -165,40 +170,40 @@ def create_pipeline(
         force_tf_compat_v1=True,
         custom_config={"code_fingerprint": code_fingerprint(config.preprocessing_fn)},
     )
-    trainer = tfx.components.Trainer(
+    trainer = Trainer(
         run_fn=config.run_fn,
         examples=transform.outputs["transformed_examples"],
         transform_graph=transform.outputs["transform_graph"],
         schema=schema_importer.outputs["schema"],
-        train_args=tfx.proto.TrainArgs(num_steps=config.train_steps),
-        eval_args=tfx.proto.EvalArgs(num_steps=config.eval_steps),
+        train_args=trainer_pb2.TrainArgs(num_steps=config.train_steps),
+        eval_args=trainer_pb2.EvalArgs(num_steps=config.eval_steps),
         custom_config={
             "code_fingerprint": code_fingerprint(config.run_fn),
             "hyperparameters": dict(config.hyperparameters),
         },
     )
-    baseline_resolver = tfx.dsl.Resolver(
+    baseline_resolver = Resolver(
         strategy_class=BaselineModelStrategy,
         candidate=trainer.outputs["model"],
-        model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
-        model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
+        model=Channel(type=standard_artifacts.Model),
+        model_blessing=Channel(type=standard_artifacts.ModelBlessing),
     ).with_id(BASELINE_RESOLVER)
-    evaluator = tfx.components.Evaluator(
+    evaluator = Evaluator(
         examples=example_gen.outputs["examples"],
         model=trainer.outputs["model"],
         baseline_model=baseline_resolver.outputs["model"],
         eval_config=eval_config(config),
     )
-    pusher = tfx.components.Pusher(
+    pusher = Pusher(
         model=trainer.outputs["model"],
         model_blessing=evaluator.outputs["blessing"],
-        push_destination=tfx.proto.PushDestination(
-            filesystem=tfx.proto.PushDestination.Filesystem(base_directory=config.serving_dir)
+        push_destination=pusher_pb2.PushDestination(
+            filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=config.serving_dir)
         ),
         # Copy aside, then rename: servers never see a half-written version.
         custom_executor_spec=executor_spec.ExecutorClassSpec(atomic_pusher.Executor),
     )
-    return tfx.dsl.Pipeline(
+    return tfx_pipeline.Pipeline(
         pipeline_name=config.pipeline_name,
         pipeline_root=config.pipeline_root,
         components=[
@@ -215,6 +220,6 @@ def create_pipeline(
         ],
         enable_cache=config.enable_cache,
         metadata_connection_config=metadata_connection_config
-        or tfx.orchestration.metadata.sqlite_metadata_connection_config(config.metadata_path),
+        or metadata.sqlite_metadata_connection_config(config.metadata_path),
         beam_pipeline_args=list(config.beam_args),
     )

@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pipeline.config import PipelineConfig
 
@@ -314,7 +315,11 @@ def leftover_incoming(data_root: str | os.PathLike) -> list[Path]:
 # ingested by ExampleGen-only runs first; the window resolver then gathers them.
 
 
-def ingest_older_spans(config: PipelineConfig, printer: Callable[[str], None] = print) -> None:
+def ingest_older_spans(
+    config: PipelineConfig,
+    printer: Callable[[str], None] = print,
+    metadata_connection_config: Any | None = None,
+) -> None:
     """Makes sure every older span of `config`'s window has been ingested.
 
     Each is an ExampleGen-only partial run pinned to that span; spans already
@@ -330,5 +335,6 @@ def ingest_older_spans(config: PipelineConfig, printer: Callable[[str], None] = 
         run_local(
             config.replace(span=s.span, version=None, window=1),
             to_nodes=[EXAMPLE_GEN],
+            metadata_connection_config=metadata_connection_config,
             printer=lambda line: printer("  " + line),
         )
