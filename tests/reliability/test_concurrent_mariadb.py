@@ -7,7 +7,6 @@ consistent (every execution complete or cached, one run context each).
 
 from __future__ import annotations
 
-import itertools
 import os
 import subprocess
 import sys
@@ -17,22 +16,18 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from mariadb_server import mariadb_server  # noqa: E402, F401
+from reliability_support import write_sample  # noqa: E402
 
 from pipeline.config import PROJECT_ROOT  # noqa: E402
 
 pytestmark = pytest.mark.slow
-
-EMBEDDED_CSV = PROJECT_ROOT / "data" / "taxi" / "span-1" / "data.csv"
 
 
 def test_two_concurrent_runs_on_mariadb_both_complete(tmp_path, mariadb_server):  # noqa: F811
     from ml_metadata.metadata_store import metadata_store
     from ml_metadata.proto import metadata_store_pb2
 
-    span = tmp_path / "data" / "span-1"
-    span.mkdir(parents=True)
-    with EMBEDDED_CSV.open() as src, (span / "data.csv").open("w") as dst:
-        dst.writelines(itertools.islice(src, 2001))
+    write_sample(tmp_path)
     cmd = [
         sys.executable,
         "local_runner.py",

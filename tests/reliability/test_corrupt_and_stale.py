@@ -10,7 +10,6 @@ what depends on it.
 from __future__ import annotations
 
 import glob
-import itertools
 import os
 import shutil
 import subprocess
@@ -18,20 +17,16 @@ import sys
 from pathlib import Path
 
 import pytest
+from reliability_support import write_sample
 
 from pipeline.config import PROJECT_ROOT, PipelineConfig
 from pipeline.runner import PipelineRunError, run_local
 
 pytestmark = pytest.mark.slow
 
-EMBEDDED_CSV = PROJECT_ROOT / "data" / "taxi" / "span-1" / "data.csv"
-
 
 def _config(tmp: Path, rows: int = 2000) -> PipelineConfig:
-    span = tmp / "data" / "span-1"
-    span.mkdir(parents=True)
-    with EMBEDDED_CSV.open() as src, (span / "data.csv").open("w") as dst:
-        dst.writelines(itertools.islice(src, rows + 1))
+    write_sample(tmp, rows)
     schema = tmp / "schema.pbtxt"
     shutil.copy(PipelineConfig().schema_file, schema)
     return PipelineConfig(

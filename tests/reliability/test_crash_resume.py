@@ -7,7 +7,6 @@ and on disk.
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import signal
@@ -19,20 +18,13 @@ from pathlib import Path
 import pytest
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
+from reliability_support import write_sample
 
 from pipeline.config import PROJECT_ROOT
 
 pytestmark = pytest.mark.slow
 
-EMBEDDED_CSV = PROJECT_ROOT / "data" / "taxi" / "span-1" / "data.csv"
-
-
-def _sample(tmp: Path, rows: int = 2000) -> Path:
-    span = tmp / "data" / "span-1"
-    span.mkdir(parents=True)
-    with EMBEDDED_CSV.open() as src, (span / "data.csv").open("w") as dst:
-        dst.writelines(itertools.islice(src, rows + 1))
-    return tmp / "data"
+_sample = write_sample
 
 
 def _cmd(tmp: Path) -> list[str]:
