@@ -1113,7 +1113,8 @@ def render_model(m: ModelLineage) -> str:
             if b.baseline_model_id
             else "no baseline (no earlier blessed model): absolute thresholds only"
         )
-        lines.append(f"  blessed    {'yes' if b.blessed else 'no'}, {base} (run {b.run_id})")
+        verdict = "yes" if b.blessed else "no"
+        lines.append(f"  blessed    {verdict} (evaluated in run {b.run_id}), {base}")
     if m.metrics:
         lines.append("  metrics    " + ", ".join(f"{k} {_short(v)}" for k, v in m.metrics.items()))
     pushed = [p for p in m.pushes if p.pushed]
