@@ -96,6 +96,7 @@ def create_pipeline(
     example_gen = checked_csv_example_gen(
         input_base=config.data_root,
         columns=schema_column_types(schema),
+        csv_reader=config.csv_reader,
         input_config=example_gen_pb2.Input(
             splits=[example_gen_pb2.Input.Split(name="single_split", pattern=input_pattern(config))]
         ),

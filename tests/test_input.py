@@ -180,8 +180,11 @@ def test_values_equal_a_reference_parse(shards, deterministic, shuffle):
     )
     batches = [({k: v.numpy() for k, v in f.items()}, y.numpy()) for f, y in dataset]
     _check_against_reference(batches, 5)
-    if not shuffle:  # full batches except the last, across shard ends
-        assert [len(y) for _, y in batches] == [5, 5, 5, 5, 1]
+    sizes = [len(y) for _, y in batches]
+    if not shuffle and deterministic:  # full batches except the last, across shard ends
+        assert sizes == [5, 5, 5, 5, 1]
+    else:  # parallel readers may finish the partial batch before the others
+        assert sorted(sizes) == [1, 5, 5, 5, 5]
 
 
 def test_block_shuffle_keeps_every_record_and_batch_size(shards):
