@@ -56,7 +56,7 @@ class PipelineConfig:
     # How ExampleGen reads CSV: "arrow" (pyarrow.csv + native tf.Example encoding;
     # the same examples and splits as TFX's reader, ~10x faster) or "tfx" (TFX's
     # CsvExampleGen reader). Used by pipeline/definition.py.
-    csv_reader: str = "arrow"
+    csv_reader: str = "tfx"
     schema_file: str = str(PROJECT_ROOT / "schema" / "taxi" / "schema.pbtxt")
     # Where a run writes: pipeline_root, ML Metadata and pushed models live below.
     run_dir: str = str(PROJECT_ROOT / "runs" / "taxi")

@@ -84,7 +84,40 @@ def check_shard(path: str) -> ShardReport:
         message = re.sub(r"^\{\{[^}]*\}\}\s*", "", message)
         message = re.sub(r"\s*\[Op:.*$", "", message)
         return ShardReport(path, n, f"after record {n}: {message}")
+    if compression == "GZIP":
+        problem = _gzip_trailer_problem(path)
+        if problem:
+            return ShardReport(path, n, f"after record {n}: {problem}")
     return ShardReport(path, n)
+
+
+def _gzip_trailer_problem(path: str) -> str | None:
+    """Checks the GZIP end-of-stream marker and CRC, which TensorFlow's reader does not.
+
+    A GZIP shard cut on a flush boundary decompresses to whole records, so
+    TensorFlow reads it as a clean, shorter file; only the missing trailer
+    tells.
+    """
+    import zlib
+
+    import tensorflow as tf
+
+    decomp = zlib.decompressobj(wbits=31)
+    with tf.io.gfile.GFile(path, "rb") as f:
+        try:
+            while chunk := f.read(1 << 20):
+                while chunk:
+                    decomp.decompress(chunk)
+                    if not decomp.eof:
+                        break
+                    # Concatenated GZIP members are valid: start the next one.
+                    chunk = decomp.unused_data
+                    decomp = zlib.decompressobj(wbits=31) if chunk else decomp
+        except zlib.error as e:
+            return f"GZIP stream is corrupt ({e})"
+    if not decomp.eof:
+        return "GZIP stream is truncated (no end-of-stream marker)"
+    return None
 
 
 def _split_of(uri: str, path: str) -> str:
