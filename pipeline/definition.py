@@ -168,6 +168,9 @@ def create_pipeline(
         # Pre/post-transform statistics double Transform's cost; StatisticsGen
         # already covers the raw data.
         disable_statistics=True,
+        # No analyzer cache: it only pays off for incremental analysis over many
+        # spans, and writing it costs Beam stages on every run.
+        disable_analyzer_cache=True,
         force_tf_compat_v1=True,
         custom_config={"code_fingerprint": code_fingerprint(config.preprocessing_fn)},
     )
