@@ -97,16 +97,13 @@ def _graph(args: argparse.Namespace, graph, details: str) -> str:
     return f"graph: {path}"
 
 
-def cmd_lineage_model(args: argparse.Namespace) -> str:
-    from pipeline.lineage import dumps, render_model
+def _with_graph(args: argparse.Namespace, as_dict: dict, graph, text: str) -> str:
+    """The command's output (table or --json), plus the --graph file's note."""
+    from pipeline.lineage import dumps
 
-    lin = _lineage(args)
-    model = lin.resolve_model(args.model)
-    lineage = lin.model_lineage(model, with_graph=bool(args.graph))
-    text = render_model(lineage)
-    out = dumps(lineage.to_dict()) if args.json else text
+    out = dumps(as_dict) if args.json else text
     if args.graph:
-        note = _graph(args, lineage.graph, text)
+        note = _graph(args, graph, text)
         # With --json, stdout stays pure JSON; the note goes to stderr.
         if args.json:
             print(note, file=sys.stderr)
@@ -115,20 +112,21 @@ def cmd_lineage_model(args: argparse.Namespace) -> str:
     return out
 
 
+def cmd_lineage_model(args: argparse.Namespace) -> str:
+    from pipeline.lineage import render_model
+
+    lin = _lineage(args)
+    model = lin.resolve_model(args.model)
+    lineage = lin.model_lineage(model, with_graph=bool(args.graph))
+    return _with_graph(args, lineage.to_dict(), lineage.graph, render_model(lineage))
+
+
 def cmd_lineage_data(args: argparse.Namespace) -> str:
-    from pipeline.lineage import dumps, render_span
+    from pipeline.lineage import render_span
 
     lin = _lineage(args, args.dataset)
     result = lin.span_lineage(args.span, args.version, with_graph=bool(args.graph))
-    text = render_span(result)
-    out = dumps(result.to_dict()) if args.json else text
-    if args.graph:
-        note = _graph(args, result.graph, text)
-        if args.json:
-            print(note, file=sys.stderr)
-        else:
-            out += "\n" + note
-    return out
+    return _with_graph(args, result.to_dict(), result.graph, render_span(result))
 
 
 def _run(func):

@@ -24,8 +24,6 @@ from pipeline.config import PROJECT_ROOT
 
 pytestmark = pytest.mark.slow
 
-_sample = write_sample
-
 
 def _cmd(tmp: Path) -> list[str]:
     return [
@@ -94,7 +92,7 @@ def _resume(tmp: Path) -> dict:
 
 @pytest.mark.parametrize("component", ["Transform", "Trainer"])
 def test_sigkill_then_rerun_resumes_without_using_partial_output(tmp_path, component):
-    _sample(tmp_path)
+    write_sample(tmp_path)
     proc = _start_and_signal(tmp_path, component, signal.SIGKILL, delay=2.0)
     proc.wait(timeout=120)
     assert proc.returncode == -signal.SIGKILL
@@ -128,7 +126,7 @@ def test_sigkill_then_rerun_resumes_without_using_partial_output(tmp_path, compo
 
 
 def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path):
-    _sample(tmp_path)
+    write_sample(tmp_path)
     proc = _start_and_signal(tmp_path, "Transform", signal.SIGINT, delay=1.0)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 1
@@ -141,7 +139,7 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path):
 
 def test_two_runs_started_at_once_on_one_sqlite_store_both_complete(tmp_path):
     """Fault: two runners on one store at once. Promise: both complete, store intact."""
-    _sample(tmp_path)
+    write_sample(tmp_path)
     cmd = [*_cmd(tmp_path), "--to-node", "StatisticsGen"]
     procs = [
         subprocess.Popen(
