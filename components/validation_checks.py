@@ -410,13 +410,16 @@ def evaluate(
         )
         measured = _measurements(anomalies, DRIFT)
         measurements += [m for ms in measured.values() for m in ms]
-        where = f"span {current_span} vs span {baseline_span}, {COMPARED_SPLIT} split"
+        # On Kubeflow the baseline is the previous run's statistics, span unknown.
+        before = "the previous run's span" if baseline_span is None else f"span {baseline_span}"
+        where = f"span {current_span} vs {before}, {COMPARED_SPLIT} split"
         findings += _findings(anomalies, DRIFT, where, comparators_only=True, measured=measured)
-        notes.append(f"drift: span {current_span} compared with span {baseline_span}")
+        notes.append(f"drift: span {current_span} compared with {before}")
     else:
         notes.append(
-            f"drift: no baseline: span {current_span} is the first span ingested "
-            "(no earlier span's statistics in ML Metadata), nothing to compare with"
+            f"drift: no baseline: ML Metadata holds no statistics of a span before span "
+            f"{current_span} (the first span, or earlier spans were only ingested); "
+            "drift not checked"
         )
     # 3. Skew: training data vs serving requests (SERVING environment: no label).
     if serving is not None:

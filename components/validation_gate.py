@@ -208,7 +208,12 @@ class ValidationGateExecutor(base_executor.BaseExecutor):
             serving_rows=rows,
             serving_source=f"serving data {pattern}",
         )
-        run_id = (self._context.pipeline_run_id if self._context else None) or "latest"
+        # Reports are named by the pipeline run; orchestrators that give the
+        # executor no run id (TFX's legacy Airflow launcher) get the output's folder name.
+        out = artifact_utils.get_single_instance(output_dict[RESULT_KEY])
+        run_id = (self._context.pipeline_run_id if self._context else None) or (
+            "execution-" + os.path.basename(os.path.normpath(out.uri))
+        )
         pipeline = ""
         if self._context and self._context.pipeline_info is not None:
             pipeline = self._context.pipeline_info.id
@@ -233,7 +238,6 @@ class ValidationGateExecutor(base_executor.BaseExecutor):
             raise GateBlockedError(
                 result.message() + (f"\n  report: {report_path}" if report_path else "")
             )
-        out = artifact_utils.get_single_instance(output_dict[RESULT_KEY])
         _write_atomic(os.path.join(out.uri, FINDINGS_FILE), findings)
         _write_atomic(os.path.join(out.uri, REPORT_FILE), html)
         out.set_string_custom_property("decision", result.decision)
