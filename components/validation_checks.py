@@ -282,7 +282,9 @@ class GateResult:
             kinds = sorted({f.kind for f in self.blocking})
             lines.append(
                 "  Nothing downstream ran. Fix the data, or raise the threshold / add the kind to "
-                f"warn_only in the thresholds file (e.g. `--warn-only {kinds[0]}`) if the change is expected."
+                "warn_only in the thresholds file (for one run: "
+                + " ".join(f"`--warn-only {k}`" for k in kinds)
+                + ") if the change is expected."
             )
         return "\n".join(lines)
 

@@ -83,19 +83,20 @@ class GateOutcome:
 
 def finish_report(store, config: PipelineConfig, run_id: str) -> GateOutcome:
     """After a successful run: the gate's decision, its warnings, and this run's report."""
-    from components.validation_gate import REPORT_FILE, load_result
+    from components.validation_gate import FINDINGS_FILE, REPORT_FILE, load_result
 
     artifact = gate_artifact(store, config, run_id)
     if artifact is None:
         return GateOutcome(None, None, [])
     path = report_path(config, run_id)
-    source = os.path.join(artifact.uri, REPORT_FILE)
-    if not path.exists() and os.path.exists(source):
-        # The gate was cached: this run's report is the reused execution's.
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        shutil.copyfile(source, tmp)
-        os.replace(tmp, path)
+    for name, target in ((FINDINGS_FILE, path.with_suffix(".json")), (REPORT_FILE, path)):
+        source = os.path.join(artifact.uri, name)
+        if not target.exists() and os.path.exists(source):
+            # The gate was cached: this run's report is the reused execution's.
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_suffix(".tmp")
+            shutil.copyfile(source, tmp)
+            os.replace(tmp, target)
     result = load_result(artifact.uri)
     return GateOutcome(
         result.decision,

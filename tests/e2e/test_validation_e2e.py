@@ -58,6 +58,7 @@ class ValidationRuns:
     config: PipelineConfig
     first: RunSummary  # span 1: no baseline
     clean: RunSummary  # span 2 vs span 1
+    again: RunSummary  # span 2 unchanged: the gate is cached
     drifted: Exception  # span 3: fare shifted, Cash reweighted
     downgraded: RunSummary  # span 3, drift and skew downgraded to warnings, through Transform
     skewed: Exception  # span 2 against a skewed serving set
@@ -85,6 +86,7 @@ def runs(tmp_path_factory) -> ValidationRuns:
     first = run_local(config.replace(span=1), run_id="span1", **TO_GATE)
     write_generated(data / "span-2", ROWS, seed=2)
     clean = run_local(config.replace(span=2), run_id="span2", **TO_GATE)
+    again = run_local(config.replace(span=2), run_id="span2-again", **TO_GATE)
     drift = Drift(shift={"fare": 10.0}, reweight={"payment_type": {"Cash": 3.0}})
     write_generated(data / "span-3", ROWS, seed=3, drift=drift)
     drifted = _blocked(run_local, config.replace(span=3), "span3-drifted")
@@ -106,7 +108,9 @@ def runs(tmp_path_factory) -> ValidationRuns:
     bad = write_generated(data / "span-4", ROWS, seed=4, drift=Drift(unseen={"payment_type": 0.05}))
     set_cells(bad, "trip_start_hour", "30", rows=20)  # the schema's domain is 0..23
     bad_values = _blocked(run_local, config.replace(span=4), "span4-bad")
-    return ValidationRuns(config, first, clean, drifted, downgraded, skewed, bad_values, printed)
+    return ValidationRuns(
+        config, first, clean, again, drifted, downgraded, skewed, bad_values, printed
+    )
 
 
 def _store(config) -> metadata_store.MetadataStore:
@@ -143,6 +147,15 @@ def test_clean_span_passes_with_drift_measured_against_previous_span(runs):
     assert all(m["value"] <= m["threshold"] for m in drift.values())
     assert "trip_start_timestamp" not in drift  # `off` in validation.yaml
     assert Path(runs.clean.report_path).is_file()
+
+
+def test_cached_gate_still_gives_the_run_its_report(runs):
+    assert _states(runs.again)[d.VALIDATION_GATE] == "CACHED"
+    assert runs.again.validation == "PASS"
+    report = Path(runs.again.report_path)
+    assert report.name == "span2-again.html"
+    assert report.read_text() == (Path(runs.config.report_dir) / "span2.html").read_text()
+    assert _findings(runs.config, "span2-again") == _findings(runs.config, "span2")
 
 
 def test_drifted_span_is_blocked_naming_features_and_thresholds(runs):
