@@ -41,6 +41,16 @@ def check_data_root(config: PipelineConfig) -> None:
         raise PipelineRunError(str(e)) from None
 
 
+def check_validation_settings(config: PipelineConfig) -> None:
+    """A malformed thresholds file or unknown --warn-only kind fails before anything is created."""
+    from components.validation_checks import ValidationConfigError, load_settings
+
+    try:
+        load_settings(config.validation_file).with_warn_only(config.warn_only)
+    except ValidationConfigError as e:
+        raise PipelineRunError(str(e)) from None
+
+
 class _ProgressHandler(logging.Handler):
     """Turns TFX's launcher log lines into one progress line per component."""
 
@@ -105,6 +115,7 @@ def run_local(
     sqlite = metadata_connection_config is None
     _quiet_third_party()
     check_data_root(config)
+    check_validation_settings(config)
     try:
         check_locations(config, check_sqlite_store=sqlite)
     except RunGuardError as e:

@@ -310,3 +310,59 @@ def test_report_renders_in_chromium(stats, schema, settings, tmp_path):
         "ENUM_TYPE_UNEXPECTED_STRING_VALUES",
     ] or any(row[2] == "payment_type" for row in page.anomaly_rows)
     assert len(page.anomaly_rows) == len(r.findings)
+
+
+def test_malformed_serving_data_is_a_clear_error(tmp_path, schema):
+    from components.csv_checks import CsvInputError
+
+    bad = tmp_path / "requests.csv"
+    rows = (Path(CONFIG.serving_pattern).parent / "requests.csv").read_text().splitlines()
+    bad.write_text("\n".join([rows[0], rows[1], "1,2,3", rows[2]]) + "\n")
+    with pytest.raises(CsvInputError) as e:
+        serving_statistics([str(bad)], schema)
+    assert f"{bad}:3: has 3 fields, the header has 17" in str(e.value)
+    extra = tmp_path / "extra.csv"
+    extra.write_text(rows[0] + ",user_id\n" + rows[1] + ",7\n")
+    with pytest.raises(ValueError, match="columns not in the schema: \\['user_id'\\]"):
+        serving_statistics([str(extra)], schema)
+
+
+def test_shipped_serving_requests_have_no_label_and_fit_the_schema(schema, settings):
+    stats, rows = serving_statistics(
+        [str(p) for p in Path(CONFIG.data_root, "serving").glob("*.csv")], schema
+    )
+    assert rows == 2000
+    names = {".".join(f.path.step) for f in stats.datasets[0].features}
+    assert "tips" not in names and "fare" in names
+    # Against the embedded span 1 the shipped requests show no skew at the defaults.
+    span1, _ = serving_statistics([str(Path(CONFIG.data_root, "span-1", "data.csv"))], schema)
+    r = evaluate({"train": span1}, schema, settings, serving=stats, serving_rows=rows)
+    assert r.decision == PASS, r.message()
+
+
+def test_report_lookup(tmp_path):
+    from pipeline.report import ReportError, find_report
+
+    config = PipelineConfig(run_dir=str(tmp_path))
+    with pytest.raises(ReportError, match="run the pipeline first"):
+        find_report(config)
+    folder = Path(config.report_dir)
+    folder.mkdir()
+    (folder / "a.html").write_text("a")
+    (folder / "b.html").write_text("b")
+    import os
+
+    os.utime(folder / "a.html", (1, 1))
+    assert find_report(config).name == "b.html"
+    assert find_report(config, "a").name == "a.html"
+    with pytest.raises(ReportError, match="no validation report for run zz"):
+        find_report(config, "zz")
+
+
+def test_unknown_warn_only_kind_fails_the_run_command_before_work(tmp_path, capsys):
+    from pipeline.cli import main
+
+    code = main(["run", "--run-dir", str(tmp_path / "run"), "--warn-only", "drfit"])
+    assert code == 1
+    assert "unknown anomaly kind(s) ['drfit']" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
