@@ -274,6 +274,7 @@ def test_report_page_has_tables_charts_and_decision(stats, schema, settings):
     assert "Plotly.newPlot" in page
 
 
+@pytest.mark.slow  # a real browser
 def test_report_renders_in_chromium(stats, schema, settings, tmp_path):
     import sys
 
