@@ -201,11 +201,12 @@ class Finding:
     measure: str | None = None  # L-infinity / Jensen-Shannon
     where: str = ""  # split(s) or data compared
     severity: str = BLOCK  # BLOCK or WARN
+    op: str = ">"  # how measured compares with threshold when it is an anomaly
 
     def line(self) -> str:
         value = ""
         if self.measured is not None:
-            value = f" {self.measure} {self.measured:.4f} > threshold {self.threshold:g};"
+            value = f" {self.measure} {self.measured:.4g} {self.op} threshold {self.threshold:g};"
         verdict = "blocks" if self.severity == BLOCK else "warning"
         return f"[{verdict}] {self.kind} {self.feature}:{value} {self.description} ({self.where})"
 
@@ -358,6 +359,51 @@ def _findings(
     return found
 
 
+# Schema anomaly types whose size is a statistic against a schema bound:
+# type -> (statistic, bound, comparison).
+_BOUNDED = {
+    "INT_TYPE_BIG_INT": ("max", "max", ">"),
+    "FLOAT_TYPE_BIG_FLOAT": ("max", "max", ">"),
+    "INT_TYPE_SMALL_INT": ("min", "min", "<"),
+    "FLOAT_TYPE_SMALL_FLOAT": ("min", "min", "<"),
+    "FEATURE_TYPE_LOW_FRACTION_PRESENT": ("present fraction", "min_fraction", "<"),
+}
+
+
+def _measure_schema_finding(
+    finding: Finding,
+    schema: schema_pb2.Schema,
+    current: Mapping[str, statistics_pb2.DatasetFeatureStatisticsList],
+) -> None:
+    """Adds the measured statistic and the schema's bound to a range/presence anomaly."""
+    kind = _BOUNDED.get(finding.anomaly)
+    feature = next((f for f in schema.feature if f.name == finding.feature), None)
+    if kind is None or feature is None:
+        return
+    statistic, bound, op = kind
+    if bound == "min_fraction":
+        threshold = feature.presence.min_fraction
+    else:
+        domain = feature.int_domain if feature.HasField("int_domain") else feature.float_domain
+        threshold = getattr(domain, bound)
+    values = []
+    for stats in current.values():
+        for f in stats.datasets[0].features:
+            if ".".join(f.path.step) != finding.feature or not f.HasField("num_stats"):
+                continue
+            n = f.num_stats
+            total = n.common_stats.num_non_missing + n.common_stats.num_missing
+            if statistic == "present fraction":
+                values.append(n.common_stats.num_non_missing / total if total else 0.0)
+            else:
+                values.append(getattr(n, statistic))
+    if values:
+        finding.measured = max(values) if op == ">" else min(values)
+        finding.threshold = float(threshold)
+        finding.measure = statistic
+        finding.op = op
+
+
 def split_statistics(
     stats: statistics_pb2.DatasetFeatureStatisticsList, name: str
 ) -> statistics_pb2.DatasetFeatureStatisticsList:
@@ -402,6 +448,8 @@ def evaluate(
                 by_key[key].where += f", {split}"
             else:
                 by_key[key] = f
+    for f in by_key.values():
+        _measure_schema_finding(f, schema, current)
     findings += by_key.values()
     compared = current.get(COMPARED_SPLIT) or next(iter(current.values()))
     # 2. Drift: this span vs the previous one.

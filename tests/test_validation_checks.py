@@ -194,7 +194,9 @@ def test_unseen_category_and_out_of_range_value_block(stats, schema, settings):
     found = {(f.feature, f.anomaly): f for f in r.findings}
     unseen = found[("payment_type", "ENUM_TYPE_UNEXPECTED_STRING_VALUES")]
     assert "unseen-payment_type" in unseen.description and unseen.where == "eval, train"
-    assert ("trip_start_hour", "INT_TYPE_BIG_INT") in found
+    big = found[("trip_start_hour", "INT_TYPE_BIG_INT")]
+    assert (big.measure, big.measured, big.op, big.threshold) == ("max", 30, ">", 23)
+    assert "schema trip_start_hour: max 30 > threshold 23;" in big.line()
     assert r.decision == BLOCK
     # An anomaly type can be downgraded on its own.
     only = settings.with_warn_only(["ENUM_TYPE_UNEXPECTED_STRING_VALUES"])

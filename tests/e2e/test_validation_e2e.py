@@ -215,7 +215,7 @@ def test_unseen_category_and_out_of_range_value_are_blocked(runs):
     assert ("trip_start_hour", "INT_TYPE_BIG_INT") in schema
     message = str(runs.bad_values)
     assert "schema payment_type" in message and "unseen-payment_type" in message
-    assert "schema trip_start_hour" in message
+    assert "schema trip_start_hour: max 30 > threshold 23" in message
 
 
 def _tfxp(*argv: str) -> tuple[int, str, str]:
