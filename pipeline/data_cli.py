@@ -199,12 +199,31 @@ def _open_store(config: PipelineConfig):
     return metadata_store.MetadataStore(cfg)
 
 
+def _remote_rows(data_root: str) -> list[SpanRow]:
+    """Spans of an s3:// or gs:// data root (versions folded into their span)."""
+    from tfx.dsl.io import fileio
+
+    from pipeline.spans import remote_span_files
+    from pipeline.storage import Location, check_location, enable_filesystems
+
+    check_location(Location(data_root, "data root", write=False))
+    enable_filesystems([data_root])
+    root = data_root.rstrip("/")
+    return [
+        SpanRow(n, None, f"{root}/span-{n}", len(files), sum(fileio.stat(f).length for f in files))
+        for n, files in sorted(remote_span_files(root).items())
+    ]
+
+
 def describe_dataset(config: PipelineConfig) -> list[SpanRow]:
     """Spans on disk with their ingestions and lineage, oldest first."""
-    rows = [
-        SpanRow(s.span, s.version, str(s.path), len(s.files), s.nbytes)
-        for s in list_spans(config.data_root)
-    ]
+    if "://" in config.data_root:
+        rows = _remote_rows(config.data_root)
+    else:
+        rows = [
+            SpanRow(s.span, s.version, str(s.path), len(s.files), s.nbytes)
+            for s in list_spans(config.data_root)
+        ]
     store = _open_store(config)
     if store is None:
         return rows
@@ -281,9 +300,15 @@ def cmd_list(args: argparse.Namespace) -> int:
     names = [args.dataset] if args.dataset else sorted(DATASETS)
     out: dict[str, Any] = {}
     texts = []
+    from pipeline.storage import StorageError
+
     for name in names:
         config = _dataset_config(args, name)
-        rows = describe_dataset(config)
+        try:
+            rows = describe_dataset(config)
+        except StorageError as e:
+            print(f"ERROR: {e}", file=sys.stderr)
+            return 1
         out[name] = {"data_root": config.data_root, "spans": [asdict(r) for r in rows]}
         texts.append(render(name, config, rows))
     print(json.dumps(out, indent=2) if args.json else "\n\n".join(texts))

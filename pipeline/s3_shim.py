@@ -17,6 +17,11 @@ for that endpoint's host, so it works for any S3 endpoint, https included.
 It changes exactly one thing: a 416 becomes an empty 206, which the plugin
 reads as a clean end of file. Beam and our own code talk to the store
 directly through boto3.
+
+The relay adds credentials, so it must not serve anyone else on the machine:
+it forwards only requests whose SigV4 signature verifies against the same
+secret key (TensorFlow's client signs with it too), answers 403 otherwise,
+and lives only as long as the `tfxp` process that started it.
 """
 
 from __future__ import annotations
@@ -96,15 +101,22 @@ class S3Relay:
         else:
             length = int(h.headers.get("Content-Length") or 0)
             body = h.rfile.read(length) if length else b""
+        credentials = self._session.get_credentials()
+        frozen = credentials.get_frozen_credentials() if credentials is not None else None
+        if frozen is None or not signature_matches(h, body, frozen.secret_key):
+            message = b"s3 relay: request not signed with this process's AWS credentials"
+            h.send_response(403)
+            h.send_header("Content-Type", "text/plain")
+            h.send_header("Content-Length", str(len(message)))
+            h.end_headers()
+            if h.command != "HEAD":
+                h.wfile.write(message)
+            return
         headers = {k: v for k, v in h.headers.items() if k.lower() not in _DROP}
         url = self.upstream + h.path
         request = AWSRequest(method=h.command, url=url, data=body, headers=headers)
-        credentials = self._session.get_credentials()
         try:
-            if credentials is not None:
-                S3SigV4Auth(credentials.get_frozen_credentials(), "s3", self.region).add_auth(
-                    request
-                )
+            S3SigV4Auth(frozen, "s3", self.region).add_auth(request)
             prepared = request.prepare()
             response = self._pool.request(
                 h.command,
@@ -142,6 +154,52 @@ class S3Relay:
         h.send_header("Content-Length", str(len(data)))
         h.end_headers()
         h.wfile.write(data)
+
+
+def _sha256(data: bytes | str) -> str:
+    import hashlib
+
+    return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
+
+
+def signature_matches(h: BaseHTTPRequestHandler, body: bytes, secret_key: str) -> bool:
+    """True when the request's AWS SigV4 signature was made with `secret_key`."""
+    import hmac
+    import re
+    from urllib.parse import parse_qsl, quote
+
+    auth = h.headers.get("Authorization", "")
+    m = re.fullmatch(
+        r"AWS4-HMAC-SHA256 Credential=([^/]+)/(\d{8})/([^/]+)/([^/]+)/aws4_request,\s*"
+        r"SignedHeaders=([^,]+),\s*Signature=([0-9a-f]+)",
+        auth.strip(),
+    )
+    amz_date = h.headers.get("X-Amz-Date")
+    if not m or not amz_date:
+        return False
+    _, date, region, service, signed, signature = m.groups()
+    path, _, query = h.path.partition("?")
+    canonical_query = "&".join(
+        sorted(
+            f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}"
+            for k, v in parse_qsl(query, keep_blank_values=True)
+        )
+    )
+    names = signed.split(";")
+    canonical_headers = "".join(
+        f"{n}:{' '.join(str(h.headers.get(n, '')).split())}\n" for n in names
+    )
+    payload = h.headers.get("X-Amz-Content-Sha256") or _sha256(body)
+    canonical = "\n".join(
+        [h.command, path or "/", canonical_query, canonical_headers, signed, payload]
+    )
+    scope = f"{date}/{region}/{service}/aws4_request"
+    to_sign = f"AWS4-HMAC-SHA256\n{amz_date}\n{scope}\n{_sha256(canonical)}"
+    key = f"AWS4{secret_key}".encode()
+    for part in (date, region, service, "aws4_request"):
+        key = hmac.new(key, part.encode(), "sha256").digest()
+    expected = hmac.new(key, to_sign.encode(), "sha256").hexdigest()
+    return hmac.compare_digest(expected, signature)
 
 
 def _read_chunked(h: BaseHTTPRequestHandler) -> bytes:

@@ -113,6 +113,17 @@ def test_ml_metadata_records_s3_uris(bucket_run):
     assert (tmp / "state" / "logs").is_dir()
 
 
+def test_data_list_shows_the_bucket_span_with_its_pushed_model(bucket_run):
+    tmp, env, _, run, _ = bucket_run
+    assert run.returncode == 0
+    args = ["data", "list", "--json", "--data-root", "s3://tfxp-e2e/taxi"]
+    listed = _run([*args, "--run-dir", str(tmp / "state")], env, timeout=300)
+    assert listed.returncode == 0, listed.stderr
+    (span,) = json.loads(listed.stdout)["taxi"]["spans"]
+    assert (span["span"], span["files"], span["path"]) == (1, 1, "s3://tfxp-e2e/taxi/span-1")
+    assert span["ingestions"] and span["ingestions"][0]["models"][0]["pushed"] is True
+
+
 @pytest.mark.parametrize("case", ["missing bucket", "wrong credentials", "unreachable endpoint"])
 def test_bad_storage_fails_before_any_component_with_one_line(
     case, bucket_run, seaweedfs, tmp_path
