@@ -146,6 +146,11 @@ def select_spans(config: PipelineConfig) -> list[SpanDir]:
     does not exist, a window longer than the spans on disk, or a drop whose
     files disagree on their columns.
     """
+    if _is_remote(config.data_root):
+        raise SpanError(
+            f"{config.data_root}: --window and version layouts need a local data root "
+            "(object-storage data roots take one span per run)"
+        )
     root = Path(config.data_root)
     if not root.is_dir():
         raise SpanError(f"data folder {root} does not exist; point --data-root at a dataset")
