@@ -5,15 +5,15 @@ is what a user or a scheduler sees, with tensorflow-io loaded (its S3 plugin
 aborts the interpreter at teardown; `tfxp` must still exit 0 on success and
 non-zero on failure).
 
-- `tfxp data upload` puts the embedded sample into a new bucket as span 1;
-  `tfxp run` with data, pipeline root and serving dir in that bucket succeeds;
-  ML Metadata (local SQLite) records s3:// URIs; a blessed model is pushed
-  complete (PUSH_COMPLETE marker, no hidden leftovers).
+- `tfxp data upload` puts the embedded sample into a new bucket as span 1.
+- `tfxp run` with data, pipeline root and serving dir in that bucket, with the
+  server stopped during Transform: the run fails (non-zero exit), no artifact
+  of the failed component is LIVE in ML Metadata and nothing is pushed.
+- The same command after a restart completes (exit 0), reusing what finished
+  before; ML Metadata (local SQLite) records s3:// URIs; a blessed model is
+  pushed complete (PUSH_COMPLETE marker, no hidden leftovers).
 - Missing bucket, wrong credentials, unreachable endpoint: exit 1 with one
   clear line, before any component runs.
-- The server stopped mid-run (during Transform): the run fails, no artifact of
-  the failed component is LIVE in ML Metadata and nothing is pushed; after a
-  restart the same command completes, reusing what finished before.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -50,9 +51,25 @@ def _store(state_dir: Path):
     return metadata_store.MetadataStore(cfg)
 
 
+@dataclass
+class BucketRuns:
+    tmp: Path
+    env: dict[str, str]
+    upload: subprocess.CompletedProcess
+    interrupted_code: int
+    interrupted_output: str
+    serving_keys_after_failure: list[str]
+    run: subprocess.CompletedProcess  # the same command after the restart
+
+
 @pytest.fixture(scope="module")
-def bucket_run(seaweedfs, tmp_path_factory):
-    """Upload + one whole run, all on s3://; shared by the assertions below."""
+def bucket_runs(seaweedfs, tmp_path_factory) -> BucketRuns:
+    """Upload; a run whose store goes away during Transform; the same run after a restart.
+
+    One store, one data drop, two runs: the failure and the recovery are what a
+    user would see, and the completed rerun is the whole-pipeline-on-S3 run the
+    other tests assert on (its upstream components come from the cache).
+    """
     tmp = tmp_path_factory.mktemp("s3run")
     write_sample(tmp / "local")
     env = seaweedfs.env()
@@ -70,12 +87,37 @@ def bucket_run(seaweedfs, tmp_path_factory):
         "--json",
         *STEPS,
     ]
+    proc = subprocess.Popen(
+        [TFXP, *run_args],
+        env={**env, "PYTHONUNBUFFERED": "1"},
+        cwd=PROJECT_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    seen = []
+    try:
+        for line in proc.stdout:
+            seen.append(line)
+            if line.startswith("[4/9] Transform ..."):
+                seaweedfs.stop()
+                break
+        out, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if not seaweedfs.running():
+            seaweedfs.start()
+    serving_keys = seaweedfs.keys("tfxp-e2e", "runs/taxi/serving/")
     run = _run(run_args, env)
-    return tmp, env, upload, run, run_args
+    return BucketRuns(
+        tmp, env, upload, proc.returncode, "".join(seen) + out + err, serving_keys, run
+    )
 
 
-def test_upload_creates_the_bucket_and_span_1(bucket_run, seaweedfs):
-    tmp, _, upload, _, _ = bucket_run
+def test_upload_creates_the_bucket_and_span_1(bucket_runs, seaweedfs):
+    tmp, upload = bucket_runs.tmp, bucket_runs.upload
     assert upload.returncode == 0, upload.stderr
     assert "created bucket tfxp-e2e" in upload.stdout
     assert "s3://tfxp-e2e/taxi/span-1/data.csv" in upload.stdout
@@ -83,8 +125,8 @@ def test_upload_creates_the_bucket_and_span_1(bucket_run, seaweedfs):
     assert body.read() == (tmp / "local" / "span-1" / "data.csv").read_bytes()
 
 
-def test_whole_run_on_s3_exits_0_and_pushes_a_complete_model(bucket_run, seaweedfs):
-    _, _, _, run, _ = bucket_run
+def test_whole_run_on_s3_exits_0_and_pushes_a_complete_model(bucket_runs, seaweedfs):
+    run = bucket_runs.run
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     summary = json.loads(run.stdout[run.stdout.index("{") :])
     assert summary["blessed"] is True, summary
@@ -96,8 +138,8 @@ def test_whole_run_on_s3_exits_0_and_pushes_a_complete_model(bucket_run, seaweed
     assert not [k for k in keys if "/.incoming-" in k], "a hidden upload was left behind"
 
 
-def test_ml_metadata_records_s3_uris(bucket_run):
-    tmp, _, _, run, _ = bucket_run
+def test_ml_metadata_records_s3_uris(bucket_runs):
+    tmp, run = bucket_runs.tmp, bucket_runs.run
     assert run.returncode == 0
     store = _store(tmp / "state")
     artifacts = store.get_artifacts()
@@ -113,8 +155,8 @@ def test_ml_metadata_records_s3_uris(bucket_run):
     assert (tmp / "state" / "logs").is_dir()
 
 
-def test_data_list_shows_the_bucket_span_with_its_pushed_model(bucket_run):
-    tmp, env, _, run, _ = bucket_run
+def test_data_list_shows_the_bucket_span_with_its_pushed_model(bucket_runs):
+    tmp, env, run = bucket_runs.tmp, bucket_runs.env, bucket_runs.run
     assert run.returncode == 0
     args = ["data", "list", "--json", "--data-root", "s3://tfxp-e2e/taxi"]
     listed = _run([*args, "--run-dir", str(tmp / "state")], env, timeout=300)
@@ -125,10 +167,8 @@ def test_data_list_shows_the_bucket_span_with_its_pushed_model(bucket_run):
 
 
 @pytest.mark.parametrize("case", ["missing bucket", "wrong credentials", "unreachable endpoint"])
-def test_bad_storage_fails_before_any_component_with_one_line(
-    case, bucket_run, seaweedfs, tmp_path
-):
-    _, env, _, _, _ = bucket_run
+def test_bad_storage_fails_before_any_component_with_one_line(case, bucket_runs, tmp_path):
+    env = bucket_runs.env
     args = ["run", "--state-dir", str(tmp_path / "state"), *STEPS]
     data = "s3://tfxp-e2e/taxi"
     if case == "missing bucket":
@@ -152,70 +192,38 @@ def test_bad_storage_fails_before_any_component_with_one_line(
     assert "Traceback" not in done.stderr
 
 
-def test_server_stopped_mid_run_publishes_nothing_and_rerun_completes(
-    bucket_run, seaweedfs, tmp_path
-):
-    _, env, _, _, _ = bucket_run
-    state = tmp_path / "state"
-    args = [
-        "run",
-        "--data-root",
-        "s3://tfxp-e2e/taxi",
-        "--run-dir",
-        "s3://tfxp-e2e/runs/outage",
-        "--state-dir",
-        str(state),
-        *STEPS,
-    ]
-    proc = subprocess.Popen(
-        [TFXP, *args],
-        env={**env, "PYTHONUNBUFFERED": "1"},
-        cwd=PROJECT_ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    seen = []
-    try:
-        for line in proc.stdout:
-            seen.append(line)
-            if line.startswith("[4/9] Transform ..."):
-                seaweedfs.stop()
-                break
-        out, err = proc.communicate(timeout=600)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        if not seaweedfs.running():
-            seaweedfs.start()
-    output = "".join(seen) + out
-    assert proc.returncode not in (0, None), output + err
-    assert "ERROR: Transform failed" in err, output + err
+def test_server_stopped_mid_run_fails_and_publishes_nothing(bucket_runs):
+    output = bucket_runs.interrupted_output
+    assert bucket_runs.interrupted_code not in (0, None), output
+    assert "ERROR: Transform failed" in output, output
+    assert not bucket_runs.serving_keys_after_failure  # nothing pushed, not even hidden
 
     from ml_metadata.proto import metadata_store_pb2 as pb
 
-    store = _store(state)
+    store = _store(bucket_runs.tmp / "state")
     transform = [
         e
         for e in store.get_executions()
         if "Transform" in store.get_execution_types_by_id([e.type_id])[0].name
     ]
-    assert transform and all(e.last_known_state != pb.Execution.COMPLETE for e in transform)
+    failed = [e for e in transform if e.last_known_state != pb.Execution.COMPLETE]
+    assert len(failed) == 1, transform  # the interrupted one; the rerun's is COMPLETE
     produced = {
         ev.artifact_id
-        for ev in store.get_events_by_execution_ids([e.id for e in transform])
+        for ev in store.get_events_by_execution_ids([failed[0].id])
         if ev.type == pb.Event.OUTPUT
     }
     live = [a for a in store.get_artifacts_by_id(sorted(produced)) if a.state == pb.Artifact.LIVE]
     assert not live, f"the failed Transform published {live}"
-    assert not seaweedfs.keys("tfxp-e2e", "runs/outage/serving/")
 
-    rerun = _run(args, env)
-    assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
-    assert "CsvExampleGen cached" in rerun.stdout  # what finished before is reused
-    assert "Transform done" in rerun.stdout
-    keys = seaweedfs.keys("tfxp-e2e", "runs/outage/serving/")
-    assert any(k.endswith("/PUSH_COMPLETE") for k in keys), keys
+
+def test_rerun_after_restart_completes_reusing_finished_components(bucket_runs):
+    run = bucket_runs.run
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    summary = json.loads(run.stdout[run.stdout.index("{") :])
+    states = {c["node_id"]: c["state"] for c in summary["components"]}
+    assert states["CsvExampleGen"] == "CACHED" and states["StatisticsGen"] == "CACHED", states
+    assert states["Transform"] == "COMPLETE" and states["Pusher"] == "COMPLETE", states
 
 
 def test_tfxp_exit_status_survives_the_tensorflow_io_teardown_abort(seaweedfs, tmp_path):
