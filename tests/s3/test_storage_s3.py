@@ -188,3 +188,37 @@ def test_relay_serves_only_requests_signed_with_our_secret(objects, seaweedfs, m
     with pytest.raises(urllib.error.HTTPError) as e:
         urllib.request.urlopen(f"{endpoint}/{BUCKET}/vocab.txt", timeout=10)
     assert e.value.code == 403
+
+
+def test_push_failing_mid_copy_leaves_no_version_and_no_upload(objects, seaweedfs, tmp_path):
+    model = tmp_path / "model"
+    (model / "variables").mkdir(parents=True)
+    (model / "saved_model.pb").write_bytes(b"graph")
+    (model / "variables" / "variables.index").write_bytes(b"index")
+    done = _python(
+        f"""
+        import os
+        from pipeline.storage import enable_filesystems
+        enable_filesystems(["s3://{BUCKET}"])
+        from components import atomic_pusher
+        real, calls = atomic_pusher.fileio.copy, []
+        def dying_copy(src, dst, overwrite=False):
+            if "/.incoming-" not in dst:  # into the version: the second file fails
+                calls.append(dst)
+                if len(calls) > 1:
+                    raise OSError("store went away mid-copy")
+            return real(src, dst, overwrite=overwrite)
+        atomic_pusher.fileio.copy = dying_copy
+        try:
+            atomic_pusher.publish_model("{model}", "s3://{BUCKET}/broken-serving")
+        except OSError as e:
+            print("failed:", e, flush=True)
+        os._exit(0)
+        """,
+        seaweedfs.env(),
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "failed: store went away mid-copy" in done.stdout
+    # The version had its first file when the copy failed; the cleanup removed it
+    # and the hidden upload.
+    assert seaweedfs.keys(BUCKET, "broken-serving/") == []
