@@ -7,6 +7,16 @@ partial version there forever, and two pushes in the same second share a
 version directory. This executor copies into a hidden temporary directory
 beside it and renames it into place: on a local or POSIX filesystem the new
 version appears complete or not at all.
+
+Object storage (s3://, gs://) has no rename: a "rename" is a copy of every
+object and a delete, and a reader can list a prefix while it fills. There the
+push (1) uploads the model under a hidden `.incoming-<uuid>/` prefix, which no
+server or reader takes for a version; (2) copies it server-side into
+`<version>/` with `saved_model.pb` last, so a model server polling the base
+(TF Serving needs saved_model.pb to load a version) never loads a partial one;
+(3) writes `<version>/PUSH_COMPLETE` last: a version without it is incomplete
+(`is_complete_version`), and is removed on failure when the store still
+answers. A version number is never reused, complete or not.
 """
 
 from __future__ import annotations
@@ -25,6 +35,9 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, proto_utils
 
 TMP_PREFIX = ".incoming-"
+# Written last into a version on object storage: the version is complete.
+COMPLETE_MARKER = "PUSH_COMPLETE"
+SAVED_MODEL_PB = "saved_model.pb"
 
 
 def next_version(base_directory: str, now: float | None = None) -> str:
@@ -39,8 +52,54 @@ def next_version(base_directory: str, now: float | None = None) -> str:
     return str(version)
 
 
+def _relative_files(root: str) -> list[str]:
+    root = root.rstrip("/")
+    found = []
+    for directory, _, files in fileio.walk(root):
+        rel_dir = directory.rstrip("/")[len(root) :].strip("/")
+        found.extend(f"{rel_dir}/{f}" if rel_dir else f for f in files)
+    return sorted(found)
+
+
+def is_complete_version(version_path: str) -> bool:
+    """A pushed version is complete: on object storage, when its marker exists."""
+    if "://" not in version_path:
+        return fileio.isdir(version_path)
+    return fileio.exists(f"{version_path.rstrip('/')}/{COMPLETE_MARKER}")
+
+
+def _publish_to_object_store(model_path: str, base_directory: str) -> tuple[str, str]:
+    base = base_directory.rstrip("/")
+    tmp = f"{base}/{TMP_PREFIX}{uuid.uuid4().hex}"
+    serving_path = None
+    try:
+        io_utils.copy_dir(model_path, tmp)
+        version = next_version(base)
+        serving_path = f"{base}/{version}"
+        # saved_model.pb last: servers load a version only once it is there.
+        for rel in sorted(_relative_files(tmp), key=lambda r: r == SAVED_MODEL_PB):
+            fileio.copy(f"{tmp}/{rel}", f"{serving_path}/{rel}", overwrite=True)
+        with fileio.open(f"{serving_path}/{COMPLETE_MARKER}", "w") as f:
+            f.write(f"{model_path}\n")
+    except BaseException:
+        for leftover in (serving_path, tmp):
+            try:
+                if leftover and fileio.exists(leftover):
+                    fileio.rmtree(leftover)
+            except Exception as e:  # the store may be what failed; keep the first error
+                logging.warning("could not remove the partial push %s: %s", leftover, e)
+        raise
+    try:
+        fileio.rmtree(tmp)
+    except Exception as e:  # the version is complete; a hidden leftover is harmless
+        logging.warning("could not remove %s: %s", tmp, e)
+    return serving_path, version
+
+
 def publish_model(model_path: str, base_directory: str) -> tuple[str, str]:
     """Copies `model_path` to `<base>/<version>` atomically; returns (path, version)."""
+    if "://" in base_directory:
+        return _publish_to_object_store(model_path, base_directory)
     fileio.makedirs(base_directory)
     tmp = os.path.join(base_directory, f"{TMP_PREFIX}{uuid.uuid4().hex}")
     try:

@@ -15,6 +15,14 @@ def _add_config_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", default="taxi", choices=sorted(DATASETS), help="dataset config")
     p.add_argument("--data-root", help="raw data folder holding span-<N>/ drops")
     p.add_argument("--run-dir", help="where the pipeline root, ML Metadata and pushed models go")
+    # Object storage (s3://, gs://): see README "Object storage".
+    p.add_argument("--pipeline-root", help="artifacts here instead of <run-dir>/pipeline_root")
+    p.add_argument("--serving-dir", help="push models here instead of <run-dir>/serving")
+    p.add_argument(
+        "--state-dir",
+        help="local dir for ML Metadata, logs and the run lock (default: the run dir, or "
+        "runs/remote/... when the run dir is s3:// or gs://)",
+    )
 
 
 def _config(args: argparse.Namespace):
@@ -24,6 +32,12 @@ def _config(args: argparse.Namespace):
         changes["data_root"] = args.data_root
     if args.run_dir:
         changes["run_dir"] = args.run_dir
+    if getattr(args, "pipeline_root", None):
+        changes["artifact_root"] = args.pipeline_root
+    if getattr(args, "serving_dir", None):
+        changes["serving_root"] = args.serving_dir
+    if getattr(args, "state_dir", None):
+        changes["state_dir"] = args.state_dir
     for name in ("train_steps", "eval_steps"):
         if getattr(args, name, None) is not None:
             changes[name] = getattr(args, name)
@@ -202,10 +216,32 @@ def exit_now(code: int) -> None:
     os._exit(code)
 
 
+def guarded_main(argv: Sequence[str] | None = None) -> int:
+    """main() whose every outcome becomes an exit code for `exit_now`.
+
+    tensorflow-io's S3 plugin aborts the interpreter at teardown ("pure virtual
+    method called", exit status 134) even after a successful run, so no path of
+    ours may reach normal interpreter exit once it is loaded: success exits 0,
+    failure 1 (130 on Ctrl-C), both through os._exit.
+    """
+    try:
+        return main(argv)
+    except SystemExit as e:  # argparse: --help (0), usage errors (2)
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+    except BaseException:  # noqa: BLE001 - reported, then a failure exit code
+        import traceback
+
+        traceback.print_exc()
+        return 1
+
+
 if __name__ == "__main__":
-    exit_now(main())
+    exit_now(guarded_main())
 
 
 def console_main() -> None:
     """Entry point of the `tfxp` console script."""
-    exit_now(main())
+    exit_now(guarded_main())

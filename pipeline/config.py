@@ -66,6 +66,13 @@ class PipelineConfig:
     serving_data: str | None = None
     # Where a run writes: pipeline_root, ML Metadata and pushed models live below.
     run_dir: str = str(PROJECT_ROOT / "runs" / "taxi")
+    # Object storage (pipeline/storage.py): overrides of where artifacts and
+    # pushed models go (s3://..., gs://... or local). A remote run_dir puts both
+    # there; ML Metadata (SQLite), logs and the run lock always stay on a local
+    # disk: `state_dir`, by default run_dir, or runs/remote/... for a remote one.
+    artifact_root: str | None = None
+    serving_root: str | None = None
+    state_dir: str | None = None
     # Trainer code, by importable path (fingerprinted for the cache key).
     preprocessing_fn: str = "trainer.preprocessing.preprocessing_fn"
     run_fn: str = "trainer.train.run_fn"
@@ -82,20 +89,31 @@ class PipelineConfig:
     enable_cache: bool = True
 
     @property
+    def local_dir(self) -> str:
+        """The local directory of ML Metadata, logs and the run lock."""
+        if self.state_dir:
+            return self.state_dir
+        if "://" in self.run_dir:
+            from pipeline.storage import local_state_dir
+
+            return local_state_dir(self.run_dir, str(PROJECT_ROOT))
+        return self.run_dir
+
+    @property
     def pipeline_root(self) -> str:
-        return os.path.join(self.run_dir, "pipeline_root")
+        return self.artifact_root or os.path.join(self.run_dir, "pipeline_root")
 
     @property
     def metadata_path(self) -> str:
-        return os.path.join(self.run_dir, "metadata.sqlite")
+        return os.path.join(self.local_dir, "metadata.sqlite")
 
     @property
     def serving_dir(self) -> str:
-        return os.path.join(self.run_dir, "serving")
+        return self.serving_root or os.path.join(self.run_dir, "serving")
 
     @property
     def log_dir(self) -> str:
-        return os.path.join(self.run_dir, "logs")
+        return os.path.join(self.local_dir, "logs")
 
     @property
     def report_dir(self) -> str:

@@ -199,12 +199,31 @@ def _open_store(config: PipelineConfig):
     return metadata_store.MetadataStore(cfg)
 
 
+def _remote_rows(data_root: str) -> list[SpanRow]:
+    """Spans of an s3:// or gs:// data root (versions folded into their span)."""
+    from tfx.dsl.io import fileio
+
+    from pipeline.spans import remote_span_files
+    from pipeline.storage import Location, check_location, enable_filesystems
+
+    check_location(Location(data_root, "data root", write=False))
+    enable_filesystems([data_root])
+    root = data_root.rstrip("/")
+    return [
+        SpanRow(n, None, f"{root}/span-{n}", len(files), sum(fileio.stat(f).length for f in files))
+        for n, files in sorted(remote_span_files(root).items())
+    ]
+
+
 def describe_dataset(config: PipelineConfig) -> list[SpanRow]:
     """Spans on disk with their ingestions and lineage, oldest first."""
-    rows = [
-        SpanRow(s.span, s.version, str(s.path), len(s.files), s.nbytes)
-        for s in list_spans(config.data_root)
-    ]
+    if "://" in config.data_root:
+        rows = _remote_rows(config.data_root)
+    else:
+        rows = [
+            SpanRow(s.span, s.version, str(s.path), len(s.files), s.nbytes)
+            for s in list_spans(config.data_root)
+        ]
     store = _open_store(config)
     if store is None:
         return rows
@@ -281,9 +300,15 @@ def cmd_list(args: argparse.Namespace) -> int:
     names = [args.dataset] if args.dataset else sorted(DATASETS)
     out: dict[str, Any] = {}
     texts = []
+    from pipeline.storage import StorageError
+
     for name in names:
         config = _dataset_config(args, name)
-        rows = describe_dataset(config)
+        try:
+            rows = describe_dataset(config)
+        except StorageError as e:
+            print(f"ERROR: {e}", file=sys.stderr)
+            return 1
         out[name] = {"data_root": config.data_root, "spans": [asdict(r) for r in rows]}
         texts.append(render(name, config, rows))
     print(json.dumps(out, indent=2) if args.json else "\n\n".join(texts))
@@ -356,6 +381,44 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_upload(args: argparse.Namespace) -> int:
+    """Copies a local span (default: the embedded dataset's latest) into a bucket."""
+    import time
+
+    from pipeline.storage import StorageError, upload_span
+
+    config = dataset_config(args.dataset)
+    source_root = args.source_root or config.data_root
+    spans = [s for s in list_spans(source_root) if s.files]
+    if args.source_span is not None:
+        spans = [s for s in spans if s.span == args.source_span]
+    if not spans:
+        which = "" if args.source_span is None else f" span {args.source_span}"
+        print(f"ERROR: no{which} CSV drop under {source_root} to upload", file=sys.stderr)
+        return 1
+    source = spans[-1]
+    started = time.perf_counter()
+    try:
+        done = upload_span(
+            source.files, args.destination, span=args.span, create_bucket=args.create_bucket
+        )
+    except StorageError as e:
+        print(f"ERROR: {e}\nnothing was uploaded", file=sys.stderr)
+        return 1
+    if done.created_bucket:
+        print(f"created bucket {args.destination.split('/')[2]}")
+    print(
+        f"uploaded {source.label} of {source_root} ({len(done.uris)} file(s), "
+        f"{_human(done.nbytes)}) as span {done.span} in {time.perf_counter() - started:.1f}s:"
+    )
+    for uri in done.uris:
+        print(f"  {uri}")
+    root = args.destination.rstrip("/")
+    run_dir = f"{root.split('://')[0]}://{root.split('/')[2]}/runs/{args.dataset}"
+    print(f"next: tfxp run --data-root {root} --run-dir {run_dir}")
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Adds `data list|add|generate` to the `tfxp` parser."""
     from data.generate import add_generate_flags
@@ -390,3 +453,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     common(gen)
     gen.set_defaults(func=cmd_generate)
+
+    up = dsub.add_parser(
+        "upload",
+        help="copy a local span (default: the embedded dataset) into a bucket as the next span",
+        description="Copies a local drop to DESTINATION/span-<N>/ (N: --span, or the next "
+        "number there; 1 in an empty bucket). Endpoint and credentials come from the AWS "
+        "environment (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, ...).",
+    )
+    up.add_argument("destination", help="s3://BUCKET/path (or gs://BUCKET/path)")
+    up.add_argument("--dataset", default="taxi", choices=sorted(DATASETS))
+    up.add_argument("--source-root", help="local dataset folder (default: the dataset's)")
+    up.add_argument("--source-span", type=int, help="local span to copy (default: the latest)")
+    up.add_argument("--span", type=int, help="span number in the bucket (default: next free)")
+    up.add_argument(
+        "--create-bucket",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="create a missing s3:// bucket (default: yes; `tfxp run` never creates buckets)",
+    )
+    up.set_defaults(func=cmd_upload)

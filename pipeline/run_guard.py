@@ -72,7 +72,7 @@ def check_locations(config: PipelineConfig, *, check_sqlite_store: bool = True) 
     # The store first: a corrupt store must not leave new empty folders behind.
     if check_sqlite_store:
         check_metadata_store(config.metadata_path)
-    _writable_dir(config.run_dir, "run directory")
+    _writable_dir(config.local_dir, "run directory")
     _writable_dir(config.pipeline_root, "pipeline root")
     _writable_dir(config.serving_dir, "serving directory")
 
@@ -86,8 +86,8 @@ def run_lock(
     The lock is an flock: the kernel drops it when the holder dies, even by
     SIGKILL, so a crashed run never blocks the next one.
     """
-    os.makedirs(config.run_dir, exist_ok=True)
-    path = os.path.join(config.run_dir, LOCK_FILE)
+    os.makedirs(config.local_dir, exist_ok=True)  # run_dir, or its local state dir
+    path = os.path.join(config.local_dir, LOCK_FILE)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:

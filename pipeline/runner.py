@@ -114,6 +114,14 @@ def run_local(
     """
     sqlite = metadata_connection_config is None
     _quiet_third_party()
+    # Object storage first: the data root check lists remote spans through it.
+    from pipeline.storage import StorageError
+    from pipeline.storage import check_locations as check_storage
+
+    try:
+        check_storage(config)
+    except StorageError as e:
+        raise PipelineRunError(str(e)) from None
     check_data_root(config)
     check_validation_settings(config)
     try:

@@ -146,6 +146,11 @@ def select_spans(config: PipelineConfig) -> list[SpanDir]:
     does not exist, a window longer than the spans on disk, or a drop whose
     files disagree on their columns.
     """
+    if _is_remote(config.data_root):
+        raise SpanError(
+            f"{config.data_root}: --window and version layouts need a local data root "
+            "(object-storage data roots take one span per run)"
+        )
     root = Path(config.data_root)
     if not root.is_dir():
         raise SpanError(f"data folder {root} does not exist; point --data-root at a dataset")
@@ -208,10 +213,39 @@ def select_spans(config: PipelineConfig) -> list[SpanDir]:
 
 
 def check_spans(config: PipelineConfig) -> list[SpanDir]:
-    """Pre-flight for a run; remote data roots are left to ExampleGen."""
+    """Pre-flight for a run; remote data roots get the checks a listing can answer."""
     if _is_remote(config.data_root):
+        check_remote_spans(config)
         return []
     return select_spans(config)
+
+
+def remote_span_files(data_root: str) -> dict[int, list[str]]:
+    """span -> CSV files (either layout) under an s3:// or gs:// data root, via tf.io.gfile."""
+    from tfx.dsl.io import fileio
+
+    root = data_root.rstrip("/")
+    found: dict[int, list[str]] = {}
+    for pattern in ("span-*/*.csv", "span-*/version-*/*.csv"):
+        for path in fileio.glob(f"{root}/{pattern}"):
+            m = SPAN_DIR.match(path[len(root) + 1 :].split("/", 1)[0])
+            if m:
+                found.setdefault(int(m.group(1)), []).append(path)
+    return found
+
+
+def check_remote_spans(config: PipelineConfig) -> None:
+    """No spans, or a pinned span that is not there: say so before Beam starts."""
+    root = config.data_root.rstrip("/")
+    spans = remote_span_files(root)
+    if not spans:
+        raise SpanError(
+            f"data root {root} holds no span folders with CSV files: expected "
+            f"{root}/span-1/*.csv (`tfxp data upload {root}` puts the embedded dataset there)"
+        )
+    if config.span is not None and config.span not in spans:
+        available = ", ".join(str(n) for n in sorted(spans))
+        raise SpanError(f"span {config.span} does not exist in {root}; spans there: {available}")
 
 
 # ---------------------------------------------------------------------------

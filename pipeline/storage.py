@@ -1,0 +1,463 @@
+"""Object storage (s3://, gs://) for data, pipeline roots and pushed models.
+
+Two filesystems touch every remote location, each with its own client:
+
+- TensorFlow (tf.io.gfile, and TFX's `fileio` on top of it) reads s3:// through
+  tensorflow-io's plugin, which registers itself on `import tensorflow_io`. The
+  import costs seconds, so it happens only when a location is s3://. gs:// is
+  built into TensorFlow (tensorflow-io-gcs-filesystem).
+- Beam (ExampleGen's CSV reading and TFRecord writing, Transform, TFMA) uses its
+  boto3-based S3 filesystem and its own GCS client.
+
+Both are configured from the standard AWS environment (AWS_ACCESS_KEY_ID,
+AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION, AWS_PROFILE and
+~/.aws/{config,credentials}) and the endpoint of an S3-compatible store from
+AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL (boto3's names) or S3_ENDPOINT (the
+TensorFlow S3 plugin's name). `prepare_s3_environment` maps whichever is set to
+the names the other client reads, so one set of variables serves both, and no
+endpoint or credential is ever passed in code or on a command line.
+
+Beam gets no pipeline arguments for this: its S3 filesystem builds its boto3
+client from the pipeline's (empty) S3 options, and boto3 falls back to the
+same environment. Passing `--s3_*` flags instead would make TFX build an sdist
+of itself for every Beam component (see pipeline/config.py).
+
+`check_locations` is the pre-flight: before any component runs it asks each
+remote location's store, with short timeouts and few retries, whether the
+bucket exists and the credentials may read (data) or write (pipeline root,
+serving) there, so a typo, a missing bucket, bad credentials or an unreachable
+endpoint cost seconds and one clear line instead of minutes of retries inside
+TensorFlow's S3 client (which retries a refused connection for ~100 s per call
+by default).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from collections.abc import Callable, Iterable, MutableMapping
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+REMOTE_SCHEMES = ("s3", "gs")
+# Retries of both S3 clients unless the user chose otherwise: the SDK defaults
+# (C++: 10 attempts, ~100 s on a refused connection) make a dead endpoint look
+# like a hang. AWS_MAX_ATTEMPTS/AWS_RETRY_MODE are read by boto3 and the C++ SDK.
+DEFAULT_MAX_ATTEMPTS = "4"
+DEFAULT_RETRY_MODE = "standard"
+# Pre-flight probes: how long one request to a store may take.
+PROBE_TIMEOUT_S = float(os.environ.get("TFXP_STORAGE_TIMEOUT", "10"))
+
+
+class StorageError(RuntimeError):
+    """A remote location is unusable; the message names it and says what to do."""
+
+
+def scheme(uri: str) -> str:
+    """'s3', 'gs', another URI scheme, or '' for a local path."""
+    return uri.split("://", 1)[0].lower() if "://" in uri else ""
+
+
+def is_remote(uri: str | os.PathLike) -> bool:
+    return "://" in str(uri)
+
+
+def split_uri(uri: str) -> tuple[str, str]:
+    """(bucket, key prefix without leading slash) of s3://bucket/key or gs://bucket/key."""
+    parsed = urlparse(uri)
+    return parsed.netloc, parsed.path.lstrip("/")
+
+
+def join(base: str, *parts: str) -> str:
+    """os.path.join that keeps a URI's double slash."""
+    return "/".join([base.rstrip("/"), *(p.strip("/") for p in parts)])
+
+
+# ---------------------------------------------------------------------------
+# Environment: one set of AWS variables for TensorFlow's and Beam's S3 clients.
+
+
+def s3_endpoint(env: MutableMapping[str, str] = os.environ) -> str | None:
+    """The S3-compatible endpoint URL the user configured, if any."""
+    for name in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"):
+        if env.get(name):
+            return env[name]
+    legacy = env.get("S3_ENDPOINT")
+    if legacy:
+        if "://" in legacy:
+            return legacy
+        https = env.get("S3_USE_HTTPS", "1") not in ("0", "false", "False")
+        return ("https://" if https else "http://") + legacy
+    return None
+
+
+def prepare_s3_environment(env: MutableMapping[str, str] = os.environ) -> None:
+    """Maps the standard AWS variables to what TensorFlow's S3 plugin and boto3 read.
+
+    Only fills in names the user did not set; never invents credentials.
+    """
+    endpoint = s3_endpoint(env)
+    if endpoint:
+        env.setdefault("AWS_ENDPOINT_URL_S3", endpoint)  # boto3 (Beam, pre-flight)
+        env.setdefault("S3_ENDPOINT", endpoint)  # tensorflow-io
+        if endpoint.startswith("http://"):
+            env.setdefault("S3_USE_HTTPS", "0")
+            env.setdefault("S3_VERIFY_SSL", "0")
+    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+    if not region:
+        try:
+            import boto3
+
+            region = boto3.session.Session().region_name  # ~/.aws/config, AWS_PROFILE
+        except Exception:  # a broken config file is reported by the probe
+            region = None
+    region = region or "us-east-1"  # both SDKs' default; S3-compatible stores ignore it
+    env.setdefault("AWS_REGION", region)
+    env.setdefault("AWS_DEFAULT_REGION", region)
+    env.setdefault("AWS_MAX_ATTEMPTS", DEFAULT_MAX_ATTEMPTS)
+    env.setdefault("AWS_RETRY_MODE", DEFAULT_RETRY_MODE)
+    # tensorflow-io 0.37.1's multi-part download returned zeros after the first
+    # 512 KiB of a 1.9 MB object (read from SeaweedFS 4.48; boto3 read it
+    # intact): silently corrupt input. Single-request reads are exact
+    # (tests/s3/test_storage_s3.py reads a multi-MB object back byte for byte).
+    env.setdefault("S3_DISABLE_MULTI_PART_DOWNLOAD", "1")
+
+
+_s3_ready = False
+
+
+def enable_filesystems(uris: Iterable[str]) -> None:
+    """Makes TensorFlow able to open `uris`: imports tensorflow-io only for s3://."""
+    global _s3_ready
+    schemes = {scheme(u) for u in uris}
+    if "s3" in schemes and not _s3_ready:
+        prepare_s3_environment()
+        from pipeline.s3_shim import start_relay
+
+        region = os.environ["AWS_REGION"]
+        upstream = s3_endpoint() or f"https://s3.{region}.amazonaws.com"
+        # TensorFlow's S3 client goes through the loopback relay (see s3_shim):
+        # tensorflow-io 0.37.1 crashes on reads at the end of an object.
+        os.environ["S3_ENDPOINT"] = start_relay(upstream, region)
+        try:
+            import tensorflow_io  # noqa: F401 - registers the s3:// filesystem with TensorFlow
+        except ImportError as e:
+            raise StorageError(
+                f"s3:// locations need tensorflow-io ({e}); reinstall with scripts/setup.sh"
+            ) from None
+        _s3_ready = True
+
+
+# ---------------------------------------------------------------------------
+# Pre-flight checks.
+
+
+@dataclass(frozen=True)
+class Location:
+    uri: str
+    what: str  # "data root", "pipeline root", "serving directory", ...
+    write: bool
+
+
+def _with_deadline(fn: Callable[[], None], seconds: float, what: str) -> None:
+    """Runs `fn` in a thread; a store that never answers becomes a StorageError."""
+    outcome: list[BaseException | None] = []
+
+    def target() -> None:
+        try:
+            fn()
+            outcome.append(None)
+        except BaseException as e:  # handed to the caller
+            outcome.append(e)
+
+    thread = threading.Thread(target=target, name="storage-probe", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if not outcome:
+        raise StorageError(
+            f"{what}: no answer within {seconds:.0f}s; check the network, proxy and "
+            "endpoint (TFXP_STORAGE_TIMEOUT sets this limit)"
+        )
+    if outcome[0] is not None:
+        raise outcome[0]
+
+
+def _s3_client():
+    import boto3
+    from botocore.config import Config
+
+    return boto3.session.Session().client(
+        "s3",
+        config=Config(
+            connect_timeout=PROBE_TIMEOUT_S / 2,
+            read_timeout=PROBE_TIMEOUT_S,
+            retries={"max_attempts": 1, "mode": "standard"},
+        ),
+    )
+
+
+def _s3_error(loc: Location, e: BaseException) -> StorageError:
+    from botocore import exceptions as bex
+
+    bucket, _ = split_uri(loc.uri)
+    endpoint = s3_endpoint() or "AWS S3"
+    if isinstance(e, bex.NoCredentialsError):
+        return StorageError(
+            f"{loc.what} {loc.uri}: no AWS credentials found; set AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY (or AWS_PROFILE with ~/.aws/credentials)"
+        )
+    if isinstance(e, bex.EndpointConnectionError | bex.ConnectTimeoutError | bex.ReadTimeoutError):
+        return StorageError(
+            f"{loc.what} {loc.uri}: cannot reach the S3 endpoint {endpoint} ({e}); is the server "
+            "running? Set AWS_ENDPOINT_URL to an S3-compatible store's URL (unset for AWS)"
+        )
+    if isinstance(e, bex.ClientError):
+        code = str(e.response.get("Error", {}).get("Code", ""))
+        status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if code in ("404", "NoSuchBucket", "NotFound") or status == 404:
+            return StorageError(
+                f"{loc.what} {loc.uri}: bucket '{bucket}' does not exist at {endpoint}; create it "
+                f"(aws s3 mb s3://{bucket}) or use another bucket"
+            )
+        if code in (
+            "403",
+            "AccessDenied",
+            "InvalidAccessKeyId",
+            "SignatureDoesNotMatch",
+            "Forbidden",
+        ) or status in (401, 403):
+            key = os.environ.get("AWS_ACCESS_KEY_ID", "")
+            key_hint = f" (access key id {key[:4]}…)" if key else ""
+            return StorageError(
+                f"{loc.what} {loc.uri}: access denied by {endpoint} ({code or status}){key_hint}; "
+                "check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY and the bucket's permissions"
+            )
+        return StorageError(f"{loc.what} {loc.uri}: {endpoint} answered {code or status}: {e}")
+    if isinstance(e, bex.BotoCoreError):
+        return StorageError(f"{loc.what} {loc.uri}: {e}")
+    return StorageError(f"{loc.what} {loc.uri}: {type(e).__name__}: {e}")
+
+
+def _check_s3(loc: Location) -> None:
+    bucket, prefix = split_uri(loc.uri)
+    if not bucket:
+        raise StorageError(f"{loc.what} {loc.uri}: no bucket in the URI (s3://BUCKET/path)")
+    prepare_s3_environment()
+
+    def probe() -> None:
+        client = _s3_client()
+        client.head_bucket(Bucket=bucket)
+        if loc.write:
+            # Proves write and delete permission where the pipeline will write.
+            key = join(prefix, f".tfxp-write-test-{uuid.uuid4().hex[:8]}").lstrip("/")
+            client.put_object(Bucket=bucket, Key=key, Body=b"ok")
+            client.delete_object(Bucket=bucket, Key=key)
+        else:
+            client.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1)
+
+    try:
+        _with_deadline(probe, PROBE_TIMEOUT_S * 2, f"{loc.what} {loc.uri}")
+    except StorageError:
+        raise
+    except Exception as e:
+        raise _s3_error(loc, e) from None
+
+
+def _gcp_credentials_hint() -> str | None:
+    """Where Google credentials would come from, without touching the network; None if nowhere."""
+    explicit = os.environ.get("GOOGLE_APPLICATION_CREDENTIALS")
+    if explicit:
+        return explicit if os.path.isfile(explicit) else None
+    config_dir = os.environ.get("CLOUDSDK_CONFIG") or os.path.expanduser("~/.config/gcloud")
+    adc = os.path.join(config_dir, "application_default_credentials.json")
+    if os.path.isfile(adc):
+        return adc
+    try:  # on Google Cloud VMs the metadata server provides credentials
+        with open("/sys/class/dmi/id/product_name") as f:
+            if "Google" in f.read():
+                return "the Compute Engine metadata server"
+    except OSError:
+        pass
+    return None
+
+
+def _check_gs(loc: Location) -> None:
+    bucket, _ = split_uri(loc.uri)
+    if not bucket:
+        raise StorageError(f"{loc.what} {loc.uri}: no bucket in the URI (gs://BUCKET/path)")
+    source = _gcp_credentials_hint()
+    if source is None:
+        explicit = os.environ.get("GOOGLE_APPLICATION_CREDENTIALS")
+        missing = f" ({explicit} does not exist)" if explicit else ""
+        raise StorageError(
+            f"{loc.what} {loc.uri}: no Google Cloud credentials{missing}; set "
+            "GOOGLE_APPLICATION_CREDENTIALS to a service-account key file or run "
+            "`gcloud auth application-default login`"
+        )
+
+    def probe() -> None:
+        from google.cloud import storage as gcs
+
+        client = gcs.Client()
+        if not client.bucket(bucket).exists(timeout=PROBE_TIMEOUT_S):
+            raise StorageError(f"{loc.what} {loc.uri}: bucket '{bucket}' does not exist")
+
+    try:
+        _with_deadline(probe, PROBE_TIMEOUT_S * 2, f"{loc.what} {loc.uri} (Google Cloud Storage)")
+    except StorageError:
+        raise
+    except Exception as e:
+        first = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+        raise StorageError(
+            f"{loc.what} {loc.uri}: Google Cloud Storage is unusable with the credentials from "
+            f"{source} ({first}); check the network and the credentials"
+        ) from None
+
+
+def check_location(loc: Location) -> None:
+    kind = scheme(loc.uri)
+    if kind == "s3":
+        _check_s3(loc)
+    elif kind == "gs":
+        _check_gs(loc)
+    elif kind:
+        raise StorageError(
+            f"{loc.what} {loc.uri}: unsupported scheme '{kind}://' (local paths, s3:// or gs://)"
+        )
+
+
+def config_locations(config) -> list[Location]:
+    """The remote locations of a PipelineConfig, data first."""
+    found = [
+        Location(config.data_root, "data root", write=False),
+        Location(config.pipeline_root, "pipeline root", write=True),
+        Location(config.serving_dir, "serving directory", write=True),
+    ]
+    return [loc for loc in found if is_remote(loc.uri)]
+
+
+def check_locations(config) -> None:
+    """Pre-flight for every remote location of `config`; raises StorageError."""
+    locations = config_locations(config)
+    for loc in locations:
+        check_location(loc)
+    enable_filesystems(loc.uri for loc in locations)
+
+
+def local_state_dir(run_dir: str, project_root: str) -> str:
+    """Where ML Metadata, logs and the run lock go for a remote run dir.
+
+    SQLite and flock need a local disk, so a run dir in a bucket keeps its
+    state in runs/remote/<scheme>/<bucket>/<path> of the project.
+    """
+    bucket, prefix = split_uri(run_dir)
+    return os.path.join(project_root, "runs", "remote", scheme(run_dir), bucket, prefix)
+
+
+# ---------------------------------------------------------------------------
+# Putting a local drop into a bucket (`tfxp data upload`).
+
+
+@dataclass(frozen=True)
+class Uploaded:
+    span: int
+    uris: tuple[str, ...]
+    nbytes: int
+    created_bucket: bool
+
+
+def _s3_span_numbers(client, bucket: str, prefix: str) -> list[int]:
+    import re
+
+    base = f"{prefix.rstrip('/')}/" if prefix else ""
+    numbers = []
+    paginator = client.get_paginator("list_objects_v2")
+    for page in paginator.paginate(Bucket=bucket, Prefix=base, Delimiter="/"):
+        for common in page.get("CommonPrefixes", []):
+            m = re.fullmatch(r"span-(\d+)/", common["Prefix"][len(base) :])
+            if m:
+                numbers.append(int(m.group(1)))
+    return sorted(numbers)
+
+
+def _ensure_s3_bucket(client, loc: Location, create: bool) -> bool:
+    """True when the bucket had to be created."""
+    from botocore import exceptions as bex
+
+    bucket, _ = split_uri(loc.uri)
+    try:
+        client.head_bucket(Bucket=bucket)
+        return False
+    except bex.ClientError as e:
+        missing = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 404
+        if not (create and missing):
+            raise _s3_error(loc, e) from None
+    region = os.environ.get("AWS_REGION", "us-east-1")
+    kwargs = {}
+    if region != "us-east-1" and not s3_endpoint():  # AWS wants the region spelled out
+        kwargs["CreateBucketConfiguration"] = {"LocationConstraint": region}
+    try:
+        client.create_bucket(Bucket=bucket, **kwargs)
+    except bex.ClientError as e:
+        raise StorageError(f"could not create bucket '{bucket}': {e}") from None
+    return True
+
+
+def upload_span(
+    files: Iterable[str | os.PathLike],
+    dest_root: str,
+    *,
+    span: int | None = None,
+    create_bucket: bool = True,
+) -> Uploaded:
+    """Copies one local drop (CSV files) to `dest_root/span-<N>/` in a bucket.
+
+    N is `span`, or the next number after the spans already there (1 in an empty
+    bucket). Each file is one object PUT, which S3 makes visible whole or not at
+    all, so a run never reads half a file. s3:// creates a missing bucket when
+    `create_bucket`; gs:// buckets must exist.
+    """
+    files = [os.fspath(f) for f in files]
+    kind = scheme(dest_root)
+    loc = Location(dest_root, "upload destination", write=True)
+    if kind not in REMOTE_SCHEMES:
+        raise StorageError(f"{dest_root}: upload takes an s3:// or gs:// URI")
+    bucket, prefix = split_uri(dest_root)
+    if not bucket:
+        raise StorageError(f"{dest_root}: no bucket in the URI ({kind}://BUCKET/path)")
+    nbytes = sum(os.path.getsize(f) for f in files)
+    if kind == "s3":
+        prepare_s3_environment()
+        client = _s3_client()
+        try:
+            created = _ensure_s3_bucket(client, loc, create_bucket)
+            number = span or max(_s3_span_numbers(client, bucket, prefix), default=0) + 1
+            uris = []
+            for f in files:
+                key = "/".join(
+                    p for p in (prefix.strip("/"), f"span-{number}", os.path.basename(f)) if p
+                )
+                client.upload_file(f, bucket, key)
+                uris.append(f"s3://{bucket}/{key}")
+        except StorageError:
+            raise
+        except Exception as e:
+            raise _s3_error(loc, e) from None
+        return Uploaded(number, tuple(uris), nbytes, created)
+    check_location(loc)
+    import tensorflow as tf
+
+    root = dest_root.rstrip("/")
+    existing = [
+        int(name.strip("/").split("-", 1)[1])
+        for name in (tf.io.gfile.listdir(root) if tf.io.gfile.exists(root) else [])
+        if name.strip("/").startswith("span-") and name.strip("/")[5:].isdigit()
+    ]
+    number = span or max(existing, default=0) + 1
+    uris = []
+    for f in files:
+        uri = f"{root}/span-{number}/{os.path.basename(f)}"
+        tf.io.gfile.copy(f, uri, overwrite=False)
+        uris.append(uri)
+    return Uploaded(number, tuple(uris), nbytes, False)

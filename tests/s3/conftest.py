@@ -1,0 +1,11 @@
+"""Object-storage tests: a real SeaweedFS S3 server (tests/seaweedfs_server.py)."""
+
+import sys
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent.parent
+for folder in (TESTS, TESTS / "e2e"):
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+
+from seaweedfs_server import seaweedfs  # noqa: E402, F401
