@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import difflib
 import os
-import shutil
 from dataclasses import dataclass
-from pathlib import Path
 
 from ml_metadata.proto import metadata_store_pb2
+from tfx.dsl.io import fileio
 
 from pipeline.config import PipelineConfig
 
@@ -25,23 +24,29 @@ class ReportError(ValueError):
     """No such report/statistics; the message says what to run."""
 
 
-def report_path(config: PipelineConfig, run_id: str) -> Path:
-    return Path(config.report_dir) / f"{run_id}.html"
+# Reports live wherever the run dir is: a local folder or a bucket (s3://, gs://),
+# so every access goes through TFX's filesystem layer, not pathlib.
 
 
-def find_report(config: PipelineConfig, run_id: str | None = None) -> Path:
+def report_path(config: PipelineConfig, run_id: str) -> str:
+    return os.path.join(config.report_dir, f"{run_id}.html")
+
+
+def find_report(config: PipelineConfig, run_id: str | None = None) -> str:
     """The report of `run_id`, or the newest one."""
-    folder = Path(config.report_dir)
+    folder = config.report_dir
     if run_id:
         path = report_path(config, run_id)
-        if not path.is_file():
+        if not fileio.exists(path):
             raise ReportError(
                 f"no validation report for run {run_id} in {folder}; `tfxp runs list` shows "
                 "the runs (only runs that reached the ValidationGate have one)"
             )
         return path
     reports = (
-        sorted(folder.glob("*.html"), key=lambda p: p.stat().st_mtime) if folder.is_dir() else []
+        sorted(fileio.glob(os.path.join(folder, "*.html")), key=lambda p: fileio.stat(p).mtime_nsec)
+        if fileio.isdir(folder)
+        else []
     )
     if not reports:
         raise ReportError(f"no validation report in {folder}; run the pipeline first (`tfxp run`)")
@@ -89,18 +94,19 @@ def finish_report(store, config: PipelineConfig, run_id: str) -> GateOutcome:
     if artifact is None:
         return GateOutcome(None, None, [])
     path = report_path(config, run_id)
-    for name, target in ((FINDINGS_FILE, path.with_suffix(".json")), (REPORT_FILE, path)):
+    findings = path[: -len(".html")] + ".json"
+    for name, target in ((FINDINGS_FILE, findings), (REPORT_FILE, path)):
         source = os.path.join(artifact.uri, name)
-        if not target.exists() and os.path.exists(source):
+        if not fileio.exists(target) and fileio.exists(source):
             # The gate was cached: this run's report is the reused execution's.
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_suffix(".tmp")
-            shutil.copyfile(source, tmp)
-            os.replace(tmp, target)
+            fileio.makedirs(os.path.dirname(target))
+            tmp = target + ".tmp"
+            fileio.copy(source, tmp, overwrite=True)
+            fileio.rename(tmp, target, overwrite=True)
     result = load_result(artifact.uri)
     return GateOutcome(
         result.decision,
-        str(path) if path.exists() else None,
+        path if fileio.exists(path) else None,
         [f.line() for f in result.warnings],
     )
 
@@ -119,8 +125,8 @@ def record_block(store, config: PipelineConfig, run_id: str, message: str) -> No
     ex.custom_properties["gate_decision"].string_value = "BLOCK"
     ex.custom_properties["gate_findings"].string_value = message
     path = report_path(config, run_id)
-    if path.exists():
-        ex.custom_properties["gate_report"].string_value = str(path)
+    if fileio.exists(path):
+        ex.custom_properties["gate_report"].string_value = path
     store.put_executions([ex])
 
 

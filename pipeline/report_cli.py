@@ -15,11 +15,14 @@ def _config(args: argparse.Namespace):
 
 def cmd_report(args: argparse.Namespace) -> int:
     from pipeline.report import ReportError, find_report
+    from pipeline.storage import StorageError, enable_filesystems, is_remote
 
     config = _config(args)
     try:
+        if is_remote(config.report_dir):
+            enable_filesystems([config.report_dir])
         path = find_report(config, args.run_id)
-    except ReportError as e:
+    except (ReportError, StorageError) as e:
         print(f"ERROR: {e}", file=sys.stderr)
         return 1
     print(path)

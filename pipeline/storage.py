@@ -333,6 +333,7 @@ def config_locations(config) -> list[Location]:
         Location(config.data_root, "data root", write=False),
         Location(config.pipeline_root, "pipeline root", write=True),
         Location(config.serving_dir, "serving directory", write=True),
+        Location(config.report_dir, "validation reports directory", write=True),
     ]
     return [loc for loc in found if is_remote(loc.uri)]
 

@@ -356,8 +356,8 @@ def test_report_lookup(tmp_path):
     import os
 
     os.utime(folder / "a.html", (1, 1))
-    assert find_report(config).name == "b.html"
-    assert find_report(config, "a").name == "a.html"
+    assert Path(find_report(config)).name == "b.html"
+    assert Path(find_report(config, "a")).name == "a.html"
     with pytest.raises(ReportError, match="no validation report for run zz"):
         find_report(config, "zz")
 

@@ -19,6 +19,7 @@ non-zero on failure).
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -99,7 +100,7 @@ def bucket_runs(seaweedfs, tmp_path_factory) -> BucketRuns:
     try:
         for line in proc.stdout:
             seen.append(line)
-            if line.startswith("[4/9] Transform ..."):
+            if re.match(r"\[\d+/\d+\] Transform \.\.\.", line):
                 seaweedfs.stop()
                 break
         out, err = proc.communicate(timeout=600)
