@@ -46,7 +46,7 @@ GZIP_LEVEL = 3
 # CSV bytes read before the run to guess which columns have no value at all.
 GUESS_BYTES = 4 * 1024 * 1024
 SHARD_NAME = "data_tfrecord-{shard:05d}-of-{shards:05d}.gz"  # as Beam's WriteToTFRecord names them
-_HASH_LOOP_DIGEST = 32
+_DIGEST_BYTES = 32  # SHA-256
 
 
 @dataclass(frozen=True)
@@ -135,14 +135,19 @@ def empty_in_first_block(
 
 
 def buckets_of(digests: bytes, modulus: int) -> np.ndarray:
-    """int(sha256 hexdigest, 16) % modulus for each 32-byte digest (Horner over the bytes)."""
-    if not 0 < modulus < 1 << 54:
+    """int(sha256 hexdigest, 16) % modulus for each 32-byte digest.
+
+    The digest is a base-256 number, so it is the dot product of its bytes with
+    256**k % modulus, taken modulo `modulus` (exact in int64 below 2**50).
+    """
+    modulus = int(modulus)
+    if not 0 < modulus < 1 << 50:
         raise ValueError(f"hash bucket total {modulus} out of range")
-    d = np.frombuffer(digests, dtype=np.uint8).reshape(-1, _HASH_LOOP_DIGEST).astype(np.int64)
-    r = np.zeros(len(d), dtype=np.int64)
-    for j in range(_HASH_LOOP_DIGEST):
-        r = (r * 256 + d[:, j]) % modulus
-    return r
+    d = np.frombuffer(digests, dtype=np.uint8).reshape(-1, _DIGEST_BYTES)
+    weights = np.array(
+        [pow(256, _DIGEST_BYTES - 1 - j, modulus) for j in range(_DIGEST_BYTES)], dtype=np.int64
+    )
+    return (d.astype(np.int64) @ weights) % modulus
 
 
 def split_of(buckets: np.ndarray, boundaries: Sequence[int]) -> np.ndarray:
