@@ -7,7 +7,8 @@ pipeline up to CsvExampleGen in a fresh subprocess (the same component, the
 same config except `csv_reader`). Prints, per reader: the component's executor
 time (`Executor.Do`, what ingest costs inside a pipeline run) and the whole
 process's wall time (which adds Python/TFX start-up and pipeline compilation,
-the same for both), rows/s and MB/s of CSV over each, the child's peak RSS
+the same for both), rows/s and MB/s of CSV over each, the executor's CPU time
+(all threads; steadier than wall time on a shared machine), the child's peak RSS
 (ru_maxrss) and the size of the GZIP shards; then the speed-up ratios, and
 checks that both wrote the same examples per split (counts and a SHA-256 of
 the sorted, deterministically re-serialized examples).
@@ -35,12 +36,21 @@ reader, data_root, run_dir = sys.argv[1:4]
 timed = {}
 do = csv_example_gen.Executor.Do
 def timed_do(self, *args, **kwargs):
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     try:
         return do(self, *args, **kwargs)
     finally:
         timed["do"] = time.perf_counter() - start
+        timed["do_cpu"] = time.process_time() - cpu
 csv_example_gen.Executor.Do = timed_do
+checks = csv_example_gen.csv_checks.check_csv_files
+def timed_checks(*args, **kwargs):
+    start = time.perf_counter()
+    try:
+        return checks(*args, **kwargs)
+    finally:
+        timed["checks"] = timed.get("checks", 0.0) + time.perf_counter() - start
+csv_example_gen.csv_checks.check_csv_files = timed_checks
 config = PipelineConfig(data_root=data_root, run_dir=run_dir, csv_reader=reader)
 run_local(config, to_nodes=["CsvExampleGen"], printer=lambda _: None)
 print(json.dumps(timed))
@@ -102,24 +112,34 @@ def main() -> None:
         run_dir = work / f"run-{reader}"
         print(f"ingesting with csv_reader={reader!r} into {run_dir} ...", flush=True)
         wall, peak_mb, out = _child(["-c", CHILD, reader, str(data_root), str(run_dir)])
-        do = json.loads(out.strip().splitlines()[-1])["do"]
-        print(f"  executor {do:.1f} s, process {wall:.1f} s; checking its splits ...", flush=True)
+        timed = json.loads(out.strip().splitlines()[-1])
+        print(
+            f"  executor {timed['do']:.1f} s ({timed['do_cpu']:.1f} s CPU), process {wall:.1f} s;"
+            " checking its splits ...",
+            flush=True,
+        )
         _, _, digest = _child(["-c", DIGEST, str(run_dir)])
-        results[reader] = {"do": do, "wall": wall, "peak": peak_mb, "splits": json.loads(digest)}
+        results[reader] = {**timed, "wall": wall, "peak": peak_mb, "splits": json.loads(digest)}
 
     print(f"\n{args.rows:,} rows, {csv_mb:.0f} MB of CSV ({work})\n")
-    print("| reader | executor | rows/s | MB/s | process wall | rows/s | peak RSS | GZIP shards |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(
+        "| reader | executor wall | rows/s | MB/s | executor CPU | process wall | rows/s "
+        "| peak RSS | GZIP shards |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
     for reader, r in results.items():
         shards_mb = sum(s[3] for s in r["splits"].values()) / 1e6
         print(
             f"| {reader} | {r['do']:.1f} s | {args.rows / r['do']:,.0f} | {csv_mb / r['do']:.1f} "
-            f"| {r['wall']:.1f} s | {args.rows / r['wall']:,.0f} | {r['peak']:,.0f} MB "
+            f"| {r['do_cpu']:.1f} s | {r['wall']:.1f} s | {args.rows / r['wall']:,.0f} | {r['peak']:,.0f} MB "
             f"| {shards_mb:.0f} MB |"
         )
     arrow, tfx = results["arrow"], results["tfx"]
     print(f"\nspeed-up, executor rows/s: {tfx['do'] / arrow['do']:.1f}x")
     print(f"speed-up, process rows/s:  {tfx['wall'] / arrow['wall']:.1f}x")
+    print(f"CPU time, tfx / arrow:     {tfx['do_cpu'] / arrow['do_cpu']:.1f}x")
+    load = os.getloadavg()[0]
+    print(f"load average at the end:   {load:.1f} on {os.cpu_count()} CPUs (a shared machine)")
     print(f"peak RSS, arrow / tfx:     {arrow['peak'] / tfx['peak']:.2f}")
 
     def examples(r):  # (count, digest) per split; shard count and size may differ

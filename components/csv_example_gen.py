@@ -306,6 +306,9 @@ class _ArrowIngest:
         files = sorted({f for f, _ in inputs})
         if not files:
             raise arrow_csv.ArrowCsvError("no files")  # the checks path reports it
+        compressed = [f for f in files if f.endswith((".gz", ".bz2", ".zst", ".zip", ".deflate"))]
+        if compressed:  # TFX's reader decompresses by file name; the byte ranges would not
+            raise arrow_csv.ArrowCsvError(f"compressed CSV: {compressed[:3]}")
 
         # Headers only, before Beam starts; rows are checked as they are read, and
         # any doubt there fails the Beam run, which sends the input to the checks.
