@@ -1,18 +1,17 @@
-"""Columnar CSV reading and native tf.Example encoding for ExampleGen.
+"""Columnar CSV reading and vectorised tf.Example encoding for ExampleGen.
 
-`pyarrow.csv` reads a file in record batches with the column types of the
+`pyarrow.csv` reads CSV in record batches with the column types of the
 curated schema (INT -> int64, FLOAT -> float64 then float32 as FloatList
-stores, BYTES -> UTF-8-checked string then binary); tfx_bsl encodes the
-batches to tf.Example in C++. The bytes produced are exactly TFX's
+stores, BYTES -> UTF-8-checked string then binary). `example_parts` /
+`encode_records` then write the protobuf wire format of whole batches with
+numpy and Arrow kernels, no per-row Python: the bytes are exactly TFX's
 `Example.SerializeToString(deterministic=True)` of what CsvExampleGen builds
 for the same row (features sorted by name, an empty cell as an empty list of
-the column's type), so TFX's hash partitioning puts every row in the same
-split as CsvExampleGen does.
-
-tfx_bsl's encoder writes an example's features in hash-map order, which is
-not deterministic, so each column is encoded on its own (one feature per
-example) and the features are stitched together in name order with Arrow
-kernels: no per-row Python.
+the column's type, a column without any value as an untyped Feature), so TFX's
+hash partitioning puts every row in the same split as CsvExampleGen does.
+(tfx_bsl's C++ encoder was measured at ~9 s per million taxi rows, builds a
+Python bytes object per row and writes features in hash-map order; this
+encoder takes ~1.3 s of CPU.)
 
 Anything this reader does not accept the way Python's int()/float() do (or
 that the CSV checks reject) raises `ArrowCsvError`; the executor then runs the
@@ -31,7 +30,7 @@ import pyarrow.csv as pacsv
 
 from components.csv_checks import BYTES, FLOAT, INT
 
-# Bytes of CSV per record batch: ~100k taxi rows, ~30 MB of serialized examples.
+# Bytes of CSV pyarrow parses at once (read_batches; parse_block takes whole blocks).
 BLOCK_SIZE = 16 * 1024 * 1024
 
 _ARROW_TYPES = {INT: pa.int64(), FLOAT: pa.float64(), BYTES: pa.string()}
