@@ -53,10 +53,10 @@ class PipelineConfig:
     window: int = 1
     # TFRecord shards per output split; 0 sizes them for the data (see data/README.md).
     num_shards: int = 0
-    # How ExampleGen reads CSV: "arrow" (pyarrow.csv + native tf.Example encoding;
-    # the same examples and splits as TFX's reader, ~10x faster) or "tfx" (TFX's
-    # CsvExampleGen reader). Used by pipeline/definition.py.
-    csv_reader: str = "tfx"
+    # How ExampleGen reads CSV: "arrow" (pyarrow.csv + vectorised tf.Example
+    # encoding; the same examples and splits as TFX's reader, measured in
+    # benchmarks/csv_ingest.py) or "tfx" (TFX's CsvExampleGen reader).
+    csv_reader: str = "arrow"
     schema_file: str = str(PROJECT_ROOT / "schema" / "taxi" / "schema.pbtxt")
     # The validation gate: drift/skew thresholds and warn-only kinds (a YAML
     # file beside the schema), extra kinds downgraded to warnings for this run,

@@ -127,3 +127,32 @@ def test_declines_short_rows_unknown_columns_and_empty_files(tmp_path, columns):
     empty.write_text("")
     with pytest.raises(arrow_csv.ArrowCsvError):
         _arrow_examples(empty, columns)
+
+
+def test_edge_values_are_byte_identical(tmp_path, columns):
+    """Negative and 64-bit integers (10-byte varints), long and non-ASCII strings
+    (2- and 3-byte length varints), NaN, and a column with no value at all."""
+    header = ["i", "f", "s", "none"]
+    kinds = {"i": INT, "f": FLOAT, "s": "BYTES", "none": INT}
+    ints = ["-1", "0", "127", "128", "-9223372036854775808", "9223372036854775807", "", "300"]
+    floats = ["1.5", "-0.0", "nan", "", "3.4e38", "1e-45", "2", "0.1"]
+    strings = ["a", "", "é" * 70, "x" * 20000, "comma free", "", "z", "\u4e2d"]
+    lines = [",".join(header)] + [
+        ",".join([i, f, s, ""]) for i, f, s in zip(ints, floats, strings, strict=True)
+    ]
+    path = tmp_path / "edge.csv"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    batch = next(arrow_csv.read_batches(str(path), kinds))
+    ours = arrow_csv.encode_batch(batch, kinds, empty_columns={"none"})
+
+    expected = []
+    for i, f, s in zip(ints, floats, strings, strict=True):
+        feature = {
+            "i": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(i)] if i else [])),
+            "f": tf.train.Feature(float_list=tf.train.FloatList(value=[float(f)] if f else [])),
+            "s": tf.train.Feature(bytes_list=tf.train.BytesList(value=[s.encode()] if s else [])),
+            "none": tf.train.Feature(),  # CsvExampleGen: a column with no value has no type
+        }
+        example = tf.train.Example(features=tf.train.Features(feature=feature))
+        expected.append(example.SerializeToString(deterministic=True))
+    assert ours == expected
