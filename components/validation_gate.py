@@ -25,6 +25,7 @@ import json
 import os
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
 from tfx import types
@@ -87,6 +88,27 @@ def serving_data_sha256(pattern: str) -> str:
     return files_sha256(files)[0] if files else ""
 
 
+def _as_lists(column: pa.Array, kind: str) -> pa.Array:
+    """One-value lists, and an empty list for a missing cell: what TFDV sees for a
+    CsvExampleGen example, so serving and training statistics are comparable."""
+    from components.csv_checks import BYTES, FLOAT
+
+    if kind == FLOAT:
+        column = column.cast(pa.float32(), safe=False)
+    elif kind == BYTES:
+        column = column.cast(pa.binary())
+    n = len(column)
+    if column.null_count == 0:
+        offsets = np.arange(n + 1, dtype=np.int32)
+        values = column
+    else:
+        valid = column.is_valid().to_numpy(zero_copy_only=False)
+        offsets = np.zeros(n + 1, dtype=np.int32)
+        np.cumsum(valid, out=offsets[1:])
+        values = column.drop_null()
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values)
+
+
 def serving_statistics(
     paths: list[str], schema: schema_pb2.Schema
 ) -> tuple[statistics_pb2.DatasetFeatureStatisticsList, int]:
@@ -99,7 +121,7 @@ def serving_statistics(
     """
     from tensorflow_data_validation.statistics import stats_impl, stats_options
 
-    from components.arrow_csv import _as_lists, read_batches, read_header
+    from components.arrow_csv import read_batches, read_header
     from components.csv_checks import check_csv_files
 
     columns = {f.name: schema_pb2.FeatureType.Name(f.type) for f in schema.feature}
