@@ -1,0 +1,386 @@
+"""ImageExampleGen: folders of images (`span-<N>/<label>/*.png|jpg`) to GZIP TFRecord splits.
+
+The component is TFX's FileBasedExampleGen with the project's content-fingerprint
+driver (`components.csv_example_gen.ContentFingerprintDriver`), so spans,
+versions, `{SPAN}`/`{VERSION}` patterns, range configs and the cache behave
+exactly as for CSV data. The executor, a Beam pipeline, writes one
+`tf.train.Example` per image file:
+
+  image     bytes   the file's encoded bytes (PNG/JPEG/GIF/BMP, as TensorFlow
+                    decodes them), or with image_format="raw" the decoded
+                    uint8 pixels, row-major [height, width, channels]
+  label     int64   index of the file's folder name in `class_names`
+  height, width, channels   int64
+
+What differs from TFX's own ExampleGens:
+
+- Splits are decided by a SHA-256 of the image's *bytes* (bucketed like TFX's
+  `hash_buckets`), not of the serialized example: the same picture lands in
+  the same split whatever its folder, file name or span, so a duplicate
+  cannot leak from train into eval.
+- Every file is decoded once during ingestion. One that does not decode is
+  reported by path: with `bad_images="fail"` (default) the run stops with the
+  list and publishes nothing; with "skip" the file is left out and counted.
+- Examples per split and class, and the skipped files, are recorded as custom
+  properties of the Examples artifact (and in `.image_ingest.json` beside the
+  splits), so class balance is visible in ML Metadata.
+- Shards are sized for the data (one per ~128 MB of output per split) and
+  written by Beam's TFRecord sink, GZIP-compressed.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import io
+import json
+import math
+import os
+from typing import Any
+
+import apache_beam as beam
+from google.protobuf import any_pb2, struct_pb2
+from tfx.components.example_gen import utils as example_gen_utils
+from tfx.components.example_gen import write_split
+from tfx.components.example_gen.component import FileBasedExampleGen
+from tfx.components.util import examples_utils
+from tfx.dsl.components.base import base_beam_executor, executor_spec
+from tfx.dsl.io import fileio
+from tfx.proto import example_gen_pb2
+from tfx.types import artifact_utils, standard_component_specs
+from tfx.utils import proto_utils
+
+from components.csv_example_gen import (
+    RAW_BYTES,
+    TFRECORD_SHARDS,
+    ContentFingerprintDriver,
+    _custom_struct,
+    _resolved_files,
+    _WriteSplit,
+)
+
+COMPONENT_ID = "ImageExampleGen"
+
+IMAGE_KEY = "image"
+LABEL_KEY = "label"
+HEIGHT_KEY = "height"
+WIDTH_KEY = "width"
+CHANNELS_KEY = "channels"
+
+IMAGE_FORMATS = ("encoded", "raw")
+BAD_IMAGE_POLICIES = ("fail", "skip")
+# What TensorFlow's decode_image reads; anything else could not be decoded in
+# the transform graph or at serving time.
+DECODABLE = {"PNG", "JPEG", "GIF", "BMP"}
+
+# Custom properties of the Examples artifact (besides span, version, fingerprint...).
+IMAGE_COUNT = "image_count"
+CLASS_COUNTS = "class_counts"  # JSON: {split: {class name: examples}}
+SKIPPED_IMAGES = "skipped_images"  # count; the paths are in the report file
+IMAGE_FORMAT = "image_format"
+REPORT_FILE = ".image_ingest.json"  # hidden: readers glob Split-*/, `verify` skips dot-files
+
+# Output bytes per shard: large enough that per-file overhead vanishes, small
+# enough that a reader interleaves several shards of a split in parallel.
+OUTPUT_BYTES_PER_SHARD = 128 * 1024 * 1024
+
+
+class ImageInputError(ValueError):
+    """The image folders cannot be ingested as configured; the message says where and why."""
+
+
+def label_of(path: str, input_base: str, class_names: list[str]) -> int:
+    """The class index of an image at `.../<label>/<file>` (its parent folder's name)."""
+    folder = os.path.basename(os.path.dirname(path))
+    try:
+        return class_names.index(folder)
+    except ValueError:
+        raise ImageInputError(
+            f"{path}: folder {folder!r} is not a class of this dataset "
+            f"(classes: {', '.join(class_names)}); images go in "
+            f"{input_base}/span-<N>/<class>/, or add the class to the dataset config"
+        ) from None
+
+
+def split_of(data: bytes, cumulative_buckets: list[int]) -> int:
+    """Output split index from a SHA-256 of the image bytes (TFX's bucket arithmetic)."""
+    bucket = int(hashlib.sha256(data).hexdigest(), 16) % cumulative_buckets[-1]
+    return bisect.bisect(cumulative_buckets, bucket)
+
+
+def decode(data: bytes) -> tuple[Any, str]:
+    """(pixels as a uint8 [H, W, C] array, format). Raises ValueError naming why it failed."""
+    import numpy as np
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            fmt = img.format or "?"
+            if fmt not in DECODABLE:
+                raise ValueError(f"{fmt} is not a format TensorFlow decodes (PNG, JPEG, GIF, BMP)")
+            img.load()  # the pixel data itself: truncated or corrupt files fail here
+            if img.mode in ("1", "I", "I;16", "F"):
+                img = img.convert("L")
+            elif img.mode == "P":
+                img = img.convert("RGBA" if "transparency" in img.info else "RGB")
+            elif img.mode not in ("L", "LA", "RGB", "RGBA"):
+                img = img.convert("RGB")
+            pixels = np.asarray(img, dtype=np.uint8)
+    except UnidentifiedImageError:
+        raise ValueError("not an image file (no known image header)") from None
+    except (OSError, SyntaxError, Image.DecompressionBombError) as e:
+        raise ValueError(str(e) or type(e).__name__) from None
+    if pixels.ndim == 2:
+        pixels = pixels[..., None]
+    if min(pixels.shape) == 0:
+        raise ValueError(f"empty image ({pixels.shape[0]}x{pixels.shape[1]})")
+    return pixels, fmt
+
+
+def image_example(data: bytes, pixels: Any, label: int, image_format: str = "encoded") -> bytes:
+    """A serialized tf.train.Example for one image (deterministic bytes)."""
+    import tensorflow as tf
+
+    height, width, channels = pixels.shape
+    image = data if image_format == "encoded" else pixels.tobytes()
+
+    def ints(v: int) -> tf.train.Feature:
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=[int(v)]))
+
+    example = tf.train.Example(
+        features=tf.train.Features(
+            feature={
+                IMAGE_KEY: tf.train.Feature(bytes_list=tf.train.BytesList(value=[image])),
+                LABEL_KEY: ints(label),
+                HEIGHT_KEY: ints(height),
+                WIDTH_KEY: ints(width),
+                CHANNELS_KEY: ints(channels),
+            }
+        )
+    )
+    return example.SerializeToString(deterministic=True)
+
+
+class _ReadImage(beam.DoFn):
+    """(path, label) -> (split index, label, serialized Example); undecodable -> BAD output."""
+
+    BAD = "bad"
+
+    def __init__(self, image_format: str, cumulative_buckets: list[int]):
+        self._format = image_format
+        self._buckets = cumulative_buckets
+
+    def process(self, element):
+        path, label = element
+        with fileio.open(path, "rb") as f:
+            data = f.read()
+        try:
+            pixels, _ = decode(data)
+        except ValueError as e:
+            yield beam.pvalue.TaggedOutput(self.BAD, f"{path}: {e}")
+            return
+        split = split_of(data, self._buckets) if len(self._buckets) > 1 else 0
+        yield split, label, image_example(data, pixels, label, self._format)
+
+
+def _write_report(_, counts, bad, path):
+    report = {"counts": sorted(counts), "bad": sorted(bad)}
+    with fileio.open(path, "w") as f:
+        f.write(json.dumps(report))
+
+
+def shards_for(output_bytes: float, configured: int = 0) -> int:
+    if configured > 0:
+        return configured
+    return max(1, math.ceil(output_bytes / OUTPUT_BYTES_PER_SHARD))
+
+
+class Executor(base_beam_executor.BaseBeamExecutor):
+    """Image folders -> split, sharded GZIP TFRecords of tf.Examples, in one Beam pipeline."""
+
+    def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 - TFX API
+        self._log_startup(input_dict, output_dict, exec_properties)
+        options = _custom_struct(exec_properties)
+        image_format = str(options.get("image_format") or "encoded")
+        bad_images = str(options.get("bad_images") or "fail")
+        class_names = [str(c) for c in options.get("class_names") or []]
+        if image_format not in IMAGE_FORMATS:
+            raise ValueError(f"image_format must be one of {IMAGE_FORMATS}, not {image_format!r}")
+        if bad_images not in BAD_IMAGE_POLICIES:
+            raise ValueError(f"bad_images must be one of {BAD_IMAGE_POLICIES}, not {bad_images!r}")
+        if not class_names:
+            raise ValueError("ImageExampleGen needs class_names (the label folder names)")
+
+        input_config = example_gen_pb2.Input()
+        proto_utils.json_to_proto(
+            exec_properties[standard_component_specs.INPUT_CONFIG_KEY], input_config
+        )
+        output_config = example_gen_pb2.Output()
+        proto_utils.json_to_proto(
+            exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY], output_config
+        )
+        if len(input_config.splits) != 1 or not output_config.split_config.splits:
+            raise ValueError(
+                "ImageExampleGen takes one input split and splits it by hash_buckets "
+                "(output_config.split_config)"
+            )
+        examples = artifact_utils.get_single_instance(
+            output_dict[standard_component_specs.EXAMPLES_KEY]
+        )
+        split_names = example_gen_utils.generate_output_split_names(input_config, output_config)
+        examples.split_names = artifact_utils.encode_split_names(split_names)
+        base = exec_properties[standard_component_specs.INPUT_BASE_KEY]
+
+        # Layout checks before Beam starts: no files, or a folder that is no
+        # class, fail in a second with the path.
+        files = _resolved_files(exec_properties)
+        if not files:
+            raise ImageInputError(
+                f"no image files match {input_config.splits[0].pattern} under {base}; "
+                "expected span-<N>/<class>/<image>.png|jpg"
+            )
+        inputs = [(path, label_of(path, base, class_names)) for path in files]
+
+        cumulative: list[int] = []
+        for s in output_config.split_config.splits:
+            cumulative.append((cumulative[-1] if cumulative else 0) + s.hash_buckets)
+        raw_bytes = exec_properties.get(RAW_BYTES) or sum(fileio.stat(f).length for f in files)
+        configured = int(options.get("num_shards") or 0)
+        if image_format == "raw":
+            # Pixels take H*W*C bytes whatever the file's compression: estimate from one image.
+            with fileio.open(files[0], "rb") as f:
+                first = f.read()
+            try:
+                estimate = decode(first)[0].size * len(files)
+            except ValueError:
+                estimate = raw_bytes
+        else:
+            estimate = raw_bytes
+        shards = [
+            shards_for(estimate * s.hash_buckets / cumulative[-1], configured)
+            for s in output_config.split_config.splits
+        ]
+        uris = [artifact_utils.get_split_uri([examples], name) for name in split_names]
+        report_path = os.path.join(examples.uri, REPORT_FILE)
+
+        with self._make_beam_pipeline() as pipeline:
+            read = (
+                pipeline
+                | "Files" >> beam.Create(inputs)
+                # Spread the files over workers (Create hands them out in one bundle).
+                | "Reshuffle" >> beam.Reshuffle()
+                | "ReadDecodeEncode"
+                >> beam.ParDo(_ReadImage(image_format, cumulative)).with_outputs(
+                    _ReadImage.BAD, main="ok"
+                )
+            )
+            parts = read.ok | "BySplit" >> beam.Partition(lambda e, _: e[0], len(split_names))
+            for i, name in enumerate(split_names):
+                _ = (
+                    parts[i]
+                    | f"Record[{name}]" >> beam.Map(lambda e: e[2])
+                    | f"WriteSplit[{name}]" >> _WriteSplit(uris[i], shards[i])
+                )
+            counts = (
+                read.ok
+                | "SplitClass" >> beam.Map(lambda e: ((e[0], e[1]), 1))
+                | "Count" >> beam.CombinePerKey(sum)
+            )
+            _ = (
+                pipeline
+                | "Once" >> beam.Create([None])
+                | "Report"
+                >> beam.Map(
+                    _write_report,
+                    counts=beam.pvalue.AsList(counts),
+                    bad=beam.pvalue.AsList(read[_ReadImage.BAD]),
+                    path=report_path,
+                )
+            )
+
+        with fileio.open(report_path, "r") as f:
+            report = json.loads(f.read())
+        bad = report["bad"]
+        if bad and bad_images == "fail":
+            # Nothing half-written stays behind: the artifact is not published
+            # (the execution fails) and its split folders are removed.
+            for uri in uris:
+                if fileio.exists(uri):
+                    fileio.rmtree(uri)
+            shown = "\n  ".join(bad[:20])
+            more = f"\n  ... and {len(bad) - 20} more" if len(bad) > 20 else ""
+            raise ImageInputError(
+                f"{len(bad)} image file(s) under {base} could not be decoded:\n  {shown}{more}\n"
+                "Fix or remove them, or set bad_images='skip' in the dataset config to "
+                "leave them out (they are then counted)."
+            )
+        per_split: dict[str, dict[str, int]] = {n: {} for n in split_names}
+        for (split, label), n in report["counts"]:
+            per_split[split_names[split]][class_names[label]] = n
+        total = sum(sum(c.values()) for c in per_split.values())
+        if total == 0:
+            raise ImageInputError(f"no image under {base} could be decoded ({len(bad)} skipped)")
+
+        examples.set_int_custom_property(IMAGE_COUNT, total)
+        examples.set_string_custom_property(CLASS_COUNTS, json.dumps(per_split, sort_keys=True))
+        examples.set_int_custom_property(SKIPPED_IMAGES, len(bad))
+        examples.set_string_custom_property(IMAGE_FORMAT, image_format)
+        examples.set_int_custom_property(TFRECORD_SHARDS, sum(shards))
+        examples_utils.set_payload_format(examples, example_gen_pb2.PayloadFormat.FORMAT_TF_EXAMPLE)
+        examples_utils.set_file_format(
+            examples,
+            write_split.to_file_format_str(example_gen_pb2.FileFormat.FORMAT_TFRECORDS_GZIP),
+        )
+
+
+class ImageExampleGen(FileBasedExampleGen):
+    DRIVER_CLASS = ContentFingerprintDriver
+
+
+def image_example_gen(
+    input_base: str,
+    class_names: tuple[str, ...] | list[str],
+    input_config: example_gen_pb2.Input | None = None,
+    output_config: example_gen_pb2.Output | None = None,
+    range_config: Any = None,
+    *,
+    version: int | None = None,
+    num_shards: int = 0,
+    image_format: str = "encoded",
+    bad_images: str = "fail",
+) -> FileBasedExampleGen:
+    """An ExampleGen over `input_base/span-<N>/<class>/*` image folders.
+
+    Args:
+      class_names: the label folder names; a file's label is its folder's index here.
+      version: ingest this version of the span (default: the span's latest).
+      num_shards: TFRecord files per output split; 0 sizes them for the data.
+      image_format: "encoded" (the file's bytes) or "raw" (decoded uint8 pixels).
+      bad_images: "fail" stops on an undecodable file; "skip" leaves it out and counts it.
+    """
+    if image_format not in IMAGE_FORMATS:
+        raise ValueError(f"image_format must be one of {IMAGE_FORMATS}, not {image_format!r}")
+    if bad_images not in BAD_IMAGE_POLICIES:
+        raise ValueError(f"bad_images must be one of {BAD_IMAGE_POLICIES}, not {bad_images!r}")
+    if not class_names:
+        raise ValueError("class_names must list the label folder names")
+    options: dict[str, Any] = {
+        "class_names": list(class_names),
+        "num_shards": num_shards,
+        "image_format": image_format,
+        "bad_images": bad_images,
+    }
+    if version is not None:
+        options["version"] = version
+    struct = struct_pb2.Struct()
+    struct.update(options)
+    packed = any_pb2.Any()
+    packed.Pack(struct)
+    return ImageExampleGen(
+        input_base=input_base,
+        input_config=input_config,
+        output_config=output_config,
+        range_config=range_config,
+        custom_config=example_gen_pb2.CustomConfig(custom_config=packed),
+        custom_executor_spec=executor_spec.BeamExecutorSpec(Executor),
+    ).with_id(COMPONENT_ID)
