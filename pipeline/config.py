@@ -32,6 +32,27 @@ class EvalThresholds:
     lower_bound: float = 0.6
     # Change vs the latest blessed model: no worse than this (negative = allowed drop).
     min_change: float = -1e-10
+    # Reported beside `metric`, without a threshold (AUC only makes sense for binary labels).
+    extra_metrics: tuple[str, ...] = ("AUC",)
+
+
+@dataclass(frozen=True)
+class ImageOptions:
+    """Image datasets: how ExampleGen reads class folders, and the model's input size."""
+
+    # The label folder names, span-<N>/<class>/*; a label is its folder's index here.
+    class_names: tuple[str, ...]
+    # ExampleGen stores each file's "encoded" bytes (PNG/JPEG, compact) or "raw" uint8 pixels.
+    image_format: str = "encoded"
+    # A file that does not decode: "fail" the run (naming it), or "skip" it (counted).
+    bad_images: str = "fail"
+    # Images are decoded and resized to this in the transform graph (and at serving).
+    height: int = 8
+    width: int = 8
+    channels: int = 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "class_names": list(self.class_names)}
 
 
 @dataclass(frozen=True)
@@ -74,6 +95,11 @@ class PipelineConfig:
     thresholds: EvalThresholds = EvalThresholds()
     beam_args: tuple[str, ...] = LOCAL_BEAM_ARGS
     enable_cache: bool = True
+    # "csv" (CsvExampleGen) or "image" (class folders of image files, `image` options).
+    example_gen: str = "csv"
+    image: ImageOptions | None = None
+    # The SavedModel signature the Evaluator feeds serialized tf.Examples to.
+    eval_signature: str = "serving_default"
 
     @property
     def pipeline_root(self) -> str:
@@ -95,7 +121,34 @@ class PipelineConfig:
         return dataclasses.replace(self, **changes)
 
 
-DATASETS: dict[str, PipelineConfig] = {"taxi": PipelineConfig()}
+DATASETS: dict[str, PipelineConfig] = {
+    "taxi": PipelineConfig(),
+    # scikit-learn's 1,797 handwritten 8x8 digits as PNG class folders
+    # (data/digits/span-1/<digit>/*.png, made by `python -m data.images digits`).
+    "digits": PipelineConfig(
+        pipeline_name="digits",
+        data_root=str(PROJECT_ROOT / "data" / "digits"),
+        span_pattern="span-{SPAN}/*/*",
+        version_pattern="span-{SPAN}/version-{VERSION}/*/*",
+        schema_file=str(PROJECT_ROOT / "schema" / "digits" / "schema.pbtxt"),
+        run_dir=str(PROJECT_ROOT / "runs" / "digits"),
+        preprocessing_fn="trainer.image_preprocessing.preprocessing_fn",
+        run_fn="trainer.image_train.run_fn",
+        label_key="label",
+        transformed_label_key="label_xf",
+        train_steps=300,
+        eval_steps=2,
+        # Flips stay off: a mirrored 2, 3, 5 or 7 is no longer that digit.
+        hyperparameters={"flip": False},
+        thresholds=EvalThresholds(
+            metric="SparseCategoricalAccuracy", lower_bound=0.9, extra_metrics=()
+        ),
+        example_gen="image",
+        image=ImageOptions(class_names=tuple(str(d) for d in range(10))),
+        # serving_default takes encoded image bytes; TFMA feeds tf.Examples.
+        eval_signature="serving_examples",
+    ),
+}
 
 
 def dataset_config(name: str) -> PipelineConfig:
