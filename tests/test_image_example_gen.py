@@ -211,6 +211,20 @@ def test_shards_are_sized_for_the_data():
     assert ieg.shards_for(1e9, configured=3) == 3
 
 
+def test_gzip_level_follows_compressibility(encoded):
+    noise = np.random.default_rng(0).integers(0, 256, (64, 64, 3), dtype=np.uint8)
+    png = encode_png(noise)
+    assert ieg.gzip_level(ieg.image_example(png, noise, 0, "encoded")) == 0  # incompressible
+    flat = np.full((64, 64, 3), 7, np.uint8)
+    assert ieg.gzip_level(ieg.image_example(encode_png(flat), flat, 0, "raw")) == 1
+    # The test folder's images are tiny: their records' protobuf framing compresses.
+    artifact, _ = encoded
+    assert artifact.get_int_custom_property(ieg.GZIP_LEVEL) == 1
+    # Stored or deflated, shards are GZIP files every reader opens.
+    shards = list(Path(artifact.uri).glob("Split-*/*.gz"))
+    assert shards and all(s.read_bytes()[:2] == b"\x1f\x8b" for s in shards)
+
+
 def test_component_rejects_bad_options():
     with pytest.raises(ValueError, match="bad_images"):
         ieg.image_example_gen("/data", ["a"], bad_images="ignore")
