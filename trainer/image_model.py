@@ -63,7 +63,7 @@ def make_augment(
     """A per-batch `(features, label) -> (features, label)` for trainer.input.input_fn.
 
     Each image of a batch gets its own random shift of up to `translate`
-    pixels in each direction (edges mirrored), its own brightness offset in
+    pixels in each direction (edges reflected), its own brightness offset in
     [-brightness, brightness] (then clipped to [0, 1]) and, with `flip`, a
     left-right mirror half the time. Flips suit photos; they do not suit
     digits or text, where a mirrored 2 or 7 is no longer one (off by default).
@@ -74,20 +74,31 @@ def make_augment(
         images = features[image_key]
         shape = tf.shape(images)
         batch, height, width = shape[0], shape[1], shape[2]
-        if translate > 0:
-            t = translate
-            padded = tf.pad(images, [[0, 0], [t, t], [t, t], [0, 0]], mode="SYMMETRIC")
-            # Each image's own window into its padded copy: a pure shift, exact pixels.
-            offsets = tf.random.uniform([batch, 2], 0, 2 * t + 1, dtype=tf.int32)
-            rows = offsets[:, :1] + tf.range(height)[None, :]
-            cols = offsets[:, 1:] + tf.range(width)[None, :]
-            images = tf.gather(padded, rows, axis=1, batch_dims=1)
-            images = tf.gather(images, cols, axis=2, batch_dims=1)
+        if translate > 0 or flip:
+            # One projective transform per image, one vectorised kernel for the
+            # batch: output pixel (x, y) reads input (a0*x + a2, y + dy). Integer
+            # offsets and nearest sampling make it an exact shift (and mirror);
+            # pixels shifted in from outside are the edge reflected.
+            shifts = tf.random.uniform([batch, 2], -translate, translate + 1, dtype=tf.int32)
+            dx, dy = tf.unstack(tf.cast(shifts, tf.float32), axis=1)
+            ones, zeros = tf.ones([batch]), tf.zeros([batch])
+            a0, a2 = ones, dx
+            if flip:
+                mirrored = tf.random.uniform([batch]) < 0.5
+                a0 = tf.where(mirrored, -ones, ones)
+                a2 = tf.where(mirrored, tf.cast(width - 1, tf.float32) + dx, dx)
+            transforms = tf.stack([a0, zeros, a2, zeros, ones, dy, zeros, zeros], axis=1)
+            images = tf.raw_ops.ImageProjectiveTransformV3(
+                images=images,
+                transforms=transforms,
+                output_shape=tf.stack([height, width]),
+                fill_value=0.0,
+                interpolation="NEAREST",
+                fill_mode="REFLECT",
+            )
         if brightness > 0:
             delta = tf.random.uniform([batch, 1, 1, 1], -brightness, brightness)
             images = tf.clip_by_value(images + delta, 0.0, 1.0)
-        if flip:
-            images = tf.image.random_flip_left_right(images)
         return {**features, image_key: images}, label
 
     return augment
