@@ -16,9 +16,12 @@ process, and times the same delivered batches (float32 [batch, H, W, 3] in
                     own code) + augment (trainer/image_model.make_augment) per
                     batch, all stages parallel and prefetched
   ours, encoded     the same on the PNG-bytes shards (PNG decoding per image)
+  ours, raw stored  the raw-pixel shards written with gzip_level=0 (stored
+                    blocks: no inflating)
 
 Each pipeline first delivers 5 batches (start-up, not timed), then --images
-images are timed. Prints images/s and the ratio to the tutorial.
+images are timed. Prints images/s and the ratio to the tutorial; then the
+same four without the augmentation step, to show where the time goes.
 """
 
 from __future__ import annotations
@@ -120,8 +123,8 @@ def main() -> int:
     work = Path(args.work)
     tutorial = work / "tutorial.tfrecord"
     ours = {
-        fmt: sorted(work.glob(f"ours-{fmt}/pipeline_root/*/examples/*/Split-train/*.gz"))
-        for fmt in ("raw", "encoded")
+        name: sorted(work.glob(f"ours-{name}/pipeline_root/*/examples/*/Split-train/*.gz"))
+        for name in ("raw", "encoded", "raw-level0")
     }
     if not tutorial.is_file() or not all(ours.values()):
         print(
@@ -138,14 +141,27 @@ def main() -> int:
     tf.random.set_seed(0)
     augment = make_augment(translate=8, brightness=0.1, flip=True)
 
-    def ours_for(fmt: str):
-        files = [str(p) for p in ours[fmt]]
-        return lambda: our_dataset(files, args.batch, augment, fmt, args.size)
+    def ours_for(name: str, augment_fn):
+        files = [str(p) for p in ours[name]]
+        fmt = name.split("-")[0]
+        return lambda: our_dataset(files, args.batch, augment_fn, fmt, args.size)
+
+    def no_augment(features, label):
+        return features, label
 
     pipelines = [
         ("tutorial (uncompressed)", lambda: tutorial_dataset(str(tutorial), args.batch, augment)),
-        ("ours, raw pixels, GZIP", ours_for("raw")),
-        ("ours, encoded PNG, GZIP", ours_for("encoded")),
+        ("ours, raw pixels, GZIP", ours_for("raw", augment)),
+        ("ours, encoded PNG, GZIP", ours_for("encoded", augment)),
+        ("ours, raw, stored GZIP", ours_for("raw-level0", augment)),
+        # Where the time goes: the same without the augmentation step.
+        (
+            "tutorial, no augment",
+            lambda: tutorial_dataset(str(tutorial), args.batch, no_augment),
+        ),
+        ("ours raw, no augment", ours_for("raw", no_augment)),
+        ("ours encoded, no augment", ours_for("encoded", no_augment)),
+        ("ours raw stored, no augment", ours_for("raw-level0", no_augment)),
     ]
     print(f"{args.images:,} images per pipeline, batches of {args.batch}, {os.cpu_count()} cores")
     rows = []
@@ -153,9 +169,9 @@ def main() -> int:
         seconds, n = measure(make(), args.images, args.batch)
         rows.append((name, n / seconds))
         print(f"  {name}: {n / seconds:.0f} images/s ({seconds:.1f}s)", flush=True)
-    anchor = rows[0][1]
-    print(f"\n{'pipeline':<26} {'images/s':>9} {'ratio':>6}")
-    for name, rate in rows:
+    print(f"\n{'pipeline':<26} {'images/s':>9} {'ratio':>6}  (ratio: to the tutorial)")
+    for i, (name, rate) in enumerate(rows):
+        anchor = rows[0 if i < 4 else 4][1]  # each group against its tutorial row
         print(f"{name:<26} {rate:>9.0f} {rate / anchor:>5.2f}x")
     return 0
 

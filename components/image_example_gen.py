@@ -335,7 +335,8 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         estimate = raw_bytes
         if pixels is not None and image_format == "raw":
             estimate = pixels.size * len(files)
-        level = gzip_level(sample)
+        configured_level = options.get("gzip_level")
+        level = gzip_level(sample) if configured_level is None else int(configured_level)
         # One file per split per shard; sized so the largest split's files hold ~128 MB.
         largest = max(s.hash_buckets for s in output_config.split_config.splits) / cumulative[-1]
         num_shards = shards_for(estimate * largest, configured)
@@ -405,6 +406,7 @@ def image_example_gen(
     num_shards: int = 0,
     image_format: str = "encoded",
     bad_images: str = "fail",
+    gzip_level: int | None = None,
 ) -> FileBasedExampleGen:
     """An ExampleGen over `input_base/span-<N>/<class>/*` image folders.
 
@@ -414,6 +416,8 @@ def image_example_gen(
       num_shards: TFRecord files per output split; 0 sizes them for the data.
       image_format: "encoded" (the file's bytes) or "raw" (decoded uint8 pixels).
       bad_images: "fail" stops on an undecodable file; "skip" leaves it out and counts it.
+      gzip_level: deflate level of the GZIP shards, 0 (stored) to 9; None picks
+        0 or 1 from a sample record (`gzip_level`).
     """
     if image_format not in IMAGE_FORMATS:
         raise ValueError(f"image_format must be one of {IMAGE_FORMATS}, not {image_format!r}")
@@ -421,6 +425,8 @@ def image_example_gen(
         raise ValueError(f"bad_images must be one of {BAD_IMAGE_POLICIES}, not {bad_images!r}")
     if not class_names:
         raise ValueError("class_names must list the label folder names")
+    if gzip_level is not None and not 0 <= gzip_level <= 9:
+        raise ValueError(f"gzip_level must be 0-9 or None, not {gzip_level!r}")
     options: dict[str, Any] = {
         "class_names": list(class_names),
         "num_shards": num_shards,
@@ -429,6 +435,8 @@ def image_example_gen(
     }
     if version is not None:
         options["version"] = version
+    if gzip_level is not None:
+        options["gzip_level"] = gzip_level
     struct = struct_pb2.Struct()
     struct.update(options)
     packed = any_pb2.Any()

@@ -46,6 +46,10 @@ class ImageOptions:
     image_format: str = "encoded"
     # A file that does not decode: "fail" the run (naming it), or "skip" it (counted).
     bad_images: str = "fail"
+    # Deflate level of the GZIP shards: None picks 1, or 0 (stored) for records
+    # that do not compress (encoded PNG/JPEG); 0 for raw pixels trades disk for
+    # read and ingest speed.
+    gzip_level: int | None = None
     # Images are decoded and resized to this in the transform graph (and at serving).
     height: int = 8
     width: int = 8

@@ -112,6 +112,7 @@ def create_pipeline(
             class_names=config.image.class_names,
             image_format=config.image.image_format,
             bad_images=config.image.bad_images,
+            gzip_level=config.image.gzip_level,
         )
         if config.example_gen == "image"
         else functools.partial(

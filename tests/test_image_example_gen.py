@@ -225,8 +225,17 @@ def test_gzip_level_follows_compressibility(encoded):
     assert shards and all(s.read_bytes()[:2] == b"\x1f\x8b" for s in shards)
 
 
+def test_configured_gzip_level(folder, tmp_path):
+    root, written = folder
+    artifact = run_executor(root, tmp_path, image_format="raw", gzip_level=0)
+    assert artifact.get_int_custom_property(ieg.GZIP_LEVEL) == 0
+    assert len(read_split(tmp_path, "train") + read_split(tmp_path, "eval")) == len(written)
+
+
 def test_component_rejects_bad_options():
     with pytest.raises(ValueError, match="bad_images"):
         ieg.image_example_gen("/data", ["a"], bad_images="ignore")
+    with pytest.raises(ValueError, match="gzip_level"):
+        ieg.image_example_gen("/data", ["a"], gzip_level=10)
     with pytest.raises(ValueError, match="image_format"):
         ieg.image_example_gen("/data", ["a"], image_format="jpeg")
