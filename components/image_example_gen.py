@@ -311,7 +311,12 @@ class Executor(base_beam_executor.BaseBeamExecutor):
 
         # Layout checks before Beam starts: no files, or a folder that is no
         # class, fail in a second with the path.
-        files = _resolved_files(exec_properties)
+        # Hidden files (.DS_Store, editor backups) and sub-folders are not images.
+        files = [
+            f
+            for f in _resolved_files(exec_properties)
+            if not os.path.basename(f).startswith(".") and not fileio.isdir(f)
+        ]
         if not files:
             raise ImageInputError(
                 f"no image files match {input_config.splits[0].pattern} under {base}; "

@@ -168,6 +168,7 @@ def _with_corrupt(tmp_path: Path, folder) -> tuple[Path, Path]:
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_bytes(Path(path).read_bytes())
     good = Path(next(iter(written)))
+    (copy / "span-1" / "dog" / ".DS_Store").write_bytes(b"\0\0\0\1Bud1")  # hidden: not data
     bad = copy / "span-1" / "dog" / "broken.png"
     bad.write_bytes(good.read_bytes()[:40])  # a truncated PNG
     (copy / "span-1" / "owl" / "notes.png").write_text("not an image")
