@@ -18,6 +18,11 @@ here without touching the definition or patching TFX:
   the candidate has no blessing while the resolver runs, so "latest blessed"
   is the previous blessed model, which is what the Evaluator should compare
   against. We swap in the stock resolver under the same node id.
+* The drift baseline resolver (PreviousSpanStatisticsStrategy, Python over
+  ML Metadata) likewise: on KFP it becomes LatestArtifactStrategy over
+  StatisticsGen's output, run before this run's StatisticsGen, i.e. the
+  statistics of the previous run's span (every scheduled run ingests the
+  newest span). The gate then reports the baseline without a span number.
 """
 
 from __future__ import annotations
@@ -59,6 +64,40 @@ def _stock_baseline_resolver(node_id: str) -> Any:
         ).with_id(node_id)
 
 
+def _stock_previous_statistics_resolver(node_id: str) -> Any:
+    from tfx import v1 as tfx
+    from tfx.dsl.context_managers import dsl_context_registry
+
+    from components.validation_gate import STATISTICS_KEY
+
+    with dsl_context_registry.new_registry():
+        return tfx.dsl.Resolver(
+            strategy_class=tfx.dsl.experimental.LatestArtifactStrategy,
+            **{
+                STATISTICS_KEY: tfx.dsl.Channel(type=tfx.types.standard_artifacts.ExampleStatistics)
+            },
+        ).with_id(node_id)
+
+
+def _lower_previous_statistics(nodes: list[Any], old: Any) -> list[Any]:
+    from components.validation_gate import BASELINE_EXAMPLES_KEY
+    from pipeline.definition import STATISTICS_GEN
+
+    new = _stock_previous_statistics_resolver(old.id)
+    for node in nodes:
+        # Span numbers of the baseline are not available from the stock query.
+        if BASELINE_EXAMPLES_KEY in node.inputs and (
+            getattr(node.inputs[BASELINE_EXAMPLES_KEY], "producer_component_id", None) == old.id
+        ):
+            del node.inputs[BASELINE_EXAMPLES_KEY]
+    nodes = _replace_node(nodes, old, new)
+    for node in nodes:
+        if node.id == STATISTICS_GEN:
+            # "Latest" must be found before this run's statistics exist.
+            node.add_upstream_node(new)
+    return nodes
+
+
 def _replace_node(nodes: list[Any], old: Any, new: Any) -> list[Any]:
     """Rewires every consumer of `old`'s outputs to `new`'s and drops `old`'s edges."""
     for node in nodes:
@@ -86,6 +125,7 @@ def lower_for_kubeflow(pipeline: Any, config: KubeflowConfig) -> Any:
     from tfx.orchestration import pipeline as tfx_pipeline
 
     from components.baseline_resolver import BaselineModelStrategy
+    from components.validation_gate import PreviousSpanStatisticsStrategy
 
     nodes = list(pipeline.components)
     for node in list(nodes):
@@ -93,6 +133,9 @@ def lower_for_kubeflow(pipeline: Any, config: KubeflowConfig) -> Any:
             continue
         strategy = node.exec_properties[resolver.RESOLVER_STRATEGY_CLASS]
         if strategy.__name__ in _STOCK_STRATEGY_NAMES:
+            continue
+        if strategy is PreviousSpanStatisticsStrategy:
+            nodes = _lower_previous_statistics(nodes, node)
             continue
         if strategy is not BaselineModelStrategy:
             raise KubeflowCompileError(
@@ -138,13 +181,15 @@ def build_pipeline(config: KubeflowConfig) -> Any:
     pipeline = create_pipeline(
         pipeline_config, metadata_connection_config=_placeholder_metadata_config()
     )
-    _retarget_paths(
-        pipeline,
-        {
-            pipeline_config.data_root: config.container_data_root,
-            pipeline_config.schema_file: config.container_schema_file,
-        },
-    )
+    moves = {
+        pipeline_config.data_root: config.container_data_root,
+        pipeline_config.schema_file: config.container_schema_file,
+    }
+    serving = pipeline_config.serving_pattern
+    if serving.startswith(pipeline_config.data_root + os.sep):
+        # The serving requests ship inside the data folder: data/<dataset>/serving/.
+        moves[serving] = config.container_data_root + serving[len(pipeline_config.data_root) :]
+    _retarget_paths(pipeline, moves)
     return lower_for_kubeflow(pipeline, config)
 
 

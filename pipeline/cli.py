@@ -29,6 +29,8 @@ def _config(args: argparse.Namespace):
             changes[name] = getattr(args, name)
     if getattr(args, "no_cache", False):
         changes["enable_cache"] = False
+    if getattr(args, "warn_only", None):
+        changes["warn_only"] = tuple(args.warn_only)
     for name in ("span", "version", "window", "num_shards"):
         if getattr(args, name, None) is not None:
             changes[name] = getattr(args, name)
@@ -67,6 +69,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     except (PipelineRunError, ValueError) as e:  # SpanError is a ValueError
         print(f"\nERROR: {e}", file=sys.stderr)
+        report = os.path.join(config.report_dir, "")
+        if "validation gate blocked" in str(e):
+            print(
+                f"(`tfxp report` prints the report's path; reports are in {report})",
+                file=sys.stderr,
+            )
         return 1
     print()
     print(summary.to_json() if args.json else summary.render())
@@ -133,6 +141,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--window", type=int, help="train on the newest K spans up to --span")
     run.add_argument("--num-shards", type=int, help="TFRecord shards per split (0: sized)")
     run.add_argument("-v", "--verbose", action="store_true", help="stream TFX's logs too")
+    run.add_argument(
+        "--warn-only",
+        action="append",
+        metavar="KIND",
+        help="validation gate: report this anomaly kind (schema, drift, skew, or a TFDV "
+        "anomaly type) as a warning instead of blocking; repeatable",
+    )
     mysql = run.add_argument_group(
         "ML Metadata on MySQL/MariaDB (default: SQLite in the run directory)"
     )
@@ -161,6 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
     from pipeline.lineage_cli import register as register_lineage
 
     register_lineage(sub)
+    from pipeline.report_cli import register as register_report
+
+    register_report(sub)
     return parser
 
 

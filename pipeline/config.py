@@ -83,6 +83,12 @@ class PipelineConfig:
     # CsvExampleGen reader). Used by pipeline/definition.py.
     csv_reader: str = "tfx"
     schema_file: str = str(PROJECT_ROOT / "schema" / "taxi" / "schema.pbtxt")
+    # The validation gate: drift/skew thresholds and warn-only kinds (a YAML
+    # file beside the schema), extra kinds downgraded to warnings for this run,
+    # and the serving requests to compare with (None: data_root/serving/*.csv).
+    validation_file: str = str(PROJECT_ROOT / "schema" / "taxi" / "validation.yaml")
+    warn_only: tuple[str, ...] = ()
+    serving_data: str | None = None
     # Where a run writes: pipeline_root, ML Metadata and pushed models live below.
     run_dir: str = str(PROJECT_ROOT / "runs" / "taxi")
     # Trainer code, by importable path (fingerprinted for the cache key).
@@ -120,6 +126,14 @@ class PipelineConfig:
     @property
     def log_dir(self) -> str:
         return os.path.join(self.run_dir, "logs")
+
+    @property
+    def report_dir(self) -> str:
+        return os.path.join(self.run_dir, "reports")
+
+    @property
+    def serving_pattern(self) -> str:
+        return self.serving_data or os.path.join(self.data_root, "serving", "*.csv")
 
     def replace(self, **changes: Any) -> PipelineConfig:
         return dataclasses.replace(self, **changes)

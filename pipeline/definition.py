@@ -25,6 +25,12 @@ from components.schema_importer import (
     schema_column_types,
 )
 from components.span_window import WINDOW_EXAMPLES_ID, SpanWindowExamples, SpanWindowStrategy
+from components.validation_checks import load_settings
+from components.validation_gate import (
+    PreviousSpanStatisticsStrategy,
+    ValidationGate,
+    serving_data_sha256,
+)
 from pipeline.config import PipelineConfig
 from pipeline.fingerprint import code_fingerprint
 from pipeline.spans import input_pattern
@@ -35,6 +41,9 @@ IMAGE_EXAMPLE_GEN = "ImageExampleGen"  # instead of EXAMPLE_GEN for image datase
 STATISTICS_GEN = "StatisticsGen"
 SCHEMA_IMPORTER = "CuratedSchemaImporter"
 EXAMPLE_VALIDATOR = "ExampleValidator"
+# The drift baseline (previous span's statistics) and the gate that blocks Transform.
+PREVIOUS_STATISTICS_RESOLVER = "previous_span_statistics_resolver"
+VALIDATION_GATE = "ValidationGate"
 TRANSFORM = "Transform"
 TRAINER = "Trainer"
 BASELINE_RESOLVER = "baseline_model_resolver"
@@ -187,6 +196,30 @@ def create_pipeline(
     example_validator = ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_importer.outputs["schema"]
     )
+    previous_statistics = Resolver(
+        strategy_class=PreviousSpanStatisticsStrategy,
+        config={"input_base": config.data_root},
+        examples=example_gen.outputs["examples"],
+        # A free channel: every run's StatisticsGen output, filtered to earlier spans.
+        statistics=Channel(
+            type=standard_artifacts.ExampleStatistics,
+            producer_component_id=STATISTICS_GEN,
+            output_key="statistics",
+        ),
+    ).with_id(PREVIOUS_STATISTICS_RESOLVER)
+    validation_gate = ValidationGate(
+        statistics=statistics_gen.outputs["statistics"],
+        schema=schema_importer.outputs["schema"],
+        baseline_statistics=previous_statistics.outputs["statistics"],
+        examples=example_gen.outputs["examples"],
+        baseline_examples=previous_statistics.outputs["examples"],
+        settings=load_settings(config.validation_file).with_warn_only(config.warn_only),
+        serving_data=config.serving_pattern,
+        serving_sha256=serving_data_sha256(config.serving_pattern),
+        report_dir=config.report_dir,
+    ).with_id(VALIDATION_GATE)
+    # After ExampleValidator too: its anomalies are recorded before a block ends the run.
+    validation_gate.add_upstream_node(example_validator)
     transform = Transform(
         examples=training_examples,
         schema=schema_importer.outputs["schema"],
@@ -203,6 +236,8 @@ def create_pipeline(
             **image_config,
         },
     )
+    # Nothing trains on data the gate blocked: it raises, so Transform never starts.
+    transform.add_upstream_node(validation_gate)
     trainer = Trainer(
         run_fn=config.run_fn,
         examples=transform.outputs["transformed_examples"],
@@ -246,6 +281,8 @@ def create_pipeline(
             schema_importer,
             statistics_gen,
             example_validator,
+            previous_statistics,
+            validation_gate,
             transform,
             trainer,
             baseline_resolver,

@@ -22,6 +22,10 @@ class PipelineRunError(RuntimeError):
     """A run failed; the message says which component, why, and where the log is."""
 
 
+class ValidationBlockedError(PipelineRunError):
+    """The validation gate stopped the run; the message lists each anomaly."""
+
+
 def new_run_id() -> str:
     # Sortable by time, unique across concurrent starts.
     return dt.datetime.now().strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
@@ -34,6 +38,16 @@ def check_data_root(config: PipelineConfig) -> None:
     try:
         check_spans(config)
     except SpanError as e:
+        raise PipelineRunError(str(e)) from None
+
+
+def check_validation_settings(config: PipelineConfig) -> None:
+    """A malformed thresholds file or unknown --warn-only kind fails before anything is created."""
+    from components.validation_checks import ValidationConfigError, load_settings
+
+    try:
+        load_settings(config.validation_file).with_warn_only(config.warn_only)
+    except ValidationConfigError as e:
         raise PipelineRunError(str(e)) from None
 
 
@@ -101,6 +115,7 @@ def run_local(
     sqlite = metadata_connection_config is None
     _quiet_third_party()
     check_data_root(config)
+    check_validation_settings(config)
     try:
         check_locations(config, check_sqlite_store=sqlite)
     except RunGuardError as e:
@@ -168,6 +183,9 @@ def run_local(
         except Exception as e:
             failed = progress.current or "the pipeline"
             cause = _root_cause(e)
+            if failed == "ValidationGate" and cause.startswith("validation gate blocked"):
+                _record_block(config, run_id, cause, metadata_connection_config)
+                raise ValidationBlockedError(f"{cause}\n  full log: {log_path}") from None
             corrupt = _diagnose_corrupt_input(config, run_id, cause, metadata_connection_config)
             raise PipelineRunError(
                 f"{failed} failed: {cause}{corrupt}\n  full log: {log_path}"
@@ -177,13 +195,49 @@ def run_local(
             config.metadata_path
         )
         with metadata.Metadata(connection) as m:
-            return summarize_run(m.store, config, run_id, wall_seconds=wall, log_path=log_path)
+            summary = summarize_run(m.store, config, run_id, wall_seconds=wall, log_path=log_path)
+            _gate_outcome(m.store, config, summary, printer)
+            return summary
     finally:
         root.removeHandler(file_handler)
         root.removeHandler(progress)
         file_handler.close()
         for h, level in zip(muted, saved_levels, strict=True):
             h.setLevel(level)
+
+
+def _record_block(
+    config: PipelineConfig, run_id: str, message: str, connection_config: Any | None
+) -> None:
+    from tfx.orchestration import metadata
+
+    from pipeline.report import record_block
+
+    connection = connection_config or metadata.sqlite_metadata_connection_config(
+        config.metadata_path
+    )
+    try:
+        with metadata.Metadata(connection) as m:
+            record_block(m.store, config, run_id, message)
+    except Exception as e:  # recording must never hide the block itself
+        logging.warning("could not record the gate's block in ML Metadata: %s", e)
+
+
+def _gate_outcome(store, config: PipelineConfig, summary, printer: Printer) -> None:
+    """The gate's decision and report on the summary; warnings printed."""
+    from pipeline.report import finish_report
+
+    try:
+        outcome = finish_report(store, config, summary.run_id)
+    except Exception as e:  # the run itself succeeded; say what is missing, don't fail it
+        printer(f"(could not read the validation gate's result: {e})")
+        return
+    summary.validation = outcome.decision
+    summary.report_path = outcome.report
+    if outcome.warnings:
+        printer(f"validation gate passed with {len(outcome.warnings)} warning(s):")
+        for line in outcome.warnings:
+            printer(f"  {line}")
 
 
 # Words TensorFlow, zlib and Beam use when a record file is damaged.

@@ -36,6 +36,9 @@ class RunSummary:
     pushed_model: str | None = None
     model_uri: str | None = None
     log_path: str | None = None
+    # The validation gate's decision (PASS/WARN) and this run's HTML report.
+    validation: str | None = None
+    report_path: str | None = None
 
     @property
     def executed(self) -> list[str]:
@@ -68,6 +71,10 @@ class RunSummary:
             lines.append(f"pushed model: {self.pushed_model}")
         elif self.blessed is not None:
             lines.append("pushed model: none (the model was not blessed)")
+        if self.validation:
+            lines.append(f"validation: {self.validation.lower()}")
+        if self.report_path:
+            lines.append(f"validation report: {self.report_path}")
         if self.log_path:
             lines.append(f"log: {self.log_path}")
         return "\n".join(lines)

@@ -26,6 +26,8 @@ COMPONENT_IDS = {
     definition.STATISTICS_GEN,
     definition.SCHEMA_IMPORTER,
     definition.EXAMPLE_VALIDATOR,
+    definition.PREVIOUS_STATISTICS_RESOLVER,
+    definition.VALIDATION_GATE,
     definition.TRANSFORM,
     definition.TRAINER,
     definition.BASELINE_RESOLVER,
@@ -54,7 +56,7 @@ def _custom_config(component) -> dict:
 def test_component_ids_are_the_module_constants(built):
     _, pipeline = built
     ids = [c.id for c in pipeline.components]
-    assert len(ids) == len(COMPONENT_IDS) == 9
+    assert len(ids) == len(COMPONENT_IDS) == 11
     assert set(ids) == COMPONENT_IDS
 
 
@@ -65,6 +67,9 @@ def test_components_run_after_their_inputs(built):
         (definition.EXAMPLE_GEN, definition.STATISTICS_GEN),
         (definition.SCHEMA_IMPORTER, definition.TRANSFORM),
         (definition.STATISTICS_GEN, definition.EXAMPLE_VALIDATOR),
+        (definition.EXAMPLE_VALIDATOR, definition.VALIDATION_GATE),
+        (definition.PREVIOUS_STATISTICS_RESOLVER, definition.VALIDATION_GATE),
+        (definition.VALIDATION_GATE, definition.TRANSFORM),
         (definition.TRANSFORM, definition.TRAINER),
         (definition.TRAINER, definition.EVALUATOR),
         (definition.BASELINE_RESOLVER, definition.EVALUATOR),
@@ -72,6 +77,23 @@ def test_components_run_after_their_inputs(built):
     ]
     for first, then in before:
         assert order.index(first) < order.index(then), (first, then)
+
+
+def test_transform_waits_for_the_validation_gate(built):
+    config, pipeline = built
+    nodes = _components(pipeline)
+    gate = nodes[definition.VALIDATION_GATE]
+    assert definition.VALIDATION_GATE in {n.id for n in nodes[definition.TRANSFORM].upstream_nodes}
+    settings = json.loads(gate.exec_properties["settings"])
+    assert settings["drift"]["numeric"] == 0.15 and settings["warn_only"] == []
+    assert gate.exec_properties["serving_data"] == config.serving_pattern
+    assert gate.exec_properties["serving_sha256"]  # data/taxi/serving/ ships requests
+    assert gate.exec_properties["report_dir"] == config.report_dir
+    downgraded = create_pipeline(config.replace(warn_only=("drift",)))
+    settings = json.loads(
+        _components(downgraded)[definition.VALIDATION_GATE].exec_properties["settings"]
+    )
+    assert settings["warn_only"] == ["drift"]
 
 
 def test_pipeline_paths_are_under_run_dir(built):

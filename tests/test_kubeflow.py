@@ -37,6 +37,8 @@ CUSTOM_EXECUTORS = {
 RESOLVER_TASKS = {
     "baseline_model_resolver-model-blessing-resolver",
     "baseline_model_resolver-model-resolver",
+    # The drift baseline: stock LatestArtifactStrategy on KFP (kubeflow/compiler.py).
+    "previous_span_statistics_resolver",
 }
 
 
@@ -46,7 +48,12 @@ def _expected_from_definition() -> dict[str, tuple[list[str], str]]:
     from tfx.dsl.components.base import base_component
     from tfx.utils import name_utils
 
-    from pipeline.definition import BASELINE_RESOLVER, create_pipeline
+    from pipeline.definition import (
+        BASELINE_RESOLVER,
+        PREVIOUS_STATISTICS_RESOLVER,
+        STATISTICS_GEN,
+        create_pipeline,
+    )
 
     pipeline = create_pipeline(
         _config().pipeline_config(),
@@ -56,9 +63,13 @@ def _expected_from_definition() -> dict[str, tuple[list[str], str]]:
     )
     # KFP splits the resolver into two query tasks; consumers read the second.
     rename = {BASELINE_RESOLVER: f"{BASELINE_RESOLVER}-model-resolver"}
+    # On KFP the latest statistics must be looked up before this run's exist.
+    extra = {STATISTICS_GEN: [PREVIOUS_STATISTICS_RESOLVER]}
     return {
         node.id: (
-            sorted(rename.get(u.id, u.id) for u in node.upstream_nodes),
+            sorted(
+                [*(rename.get(u.id, u.id) for u in node.upstream_nodes), *extra.get(node.id, [])]
+            ),
             name_utils.get_full_name(node.executor_spec.executor_class),
         )
         for node in pipeline.components
@@ -284,7 +295,7 @@ def test_dry_run_validates_without_a_server(compiled, capsys, monkeypatch):
     _, path = compiled
     assert main(["deploy", "--package", str(path), "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "dry run: PipelineSpec 'taxi' is valid (10 tasks" in out and "Nothing was sent" in out
+    assert "dry run: PipelineSpec 'taxi' is valid (12 tasks" in out and "Nothing was sent" in out
     assert main(["deploy", "--package", str(path), "--image", "other/tfx-pipeline:1", "--dry-run"])
     assert "recompile with this --image" in capsys.readouterr().err
 

@@ -1,0 +1,390 @@
+"""The validation gate: nothing trains on data that failed the schema, drift or skew checks.
+
+Stock TFX 1.16 validates statistics against the schema only (ExampleValidator)
+and blocks nothing. This component runs after StatisticsGen with
+
+  statistics           this run's span, per split
+  schema               the curated schema (environments TRAINING/SERVING)
+  baseline_statistics  the previous span's statistics, resolved from ML Metadata
+                       by `PreviousSpanStatisticsStrategy` (empty for the first span)
+
+and reads the serving requests (CSV without the label) itself. It writes a
+findings file and a self-contained HTML report, then either publishes its
+`result` (decision PASS or WARN, recorded as custom properties in ML Metadata)
+or, when an anomaly blocks, raises `GateBlockedError`: the execution is
+recorded FAILED, and since Transform is wired to run after the gate, nothing
+downstream runs on every orchestrator (Local, Airflow, Kubeflow).
+
+The report is written to the artifact (when published) and to
+`report_dir/<pipeline run id>.html` (always, blocked runs included).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import pyarrow as pa
+from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
+from tfx import types
+from tfx.dsl.components.base import base_component, base_executor, executor_spec
+from tfx.dsl.components.common import resolver
+from tfx.dsl.io import fileio
+from tfx.types import artifact_utils, component_spec, standard_artifacts
+from tfx.types.system_artifacts import Statistics as StatisticsSystemType
+from tfx.utils import io_utils
+
+from components.validation_checks import (
+    BLOCK,
+    SERVING,
+    GateResult,
+    ValidationSettings,
+    evaluate,
+    split_statistics,
+)
+
+STATISTICS_KEY = "statistics"
+SCHEMA_KEY = "schema"
+BASELINE_KEY = "baseline_statistics"
+RESULT_KEY = "result"
+EXAMPLES_KEY = "examples"
+BASELINE_EXAMPLES_KEY = "baseline_examples"
+# ExampleGen records a drop's span as a custom property (the `span` property stays 0).
+SPAN_PROPERTY = "span"
+FINDINGS_FILE = "findings.json"
+REPORT_FILE = "report.html"
+
+
+class GateBlockedError(RuntimeError):
+    """The gate found blocking anomalies; the message lists each one."""
+
+
+class ValidationResult(types.Artifact):
+    """The gate's decision; custom properties `decision`, `blocking`, `warnings`, `report`."""
+
+    # "namespace.Name": the form KFP v2 accepts for custom artifact types.
+    TYPE_NAME = "tfxp.ValidationResult"
+    TYPE_ANNOTATION = StatisticsSystemType
+
+
+# ---------------------------------------------------------------------------
+# Serving statistics
+
+
+def serving_files(pattern: str) -> list[str]:
+    return sorted(fileio.glob(pattern)) if pattern else []
+
+
+def serving_data_sha256(pattern: str) -> str:
+    """Content hash of the serving files (a cache key: new requests re-run the gate)."""
+    from components.content_fingerprint import files_sha256
+
+    try:
+        files = serving_files(pattern)
+    except Exception:  # a remote pattern that cannot be listed at build time
+        return ""
+    return files_sha256(files)[0] if files else ""
+
+
+def serving_statistics(
+    paths: list[str], schema: schema_pb2.Schema
+) -> tuple[statistics_pb2.DatasetFeatureStatisticsList, int]:
+    """TFDV statistics of serving CSV files (no label column), and their row count.
+
+    The files get the same checks as training drops (clear errors naming the
+    file, row and column); columns are typed by the schema and read with
+    Arrow, and statistics are computed in memory: serving logs for a check
+    are small, and a Beam pipeline would cost more than the work.
+    """
+    from tensorflow_data_validation.statistics import stats_impl, stats_options
+
+    from components.arrow_csv import _as_lists, read_batches, read_header
+    from components.csv_checks import check_csv_files
+
+    columns = {f.name: schema_pb2.FeatureType.Name(f.type) for f in schema.feature}
+    serving_columns = [f.name for f in schema.feature if SERVING not in f.not_in_environment]
+    header = read_header(paths[0])
+    extra = [c for c in header if c not in columns]
+    if extra:
+        raise ValueError(f"{paths[0]}: serving data has columns not in the schema: {extra}")
+    check_csv_files(
+        paths,
+        {c: columns[c] for c in header},
+        required=[c for c in serving_columns if c in columns],
+    )
+    tables = [pa.Table.from_batches(list(read_batches(p, columns, header))) for p in paths]
+    table = pa.concat_tables(tables).combine_chunks()
+    arrays = [_as_lists(table.column(n).combine_chunks(), columns[n]) for n in table.column_names]
+    batch = pa.RecordBatch.from_arrays(arrays, table.column_names)
+    options = stats_options.StatsOptions(schema=schema)
+    return stats_impl.generate_statistics_in_memory(batch, options), table.num_rows
+
+
+# ---------------------------------------------------------------------------
+# The component
+
+
+class ValidationGateSpec(component_spec.ComponentSpec):
+    PARAMETERS = {
+        # ValidationSettings as JSON: thresholds and warn_only (part of the cache key).
+        "settings": component_spec.ExecutionParameter(type=str),
+        # Glob of serving CSV files ("" = none) and their content hash (cache key).
+        "serving_data": component_spec.ExecutionParameter(type=str),
+        "serving_sha256": component_spec.ExecutionParameter(type=str),
+        # Where `<run id>.html` and `<run id>.json` go, blocked runs included.
+        "report_dir": component_spec.ExecutionParameter(type=str),
+    }
+    INPUTS = {
+        STATISTICS_KEY: component_spec.ChannelParameter(type=standard_artifacts.ExampleStatistics),
+        SCHEMA_KEY: component_spec.ChannelParameter(type=standard_artifacts.Schema),
+        BASELINE_KEY: component_spec.ChannelParameter(
+            type=standard_artifacts.ExampleStatistics, optional=True
+        ),
+        # Only their span numbers are read, for the findings and the report.
+        EXAMPLES_KEY: component_spec.ChannelParameter(
+            type=standard_artifacts.Examples, optional=True
+        ),
+        BASELINE_EXAMPLES_KEY: component_spec.ChannelParameter(
+            type=standard_artifacts.Examples, optional=True
+        ),
+    }
+    OUTPUTS = {RESULT_KEY: component_spec.ChannelParameter(type=ValidationResult)}
+
+
+def _load_stats(artifact: types.Artifact) -> dict[str, statistics_pb2.DatasetFeatureStatisticsList]:
+    from tfx.components.statistics_gen import stats_artifact_utils
+
+    out = {}
+    for split in artifact_utils.decode_split_names(artifact.split_names):
+        view = stats_artifact_utils.load_statistics(artifact, split)
+        out[split] = split_statistics(view.proto(), split)
+    return out
+
+
+def _span(artifacts: list[types.Artifact] | None) -> int | None:
+    spans = [_custom_int(a, SPAN_PROPERTY) for a in artifacts or []]
+    spans = [s for s in spans if s is not None]
+    return max(spans) if spans else None
+
+
+def _write_atomic(path: str, data: str) -> None:
+    fileio.makedirs(os.path.dirname(path))
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with fileio.open(tmp, "w") as f:
+        f.write(data)
+    fileio.rename(tmp, path, overwrite=True)
+
+
+class ValidationGateExecutor(base_executor.BaseExecutor):
+    def Do(  # noqa: N802 - TFX API
+        self,
+        input_dict: dict[str, list[types.Artifact]],
+        output_dict: dict[str, list[types.Artifact]],
+        exec_properties: dict[str, Any],
+    ) -> None:
+        from components.validation_report import render_report
+
+        settings = ValidationSettings.from_json(exec_properties["settings"])
+        stats_artifact = artifact_utils.get_single_instance(input_dict[STATISTICS_KEY])
+        schema = io_utils.SchemaReader().read(
+            io_utils.get_only_uri_in_dir(artifact_utils.get_single_uri(input_dict[SCHEMA_KEY]))
+        )
+        current = _load_stats(stats_artifact)
+        baselines = list(input_dict.get(BASELINE_KEY) or [])
+        baseline_artifact = baselines[0] if baselines else None
+        baseline = _load_stats(baseline_artifact) if baseline_artifact else None
+        pattern = exec_properties.get("serving_data") or ""
+        files = serving_files(pattern)
+        serving, rows = serving_statistics(files, schema) if files else (None, None)
+        result = evaluate(
+            current,
+            schema,
+            settings,
+            baseline=baseline,
+            serving=serving,
+            current_span=_span(input_dict.get(EXAMPLES_KEY)),
+            baseline_span=_span(input_dict.get(BASELINE_EXAMPLES_KEY)),
+            serving_rows=rows,
+            serving_source=f"serving data {pattern}",
+        )
+        # Reports are named by the pipeline run; orchestrators that give the
+        # executor no run id (TFX's legacy Airflow launcher) get the output's folder name.
+        out = artifact_utils.get_single_instance(output_dict[RESULT_KEY])
+        run_id = (self._context.pipeline_run_id if self._context else None) or (
+            "execution-" + os.path.basename(os.path.normpath(out.uri))
+        )
+        pipeline = ""
+        if self._context and self._context.pipeline_info is not None:
+            pipeline = self._context.pipeline_info.id
+        html = render_report(
+            result,
+            current=current,
+            baseline=baseline,
+            serving=serving,
+            settings=settings,
+            title=f"{pipeline or 'pipeline'} run {run_id}",
+        )
+        findings = json.dumps(result.to_dict(), indent=2, sort_keys=True)
+        report_dir = exec_properties.get("report_dir") or ""
+        report_path = ""
+        if report_dir:
+            report_path = os.path.join(report_dir, f"{run_id}.html")
+            _write_atomic(os.path.join(report_dir, f"{run_id}.json"), findings)
+            _write_atomic(report_path, html)
+        if result.decision == BLOCK:
+            # Raising (not returning an error code) fails the step on every
+            # orchestrator, so Transform and the Trainer never start.
+            raise GateBlockedError(
+                result.message() + (f"\n  report: {report_path}" if report_path else "")
+            )
+        _write_atomic(os.path.join(out.uri, FINDINGS_FILE), findings)
+        _write_atomic(os.path.join(out.uri, REPORT_FILE), html)
+        out.set_string_custom_property("decision", result.decision)
+        out.set_int_custom_property("blocking", len(result.blocking))
+        out.set_int_custom_property("warnings", len(result.warnings))
+        out.set_string_custom_property("report", report_path)
+        out.set_string_custom_property(
+            "findings", "\n".join(f.line() for f in result.findings) or "none"
+        )
+        out.set_string_custom_property("notes", "\n".join(result.notes))
+
+
+class ValidationGate(base_component.BaseComponent):
+    """Blocks the run (raises) when this span's data fails the schema, drift or skew checks."""
+
+    SPEC_CLASS = ValidationGateSpec
+    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(ValidationGateExecutor)
+
+    def __init__(
+        self,
+        statistics: types.BaseChannel,
+        schema: types.BaseChannel,
+        settings: ValidationSettings,
+        *,
+        examples: types.BaseChannel | None = None,
+        baseline_statistics: types.BaseChannel | None = None,
+        baseline_examples: types.BaseChannel | None = None,
+        serving_data: str = "",
+        serving_sha256: str = "",
+        report_dir: str = "",
+    ) -> None:
+        super().__init__(
+            spec=ValidationGateSpec(
+                statistics=statistics,
+                schema=schema,
+                baseline_statistics=baseline_statistics,
+                examples=examples,
+                baseline_examples=baseline_examples,
+                settings=settings.to_json(),
+                serving_data=serving_data,
+                serving_sha256=serving_sha256,
+                report_dir=report_dir,
+                result=types.Channel(type=ValidationResult),
+            )
+        )
+
+
+def load_result(artifact_uri: str) -> GateResult:
+    with fileio.open(os.path.join(artifact_uri, FINDINGS_FILE)) as f:
+        return GateResult.from_dict(json.load(f))
+
+
+# ---------------------------------------------------------------------------
+# The baseline: the previous span's statistics, from ML Metadata
+
+
+def _custom_int(artifact: types.Artifact, name: str) -> int | None:
+    if artifact.mlmd_artifact.custom_properties.get(name) is None:
+        return None
+    return artifact.get_int_custom_property(name)
+
+
+def _custom_str(artifact: types.Artifact, name: str) -> str | None:
+    if artifact.mlmd_artifact.custom_properties.get(name) is None:
+        return None
+    return artifact.get_string_custom_property(name)
+
+
+def statistics_sources(store: Any, statistics_ids: list[int]) -> dict[int, int]:
+    """Statistics artifact id -> id of the Examples its StatisticsGen execution read."""
+    from ml_metadata.proto import metadata_store_pb2
+
+    if not statistics_ids:
+        return {}
+    producer = {
+        e.artifact_id: e.execution_id
+        for e in store.get_events_by_artifact_ids(statistics_ids)
+        if e.type == metadata_store_pb2.Event.OUTPUT
+    }
+    read: dict[int, int] = {}
+    for e in store.get_events_by_execution_ids(sorted(set(producer.values()))):
+        if e.type == metadata_store_pb2.Event.INPUT:
+            read.setdefault(e.execution_id, e.artifact_id)
+    return {s: read[x] for s, x in producer.items() if x in read}
+
+
+def previous_span(
+    examples: list[types.Artifact],
+    statistics: list[types.Artifact],
+    sources: dict[int, int],
+    current_span: int,
+    input_base: str | None = None,
+) -> tuple[list[types.Artifact], list[types.Artifact]]:
+    """([Examples], [statistics]) of the highest span below `current_span`, or ([], []).
+
+    Among that span's ingestions (versions, re-ingested content) the newest
+    that has statistics; its newest statistics.
+    """
+    stats_of: dict[int, types.Artifact] = {}
+    for s in sorted(statistics, key=lambda a: a.id):
+        if s.id in sources:
+            stats_of[sources[s.id]] = s  # the newest wins
+    candidates = []
+    for e in examples:
+        span = _custom_int(e, SPAN_PROPERTY)
+        if span is None or span >= current_span or e.id not in stats_of:
+            continue
+        base = _custom_str(e, "input_base")
+        if input_base and base is not None and base != input_base:
+            continue
+        candidates.append(((span, _custom_int(e, "version") or 0, e.id), e))
+    if not candidates:
+        return [], []
+    best = max(candidates, key=lambda c: c[0])[1]
+    return [best], [stats_of[best.id]]
+
+
+class PreviousSpanStatisticsStrategy(resolver.ResolverStrategy):
+    """The drift baseline. Inputs: `examples` (this run's ExampleGen output) and
+    `statistics` (every StatisticsGen output). Outputs, as `examples` and
+    `statistics`, the Examples and statistics of the highest span below this
+    run's span, from the same data folder; both empty for the first span (the
+    gate then records that there is no baseline).
+
+    The earlier spans' Examples are read from the store: a second channel of
+    ExampleGen's output beside this run's would be merged with it by the
+    compiler.
+    """
+
+    def __init__(self, input_base: str = "") -> None:
+        self._input_base = input_base or None
+
+    def resolve_artifacts(
+        self, store: Any, input_dict: dict[str, list[types.Artifact]]
+    ) -> dict[str, list[types.Artifact]] | None:
+        current = list(input_dict.get(EXAMPLES_KEY, []))
+        spans = [s for s in (_custom_int(e, SPAN_PROPERTY) for e in current) if s is not None]
+        statistics = list(input_dict.get(STATISTICS_KEY, []))
+        if not spans or not statistics:
+            return {EXAMPLES_KEY: [], STATISTICS_KEY: []}
+        sources = statistics_sources(store, [s.id for s in statistics])
+        examples = []
+        for mlmd_artifact in store.get_artifacts_by_id(sorted(set(sources.values()))):
+            artifact = standard_artifacts.Examples()
+            artifact.set_mlmd_artifact(mlmd_artifact)
+            examples.append(artifact)
+        found_examples, found_stats = previous_span(
+            examples, statistics, sources, max(spans), self._input_base
+        )
+        return {EXAMPLES_KEY: found_examples, STATISTICS_KEY: found_stats}

@@ -1,0 +1,87 @@
+"""Opens an HTML report in headless Chromium (Debian's chromium + chromium-driver) and reads it back.
+
+Installed by `scripts/chromium.sh install` (CI runs it from .ci/run). The
+browser gets no network at all (every host resolves to nothing), so a page
+that needed the internet would show it as a console error here.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")
+
+
+@dataclass
+class RenderedPage:
+    errors: list[str]  # console errors and uncaught script errors
+    decision: str
+    chart_svgs: int  # plotly charts that drew their SVG
+    anomaly_rows: list[list[str]]  # visible cells of the anomalies table
+
+
+def require_chromium() -> None:
+    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not shutil.which(p)]
+    if missing:
+        pytest.fail(
+            f"headless Chromium is needed for this test but {missing} is missing; install it "
+            "with `sudo scripts/chromium.sh install` (apt-get install chromium chromium-driver)",
+            pytrace=False,
+        )
+
+
+def open_report(path: Path, timeout: float = 60.0) -> RenderedPage:
+    require_chromium()
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",  # tests run as root in CI
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--host-resolver-rules=MAP * ~NOTFOUND",  # offline: no host resolves
+        "--window-size=1400,1000",
+    ):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    try:
+        driver.set_page_load_timeout(timeout)
+        driver.get(path.resolve().as_uri())
+        expected = len(driver.find_elements(By.CSS_SELECTOR, "#charts .chart"))
+        WebDriverWait(driver, timeout).until(
+            lambda drv: (
+                len(drv.find_elements(By.CSS_SELECTOR, "#charts .chart svg.main-svg")) >= expected
+            )
+        )
+        charts = driver.find_elements(By.CSS_SELECTOR, "#charts .chart")
+        drawn = sum(
+            1
+            for c in charts
+            if c.find_elements(By.CSS_SELECTOR, "svg.main-svg") and c.is_displayed()
+        )
+        rows = [
+            [cell.text for cell in row.find_elements(By.TAG_NAME, "td")]
+            for row in driver.find_elements(By.CSS_SELECTOR, "#anomalies tr.anomaly-row")
+            if row.is_displayed()
+        ]
+        decision = driver.find_element(By.ID, "decision").text
+        errors = [
+            entry["message"]
+            for entry in driver.get_log("browser")
+            if entry.get("level") in ("SEVERE", "ERROR")
+        ]
+        return RenderedPage(errors, decision, drawn, rows)
+    finally:
+        driver.quit()
