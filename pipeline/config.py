@@ -85,7 +85,8 @@ class PipelineConfig:
     schema_file: str = str(PROJECT_ROOT / "schema" / "taxi" / "schema.pbtxt")
     # The validation gate: drift/skew thresholds and warn-only kinds (a YAML
     # file beside the schema), extra kinds downgraded to warnings for this run,
-    # and the serving requests to compare with (None: data_root/serving/*.csv).
+    # and the serving requests to compare with (None: data_root/serving/*.csv;
+    # "": the dataset has none, and the gate records that skew is not checked).
     validation_file: str = str(PROJECT_ROOT / "schema" / "taxi" / "validation.yaml")
     warn_only: tuple[str, ...] = ()
     serving_data: str | None = None
@@ -133,7 +134,9 @@ class PipelineConfig:
 
     @property
     def serving_pattern(self) -> str:
-        return self.serving_data or os.path.join(self.data_root, "serving", "*.csv")
+        if self.serving_data is None:
+            return os.path.join(self.data_root, "serving", "*.csv")
+        return self.serving_data
 
     def replace(self, **changes: Any) -> PipelineConfig:
         return dataclasses.replace(self, **changes)
@@ -149,6 +152,9 @@ DATASETS: dict[str, PipelineConfig] = {
         span_pattern="span-{SPAN}/*/*",
         version_pattern="span-{SPAN}/version-{VERSION}/*/*",
         schema_file=str(PROJECT_ROOT / "schema" / "digits" / "schema.pbtxt"),
+        validation_file=str(PROJECT_ROOT / "schema" / "digits" / "validation.yaml"),
+        # Serving requests are image bytes, not CSV rows: no serving data to check skew on.
+        serving_data="",
         run_dir=str(PROJECT_ROOT / "runs" / "digits"),
         preprocessing_fn="trainer.image_preprocessing.preprocessing_fn",
         run_fn="trainer.image_train.run_fn",

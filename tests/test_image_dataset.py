@@ -35,6 +35,8 @@ def test_digits_uses_the_image_example_gen(digits):
         d.STATISTICS_GEN,
         d.SCHEMA_IMPORTER,
         d.EXAMPLE_VALIDATOR,
+        d.PREVIOUS_STATISTICS_RESOLVER,
+        d.VALIDATION_GATE,
         d.TRANSFORM,
         d.TRAINER,
         d.BASELINE_RESOLVER,
@@ -42,6 +44,17 @@ def test_digits_uses_the_image_example_gen(digits):
         d.PUSHER,
     }
     assert "span-{SPAN}/*/*" in gen.exec_properties["input_config"]
+
+
+def test_digits_gate_uses_its_thresholds_and_no_serving_data(digits):
+    _, components = digits
+    gate = components[d.VALIDATION_GATE]
+    # Not taxi's serving CSVs, nor data/digits/serving/*.csv: none, said explicitly.
+    assert gate.exec_properties["serving_data"] == ""
+    assert gate.exec_properties["serving_sha256"] == ""
+    settings = json.loads(gate.exec_properties["settings"])
+    assert settings["drift"]["features"] == {"image": None}
+    assert "drift:height" in settings["warn_only"]
 
 
 def test_image_options_reach_transform_and_trainer(digits):
