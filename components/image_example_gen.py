@@ -114,40 +114,72 @@ def split_of(data: bytes, cumulative_buckets: list[int]) -> int:
     return bisect.bisect(cumulative_buckets, bucket)
 
 
-def decode(data: bytes) -> tuple[Any, str]:
-    """(pixels as a uint8 [H, W, C] array, format). Raises ValueError naming why it failed."""
+# The mode a decoded image is converted to before its pixels are stored, and
+# so its channel count: grey for bit/integer/float modes, RGB(A) for palettes,
+# RGB for anything else (CMYK, YCbCr, ...).
+_GREY_MODES = ("1", "I", "I;16", "F")
+_KEPT_MODES = {"L": 1, "LA": 2, "RGB": 3, "RGBA": 4}
+
+
+def _target_mode(img: Any) -> str:
+    if img.mode in _GREY_MODES:
+        return "L"
+    if img.mode == "P":
+        return "RGBA" if "transparency" in img.info else "RGB"
+    return img.mode if img.mode in _KEPT_MODES else "RGB"
+
+
+def _decode(data: bytes, with_pixels: bool) -> tuple[Any, tuple[int, int, int], str]:
+    """(pixels or None, (height, width, channels), format); ValueError naming why it failed."""
     import numpy as np
     from PIL import Image, UnidentifiedImageError
 
+    pixels = None
     try:
         with Image.open(io.BytesIO(data)) as img:
             fmt = img.format or "?"
             if fmt not in DECODABLE:
                 raise ValueError(f"{fmt} is not a format TensorFlow decodes (PNG, JPEG, GIF, BMP)")
-            img.load()  # the pixel data itself: truncated or corrupt files fail here
-            if img.mode in ("1", "I", "I;16", "F"):
-                img = img.convert("L")
-            elif img.mode == "P":
-                img = img.convert("RGBA" if "transparency" in img.info else "RGB")
-            elif img.mode not in ("L", "LA", "RGB", "RGBA"):
-                img = img.convert("RGB")
-            pixels = np.asarray(img, dtype=np.uint8)
+            # The pixel data itself: truncated or corrupt files fail here. Pillow
+            # decodes without the GIL, so threads decode images in parallel.
+            img.load()
+            mode = _target_mode(img)
+            width, height = img.size
+            if with_pixels:
+                pixels = np.asarray(img if img.mode == mode else img.convert(mode), dtype=np.uint8)
     except UnidentifiedImageError:
         raise ValueError("not an image file (no known image header)") from None
     except (OSError, SyntaxError, Image.DecompressionBombError) as e:
         raise ValueError(str(e) or type(e).__name__) from None
-    if pixels.ndim == 2:
+    if min(height, width) == 0:
+        raise ValueError(f"empty image ({height}x{width})")
+    if pixels is not None and pixels.ndim == 2:
         pixels = pixels[..., None]
-    if min(pixels.shape) == 0:
-        raise ValueError(f"empty image ({pixels.shape[0]}x{pixels.shape[1]})")
+    return pixels, (height, width, _KEPT_MODES[mode]), fmt
+
+
+def decode(data: bytes) -> tuple[Any, str]:
+    """(pixels as a uint8 [H, W, C] array, format). Raises ValueError naming why it failed."""
+    pixels, _, fmt = _decode(data, with_pixels=True)
     return pixels, fmt
 
 
+def probe(data: bytes) -> tuple[tuple[int, int, int], str]:
+    """((height, width, channels), format) of an image `decode` accepts, checked the same
+    way (every pixel decoded), without converting or copying the pixels."""
+    _, shape, fmt = _decode(data, with_pixels=False)
+    return shape, fmt
+
+
 def image_example(data: bytes, pixels: Any, label: int, image_format: str = "encoded") -> bytes:
-    """A serialized tf.train.Example for one image (deterministic bytes)."""
+    """A serialized tf.train.Example for one image (deterministic bytes).
+
+    With image_format "encoded", `pixels` may be the (height, width, channels)
+    shape alone (from `probe`): only the file's bytes are stored.
+    """
     import tensorflow as tf
 
-    height, width, channels = pixels.shape
+    height, width, channels = pixels if isinstance(pixels, tuple) else pixels.shape
     image = data if image_format == "encoded" else pixels.tobytes()
 
     def ints(v: int) -> tf.train.Feature:
@@ -167,22 +199,68 @@ def image_example(data: bytes, pixels: Any, label: int, image_format: str = "enc
     return example.SerializeToString(deterministic=True)
 
 
+def decode_threads() -> int:
+    """Threads that read and decode images inside one shard writer: one per core."""
+    return max(1, min(8, os.cpu_count() or 1))
+
+
 class _WriteShard(beam.DoFn):
     """One shard's image files -> one GZIP TFRecord file per split; yields counts and bad files.
 
     Only file paths travel through Beam: each worker reads, checks and encodes
     its shard's images and streams them into its own output files, so no
     record is shuffled between workers and memory stays flat however large
-    the images. Files are written under a temporary name and renamed when
-    complete: a reader never sees a half-written shard.
+    the images. Within a worker, a thread pool reads, decodes, hashes and
+    encodes images (Pillow, hashlib and zlib release the GIL, so this uses
+    every core even under Beam's one-thread in-process runner) while this
+    thread writes the records in input order, so the output is the same as
+    one thread's; at most `_AHEAD` images per thread are in flight. Files
+    are written under a temporary name and renamed when complete: a reader
+    never sees a half-written shard.
     """
 
-    def __init__(self, image_format, cumulative_buckets, split_uris, num_shards, gzip_level):
+    _AHEAD = 4
+
+    def __init__(
+        self, image_format, cumulative_buckets, split_uris, num_shards, gzip_level, threads=0
+    ):
         self._level = gzip_level
         self._format = image_format
         self._buckets = cumulative_buckets
         self._uris = split_uris
         self._shards = num_shards
+        self._threads = threads or decode_threads()
+
+    def _prepare(self, item: tuple[str, int]) -> tuple[int, int, bytes | None, str | None]:
+        """(split, label, serialized example, None), or (-1, label, None, "path: why")."""
+        path, label = item
+        with fileio.open(path, "rb") as f:
+            data = f.read()
+        try:
+            # Encoded bytes are stored as they are: check they decode, keep the
+            # shape, and skip converting and copying the pixels.
+            pixels = decode(data)[0] if self._format == "raw" else probe(data)[0]
+        except ValueError as e:
+            return -1, label, None, f"{path}: {e}"
+        split = split_of(data, self._buckets)
+        return split, label, image_example(data, pixels, label, self._format), None
+
+    def _prepared(self, files: list[tuple[str, int]]):
+        """`_prepare` of each file, in order, computed by the thread pool."""
+        from collections import deque
+        from concurrent.futures import ThreadPoolExecutor
+
+        if self._threads == 1:
+            yield from map(self._prepare, files)
+            return
+        with ThreadPoolExecutor(self._threads, thread_name_prefix="image-decode") as pool:
+            pending: deque = deque()
+            for item in files:
+                pending.append(pool.submit(self._prepare, item))
+                if len(pending) >= self._AHEAD * self._threads:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
 
     def process(self, element):
         import gzip
@@ -205,16 +283,10 @@ class _WriteShard(beam.DoFn):
                         fileobj=raw, mode="wb", filename="", mtime=0, compresslevel=self._level
                     )
                 )
-            for path, label in files:
-                with fileio.open(path, "rb") as f:
-                    data = f.read()
-                try:
-                    pixels, _ = decode(data)
-                except ValueError as e:
-                    bad.append(f"{path}: {e}")
+            for split, label, record, error in self._prepared(files):
+                if error is not None:
+                    bad.append(error)
                     continue
-                split = split_of(data, self._buckets)
-                record = image_example(data, pixels, label, self._format)
                 _TFRecordUtil.write_record(outputs[split], record)
                 counts[(split, label)] = counts.get((split, label), 0) + 1
         finally:

@@ -240,3 +240,75 @@ def test_component_rejects_bad_options():
         ieg.image_example_gen("/data", ["a"], gzip_level=10)
     with pytest.raises(ValueError, match="image_format"):
         ieg.image_example_gen("/data", ["a"], image_format="jpeg")
+
+
+def _pil_bytes(mode: str, fmt: str = "PNG", **save) -> bytes:
+    import io
+
+    from PIL import Image
+
+    img = Image.new(mode, (6, 4))
+    if mode == "P":
+        img.putpalette([v for i in range(256) for v in (i, 255 - i, i // 2)])
+    buf = io.BytesIO()
+    img.save(buf, format=fmt, **save)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        _pil_bytes("L"),
+        _pil_bytes("LA"),
+        _pil_bytes("RGB"),
+        _pil_bytes("RGBA"),
+        _pil_bytes("1"),
+        _pil_bytes("I;16"),
+        _pil_bytes("P"),
+        _pil_bytes("P", transparency=0),
+        _pil_bytes("CMYK", "JPEG"),
+        _pil_bytes("RGB", "BMP"),
+    ],
+    ids=["L", "LA", "RGB", "RGBA", "1", "I16", "P", "P-transparent", "CMYK-JPEG", "BMP"],
+)
+def test_probe_gives_the_shape_decode_gives(data):
+    pixels, fmt = ieg.decode(data)
+    assert ieg.probe(data) == (pixels.shape, fmt)
+    assert ieg.image_example(data, pixels.shape, 3) == ieg.image_example(data, pixels, 3)
+
+
+_NOISE = encode_png(np.random.default_rng(0).integers(0, 256, (20, 20, 3), dtype=np.uint8))
+
+
+@pytest.mark.parametrize(
+    "data", [b"not an image", _NOISE[: len(_NOISE) // 2]], ids=["text", "truncated"]
+)
+def test_probe_rejects_what_decode_rejects(data):
+    with pytest.raises(ValueError) as decoded:
+        ieg.decode(data)
+    with pytest.raises(ValueError) as probed:
+        ieg.probe(data)
+    assert str(probed.value) == str(decoded.value)
+
+
+@pytest.mark.parametrize("image_format", ["encoded", "raw"])
+def test_decode_threads_write_what_one_thread_writes(folder, tmp_path, image_format):
+    # The writer's thread pool must not change a byte: same records, same order,
+    # same counts, bad files reported in input order.
+    data, bad = _with_corrupt(tmp_path, folder)
+    files = sorted(p for p in data.glob("span-1/*/*") if not p.name.startswith("."))
+    items = [(str(p), CLASSES.index(p.parent.name)) for p in files]
+    outputs = {}
+    for threads in (1, 3):
+        uris = [str(tmp_path / f"t{threads}" / s) for s in ("train", "eval")]
+        writer = ieg._WriteShard(image_format, [2, 3], uris, 1, 1, threads=threads)
+        [result] = list(writer.process((0, items)))
+        shards = [sorted(Path(u).iterdir()) for u in uris]
+        outputs[threads] = (result, [[f.name, f.read_bytes()] for s in shards for f in s])
+    assert outputs[3] == outputs[1]
+    result, written = outputs[3]
+    assert [b.split(": ")[0] for b in result["bad"]] == sorted(
+        [str(bad), str(data / "span-1" / "owl" / "notes.png")]
+    )
+    assert sum(n for _, n in result["counts"]) == 60
+    assert all(not name.endswith(ieg.INCOMPLETE) for name, _ in written)
