@@ -77,11 +77,14 @@ class ValidationSettings:
 
 def check_warn_only(kinds: Sequence[str], where: str) -> None:
     known = set(KINDS) | set(anomalies_pb2.AnomalyInfo.Type.keys())
-    unknown = [k for k in kinds if k not in known]
+    # `kind:feature` (e.g. drift:height) downgrades one feature's findings of that kind.
+    unknown = [k for k in kinds if k not in known and k.partition(":")[0] not in KINDS]
+    unknown += [k for k in kinds if k.partition(":")[0] in KINDS and k.endswith(":")]
     if unknown:
         raise ValidationConfigError(
-            f"{where}: unknown anomaly kind(s) {unknown}; use one of {list(KINDS)} "
-            "or a TFDV anomaly type such as ENUM_TYPE_UNEXPECTED_STRING_VALUES"
+            f"{where}: unknown anomaly kind(s) {unknown}; use one of {list(KINDS)}, "
+            "a TFDV anomaly type such as ENUM_TYPE_UNEXPECTED_STRING_VALUES, "
+            "or kind:feature such as drift:height"
         )
 
 
@@ -425,23 +428,30 @@ def evaluate(
     baseline_span: int | None = None,
     serving_rows: int | None = None,
     serving_source: str = "serving data",
+    no_serving: str = "no serving data found",
 ) -> GateResult:
     """Runs the schema, drift and skew checks; returns every finding and the decision.
 
     `current` and `baseline` map split name -> statistics. Drift compares the
     `train` splits of this span and the previous one; skew compares this
-    span's `train` split with the serving statistics.
+    span's `train` split with the serving statistics (`no_serving` says why
+    there are none, for the notes).
     """
     import tensorflow_data_validation as tfdv
 
     schema = with_comparators(schema, settings)
+    # TFDV rejects an environment the schema does not declare; a schema without
+    # environments validates every feature everywhere.
+    environments = set(schema.default_environment)
+    training = TRAINING if TRAINING in environments else None
+    serving_env = SERVING if SERVING in environments else None
     findings: list[Finding] = []
     measurements: list[Measurement] = []
     notes: list[str] = []
     # 1. Schema: every split of this span, in the TRAINING environment.
     by_key: dict[tuple[str, str], Finding] = {}
     for split in sorted(current):
-        anomalies = tfdv.validate_statistics(current[split], schema, environment=TRAINING)
+        anomalies = tfdv.validate_statistics(current[split], schema, environment=training)
         for f in _findings(anomalies, SCHEMA, split, comparators_only=False):
             key = (f.feature, f.anomaly)
             if key in by_key:
@@ -456,7 +466,7 @@ def evaluate(
     if baseline:
         previous = baseline.get(COMPARED_SPLIT) or next(iter(baseline.values()))
         anomalies = tfdv.validate_statistics(
-            compared, schema, environment=TRAINING, previous_statistics=previous
+            compared, schema, environment=training, previous_statistics=previous
         )
         measured = _measurements(anomalies, DRIFT)
         measurements += [m for ms in measured.values() for m in ms]
@@ -474,21 +484,21 @@ def evaluate(
     # 3. Skew: training data vs serving requests (SERVING environment: no label).
     if serving is not None:
         anomalies = tfdv.validate_statistics(
-            compared, schema, environment=TRAINING, serving_statistics=serving
+            compared, schema, environment=training, serving_statistics=serving
         )
         measured = _measurements(anomalies, SKEW)
         measurements += [m for ms in measured.values() for m in ms]
         where = f"{COMPARED_SPLIT} split vs {serving_source}"
         findings += _findings(anomalies, SKEW, where, comparators_only=True, measured=measured)
         # The serving requests themselves against the schema, label excluded.
-        anomalies = tfdv.validate_statistics(serving, schema, environment=SERVING)
+        anomalies = tfdv.validate_statistics(serving, schema, environment=serving_env)
         findings += _findings(anomalies, SKEW, serving_source, comparators_only=False)
         notes.append(f"skew: training data compared with {serving_rows} serving requests")
     else:
-        notes.append("skew: no serving data found, skew not checked")
+        notes.append(f"skew: {no_serving}, skew not checked")
     warn = set(settings.warn_only)
     for f in findings:
-        if f.kind in warn or f.anomaly in warn:
+        if f.kind in warn or f.anomaly in warn or f"{f.kind}:{f.feature}" in warn:
             f.severity = WARN
     decision = BLOCK if any(f.severity == BLOCK for f in findings) else (WARN if findings else PASS)
     return GateResult(

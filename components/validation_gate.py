@@ -151,7 +151,7 @@ class ValidationGateSpec(component_spec.ComponentSpec):
     PARAMETERS = {
         # ValidationSettings as JSON: thresholds and warn_only (part of the cache key).
         "settings": component_spec.ExecutionParameter(type=str),
-        # Glob of serving CSV files ("" = none) and their content hash (cache key).
+        # Glob of serving CSV files ("" = the dataset has none) and their content hash (cache key).
         "serving_data": component_spec.ExecutionParameter(type=str),
         "serving_sha256": component_spec.ExecutionParameter(type=str),
         # Where `<run id>.html` and `<run id>.json` go, blocked runs included.
@@ -219,6 +219,11 @@ class ValidationGateExecutor(base_executor.BaseExecutor):
         pattern = exec_properties.get("serving_data") or ""
         files = serving_files(pattern)
         serving, rows = serving_statistics(files, schema) if files else (None, None)
+        # Said in the notes either way: a dataset without serving data (config
+        # serving_data="") is not the same as requests missing from where they should be.
+        no_serving = (
+            f"no serving data found at {pattern}" if pattern else "no serving data for this dataset"
+        )
         result = evaluate(
             current,
             schema,
@@ -229,6 +234,7 @@ class ValidationGateExecutor(base_executor.BaseExecutor):
             baseline_span=_span(input_dict.get(BASELINE_EXAMPLES_KEY)),
             serving_rows=rows,
             serving_source=f"serving data {pattern}",
+            no_serving=no_serving,
         )
         # Reports are named by the pipeline run; orchestrators that give the
         # executor no run id (TFX's legacy Airflow launcher) get the output's folder name.

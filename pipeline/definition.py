@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import tensorflow_model_analysis as tfma
@@ -16,6 +17,7 @@ from tfx.types import Channel, standard_artifacts
 from components import atomic_pusher
 from components.baseline_resolver import BaselineModelStrategy
 from components.csv_example_gen import checked_csv_example_gen
+from components.image_example_gen import image_example_gen
 from components.schema_importer import (
     CuratedSchemaImporter,
     file_sha256,
@@ -35,6 +37,7 @@ from pipeline.spans import input_pattern
 
 # Node ids, in run order. Tests and the run summary refer to components by these.
 EXAMPLE_GEN = "CsvExampleGen"
+IMAGE_EXAMPLE_GEN = "ImageExampleGen"  # instead of EXAMPLE_GEN for image datasets
 STATISTICS_GEN = "StatisticsGen"
 SCHEMA_IMPORTER = "CuratedSchemaImporter"
 EXAMPLE_VALIDATOR = "ExampleValidator"
@@ -51,12 +54,16 @@ EVALUATOR = "Evaluator"
 PUSHER = "Pusher"
 
 
+def example_gen_id(config: PipelineConfig) -> str:
+    return IMAGE_EXAMPLE_GEN if config.example_gen == "image" else EXAMPLE_GEN
+
+
 def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
     t = config.thresholds
     return tfma.EvalConfig(
         model_specs=[
             tfma.ModelSpec(
-                signature_name="serving_default",
+                signature_name=config.eval_signature,
                 # Signature-based evaluation: TFMA loads the SavedModel's
                 # signatures instead of rebuilding the Keras model layer by layer.
                 model_type=tfma.constants.TF_GENERIC,
@@ -69,7 +76,7 @@ def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
             tfma.MetricsSpec(
                 metrics=[
                     tfma.MetricConfig(class_name="ExampleCount"),
-                    tfma.MetricConfig(class_name="AUC"),
+                    *(tfma.MetricConfig(class_name=m) for m in t.extra_metrics),
                     tfma.MetricConfig(
                         class_name=t.metric,
                         threshold=tfma.MetricThreshold(
@@ -102,10 +109,29 @@ def create_pipeline(
     """
     schema = load_schema(config.schema_file)
 
-    example_gen = checked_csv_example_gen(
+    if config.example_gen not in ("csv", "image"):
+        raise ValueError(f"example_gen must be 'csv' or 'image', not {config.example_gen!r}")
+    if config.example_gen == "image" and config.image is None:
+        raise ValueError("an image dataset needs `image` options (ImageOptions)")
+    # The image options reach Transform and the Trainer through custom_config.
+    image_config = {"image": config.image.to_dict()} if config.image else {}
+    make_example_gen = (
+        functools.partial(
+            image_example_gen,
+            class_names=config.image.class_names,
+            image_format=config.image.image_format,
+            bad_images=config.image.bad_images,
+            gzip_level=config.image.gzip_level,
+        )
+        if config.example_gen == "image"
+        else functools.partial(
+            checked_csv_example_gen,
+            columns=schema_column_types(schema),
+            csv_reader=config.csv_reader,
+        )
+    )
+    example_gen = make_example_gen(
         input_base=config.data_root,
-        columns=schema_column_types(schema),
-        csv_reader=config.csv_reader,
         input_config=example_gen_pb2.Input(
             splits=[example_gen_pb2.Input.Split(name="single_split", pattern=input_pattern(config))]
         ),
@@ -150,7 +176,7 @@ def create_pipeline(
             # A free channel: every run's ExampleGen output, not only this run's.
             examples=Channel(
                 type=standard_artifacts.Examples,
-                producer_component_id=EXAMPLE_GEN,
+                producer_component_id=example_gen.id,
                 output_key="examples",
             ),
         ).with_id(SPAN_WINDOW_RESOLVER)
@@ -205,7 +231,10 @@ def create_pipeline(
         # spans, and writing it costs Beam stages on every run.
         disable_analyzer_cache=True,
         force_tf_compat_v1=True,
-        custom_config={"code_fingerprint": code_fingerprint(config.preprocessing_fn)},
+        custom_config={
+            "code_fingerprint": code_fingerprint(config.preprocessing_fn),
+            **image_config,
+        },
     )
     # Nothing trains on data the gate blocked: it raises, so Transform never starts.
     transform.add_upstream_node(validation_gate)
@@ -219,6 +248,7 @@ def create_pipeline(
         custom_config={
             "code_fingerprint": code_fingerprint(config.run_fn),
             "hyperparameters": dict(config.hyperparameters),
+            **image_config,
         },
     )
     baseline_resolver = Resolver(

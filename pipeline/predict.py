@@ -99,6 +99,12 @@ def predict_csv(
     output: str | None = None,
     model_dir: str | None = None,
 ) -> PredictResult:
+    if config.example_gen != "csv":
+        raise PredictError(
+            f"`tfxp predict` scores CSV rows; {config.pipeline_name!r} is an image dataset. Its "
+            f"pushed models ({config.serving_dir}/<version>) take encoded image files: "
+            "tf.saved_model.load(DIR).signatures['serving_default'](image_bytes=[png_bytes, ...])"
+        )
     if not os.path.isfile(csv_path):
         raise PredictError(f"{csv_path}: no such file")
     schema = load_schema(config.schema_file)

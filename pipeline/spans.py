@@ -55,8 +55,13 @@ def _is_remote(root: str) -> bool:
     return "://" in root
 
 
-def _csv_files(folder: Path) -> tuple[Path, ...]:
-    return tuple(sorted(p for p in folder.glob("*.csv") if p.is_file()))
+def _csv_files(folder: Path, pattern: str = "*.csv") -> tuple[Path, ...]:
+    return tuple(sorted(p for p in folder.glob(pattern) if p.is_file()))
+
+
+def member_glob(config: PipelineConfig) -> str:
+    """A span folder's files, from the dataset's pattern: `*.csv`, or `*/*` for image class folders."""
+    return config.span_pattern.split("/", 1)[1] if "/" in config.span_pattern else "*"
 
 
 def is_versioned(root: Path) -> bool:
@@ -71,8 +76,11 @@ def is_versioned(root: Path) -> bool:
     return False
 
 
-def list_spans(data_root: str | os.PathLike) -> list[SpanDir]:
-    """Every span (and version) folder of a dataset, oldest first; empty ones included."""
+def list_spans(data_root: str | os.PathLike, files: str = "*.csv") -> list[SpanDir]:
+    """Every span (and version) folder of a dataset, oldest first; empty ones included.
+
+    `files` globs a span's data files inside its folder (see `member_glob`).
+    """
     root = Path(data_root)
     if not root.is_dir():
         return []
@@ -84,14 +92,14 @@ def list_spans(data_root: str | os.PathLike) -> list[SpanDir]:
             continue
         span = int(m.group(1))
         if not versioned:
-            found.append(SpanDir(span, None, span_dir, _csv_files(span_dir)))
+            found.append(SpanDir(span, None, span_dir, _csv_files(span_dir, files)))
             continue
         versions = [v for v in span_dir.iterdir() if VERSION_DIR.match(v.name) and v.is_dir()]
         if not versions:
-            found.append(SpanDir(span, None, span_dir, _csv_files(span_dir)))
+            found.append(SpanDir(span, None, span_dir, _csv_files(span_dir, files)))
         for v in versions:
             version = int(VERSION_DIR.match(v.name).group(1))
-            found.append(SpanDir(span, version, v, _csv_files(v)))
+            found.append(SpanDir(span, version, v, _csv_files(v, files)))
     return sorted(found, key=lambda s: (s.span, -1 if s.version is None else s.version))
 
 
@@ -118,8 +126,8 @@ def _header(path: Path) -> list[str]:
 
 def check_same_header(span: SpanDir) -> None:
     """All files of one drop must share a header (ExampleGen reads them with the first's)."""
-    if not span.files:
-        return
+    if not span.files or any(f.suffix != ".csv" for f in span.files):
+        return  # image folders have no header
     first = _header(span.files[0])
     for f in span.files[1:]:
         other = _header(f)
@@ -154,10 +162,11 @@ def select_spans(config: PipelineConfig) -> list[SpanDir]:
     root = Path(config.data_root)
     if not root.is_dir():
         raise SpanError(f"data folder {root} does not exist; point --data-root at a dataset")
-    spans = list_spans(root)
+    files = member_glob(config)
+    spans = list_spans(root, files)
     if not spans:
         raise SpanError(
-            f"data folder {root} holds no span folders: expected {root}/span-1/*.csv "
+            f"data folder {root} holds no span folders: expected {root}/span-1/{files} "
             "(one folder per data drop; `tfxp data add` makes them)"
         )
     versioned = is_versioned(root)
@@ -174,7 +183,7 @@ def select_spans(config: PipelineConfig) -> list[SpanDir]:
             stray = sorted(p.name for p in s.path.iterdir())
             hint = f" (it holds: {', '.join(stray[:5])})" if stray else ""
             raise SpanError(
-                f"{s.label} folder {s.path} is empty: no *.csv files{hint}. A run would silently "
+                f"{s.label} folder {s.path} is empty: no {files} files{hint}. A run would silently "
                 "skip it; remove it, or add the drop with `tfxp data add`."
             )
     latest = _latest_per_span(spans)
@@ -361,14 +370,14 @@ def ingest_older_spans(
     """
     if config.window <= 1:
         return
-    from pipeline.definition import EXAMPLE_GEN
+    from pipeline.definition import example_gen_id
     from pipeline.runner import run_local
 
     for s in select_spans(config)[:-1]:
         printer(f"window: ingesting {s.label} ({s.path})")
         run_local(
             config.replace(span=s.span, version=None, window=1),
-            to_nodes=[EXAMPLE_GEN],
+            to_nodes=[example_gen_id(config)],
             metadata_connection_config=metadata_connection_config,
             printer=lambda line: printer("  " + line),
         )

@@ -235,7 +235,7 @@ def test_unknown_component_in_resources():
         ),
         ({"image": "My Image"}, "not an image reference"),
         ({"pipeline_root": ""}, "no pipeline root: pass --pipeline-root"),
-        ({"dataset": "nope"}, "unknown dataset 'nope'; known: taxi"),
+        ({"dataset": "nope"}, "unknown dataset 'nope'; known: digits, taxi"),
         ({"beam_runner": "dask"}, "unknown Beam runner 'dask'; choose one of direct, dataflow"),
         ({"beam_runner": "dataflow"}, "needs --project, --region: add --beam-arg=--project="),
         (

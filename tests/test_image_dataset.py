@@ -1,0 +1,116 @@
+"""The digits dataset is a config and a schema: same definition, image ExampleGen, its own metric."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import tensorflow_model_analysis as tfma
+
+from components.image_example_gen import COMPONENT_ID, ImageExampleGen
+from components.schema_importer import load_schema
+from pipeline import definition as d
+from pipeline.config import DATASETS, PipelineConfig
+from pipeline.predict import PredictError, predict_csv
+from pipeline.spans import SpanError, select_spans
+
+
+@pytest.fixture(scope="module")
+def digits(tmp_path_factory) -> tuple[PipelineConfig, dict]:
+    config = DATASETS["digits"].replace(run_dir=str(tmp_path_factory.mktemp("run")))
+    return config, {c.id: c for c in d.create_pipeline(config).components}
+
+
+def _custom(component) -> dict:
+    raw = component.exec_properties["custom_config"]
+    return json.loads(raw) if isinstance(raw, str) else dict(raw)
+
+
+def test_digits_uses_the_image_example_gen(digits):
+    _, components = digits
+    assert d.EXAMPLE_GEN not in components
+    gen = components[d.IMAGE_EXAMPLE_GEN]
+    assert isinstance(gen, ImageExampleGen) and gen.id == COMPONENT_ID
+    assert set(components) - {d.IMAGE_EXAMPLE_GEN} == {
+        d.STATISTICS_GEN,
+        d.SCHEMA_IMPORTER,
+        d.EXAMPLE_VALIDATOR,
+        d.PREVIOUS_STATISTICS_RESOLVER,
+        d.VALIDATION_GATE,
+        d.TRANSFORM,
+        d.TRAINER,
+        d.BASELINE_RESOLVER,
+        d.EVALUATOR,
+        d.PUSHER,
+    }
+    assert "span-{SPAN}/*/*" in gen.exec_properties["input_config"]
+
+
+def test_digits_gate_uses_its_thresholds_and_no_serving_data(digits):
+    _, components = digits
+    gate = components[d.VALIDATION_GATE]
+    # Not taxi's serving CSVs, nor data/digits/serving/*.csv: none, said explicitly.
+    assert gate.exec_properties["serving_data"] == ""
+    assert gate.exec_properties["serving_sha256"] == ""
+    settings = json.loads(gate.exec_properties["settings"])
+    assert settings["drift"]["features"] == {"image": None}
+    assert "drift:height" in settings["warn_only"]
+
+
+def test_image_options_reach_transform_and_trainer(digits):
+    config, components = digits
+    for node in (d.TRANSFORM, d.TRAINER):
+        image = _custom(components[node])["image"]
+        assert image["class_names"] == [str(i) for i in range(10)]
+        assert (image["height"], image["width"], image["channels"]) == (8, 8, 1)
+    assert _custom(components[d.TRAINER])["hyperparameters"] == {"flip": False}
+
+
+def test_eval_config_thresholds_sparse_accuracy_on_example_signature(digits):
+    config, _ = digits
+    ec = d.eval_config(config)
+    assert ec.model_specs[0].signature_name == "serving_examples"
+    assert ec.model_specs[0].label_key == "label_xf"
+    metrics = {m.class_name: m for m in ec.metrics_specs[0].metrics}
+    assert set(metrics) == {"ExampleCount", "SparseCategoricalAccuracy"}
+    t = metrics["SparseCategoricalAccuracy"].threshold
+    assert t.value_threshold.lower_bound.value == 0.9
+    assert t.change_threshold.direction == tfma.MetricDirection.HIGHER_IS_BETTER
+
+
+def test_taxi_keeps_its_binary_metrics():
+    ec = d.eval_config(DATASETS["taxi"])
+    assert ec.model_specs[0].signature_name == "serving_default"
+    assert {m.class_name for m in ec.metrics_specs[0].metrics} == {
+        "ExampleCount",
+        "AUC",
+        "BinaryAccuracy",
+    }
+
+
+def test_schema_describes_the_image_features():
+    schema = load_schema(DATASETS["digits"].schema_file)
+    features = {f.name: f for f in schema.feature}
+    assert set(features) == {"image", "label", "height", "width", "channels"}
+    assert (features["label"].int_domain.min, features["label"].int_domain.max) == (0, 9)
+    assert features["channels"].int_domain.max == 4
+
+
+def test_spans_of_image_folders(tmp_path):
+    (spans,) = [select_spans(DATASETS["digits"])]
+    assert [s.span for s in spans] == [1]
+    assert len(spans[0].files) == 1797
+    (tmp_path / "span-1" / "3").mkdir(parents=True)
+    with pytest.raises(SpanError, match=r"no \*/\* files"):
+        select_spans(DATASETS["digits"].replace(data_root=str(tmp_path)))
+
+
+def test_image_options_are_required():
+    config = DATASETS["digits"].replace(image=None)
+    with pytest.raises(ValueError, match="ImageOptions"):
+        d.create_pipeline(config)
+
+
+def test_predict_says_how_to_serve_images(tmp_path):
+    with pytest.raises(PredictError, match="image_bytes"):
+        predict_csv(DATASETS["digits"], str(tmp_path / "x.csv"))

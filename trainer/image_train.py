@@ -1,0 +1,224 @@
+"""TFX Trainer entry point (`run_fn`) for image datasets, and the exported signatures.
+
+Signatures of the SavedModel:
+  serving_default      image_bytes: [None] string, encoded PNG/JPEG/GIF/BMP files
+                       -> probabilities [None, classes], class [None] (int64)
+  serving_examples     serialized raw tf.Examples (as ImageExampleGen writes) ->
+                       the same; what the Evaluator (TFMA) feeds
+  transform_features   serialized raw tf.Examples -> transformed features (TFMA)
+All three run the transform graph inside the model: what is served is
+decoded, resized and normalised exactly as the training data was.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import tensorflow as tf
+import tensorflow_transform as tft
+import tf_keras as keras
+from absl import logging
+
+from trainer.image_model import build_cnn, make_augment
+from trainer.image_preprocessing import (
+    CHANNELS_KEY,
+    HEIGHT_KEY,
+    IMAGE_KEY,
+    LABEL_KEY,
+    LABEL_XF,
+    WIDTH_KEY,
+    image_options,
+)
+from trainer.input import InputWaitMonitor, input_fn
+
+SERVING_SIGNATURE = "serving_default"
+EXAMPLES_SIGNATURE = "serving_examples"
+TRANSFORM_SIGNATURE = "transform_features"
+INPUT_WAIT_FILE = "input_wait.json"
+
+
+@dataclass(frozen=True)
+class ImageHyperparameters:
+    """Training knobs; from the pipeline config's `hyperparameters` via custom_config."""
+
+    batch_size: int = 64
+    eval_batch_size: int = 256
+    learning_rate: float = 0.003
+    filters: tuple[int, ...] = (32, 64)
+    dense_units: int = 64
+    dropout: float = 0.2
+    seed: int = 42
+    shuffle_buffer: int = 4096
+    cache: bool = True
+    deterministic: bool = True
+    # Augmentation of training batches (trainer/image_model.make_augment).
+    translate: int = 1  # pixels; 0 turns shifting off
+    brightness: float = 0.1
+    flip: bool = False  # mirrors change digits and text: off unless the classes allow it
+
+    @classmethod
+    def from_custom_config(cls, custom_config: dict[str, Any] | None) -> ImageHyperparameters:
+        raw = dict((custom_config or {}).get("hyperparameters", {}))
+        unknown = set(raw) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ValueError(
+                f"unknown hyperparameters {sorted(unknown)}; known: {list(asdict(cls()))}"
+            )
+        if "filters" in raw:
+            raw["filters"] = tuple(raw["filters"])
+        return cls(**raw)
+
+
+def _raw_from_image_bytes(image_bytes: tf.Tensor, options: dict[str, Any], raw_spec) -> dict:
+    """Encoded image files -> the raw feature dict ImageExampleGen would have written."""
+
+    def shaped(key: str, value: tf.Tensor) -> tf.Tensor:
+        # A schema feature of shape [1] parses as [batch, 1]; match what Transform saw.
+        spec = raw_spec[key]
+        return tf.reshape(value, [-1, *spec.shape]) if spec.shape else value
+
+    if options.get("image_format", "encoded") == "encoded":
+        return {IMAGE_KEY: shaped(IMAGE_KEY, image_bytes)}
+
+    # Raw-pixel datasets: decode here, then lay the pixels out as the ingest did
+    # (row-major uint8). serialize_tensor of a flat uint8 tensor ends with its
+    # raw content (TensorProto field 4, written last), so its tail is the bytes.
+    def one(data: tf.Tensor):
+        pixels = tf.io.decode_image(data, expand_animations=False)
+        n = tf.size(pixels)
+        serialized = tf.io.serialize_tensor(tf.reshape(pixels, [-1]))
+        content = tf.strings.substr(serialized, tf.strings.length(serialized) - n, n)
+        return content, tf.cast(tf.shape(pixels), tf.int64)
+
+    content, shapes = tf.map_fn(
+        one,
+        image_bytes,
+        fn_output_signature=(tf.TensorSpec([], tf.string), tf.TensorSpec([3], tf.int64)),
+    )
+    return {
+        IMAGE_KEY: shaped(IMAGE_KEY, content),
+        HEIGHT_KEY: shaped(HEIGHT_KEY, shapes[:, 0]),
+        WIDTH_KEY: shaped(WIDTH_KEY, shapes[:, 1]),
+        CHANNELS_KEY: shaped(CHANNELS_KEY, shapes[:, 2]),
+    }
+
+
+def _signatures(model: keras.Model, tf_transform_output: tft.TFTransformOutput, options):
+    model.tft_layer = tf_transform_output.transform_features_layer()
+    raw_spec = tf_transform_output.raw_feature_spec()
+    serving_spec = {k: v for k, v in raw_spec.items() if k != LABEL_KEY}
+
+    def predict(raw: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        transformed = model.tft_layer(raw)
+        transformed.pop(LABEL_XF, None)
+        probabilities = model(transformed)
+        return {"probabilities": probabilities, "class": tf.argmax(probabilities, axis=-1)}
+
+    # autograph=False: no Python control flow, and conversion costs seconds.
+    @tf.function(
+        input_signature=[tf.TensorSpec([None], tf.string, name="image_bytes")], autograph=False
+    )
+    def serve_images(image_bytes: tf.Tensor) -> dict[str, tf.Tensor]:
+        return predict(_raw_from_image_bytes(image_bytes, options, raw_spec))
+
+    @tf.function(
+        input_signature=[tf.TensorSpec([None], tf.string, name="examples")], autograph=False
+    )
+    def serve_examples(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
+        return predict(tf.io.parse_example(serialized, serving_spec))
+
+    @tf.function(
+        input_signature=[tf.TensorSpec([None], tf.string, name="examples")], autograph=False
+    )
+    def transform(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
+        return model.tft_layer(tf.io.parse_example(serialized, raw_spec))
+
+    return {
+        SERVING_SIGNATURE: serve_images,
+        EXAMPLES_SIGNATURE: serve_examples,
+        TRANSFORM_SIGNATURE: transform,
+    }
+
+
+def image_dataset(
+    patterns: list[str] | str,
+    tf_transform_output: tft.TFTransformOutput,
+    batch_size: int,
+    hp: ImageHyperparameters,
+    *,
+    training: bool,
+) -> tf.data.Dataset:
+    """(features, label) batches of transformed images, augmented when `training`.
+
+    The project's input pipeline (trainer/input.py): shards read in parallel,
+    records batched before parsing, prefetched; augmentation runs on whole
+    batches inside the tf.data graph, for training only.
+    """
+    augment = (
+        make_augment(translate=hp.translate, brightness=hp.brightness, flip=hp.flip)
+        if training
+        else None
+    )
+    return input_fn(
+        patterns,
+        tf_transform_output.transformed_feature_spec(),
+        LABEL_XF,
+        batch_size,
+        shuffle=training,
+        shuffle_buffer=hp.shuffle_buffer,
+        cache=hp.cache,
+        deterministic=hp.deterministic,
+        seed=hp.seed,
+        augment=augment,
+    )
+
+
+def run_fn(fn_args: Any) -> None:
+    """Trains the CNN on transformed images and exports it with image-bytes serving."""
+    hp = ImageHyperparameters.from_custom_config(fn_args.custom_config)
+    options = image_options(fn_args.custom_config)
+    logging.info("hyperparameters: %s; image: %s", json.dumps(asdict(hp)), json.dumps(options))
+    keras.utils.set_random_seed(hp.seed)
+    tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
+
+    model = build_cnn(
+        (int(options["height"]), int(options["width"]), int(options["channels"])),
+        len(options["class_names"]),
+        filters=hp.filters,
+        dense_units=hp.dense_units,
+        dropout=hp.dropout,
+        learning_rate=hp.learning_rate,
+    )
+    model.summary(print_fn=logging.info)
+
+    train_steps = max(1, int(fn_args.train_steps))
+    eval_steps = max(1, int(fn_args.eval_steps))
+    epochs = min(5, train_steps)
+    input_wait = InputWaitMonitor()
+    model.fit(
+        input_wait.wrap(
+            image_dataset(
+                fn_args.train_files, tf_transform_output, hp.batch_size, hp, training=True
+            )
+        ),
+        epochs=epochs,
+        steps_per_epoch=max(1, train_steps // epochs),
+        validation_data=image_dataset(
+            fn_args.eval_files, tf_transform_output, hp.eval_batch_size, hp, training=False
+        ),
+        validation_steps=eval_steps,
+        verbose=0,
+        callbacks=[input_wait],
+    )
+    run_dir = getattr(fn_args, "model_run_dir", None)
+    if run_dir:
+        input_wait.write_json(os.path.join(run_dir, INPUT_WAIT_FILE))
+    model.save(
+        fn_args.serving_model_dir,
+        save_format="tf",
+        signatures=_signatures(model, tf_transform_output, options),
+        save_traces=False,
+    )
