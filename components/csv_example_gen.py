@@ -306,6 +306,9 @@ class _ArrowIngest:
         files = sorted({f for f, _ in inputs})
         if not files:
             raise arrow_csv.ArrowCsvError("no files")  # the checks path reports it
+        remote = [f for f in files if "://" in f]
+        if remote:  # pyarrow's CSV reader and the byte ranges read local files only
+            raise arrow_csv.ArrowCsvError(f"files in object storage: {remote[:3]}")
         compressed = [f for f in files if f.endswith((".gz", ".bz2", ".zst", ".zip", ".deflate"))]
         if compressed:  # TFX's reader decompresses by file name; the byte ranges would not
             raise arrow_csv.ArrowCsvError(f"compressed CSV: {compressed[:3]}")
