@@ -79,6 +79,15 @@ def _custom_struct(exec_properties: dict[str, Any]) -> dict[str, Any]:
     return json_format.MessageToDict(struct)
 
 
+def packed_custom_config(options: dict[str, Any]) -> example_gen_pb2.CustomConfig:
+    """`options` as ExampleGen's custom_config (a Struct in an Any); `_custom_struct` reads it."""
+    struct = struct_pb2.Struct()
+    struct.update(options)
+    packed = any_pb2.Any()
+    packed.Pack(struct)
+    return example_gen_pb2.CustomConfig(custom_config=packed)
+
+
 def _columns_from_custom_config(exec_properties: dict[str, Any]) -> dict[str, str]:
     columns = _custom_struct(exec_properties).get("columns") or {}
     return {k: str(v) for k, v in columns.items()}
@@ -415,21 +424,17 @@ def checked_csv_example_gen(
     """
     if csv_reader not in CSV_READERS:
         raise ValueError(f"csv_reader must be one of {CSV_READERS}, not {csv_reader!r}")
-    struct = struct_pb2.Struct()
     options: dict[str, Any] = {"columns": columns, "num_shards": num_shards}
     if version is not None:
         options["version"] = version
     if csv_reader != DEFAULT_CSV_READER:
         # Only when not the default, so default pipelines compile as before.
         options["csv_reader"] = csv_reader
-    struct.update(options)
-    packed = any_pb2.Any()
-    packed.Pack(struct)
     return CheckedCsvExampleGen(
         input_base=input_base,
         input_config=input_config,
         output_config=output_config,
         range_config=range_config,
-        custom_config=example_gen_pb2.CustomConfig(custom_config=packed),
+        custom_config=packed_custom_config(options),
         custom_executor_spec=executor_spec.BeamExecutorSpec(Executor),
     ).with_id(COMPONENT_ID)

@@ -44,7 +44,6 @@ import zlib
 from typing import Any
 
 import apache_beam as beam
-from google.protobuf import any_pb2, struct_pb2
 from tfx.components.example_gen import utils as example_gen_utils
 from tfx.components.example_gen import write_split
 from tfx.components.example_gen.component import FileBasedExampleGen
@@ -61,6 +60,7 @@ from components.csv_example_gen import (
     ContentFingerprintDriver,
     _custom_struct,
     _resolved_files,
+    packed_custom_config,
 )
 
 COMPONENT_ID = "ImageExampleGen"
@@ -514,15 +514,11 @@ def image_example_gen(
         options["version"] = version
     if gzip_level is not None:
         options["gzip_level"] = gzip_level
-    struct = struct_pb2.Struct()
-    struct.update(options)
-    packed = any_pb2.Any()
-    packed.Pack(struct)
     return ImageExampleGen(
         input_base=input_base,
         input_config=input_config,
         output_config=output_config,
         range_config=range_config,
-        custom_config=example_gen_pb2.CustomConfig(custom_config=packed),
+        custom_config=packed_custom_config(options),
         custom_executor_spec=executor_spec.BeamExecutorSpec(Executor),
     ).with_id(COMPONENT_ID)

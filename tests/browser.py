@@ -1,6 +1,7 @@
 """Opens an HTML report in headless Chromium (Debian's chromium + chromium-driver) and reads it back.
 
-Installed by `scripts/chromium.sh install` (CI runs it from .ci/run). The
+Installed by `scripts/chromium.sh install` (CI runs it from .ci/run; the test
+runs it itself when Chromium is missing and it runs as root). The
 browser gets no network at all (every host resolves to nothing), so a page
 that needed the internet would show it as a console error here.
 """
@@ -12,7 +13,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
+import system_packages
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")
@@ -27,13 +28,10 @@ class RenderedPage:
 
 
 def require_chromium() -> None:
-    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not shutil.which(p)]
-    if missing:
-        pytest.fail(
-            f"headless Chromium is needed for this test but {missing} is missing; install it "
-            "with `sudo scripts/chromium.sh install` (apt-get install chromium chromium-driver)",
-            pytrace=False,
-        )
+    installed = all(shutil.which(p) for p in (CHROMIUM, CHROMEDRIVER))
+    system_packages.ensure_installed(
+        installed, "chromium.sh", "headless Chromium (chromium, chromium-driver)"
+    )
 
 
 def open_report(path: Path, timeout: float = 60.0) -> RenderedPage:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import system_packages
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "mariadb.sh"
 
@@ -62,17 +63,7 @@ def _installed() -> bool:
 
 
 def ensure_installed() -> None:
-    if _installed():
-        return
-    if os.geteuid() != 0:
-        pytest.fail(
-            "mariadb-server is not installed and the tests do not run as root: install it with "
-            "`sudo scripts/mariadb.sh install` (apt-get install -y mariadb-server)",
-            pytrace=False,
-        )
-    done = subprocess.run([str(SCRIPT), "install"], capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.fail(f"scripts/mariadb.sh install failed:\n{done.stderr[-2000:]}", pytrace=False)
+    system_packages.ensure_installed(_installed(), "mariadb.sh", "mariadb-server")
 
 
 def free_port() -> int:
