@@ -52,7 +52,7 @@ def _config(args: argparse.Namespace):
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from pipeline.runner import PipelineRunError, run_local
+    from pipeline.runner import PipelineRunError, ValidationBlockedError, run_local
 
     config = _config(args)
     connection = None
@@ -84,7 +84,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except (PipelineRunError, ValueError) as e:  # SpanError is a ValueError
         print(f"\nERROR: {e}", file=sys.stderr)
         report = os.path.join(config.report_dir, "")
-        if "validation gate blocked" in str(e):
+        if isinstance(e, ValidationBlockedError):
             print(
                 f"(`tfxp report` prints the report's path; reports are in {report})",
                 file=sys.stderr,
