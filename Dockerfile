@@ -50,7 +50,7 @@ WORKDIR /pipeline
 COPY . /pipeline
 RUN uv pip install --python "$VIRTUAL_ENV/bin/python" --no-deps --no-build-isolation \
       -C editable_mode=compat -e /pipeline \
- && cd / && python -c "import components.csv_example_gen, components.schema_importer, \
+ && cd / && python -c "import components.example_gen.csv_example_gen, components.schema_importer, \
 components.baseline_resolver, trainer.preprocessing, trainer.train, pipeline.definition"
 
 # Beam workers start through the boot program; KFP tasks set their own command

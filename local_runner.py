@@ -6,7 +6,7 @@ Thin on purpose: the pipeline is defined once in pipeline/definition.py.
 
 import sys
 
-from pipeline.cli import exit_now, guarded_main
+from tfxp.cli import exit_now, guarded_main
 
 if __name__ == "__main__":
     exit_now(guarded_main(["run", *sys.argv[1:]]))

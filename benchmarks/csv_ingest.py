@@ -29,9 +29,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 CHILD = r"""
 import json, sys, time
-from components import csv_example_gen
+from components.example_gen import csv_example_gen
 from pipeline.config import PipelineConfig
-from pipeline.runner import run_local
+from tfxp.local.runner import run_local
 reader, data_root, run_dir = sys.argv[1:4]
 timed = {}
 do = csv_example_gen.Executor.Do

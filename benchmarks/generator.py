@@ -29,7 +29,7 @@ INGEST_CHILD = r"""
 import json, sys, time
 sys.path.insert(0, {root!r})
 from pipeline.config import PipelineConfig
-from pipeline.runner import run_local
+from tfxp.local.runner import run_local
 config = PipelineConfig(data_root={data!r}, run_dir={run!r})
 started = time.perf_counter()
 summary = run_local(config, to_nodes=["CsvExampleGen"], printer=lambda _: None)

@@ -61,7 +61,7 @@ def tutorial_write(files: list[Path], out: Path, compression: str | None) -> Non
 def ours(data_root: Path, run_dir: Path, image_format: str, level: int | None) -> list[Path]:
     from pipeline import definition as d
     from pipeline.config import DATASETS, ImageOptions
-    from pipeline.runner import run_local
+    from tfxp.local.runner import run_local
 
     config = DATASETS["digits"].replace(
         pipeline_name=f"image-bench-{image_format}",
@@ -128,7 +128,7 @@ def main() -> int:
         f.read_bytes()
     # Imports (TFX, TFMA, TensorFlow: ~10 s) happen before any clock starts.
     import pipeline.definition  # noqa: F401
-    import pipeline.runner  # noqa: F401
+    import tfxp.local.runner  # noqa: F401
 
     input_mb = sum(f.stat().st_size for f in files) / 1e6
     print(f"input: {len(files):,} PNG files, {input_mb:.0f} MB\n")

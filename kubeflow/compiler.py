@@ -68,7 +68,7 @@ def _stock_previous_statistics_resolver(node_id: str) -> Any:
     from tfx import v1 as tfx
     from tfx.dsl.context_managers import dsl_context_registry
 
-    from components.validation_gate import STATISTICS_KEY
+    from components.validation.gate import STATISTICS_KEY
 
     with dsl_context_registry.new_registry():
         return tfx.dsl.Resolver(
@@ -80,7 +80,7 @@ def _stock_previous_statistics_resolver(node_id: str) -> Any:
 
 
 def _lower_previous_statistics(nodes: list[Any], old: Any) -> list[Any]:
-    from components.validation_gate import BASELINE_EXAMPLES_KEY
+    from components.validation.gate import BASELINE_EXAMPLES_KEY
     from pipeline.definition import STATISTICS_GEN
 
     new = _stock_previous_statistics_resolver(old.id)
@@ -125,7 +125,7 @@ def lower_for_kubeflow(pipeline: Any, config: KubeflowConfig) -> Any:
     from tfx.orchestration import pipeline as tfx_pipeline
 
     from components.baseline_resolver import BaselineModelStrategy
-    from components.validation_gate import PreviousSpanStatisticsStrategy
+    from components.validation.gate import PreviousSpanStatisticsStrategy
 
     nodes = list(pipeline.components)
     for node in list(nodes):

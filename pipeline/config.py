@@ -92,7 +92,7 @@ class PipelineConfig:
     serving_data: str | None = None
     # Where a run writes: pipeline_root, ML Metadata and pushed models live below.
     run_dir: str = str(PROJECT_ROOT / "runs" / "taxi")
-    # Object storage (pipeline/storage.py): overrides of where artifacts and
+    # Object storage (tfxp/storage/storage.py): overrides of where artifacts and
     # pushed models go (s3://..., gs://... or local). A remote run_dir puts both
     # there; ML Metadata (SQLite), logs and the run lock always stay on a local
     # disk: `state_dir`, by default run_dir, or runs/remote/... for a remote one.
@@ -125,7 +125,7 @@ class PipelineConfig:
         if self.state_dir:
             return self.state_dir
         if "://" in self.run_dir:
-            from pipeline.storage import local_state_dir
+            from tfxp.storage.storage import local_state_dir
 
             return local_state_dir(self.run_dir, str(PROJECT_ROOT))
         return self.run_dir

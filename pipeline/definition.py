@@ -16,8 +16,8 @@ from tfx.types import Channel, standard_artifacts
 
 from components import atomic_pusher
 from components.baseline_resolver import BaselineModelStrategy
-from components.csv_example_gen import checked_csv_example_gen
-from components.image_example_gen import image_example_gen
+from components.example_gen.csv_example_gen import checked_csv_example_gen
+from components.example_gen.image_example_gen import image_example_gen
 from components.schema_importer import (
     CuratedSchemaImporter,
     file_sha256,
@@ -25,8 +25,8 @@ from components.schema_importer import (
     schema_column_types,
 )
 from components.span_window import WINDOW_EXAMPLES_ID, SpanWindowExamples, SpanWindowStrategy
-from components.validation_checks import load_settings
-from components.validation_gate import (
+from components.validation.checks import load_settings
+from components.validation.gate import (
     PreviousSpanStatisticsStrategy,
     ValidationGate,
     serving_data_sha256,

@@ -310,7 +310,7 @@ def publish_span(
     crash leaves only a hidden folder (removed here on errors; `tfxp data list`
     shows leftovers of a hard kill).
     """
-    from components import csv_checks
+    from components.example_gen import csv_checks
 
     root = Path(data_root)
     root.mkdir(parents=True, exist_ok=True)
@@ -371,7 +371,7 @@ def ingest_older_spans(
     if config.window <= 1:
         return
     from pipeline.definition import example_gen_id
-    from pipeline.runner import run_local
+    from tfxp.local.runner import run_local
 
     for s in select_spans(config)[:-1]:
         printer(f"window: ingesting {s.label} ({s.path})")

@@ -47,7 +47,7 @@ class MariaDB:
         ]
 
     def location(self):
-        from pipeline.metadata_store import StoreLocation
+        from tfxp.metadata.store import StoreLocation
 
         return StoreLocation(
             mysql_host=self.host,

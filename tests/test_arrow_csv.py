@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 
-from components import arrow_csv
-from components.csv_checks import FLOAT, INT
+from components.example_gen import arrow_csv
+from components.example_gen.csv_checks import FLOAT, INT
 from pipeline.config import PROJECT_ROOT
 from pipeline.definition import load_schema, schema_column_types
 

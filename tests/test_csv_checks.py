@@ -1,4 +1,4 @@
-"""components.csv_checks: raw CSV checked against the schema's columns and types."""
+"""components.example_gen.csv_checks: raw CSV checked against the schema's columns and types."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from components.csv_checks import (
+from components.example_gen.csv_checks import (
     BYTES,
     FLOAT,
     INT,

@@ -14,10 +14,10 @@ import tensorflow as tf
 from tfx.components.example_gen import base_example_gen_executor
 from tfx.proto import example_gen_pb2
 
-from components import arrow_csv, csv_ingest
-from pipeline import verify
+from components.example_gen import arrow_csv, csv_ingest
 from pipeline.config import PROJECT_ROOT
 from pipeline.definition import load_schema, schema_column_types
+from tfxp.metadata import verify
 
 EMBEDDED_CSV = PROJECT_ROOT / "data" / "taxi" / "span-1" / "data.csv"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pipeline.cli import main
+from tfxp.cli import main
 
 EMBEDDED = Path(__file__).resolve().parent.parent / "data" / "taxi" / "span-1" / "data.csv"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from components.csv_example_gen import _columns_from_custom_config
+from components.example_gen.csv_example_gen import _columns_from_custom_config
 from components.schema_importer import file_sha256, load_schema
 from pipeline import definition
 from pipeline.config import PipelineConfig

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from components import csv_checks
+from components.example_gen import csv_checks
 from components.schema_importer import load_schema, schema_column_types
 from data import generate as g
 from pipeline.config import PipelineConfig

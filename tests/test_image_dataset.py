@@ -7,12 +7,12 @@ import json
 import pytest
 import tensorflow_model_analysis as tfma
 
-from components.image_example_gen import COMPONENT_ID, ImageExampleGen
+from components.example_gen.image_example_gen import COMPONENT_ID, ImageExampleGen
 from components.schema_importer import load_schema
 from pipeline import definition as d
 from pipeline.config import DATASETS, PipelineConfig
-from pipeline.predict import PredictError, predict_csv
 from pipeline.spans import SpanError, select_spans
+from tfxp.predict import PredictError, predict_csv
 
 
 @pytest.fixture(scope="module")

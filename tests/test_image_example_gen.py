@@ -13,7 +13,7 @@ from tfx.proto import example_gen_pb2
 from tfx.types import standard_artifacts, standard_component_specs
 from tfx.utils import proto_utils
 
-from components import image_example_gen as ieg
+from components.example_gen import image_example_gen as ieg
 from data.images import encode_png
 
 CLASSES = ["cat", "dog", "owl"]

@@ -12,7 +12,7 @@ import pytest
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 from components.schema_importer import load_schema
-from components.validation_checks import (
+from components.validation.checks import (
     BLOCK,
     DRIFT,
     JSD,

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import lineage as L
-from pipeline.lineage_cli import main as lineage_main
-from pipeline.metadata_store import (
+from tfxp.cli.lineage import main as lineage_main
+from tfxp.metadata import lineage as L
+from tfxp.metadata.store import (
     MetadataStoreError,
     StoreLocation,
     location_from,
@@ -257,7 +257,7 @@ def test_cli_store_of_another_pipeline(tmp_path: Path, capsys) -> None:
 
 
 def test_tfxp_has_the_commands() -> None:
-    from pipeline.cli import build_parser
+    from tfxp.cli import build_parser
 
     args = build_parser().parse_args(["lineage", "model", "pushed", "--graph", "g.svg"])
     assert args.model == "pushed" and args.graph == "g.svg"

@@ -1,4 +1,4 @@
-"""Unit tests of pipeline/storage.py: environment mapping, config split, fail-fast checks.
+"""Unit tests of tfxp/storage/storage.py: environment mapping, config split, fail-fast checks.
 
 No server here: unreachable endpoints are closed or silent loopback ports, and
 gs:// is checked without any network (no credentials) or against a loopback
@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from pipeline import storage
 from pipeline.config import PROJECT_ROOT, PipelineConfig
+from tfxp.storage import storage
 
 
 def _closed_port() -> int:

@@ -9,7 +9,7 @@ import pytest
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 from components.schema_importer import load_schema
-from components.validation_checks import (
+from components.validation.checks import (
     BLOCK,
     PASS,
     WARN,
@@ -19,8 +19,8 @@ from components.validation_checks import (
     load_settings,
     with_comparators,
 )
-from components.validation_gate import previous_span, serving_statistics
-from components.validation_report import render_report
+from components.validation.gate import previous_span, serving_statistics
+from components.validation.report import render_report
 from data.generate import Drift, generate
 from pipeline.config import PipelineConfig
 
@@ -316,7 +316,7 @@ def test_report_renders_in_chromium(stats, schema, settings, tmp_path):
 
 
 def test_malformed_serving_data_is_a_clear_error(tmp_path, schema):
-    from components.csv_checks import CsvInputError
+    from components.example_gen.csv_checks import CsvInputError
 
     bad = tmp_path / "requests.csv"
     rows = (Path(CONFIG.serving_pattern).parent / "requests.csv").read_text().splitlines()
@@ -344,7 +344,7 @@ def test_shipped_serving_requests_have_no_label_and_fit_the_schema(schema, setti
 
 
 def test_report_lookup(tmp_path):
-    from pipeline.report import ReportError, find_report
+    from tfxp.metadata.report import ReportError, find_report
 
     config = PipelineConfig(run_dir=str(tmp_path))
     with pytest.raises(ReportError, match="run the pipeline first"):
@@ -363,7 +363,7 @@ def test_report_lookup(tmp_path):
 
 
 def test_unknown_warn_only_kind_fails_the_run_command_before_work(tmp_path, capsys):
-    from pipeline.cli import main
+    from tfxp.cli import main
 
     code = main(["run", "--run-dir", str(tmp_path / "run"), "--warn-only", "drfit"])
     assert code == 1

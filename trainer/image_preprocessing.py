@@ -1,6 +1,6 @@
 """tf.Transform preprocessing for image datasets: decode, resize, normalise.
 
-Raw examples come from components/image_example_gen.py: `image` (the file's
+Raw examples come from components/example_gen/image_example_gen.py: `image` (the file's
 encoded bytes, or with image_format="raw" its uint8 pixels), `label`, `height`,
 `width`, `channels`. The transform graph turns them into `image_xf`, float32
 [height, width, channels] in [0, 1] at the configured model size, and

@@ -10,7 +10,7 @@ import pytest
 from e2e_support import small_config, write_sample
 
 from pipeline.config import PipelineConfig
-from pipeline.summary import RunSummary
+from tfxp.metadata.summary import RunSummary
 
 
 @dataclass
@@ -25,7 +25,7 @@ class TaxiRuns:
 def taxi_runs(tmp_path_factory: pytest.TempPathFactory) -> TaxiRuns:
     """Three runs on one store: fresh, unchanged (cached), trainer code edited."""
     import pipeline.definition as definition
-    from pipeline.runner import run_local
+    from tfxp.local.runner import run_local
 
     tmp = tmp_path_factory.mktemp("taxi")
     write_sample(tmp / "data")

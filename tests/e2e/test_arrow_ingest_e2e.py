@@ -12,8 +12,8 @@ from e2e_support import small_config, write_sample
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from components import arrow_csv, csv_example_gen, csv_ingest
-from pipeline.runner import run_local
+from components.example_gen import arrow_csv, csv_example_gen, csv_ingest
+from tfxp.local.runner import run_local
 
 pytestmark = pytest.mark.slow
 

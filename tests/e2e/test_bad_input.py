@@ -10,7 +10,7 @@ from e2e_support import small_config, write_sample
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from pipeline.runner import PipelineRunError, run_local
+from tfxp.local.runner import PipelineRunError, run_local
 
 pytestmark = pytest.mark.slow
 

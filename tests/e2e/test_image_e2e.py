@@ -19,11 +19,11 @@ import pytest
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from components import image_example_gen as ieg
+from components.example_gen import image_example_gen as ieg
 from data.images import encode_png
 from pipeline import definition as d
 from pipeline.config import DATASETS, PROJECT_ROOT, PipelineConfig
-from pipeline.summary import RunSummary
+from tfxp.metadata.summary import RunSummary
 
 pytestmark = pytest.mark.slow
 
@@ -59,7 +59,7 @@ def _own_images(span: Path) -> list[Path]:
 
 @pytest.fixture(scope="module")
 def image_runs(tmp_path_factory) -> ImageRuns:
-    from pipeline.runner import ValidationBlockedError, run_local
+    from tfxp.local.runner import ValidationBlockedError, run_local
 
     tmp = tmp_path_factory.mktemp("digits")
     shutil.copytree(DIGITS, tmp / "data" / "span-1")

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from mariadb_server import mariadb_server  # noqa: E402, F401
 
 from pipeline.config import PipelineConfig  # noqa: E402
-from pipeline.summary import RunSummary  # noqa: E402
+from tfxp.metadata.summary import RunSummary  # noqa: E402
 
 pytestmark = pytest.mark.slow
 ROWS = 2000
@@ -60,7 +60,7 @@ def write_changed_span(data_root: Path, span: int, source: Path) -> Path:
 
 @pytest.fixture(scope="module", params=["sqlite", "mariadb"])
 def runs(request, tmp_path_factory) -> LineageRuns:
-    from pipeline.runner import run_local
+    from tfxp.local.runner import run_local
 
     tmp = tmp_path_factory.mktemp(f"lineage-{request.param}")
     span1 = write_span(tmp / "data", 1, rows=ROWS)
@@ -84,7 +84,7 @@ def tfxp(runs: LineageRuns, *argv: str) -> tuple[int, str, str]:
     import contextlib
     import io
 
-    from pipeline.cli import main
+    from tfxp.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     with pytest.MonkeyPatch.context() as mp:

@@ -14,7 +14,7 @@ from ml_metadata.proto import metadata_store_pb2
 from components.content_fingerprint import files_sha256
 from pipeline import definition as d
 from pipeline.config import PipelineConfig
-from pipeline.summary import RunSummary
+from tfxp.metadata.summary import RunSummary
 
 pytestmark = pytest.mark.slow
 ROWS = 2000
@@ -66,8 +66,8 @@ def _state(summary: RunSummary, node: str) -> str:
 
 @pytest.fixture(scope="module")
 def span_runs(tmp_path_factory) -> SpanRuns:
-    from pipeline.runner import run_local
     from pipeline.spans import ingest_older_spans
+    from tfxp.local.runner import run_local
 
     tmp = tmp_path_factory.mktemp("spans")
     write_span(tmp / "data", 1, start=0, rows=ROWS)
@@ -166,7 +166,7 @@ def test_window_trains_on_both_spans(span_runs):
 
 
 def test_data_list_traces_spans_to_runs_and_models(span_runs):
-    from pipeline.data_cli import describe_dataset, render
+    from tfxp.cli.data import describe_dataset, render
 
     rows = describe_dataset(span_runs.config)
     assert [r.span for r in rows] == [1, 2]

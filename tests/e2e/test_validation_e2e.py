@@ -21,7 +21,7 @@ from ml_metadata.proto import metadata_store_pb2
 from data.generate import Drift, generate
 from pipeline import definition as d
 from pipeline.config import PipelineConfig
-from pipeline.summary import RunSummary
+from tfxp.metadata.summary import RunSummary
 
 pytestmark = pytest.mark.slow
 ROWS = 2000
@@ -67,7 +67,7 @@ class ValidationRuns:
 
 
 def _blocked(run, config, run_id):
-    from pipeline.runner import ValidationBlockedError
+    from tfxp.local.runner import ValidationBlockedError
 
     with pytest.raises(ValidationBlockedError) as e:
         run(config, run_id=run_id, **TO_GATE)
@@ -76,7 +76,7 @@ def _blocked(run, config, run_id):
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> ValidationRuns:
-    from pipeline.runner import run_local
+    from tfxp.local.runner import run_local
 
     tmp = tmp_path_factory.mktemp("validation")
     data = tmp / "data"
@@ -222,7 +222,7 @@ def _tfxp(*argv: str) -> tuple[int, str, str]:
     import contextlib
     import io
 
-    from pipeline.cli import main
+    from tfxp.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

@@ -20,7 +20,7 @@ import pytest
 from reliability_support import write_sample
 
 from pipeline.config import PROJECT_ROOT, PipelineConfig
-from pipeline.runner import PipelineRunError, run_local
+from tfxp.local.runner import PipelineRunError, run_local
 
 pytestmark = pytest.mark.slow
 
@@ -44,7 +44,7 @@ def _states(summary) -> dict[str, str]:
 
 def _verify(config: PipelineConfig) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", "verify", "--run-dir", config.run_dir],
+        [sys.executable, "-m", "tfxp.cli", "verify", "--run-dir", config.run_dir],
         cwd=PROJECT_ROOT,
         capture_output=True,
         text=True,

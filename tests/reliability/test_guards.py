@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import PROJECT_ROOT, PipelineConfig
-from pipeline.run_guard import RunGuardError, check_locations, run_lock
+from tfxp.local.run_guard import RunGuardError, check_locations, run_lock
 
 
 def _config(tmp: Path) -> PipelineConfig:
@@ -62,7 +62,7 @@ def test_second_run_waits_for_the_lock_holder(tmp_path):
                 f"""
                 import time
                 from pipeline.config import PipelineConfig
-                from pipeline.run_guard import run_lock
+                from tfxp.local.run_guard import run_lock
                 with run_lock(PipelineConfig(run_dir={config.run_dir!r}), "first", print):
                     print("locked", flush=True)
                     time.sleep(3)
@@ -91,7 +91,7 @@ def test_lock_of_a_killed_run_is_released(tmp_path):
             sys.executable,
             "-c",
             "import time\nfrom pipeline.config import PipelineConfig\n"
-            "from pipeline.run_guard import run_lock\n"
+            "from tfxp.local.run_guard import run_lock\n"
             f"with run_lock(PipelineConfig(run_dir={config.run_dir!r}), 'doomed', print):\n"
             "    print('locked', flush=True)\n    time.sleep(60)\n",
         ],

@@ -231,7 +231,7 @@ def test_tfxp_exit_status_survives_the_tensorflow_io_teardown_abort(seaweedfs, t
     """The plugin's abort at interpreter exit is real; `tfxp` never reaches it."""
     env = seaweedfs.env()
     probe = (
-        "from pipeline.storage import enable_filesystems; enable_filesystems(['s3://b/x']);"
+        "from tfxp.storage.storage import enable_filesystems; enable_filesystems(['s3://b/x']);"
         "import tensorflow as tf; tf.io.gfile.exists('s3://tfxp-e2e/taxi')"
     )
     plain = subprocess.run(

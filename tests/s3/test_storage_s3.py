@@ -47,7 +47,7 @@ def test_tensorflow_reads_exact_bytes_and_ends_cleanly_through_the_relay(objects
     done = _python(
         f"""
         import hashlib, json, os
-        from pipeline.storage import enable_filesystems
+        from tfxp.storage.storage import enable_filesystems
         enable_filesystems(["s3://{BUCKET}"])
         import tensorflow as tf
         out = {{}}
@@ -87,7 +87,7 @@ def test_the_plugin_without_the_relay_still_crashes_at_end_of_file(objects, seaw
     done = _python(
         f"""
         import os
-        from pipeline.storage import prepare_s3_environment
+        from tfxp.storage.storage import prepare_s3_environment
         prepare_s3_environment()
         import tensorflow as tf, tensorflow_io
         with tf.io.gfile.GFile("s3://{BUCKET}/vocab.txt", "rb") as f:
@@ -108,7 +108,7 @@ def test_atomic_push_to_a_bucket_writes_complete_numbered_versions(objects, seaw
     done = _python(
         f"""
         import json, os
-        from pipeline.storage import enable_filesystems
+        from tfxp.storage.storage import enable_filesystems
         enable_filesystems(["s3://{BUCKET}"])
         from components.atomic_pusher import is_complete_version, publish_model
         a = publish_model("{model}", "s3://{BUCKET}/serving")
@@ -162,7 +162,7 @@ def test_relay_serves_only_requests_signed_with_our_secret(objects, seaweedfs, m
     import boto3
     from botocore.exceptions import ClientError
 
-    from pipeline import s3_shim
+    from tfxp.storage import s3_shim
 
     for k, v in seaweedfs.env().items():
         if k.startswith("AWS_"):
@@ -198,7 +198,7 @@ def test_push_failing_mid_copy_leaves_no_version_and_no_upload(objects, seaweedf
     done = _python(
         f"""
         import os
-        from pipeline.storage import enable_filesystems
+        from tfxp.storage.storage import enable_filesystems
         enable_filesystems(["s3://{BUCKET}"])
         from components import atomic_pusher
         real, calls = atomic_pusher.fileio.copy, []

@@ -37,7 +37,7 @@ import pyarrow.compute as pc
 from apache_beam.metrics.metric import MetricsFilter
 from tfx.dsl.io import fileio
 
-from components import arrow_csv
+from components.example_gen import arrow_csv
 
 # CSV bytes per block: ~30k taxi rows, ~16 MB of framed examples. Larger blocks
 # cost more CPU (16 MB: +25%, measured): their buffers are mapped fresh each time.

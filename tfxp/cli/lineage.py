@@ -19,7 +19,7 @@ import os
 import sys
 
 from pipeline.config import DATASETS, dataset_config
-from pipeline.metadata_store import (
+from tfxp.metadata.store import (
     MetadataStoreError,
     add_store_flags,
     location_from_args,
@@ -28,7 +28,7 @@ from pipeline.metadata_store import (
 
 
 def _lineage(args: argparse.Namespace, dataset: str | None = None):
-    from pipeline.lineage import Lineage
+    from tfxp.metadata.lineage import Lineage
 
     config = dataset_config(dataset or args.dataset)
     location = location_from_args(args, config.run_dir)
@@ -49,7 +49,7 @@ def _verdicts(lin, runs) -> dict[int, tuple[bool, bool]]:
 def cmd_runs_list(args: argparse.Namespace) -> str:
     import dataclasses
 
-    from pipeline.lineage import dumps, render_runs
+    from tfxp.metadata.lineage import dumps, render_runs
 
     lin = _lineage(args)
     runs = lin.list_runs()
@@ -68,7 +68,7 @@ def cmd_runs_list(args: argparse.Namespace) -> str:
 def cmd_runs_show(args: argparse.Namespace) -> str:
     import dataclasses
 
-    from pipeline.lineage import dumps, render_run
+    from tfxp.metadata.lineage import dumps, render_run
 
     lin = _lineage(args)
     run_id = lin.resolve_run(args.run)
@@ -82,7 +82,7 @@ def cmd_runs_show(args: argparse.Namespace) -> str:
 
 
 def cmd_runs_diff(args: argparse.Namespace) -> str:
-    from pipeline.lineage import diff_report, dumps, render_diff
+    from tfxp.metadata.lineage import diff_report, dumps, render_diff
 
     lin = _lineage(args)
     a, b = lin.resolve_run(args.a), lin.resolve_run(args.b)
@@ -91,7 +91,7 @@ def cmd_runs_diff(args: argparse.Namespace) -> str:
 
 
 def _graph(args: argparse.Namespace, graph, details: str) -> str:
-    from pipeline.lineage import write_graph
+    from tfxp.metadata.lineage import write_graph
 
     path = write_graph(graph, args.graph, details)
     return f"graph: {path}"
@@ -99,7 +99,7 @@ def _graph(args: argparse.Namespace, graph, details: str) -> str:
 
 def _with_graph(args: argparse.Namespace, as_dict: dict, graph, text: str) -> str:
     """The command's output (table or --json), plus the --graph file's note."""
-    from pipeline.lineage import dumps
+    from tfxp.metadata.lineage import dumps
 
     out = dumps(as_dict) if args.json else text
     if args.graph:
@@ -113,7 +113,7 @@ def _with_graph(args: argparse.Namespace, as_dict: dict, graph, text: str) -> st
 
 
 def cmd_lineage_model(args: argparse.Namespace) -> str:
-    from pipeline.lineage import render_model
+    from tfxp.metadata.lineage import render_model
 
     lin = _lineage(args)
     model = lin.resolve_model(args.model)
@@ -122,7 +122,7 @@ def cmd_lineage_model(args: argparse.Namespace) -> str:
 
 
 def cmd_lineage_data(args: argparse.Namespace) -> str:
-    from pipeline.lineage import render_span
+    from tfxp.metadata.lineage import render_span
 
     lin = _lineage(args, args.dataset)
     result = lin.span_lineage(args.span, args.version, with_graph=bool(args.graph))
@@ -131,7 +131,7 @@ def cmd_lineage_data(args: argparse.Namespace) -> str:
 
 def _run(func):
     def wrapped(args: argparse.Namespace) -> int:
-        from pipeline.lineage import LineageError
+        from tfxp.metadata.lineage import LineageError
 
         try:
             text = func(args)
@@ -199,7 +199,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m pipeline.lineage_cli runs list` works without the `tfxp` edit too."""
+    """`python -m tfxp.cli.lineage runs list` works without the `tfxp` edit too."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     parser = argparse.ArgumentParser(prog="tfxp", description=__doc__)
     register(parser.add_subparsers(dest="command", required=True))

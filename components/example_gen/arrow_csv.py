@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from components.csv_checks import BYTES, FLOAT, INT
+from components.example_gen.csv_checks import BYTES, FLOAT, INT
 
 # Bytes of CSV pyarrow parses at once (read_batches; parse_block takes whole blocks).
 BLOCK_SIZE = 16 * 1024 * 1024

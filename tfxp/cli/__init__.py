@@ -52,12 +52,12 @@ def _config(args: argparse.Namespace):
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from pipeline.runner import PipelineRunError, ValidationBlockedError, run_local
+    from tfxp.local.runner import PipelineRunError, ValidationBlockedError, run_local
 
     config = _config(args)
     connection = None
     if args.mysql_host:
-        from pipeline.metadata_store import MetadataStoreError, location_from
+        from tfxp.metadata.store import MetadataStoreError, location_from
 
         try:
             connection = location_from(
@@ -96,8 +96,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from components.csv_checks import CsvInputError
-    from pipeline.predict import PredictError, predict_csv
+    from components.example_gen.csv_checks import CsvInputError
+    from tfxp.predict import PredictError, predict_csv
 
     config = _config(args)
     try:
@@ -114,8 +114,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
     from tfx.orchestration import metadata
 
-    from pipeline.run_guard import RunGuardError, check_metadata_store
-    from pipeline.verify import examples_artifacts, verify_artifact
+    from tfxp.local.run_guard import RunGuardError, check_metadata_store
+    from tfxp.metadata.verify import examples_artifacts, verify_artifact
 
     config = _config(args)
     try:
@@ -184,13 +184,13 @@ def build_parser() -> argparse.ArgumentParser:
     ver.add_argument("--json", action="store_true")
     ver.set_defaults(func=cmd_verify)
 
-    from pipeline.data_cli import register as register_data
+    from tfxp.cli.data import register as register_data
 
     register_data(sub)
-    from pipeline.lineage_cli import register as register_lineage
+    from tfxp.cli.lineage import register as register_lineage
 
     register_lineage(sub)
-    from pipeline.report_cli import register as register_report
+    from tfxp.cli.report import register as register_report
 
     register_report(sub)
     return parser
@@ -236,10 +236,6 @@ def guarded_main(argv: Sequence[str] | None = None) -> int:
 
         traceback.print_exc()
         return 1
-
-
-if __name__ == "__main__":
-    exit_now(guarded_main())
 
 
 def console_main() -> None:

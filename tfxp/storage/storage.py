@@ -133,7 +133,7 @@ def enable_filesystems(uris: Iterable[str]) -> None:
     schemes = {scheme(u) for u in uris}
     if "s3" in schemes and not _s3_ready:
         prepare_s3_environment()
-        from pipeline.s3_shim import start_relay
+        from tfxp.storage.s3_shim import start_relay
 
         region = os.environ["AWS_REGION"]
         upstream = s3_endpoint() or f"https://s3.{region}.amazonaws.com"

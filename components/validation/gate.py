@@ -36,7 +36,7 @@ from tfx.types import artifact_utils, component_spec, standard_artifacts
 from tfx.types.system_artifacts import Statistics as StatisticsSystemType
 from tfx.utils import io_utils
 
-from components.validation_checks import (
+from components.validation.checks import (
     BLOCK,
     SERVING,
     GateResult,
@@ -91,7 +91,7 @@ def serving_data_sha256(pattern: str) -> str:
 def _as_lists(column: pa.Array, kind: str) -> pa.Array:
     """One-value lists, and an empty list for a missing cell: what TFDV sees for a
     CsvExampleGen example, so serving and training statistics are comparable."""
-    from components.csv_checks import BYTES, FLOAT
+    from components.example_gen.csv_checks import BYTES, FLOAT
 
     if kind == FLOAT:
         column = column.cast(pa.float32(), safe=False)
@@ -121,8 +121,8 @@ def serving_statistics(
     """
     from tensorflow_data_validation.statistics import stats_impl, stats_options
 
-    from components.arrow_csv import read_batches, read_header
-    from components.csv_checks import check_csv_files
+    from components.example_gen.arrow_csv import read_batches, read_header
+    from components.example_gen.csv_checks import check_csv_files
 
     columns = {f.name: schema_pb2.FeatureType.Name(f.type) for f in schema.feature}
     serving_columns = [f.name for f in schema.feature if SERVING not in f.not_in_environment]
@@ -205,7 +205,7 @@ class ValidationGateExecutor(base_executor.BaseExecutor):
         output_dict: dict[str, list[types.Artifact]],
         exec_properties: dict[str, Any],
     ) -> None:
-        from components.validation_report import render_report
+        from components.validation.report import render_report
 
         settings = ValidationSettings.from_json(exec_properties["settings"])
         stats_artifact = artifact_utils.get_single_instance(input_dict[STATISTICS_KEY])

@@ -643,7 +643,7 @@ class Lineage:
         evaluation = self.evaluation(model_id)
         if evaluation is None:
             return {}
-        from pipeline.summary import read_eval_metrics
+        from tfxp.metadata.summary import read_eval_metrics
 
         _quiet_tensorflow()
         try:

@@ -232,11 +232,11 @@ def start_relay(upstream: str, region: str) -> str:
     if not urlsplit(upstream).scheme:
         raise ValueError(f"S3 endpoint {upstream!r} needs a scheme (http:// or https://)")
     _relay = subprocess.Popen(
-        [sys.executable, "-m", "pipeline.s3_shim", upstream, region],
+        [sys.executable, "-m", "tfxp.storage.s3_shim", upstream, region],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
-        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
     )
     line = _relay.stdout.readline().strip() if _relay.stdout else ""
     if not line.startswith("http://"):

@@ -1,7 +1,7 @@
 """ImageExampleGen: folders of images (`span-<N>/<label>/*.png|jpg`) to GZIP TFRecord splits.
 
 The component is TFX's FileBasedExampleGen with the project's content-fingerprint
-driver (`components.csv_example_gen.ContentFingerprintDriver`), so spans,
+driver (`components.example_gen.csv_example_gen.ContentFingerprintDriver`), so spans,
 versions, `{SPAN}`/`{VERSION}` patterns, range configs and the cache behave
 exactly as for CSV data. The executor, a Beam pipeline, writes one
 `tf.train.Example` per image file:
@@ -54,7 +54,7 @@ from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
-from components.csv_example_gen import (
+from components.example_gen.csv_example_gen import (
     RAW_BYTES,
     TFRECORD_SHARDS,
     ContentFingerprintDriver,

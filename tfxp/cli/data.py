@@ -204,7 +204,7 @@ def _remote_rows(data_root: str) -> list[SpanRow]:
     from tfx.dsl.io import fileio
 
     from pipeline.spans import remote_span_files
-    from pipeline.storage import Location, check_location, enable_filesystems
+    from tfxp.storage.storage import Location, check_location, enable_filesystems
 
     check_location(Location(data_root, "data root", write=False))
     enable_filesystems([data_root])
@@ -300,7 +300,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     names = [args.dataset] if args.dataset else sorted(DATASETS)
     out: dict[str, Any] = {}
     texts = []
-    from pipeline.storage import StorageError
+    from tfxp.storage.storage import StorageError
 
     for name in names:
         config = _dataset_config(args, name)
@@ -385,7 +385,7 @@ def cmd_upload(args: argparse.Namespace) -> int:
     """Copies a local span (default: the embedded dataset's latest) into a bucket."""
     import time
 
-    from pipeline.storage import StorageError, upload_span
+    from tfxp.storage.storage import StorageError, upload_span
 
     config = dataset_config(args.dataset)
     source_root = args.source_root or config.data_root

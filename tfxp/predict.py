@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from components import csv_checks
+from components.example_gen import csv_checks
 from components.schema_importer import load_schema, schema_column_types
 from pipeline.config import PipelineConfig
 

@@ -8,14 +8,14 @@ import sys
 
 
 def _config(args: argparse.Namespace):
-    from pipeline.cli import _config as config_from_flags
+    from tfxp.cli import _config as config_from_flags
 
     return config_from_flags(args)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from pipeline.report import ReportError, find_report
-    from pipeline.storage import StorageError, enable_filesystems, is_remote
+    from tfxp.metadata.report import ReportError, find_report
+    from tfxp.storage.storage import StorageError, enable_filesystems, is_remote
 
     config = _config(args)
     try:
@@ -32,7 +32,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_schema_propose(args: argparse.Namespace) -> int:
     from tfx.orchestration import metadata
 
-    from pipeline.report import ReportError, propose_schema
+    from tfxp.metadata.report import ReportError, propose_schema
 
     config = _config(args)
     if not os.path.exists(config.metadata_path):
@@ -60,7 +60,7 @@ def cmd_schema_propose(args: argparse.Namespace) -> int:
 
 
 def register(sub) -> None:
-    from pipeline.cli import _add_config_flags
+    from tfxp.cli import _add_config_flags
 
     rep = sub.add_parser("report", help="print the path of a run's HTML validation report")
     _add_config_flags(rep)

@@ -1,6 +1,6 @@
 """Validation reports and schema proposals: finding them, recording blocks, `tfxp report|schema`.
 
-The gate (components/validation_gate.py) writes `<run dir>/reports/<run id>.html`
+The gate (components/validation/gate.py) writes `<run dir>/reports/<run id>.html`
 whenever it executes. A run whose gate was cached gets a copy of the report of
 the execution it reused, so every run that reached the gate has a report.
 """
@@ -88,7 +88,7 @@ class GateOutcome:
 
 def finish_report(store, config: PipelineConfig, run_id: str) -> GateOutcome:
     """After a successful run: the gate's decision, its warnings, and this run's report."""
-    from components.validation_gate import FINDINGS_FILE, REPORT_FILE, load_result
+    from components.validation.gate import FINDINGS_FILE, REPORT_FILE, load_result
 
     artifact = gate_artifact(store, config, run_id)
     if artifact is None:
@@ -144,7 +144,7 @@ class SchemaProposal:
 
 def latest_statistics(store, config: PipelineConfig):
     """The newest StatisticsGen output computed from this config's data folder."""
-    from components.validation_gate import statistics_sources
+    from components.validation.gate import statistics_sources
 
     candidates = sorted(store.get_artifacts_by_type("ExampleStatistics"), key=lambda a: a.id)
     live = [a for a in candidates if a.state == metadata_store_pb2.Artifact.LIVE]

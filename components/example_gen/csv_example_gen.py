@@ -15,7 +15,7 @@ configs and splits behave exactly as in CsvExampleGen. What differs:
   before Beam starts, records span, version, content hash, row count and bytes
   as custom properties of the Examples artifact, and writes a configurable
   number of TFRecord shards per split (TFX leaves it to the runner).
-- By default it reads CSV with the Arrow ingest (components/csv_ingest.py):
+- By default it reads CSV with the Arrow ingest (components/example_gen/csv_ingest.py):
   the same examples in the same splits as TFX's reader, several times faster
   (benchmarks/csv_ingest.py); `csv_reader="tfx"` selects TFX's reader.
 """
@@ -42,8 +42,8 @@ from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
-from components import arrow_csv, csv_checks, csv_ingest
 from components.content_fingerprint import files_sha256
+from components.example_gen import arrow_csv, csv_checks, csv_ingest
 
 COMPONENT_ID = "CsvExampleGen"
 
@@ -261,14 +261,14 @@ class Executor(csv_executor.Executor):
 
 
 # The CSV reader when the component's custom config names none: the Arrow
-# ingest (components/csv_ingest.py), which writes the same examples in the same
+# ingest (components/example_gen/csv_ingest.py), which writes the same examples in the same
 # splits as TFX's reader, each shard one GZIP stream with its trailer.
 DEFAULT_CSV_READER = "arrow"
 CSV_READERS = ("arrow", "tfx")
 
 
 class _ArrowIngest:
-    """CSV -> tf.Example splits with the Arrow ingest (components/csv_ingest.py).
+    """CSV -> tf.Example splits with the Arrow ingest (components/example_gen/csv_ingest.py).
 
     Raises arrow_csv.ArrowCsvError, with nothing left in the output, for any
     input or config it cannot convert exactly as TFX would: before Beam starts

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pipeline.config import PipelineConfig
-from pipeline.run_guard import RunGuardError, check_locations, run_lock
+from tfxp.local.run_guard import RunGuardError, check_locations, run_lock
 
 Printer = Callable[[str], None]
 
@@ -43,7 +43,7 @@ def check_data_root(config: PipelineConfig) -> None:
 
 def check_validation_settings(config: PipelineConfig) -> None:
     """A malformed thresholds file or unknown --warn-only kind fails before anything is created."""
-    from components.validation_checks import ValidationConfigError, load_settings
+    from components.validation.checks import ValidationConfigError, load_settings
 
     try:
         load_settings(config.validation_file).with_warn_only(config.warn_only)
@@ -115,8 +115,8 @@ def run_local(
     sqlite = metadata_connection_config is None
     _quiet_third_party()
     # Object storage first: the data root check lists remote spans through it.
-    from pipeline.storage import StorageError
-    from pipeline.storage import check_locations as check_storage
+    from tfxp.storage.storage import StorageError
+    from tfxp.storage.storage import check_locations as check_storage
 
     try:
         check_storage(config)
@@ -137,7 +137,7 @@ def run_local(
     from tfx.proto.orchestration import pipeline_pb2
 
     from pipeline.definition import create_pipeline
-    from pipeline.summary import summarize_run
+    from tfxp.metadata.summary import summarize_run
 
     run_id = run_id or new_run_id()
     os.makedirs(config.log_dir, exist_ok=True)
@@ -219,7 +219,7 @@ def _record_block(
 ) -> None:
     from tfx.orchestration import metadata
 
-    from pipeline.report import record_block
+    from tfxp.metadata.report import record_block
 
     connection = connection_config or metadata.sqlite_metadata_connection_config(
         config.metadata_path
@@ -233,7 +233,7 @@ def _record_block(
 
 def _gate_outcome(store, config: PipelineConfig, summary, printer: Printer) -> None:
     """The gate's decision and report on the summary; warnings printed."""
-    from pipeline.report import finish_report
+    from tfxp.metadata.report import finish_report
 
     try:
         outcome = finish_report(store, config, summary.run_id)
@@ -272,7 +272,7 @@ def _diagnose_corrupt_input(
     try:
         from tfx.orchestration import metadata
 
-        from pipeline.verify import diagnose_inputs
+        from tfxp.metadata.verify import diagnose_inputs
 
         connection = connection_config or metadata.sqlite_metadata_connection_config(
             config.metadata_path

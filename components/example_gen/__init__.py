@@ -1,0 +1,1 @@
+"""ExampleGens: checked CSV (Arrow or TFX reader) and image class folders, with their shared driver."""

@@ -1,0 +1,1 @@
+"""The validation gate: its checks (schema, drift, skew) and its HTML report."""

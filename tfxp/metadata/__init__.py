@@ -1,0 +1,1 @@
+"""ML Metadata: the store opener, lineage, diff, graphs, run summary, report lookup, verify."""
