@@ -15,6 +15,7 @@ run: setup
 test: setup
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	.venv/bin/lint-imports
 	$(PY) -m pytest $(ARGS)
 
 ## Unit tests only (seconds to a few minutes).
@@ -22,7 +23,7 @@ test-fast: setup
 	$(PY) -m pytest -m "not slow" $(ARGS)
 
 lint: setup
-	$(PY) -m ruff check . && $(PY) -m ruff format --check .
+	$(PY) -m ruff check . && $(PY) -m ruff format --check . && .venv/bin/lint-imports
 
 bench: setup
 	$(PY) benchmarks/taxi_vs_tfx_example.py $(ARGS)

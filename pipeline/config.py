@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -125,9 +126,11 @@ class PipelineConfig:
         if self.state_dir:
             return self.state_dir
         if "://" in self.run_dir:
-            from tfxp.storage.storage import local_state_dir
-
-            return local_state_dir(self.run_dir, str(PROJECT_ROOT))
+            # SQLite and flock need a local disk: a run dir in a bucket keeps its
+            # state in runs/remote/<scheme>/<bucket>/<path> of the project.
+            uri = urlparse(self.run_dir)
+            where = (uri.scheme.lower(), uri.netloc, uri.path.lstrip("/"))
+            return os.path.join(str(PROJECT_ROOT), "runs", "remote", *where)
         return self.run_dir
 
     @property

@@ -19,7 +19,6 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pipeline.config import PipelineConfig
 
@@ -350,34 +349,3 @@ def leftover_incoming(data_root: str | os.PathLike) -> list[Path]:
     if not root.is_dir():
         return []
     return sorted(p for p in root.iterdir() if p.name.startswith(INCOMING_PREFIX))
-
-
-# ---------------------------------------------------------------------------
-# Rolling windows: ExampleGen ingests one span per execution (TFX 1.16's
-# FileBasedInputProcessor accepts a single span), so a window's older spans are
-# ingested by ExampleGen-only runs first; the window resolver then gathers them.
-
-
-def ingest_older_spans(
-    config: PipelineConfig,
-    printer: Callable[[str], None] = print,
-    metadata_connection_config: Any | None = None,
-) -> None:
-    """Makes sure every older span of `config`'s window has been ingested.
-
-    Each is an ExampleGen-only partial run pinned to that span; spans already
-    ingested with the same content are cached (no Beam work).
-    """
-    if config.window <= 1:
-        return
-    from pipeline.definition import example_gen_id
-    from tfxp.local.runner import run_local
-
-    for s in select_spans(config)[:-1]:
-        printer(f"window: ingesting {s.label} ({s.path})")
-        run_local(
-            config.replace(span=s.span, version=None, window=1),
-            to_nodes=[example_gen_id(config)],
-            metadata_connection_config=metadata_connection_config,
-            printer=lambda line: printer("  " + line),
-        )

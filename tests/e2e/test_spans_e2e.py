@@ -66,8 +66,8 @@ def _state(summary: RunSummary, node: str) -> str:
 
 @pytest.fixture(scope="module")
 def span_runs(tmp_path_factory) -> SpanRuns:
-    from pipeline.spans import ingest_older_spans
     from tfxp.local.runner import run_local
+    from tfxp.local.window import ingest_older_spans
 
     tmp = tmp_path_factory.mktemp("spans")
     write_span(tmp / "data", 1, start=0, rows=ROWS)

@@ -6,18 +6,14 @@ import argparse
 import os
 import sys
 
-
-def _config(args: argparse.Namespace):
-    from tfxp.cli import _config as config_from_flags
-
-    return config_from_flags(args)
+from tfxp.cli.common import add_config_flags, config_from_args
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     from tfxp.metadata.report import ReportError, find_report
     from tfxp.storage.storage import StorageError, enable_filesystems, is_remote
 
-    config = _config(args)
+    config = config_from_args(args)
     try:
         if is_remote(config.report_dir):
             enable_filesystems([config.report_dir])
@@ -34,7 +30,7 @@ def cmd_schema_propose(args: argparse.Namespace) -> int:
 
     from tfxp.metadata.report import ReportError, propose_schema
 
-    config = _config(args)
+    config = config_from_args(args)
     if not os.path.exists(config.metadata_path):
         print(
             f"ERROR: no ML Metadata store at {config.metadata_path}; run the pipeline first",
@@ -60,10 +56,8 @@ def cmd_schema_propose(args: argparse.Namespace) -> int:
 
 
 def register(sub) -> None:
-    from tfxp.cli import _add_config_flags
-
     rep = sub.add_parser("report", help="print the path of a run's HTML validation report")
-    _add_config_flags(rep)
+    add_config_flags(rep)
     rep.add_argument("--run-id", help="this run's report (default: the newest)")
     rep.set_defaults(func=cmd_report)
 
@@ -73,6 +67,6 @@ def register(sub) -> None:
         "propose",
         help="propose a schema from the latest statistics and print the diff (never overwrites)",
     )
-    _add_config_flags(prop)
+    add_config_flags(prop)
     prop.add_argument("-o", "--output", help="where to write the proposal (default: run dir)")
     prop.set_defaults(func=cmd_schema_propose)

@@ -346,16 +346,6 @@ def check_locations(config) -> None:
     enable_filesystems(loc.uri for loc in locations)
 
 
-def local_state_dir(run_dir: str, project_root: str) -> str:
-    """Where ML Metadata, logs and the run lock go for a remote run dir.
-
-    SQLite and flock need a local disk, so a run dir in a bucket keeps its
-    state in runs/remote/<scheme>/<bucket>/<path> of the project.
-    """
-    bucket, prefix = split_uri(run_dir)
-    return os.path.join(project_root, "runs", "remote", scheme(run_dir), bucket, prefix)
-
-
 # ---------------------------------------------------------------------------
 # Putting a local drop into a bucket (`tfxp data upload`).
 

@@ -1,0 +1,31 @@
+"""`tfxp predict`: score a CSV's rows with the pushed model."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tfxp.cli.common import add_config_flags, config_from_args
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    from components.example_gen.csv_checks import CsvInputError
+    from tfxp.predict import PredictError, predict_csv
+
+    config = config_from_args(args)
+    try:
+        result = predict_csv(config, args.csv, output=args.output, model_dir=args.model)
+    except (PredictError, CsvInputError) as e:
+        print(f"ERROR: {e}", file=sys.stderr)
+        return 1
+    print(result)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    pred = sub.add_parser("predict", help="score a CSV's rows with the pushed model")
+    add_config_flags(pred)
+    pred.add_argument("csv", help="CSV with the raw feature columns (label optional)")
+    pred.add_argument("-o", "--output", help="write rows + predictions to this CSV")
+    pred.add_argument("--model", help="SavedModel dir (default: latest pushed model)")
+    pred.set_defaults(func=cmd_predict)

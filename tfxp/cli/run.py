@@ -1,0 +1,84 @@
+"""`tfxp run`: the whole pipeline locally (LocalDagRunner)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from tfxp.cli.common import add_config_flags, config_from_args
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from tfxp.local.runner import PipelineRunError, ValidationBlockedError, run_local
+
+    config = config_from_args(args)
+    connection = None
+    if args.mysql_host:
+        from tfxp.metadata.store import MetadataStoreError, location_from
+
+        try:
+            connection = location_from(
+                mysql_host=args.mysql_host,
+                mysql_port=args.mysql_port,
+                mysql_database=args.mysql_database,
+                mysql_user=args.mysql_user,
+            ).connection_config(create=True, read_only=False)
+        except MetadataStoreError as e:
+            print(f"ERROR: {e}", file=sys.stderr)
+            return 1
+    try:
+        if config.window > 1:
+            from tfxp.local.window import ingest_older_spans
+
+            ingest_older_spans(config, metadata_connection_config=connection)
+        summary = run_local(
+            config,
+            from_nodes=args.from_node or (),
+            to_nodes=args.to_node or (),
+            verbose=args.verbose,
+            metadata_connection_config=connection,
+        )
+    except (PipelineRunError, ValueError) as e:  # SpanError is a ValueError
+        print(f"\nERROR: {e}", file=sys.stderr)
+        report = os.path.join(config.report_dir, "")
+        if isinstance(e, ValidationBlockedError):
+            print(
+                f"(`tfxp report` prints the report's path; reports are in {report})",
+                file=sys.stderr,
+            )
+        return 1
+    print()
+    print(summary.to_json() if args.json else summary.render())
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    run = sub.add_parser("run", help="run the whole pipeline locally (LocalDagRunner)")
+    add_config_flags(run)
+    run.add_argument("--train-steps", type=int, help="training steps (default from config)")
+    run.add_argument("--eval-steps", type=int)
+    run.add_argument("--no-cache", action="store_true", help="re-execute every component")
+    run.add_argument("--from-node", action="append", help="partial run: start at this component")
+    run.add_argument("--to-node", action="append", help="partial run: stop after this component")
+    run.add_argument("--json", action="store_true", help="print the summary as JSON")
+    run.add_argument("--span", type=int, help="train on this span (default: the latest)")
+    run.add_argument("--version", type=int, help="with --span: this version (default: latest)")
+    run.add_argument("--window", type=int, help="train on the newest K spans up to --span")
+    run.add_argument("--num-shards", type=int, help="TFRecord shards per split (0: sized)")
+    run.add_argument("-v", "--verbose", action="store_true", help="stream TFX's logs too")
+    run.add_argument(
+        "--warn-only",
+        action="append",
+        metavar="KIND",
+        help="validation gate: report this anomaly kind (schema, drift, skew, or a TFDV "
+        "anomaly type) as a warning instead of blocking; repeatable",
+    )
+    mysql = run.add_argument_group(
+        "ML Metadata on MySQL/MariaDB (default: SQLite in the run directory)"
+    )
+    mysql.add_argument("--mysql-host", help="store ML Metadata on this server")
+    mysql.add_argument("--mysql-port", type=int, metavar="PORT", help="default 3306")
+    mysql.add_argument("--mysql-database", metavar="NAME")
+    mysql.add_argument("--mysql-user", metavar="USER", help="password from MLMD_MYSQL_PASSWORD")
+    run.set_defaults(func=cmd_run)

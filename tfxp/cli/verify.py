@@ -1,0 +1,46 @@
+"""`tfxp verify`: check every shard of Examples artifacts."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from tfxp.cli.common import add_config_flags, config_from_args
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    import json
+
+    from tfx.orchestration import metadata
+
+    from tfxp.local.run_guard import RunGuardError, check_metadata_store
+    from tfxp.metadata.verify import examples_artifacts, verify_artifact
+
+    config = config_from_args(args)
+    try:
+        if not os.path.exists(config.metadata_path):
+            raise RunGuardError(
+                f"no ML Metadata store at {config.metadata_path}; run the pipeline first"
+            )
+        check_metadata_store(config.metadata_path)
+        connection = metadata.sqlite_metadata_connection_config(config.metadata_path)
+        with metadata.Metadata(connection) as m:
+            artifacts = examples_artifacts(m.store, args.artifact_ids)
+            reports = [verify_artifact(m.store, a) for a in artifacts]
+    except (RunGuardError, ValueError) as e:
+        print(f"ERROR: {e}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps([r.to_dict() for r in reports], indent=2, sort_keys=True))
+    else:
+        print("\n".join(r.render() for r in reports) or "no Examples artifacts in this store")
+    return 0 if all(r.ok for r in reports) else 1
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    ver = sub.add_parser("verify", help="check every shard of Examples artifacts")
+    add_config_flags(ver)
+    ver.add_argument("artifact_ids", nargs="*", type=int, help="artifact ids (default: all)")
+    ver.add_argument("--json", action="store_true")
+    ver.set_defaults(func=cmd_verify)
