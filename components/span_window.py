@@ -95,9 +95,8 @@ class SpanWindowStrategy(resolver.ResolverStrategy):
 # Transform materializes one output per input Examples artifact only if it is
 # given as many output artifacts, which a pipeline node cannot declare; the
 # window is therefore presented to it as one Examples artifact whose split
-# folders hold every span's shards (hard links: no bytes copied).
-
-WINDOW_EXAMPLES_ID = "span_window_examples"
+# folders hold every span's shards (hard links: no bytes copied); its node id is
+# pipeline.node_ids.SPAN_WINDOW_EXAMPLES.
 
 
 class SpanWindowExamplesSpec(component_spec.ComponentSpec):

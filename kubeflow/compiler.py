@@ -81,7 +81,7 @@ def _stock_previous_statistics_resolver(node_id: str) -> Any:
 
 def _lower_previous_statistics(nodes: list[Any], old: Any) -> list[Any]:
     from components.validation.gate import BASELINE_EXAMPLES_KEY
-    from pipeline.definition import STATISTICS_GEN
+    from pipeline.node_ids import STATISTICS_GEN
 
     new = _stock_previous_statistics_resolver(old.id)
     for node in nodes:

@@ -24,7 +24,7 @@ from components.schema_importer import (
     load_schema,
     schema_column_types,
 )
-from components.span_window import WINDOW_EXAMPLES_ID, SpanWindowExamples, SpanWindowStrategy
+from components.span_window import SpanWindowExamples, SpanWindowStrategy
 from components.validation.checks import load_settings
 from components.validation.gate import (
     PreviousSpanStatisticsStrategy,
@@ -33,29 +33,24 @@ from components.validation.gate import (
 )
 from pipeline.config import PipelineConfig
 from pipeline.fingerprint import code_fingerprint
+from pipeline.node_ids import (  # noqa: F401 - the ids are the definition's vocabulary too
+    BASELINE_RESOLVER,
+    EVALUATOR,
+    EXAMPLE_GEN,
+    EXAMPLE_VALIDATOR,
+    IMAGE_EXAMPLE_GEN,
+    PREVIOUS_STATISTICS_RESOLVER,
+    PUSHER,
+    SCHEMA_IMPORTER,
+    SPAN_WINDOW_EXAMPLES,
+    SPAN_WINDOW_RESOLVER,
+    STATISTICS_GEN,
+    TRAINER,
+    TRANSFORM,
+    VALIDATION_GATE,
+    example_gen_id,
+)
 from pipeline.spans import input_pattern
-
-# Node ids, in run order. Tests and the run summary refer to components by these.
-EXAMPLE_GEN = "CsvExampleGen"
-IMAGE_EXAMPLE_GEN = "ImageExampleGen"  # instead of EXAMPLE_GEN for image datasets
-STATISTICS_GEN = "StatisticsGen"
-SCHEMA_IMPORTER = "CuratedSchemaImporter"
-EXAMPLE_VALIDATOR = "ExampleValidator"
-# The drift baseline (previous span's statistics) and the gate that blocks Transform.
-PREVIOUS_STATISTICS_RESOLVER = "previous_span_statistics_resolver"
-VALIDATION_GATE = "ValidationGate"
-TRANSFORM = "Transform"
-TRAINER = "Trainer"
-BASELINE_RESOLVER = "baseline_model_resolver"
-# Only with a rolling window (config.window > 1): gathers the window's Examples.
-SPAN_WINDOW_RESOLVER = "span_window_resolver"
-SPAN_WINDOW_EXAMPLES = WINDOW_EXAMPLES_ID
-EVALUATOR = "Evaluator"
-PUSHER = "Pusher"
-
-
-def example_gen_id(config: PipelineConfig) -> str:
-    return IMAGE_EXAMPLE_GEN if config.example_gen == "image" else EXAMPLE_GEN
 
 
 def eval_config(config: PipelineConfig) -> tfma.EvalConfig:

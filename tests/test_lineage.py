@@ -139,9 +139,11 @@ def test_dumps_is_sorted_and_stable() -> None:
 
 def test_node_ids_match_the_definition() -> None:
     from pipeline import definition as d
+    from pipeline import node_ids
 
     for name in ("EXAMPLE_GEN", "SCHEMA_IMPORTER", "TRANSFORM", "TRAINER", "EVALUATOR", "PUSHER"):
-        assert getattr(L, name) == getattr(d, name)
+        assert getattr(node_ids, name) == getattr(d, name)
+    assert node_ids.IMAGE_EXAMPLE_GEN in node_ids.EXAMPLE_GENS
 
 
 # ---------------------------------------------------------------------------

@@ -121,6 +121,33 @@ def test_ingest_records_class_counts(image_runs):
     assert per_class == on_disk
 
 
+def _tfxp_json(*argv: str):
+    import contextlib
+    import io
+
+    from tfxp.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main([*argv, "--json"]) == 0
+    return json.loads(out.getvalue())
+
+
+def test_span_lineage_of_digits_reaches_each_spans_model(image_runs):
+    """ImageExampleGen's spans are found like CsvExampleGen's (lineage, runs list, data list)."""
+    run_dir = ["--run-dir", image_runs.config.run_dir]
+    for span, run in ((1, image_runs.first), (2, image_runs.own)):
+        result = _tfxp_json("lineage", "data", "digits", str(span), *run_dir)
+        assert [v["span"] for v in result["data"]] == [span]
+        (use,) = result["models"]
+        assert use["spans"] == [span] and use["trained_in_run"] == run.run_id
+        assert use["blessed"] and use["pushed"]
+    listed = {
+        r["run_id"]: r["spans"] for r in _tfxp_json("runs", "list", "--dataset", "digits", *run_dir)
+    }
+    assert listed["span1"] == [1] and listed["span2"] == [2]
+
+
 def _classify(model_dir: str, files: list[Path]) -> tuple[np.ndarray, np.ndarray]:
     import tensorflow as tf
 

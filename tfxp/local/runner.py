@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pipeline.config import PipelineConfig
+from pipeline.node_ids import VALIDATION_GATE
 from tfxp.local.run_guard import RunGuardError, check_locations, run_lock
 
 Printer = Callable[[str], None]
@@ -191,7 +192,7 @@ def run_local(
         except Exception as e:
             failed = progress.current or "the pipeline"
             cause = _root_cause(e)
-            if failed == "ValidationGate" and cause.startswith("validation gate blocked"):
+            if failed == VALIDATION_GATE and cause.startswith("validation gate blocked"):
                 _record_block(config, run_id, cause, metadata_connection_config)
                 raise ValidationBlockedError(f"{cause}\n  full log: {log_path}") from None
             corrupt = _diagnose_corrupt_input(config, run_id, cause, metadata_connection_config)

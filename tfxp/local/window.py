@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pipeline.config import PipelineConfig
-from pipeline.definition import example_gen_id
+from pipeline.node_ids import example_gen_id
 from pipeline.spans import select_spans
 from tfxp.local.runner import run_local
 

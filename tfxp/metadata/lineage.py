@@ -42,14 +42,14 @@ from typing import Any
 
 from ml_metadata.proto import metadata_store_pb2 as pb
 
-# Node ids of pipeline/definition.py (tests check they agree; importing the
-# definition would import TFX and TFMA, seconds a query should not pay).
-EXAMPLE_GEN = "CsvExampleGen"
-SCHEMA_IMPORTER = "CuratedSchemaImporter"
-TRANSFORM = "Transform"
-TRAINER = "Trainer"
-EVALUATOR = "Evaluator"
-PUSHER = "Pusher"
+from pipeline.node_ids import (
+    EVALUATOR,
+    EXAMPLE_GENS,
+    PUSHER,
+    SCHEMA_IMPORTER,
+    TRAINER,
+    TRANSFORM,
+)
 
 _STATE = {
     pb.Execution.COMPLETE: "executed",
@@ -352,6 +352,11 @@ class Lineage:
         found = [e for e in self.runs.get(run_id, []) if self.node_of.get(e.id) == node_id]
         return found[-1] if found else None
 
+    def run_example_gen(self, run_id: str) -> pb.Execution | None:
+        """The run's ExampleGen execution, whichever kind (CSV or images) ingested its data."""
+        found = [e for e in self.runs.get(run_id, []) if self.node_of.get(e.id) in EXAMPLE_GENS]
+        return found[-1] if found else None
+
     # -- runs ---------------------------------------------------------------
 
     def resolve_run(self, ref: str) -> str:
@@ -394,7 +399,7 @@ class Lineage:
         if trainer is not None:
             models = self.outputs(trainer.id, "Model")
             info.model_id = models[0].id if models else None
-        gen = self.run_execution(run_id, EXAMPLE_GEN)
+        gen = self.run_example_gen(run_id)
         if gen is not None:
             info.spans = sorted(
                 {prop(a, "span") for a in self.outputs(gen.id, "Examples")} - {None}
@@ -436,7 +441,7 @@ class Lineage:
         return (
             self.type_of(artifact) == "Examples"
             and gen is not None
-            and (self.node_of.get(gen.id) == EXAMPLE_GEN or "ExampleGen" in self.exec_type(gen))
+            and (self.node_of.get(gen.id) in EXAMPLE_GENS or "ExampleGen" in self.exec_type(gen))
         )
 
     # -- models -------------------------------------------------------------
@@ -594,7 +599,7 @@ class Lineage:
             for s in steps:
                 if s[0].id == ex.id:
                     s[2].append(aid)
-            if node == EXAMPLE_GEN or "ExampleGen" in self.exec_type(ex):
+            if node in EXAMPLE_GENS or "ExampleGen" in self.exec_type(ex):
                 raw.extend(self.artifacts([aid]))
             elif node == SCHEMA_IMPORTER:
                 schema_exec = ex
@@ -679,15 +684,17 @@ class Lineage:
     # -- data -> models ----------------------------------------------------
 
     def span_examples(self, span: int, version: int | None = None) -> list[pb.Artifact]:
-        query = (
-            f"type = 'Examples' AND custom_properties.span.int_value = {int(span)}"
-            f" AND contexts_a.type = 'node' AND contexts_a.name = '{self.pipeline}.{EXAMPLE_GEN}'"
-        )
         from ml_metadata.metadata_store import metadata_store
 
-        found = self.store.get_artifacts(
-            list_options=metadata_store.ListOptions(filter_query=query)
-        )
+        found = []
+        for node in EXAMPLE_GENS:  # CSV or image datasets: either ExampleGen ingests spans
+            query = (
+                f"type = 'Examples' AND custom_properties.span.int_value = {int(span)}"
+                f" AND contexts_a.type = 'node' AND contexts_a.name = '{self.pipeline}.{node}'"
+            )
+            found += self.store.get_artifacts(
+                list_options=metadata_store.ListOptions(filter_query=query)
+            )
         found = [a for a in found if version is None or prop(a, "version") == version]
         for a in found:
             self._artifacts.setdefault(a.id, a)
@@ -696,7 +703,7 @@ class Lineage:
     def ingested_spans(self) -> list[int]:
         spans = set()
         for ex in self.executions.values():
-            if self.node_of[ex.id] == EXAMPLE_GEN:
+            if self.node_of[ex.id] in EXAMPLE_GENS:
                 spans.update(prop(a, "span") for a in self.outputs(ex.id, "Examples"))
         return sorted(spans - {None})
 
@@ -768,7 +775,7 @@ class Lineage:
             lineage = self.model_lineage(self.artifact(info.model_id), with_metrics=with_metrics)
             data = lineage.data
         else:
-            gen = self.run_execution(run_id, EXAMPLE_GEN)
+            gen = self.run_example_gen(run_id)
             data = [self.data_version(a) for a in self.outputs(gen.id, "Examples")] if gen else []
         facts["data"] = data_facts(data)
         schema_exec = self.run_execution(run_id, SCHEMA_IMPORTER)

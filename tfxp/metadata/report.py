@@ -15,9 +15,7 @@ from ml_metadata.proto import metadata_store_pb2
 from tfx.dsl.io import fileio
 
 from pipeline.config import PipelineConfig
-
-GATE_NODE = "ValidationGate"
-STATISTICS_NODE = "StatisticsGen"
+from pipeline.node_ids import STATISTICS_GEN, VALIDATION_GATE
 
 
 class ReportError(ValueError):
@@ -73,7 +71,7 @@ def _outputs(store, execution_id: int):
 
 def gate_artifact(store, config: PipelineConfig, run_id: str):
     """The ValidationResult artifact this run used (its own, or a cached one), or None."""
-    for ex in reversed(_node_executions(store, run_id, config.pipeline_name, GATE_NODE)):
+    for ex in reversed(_node_executions(store, run_id, config.pipeline_name, VALIDATION_GATE)):
         for a in _outputs(store, ex.id):
             return a
     return None
@@ -117,7 +115,7 @@ def record_block(store, config: PipelineConfig, run_id: str, message: str) -> No
     The executor raised, so TFX published no output artifact; the execution
     itself (state FAILED) then carries why, for lineage queries.
     """
-    executions = _node_executions(store, run_id, config.pipeline_name, GATE_NODE)
+    executions = _node_executions(store, run_id, config.pipeline_name, VALIDATION_GATE)
     failed = [e for e in executions if e.last_known_state == metadata_store_pb2.Execution.FAILED]
     if not failed:
         return
@@ -170,7 +168,7 @@ def propose_schema(store, config: PipelineConfig, out_path: str | None = None) -
     if artifact is None:
         raise ReportError(
             f"no statistics for {config.data_root} in ML Metadata; run the pipeline first "
-            f"(`tfxp run --to-node {STATISTICS_NODE}` is enough)"
+            f"(`tfxp run --to-node {STATISTICS_GEN}` is enough)"
         )
     stats_path = os.path.join(artifact.uri, "Split-train", "FeatureStats.pb")
     if not os.path.exists(stats_path):

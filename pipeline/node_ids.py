@@ -1,0 +1,35 @@
+"""The pipeline's node ids, in run order: the one list every reader of ML Metadata uses.
+
+The definition names its components by these; the run summary, lineage, the
+report lookup and the runners find executions by them. Plain strings: a query
+need not import TFX to know them.
+"""
+
+from __future__ import annotations
+
+from pipeline.config import PipelineConfig
+
+EXAMPLE_GEN = "CsvExampleGen"
+IMAGE_EXAMPLE_GEN = "ImageExampleGen"  # instead of EXAMPLE_GEN for image datasets
+STATISTICS_GEN = "StatisticsGen"
+SCHEMA_IMPORTER = "CuratedSchemaImporter"
+EXAMPLE_VALIDATOR = "ExampleValidator"
+# The drift baseline (previous span's statistics) and the gate that blocks Transform.
+PREVIOUS_STATISTICS_RESOLVER = "previous_span_statistics_resolver"
+VALIDATION_GATE = "ValidationGate"
+TRANSFORM = "Transform"
+TRAINER = "Trainer"
+BASELINE_RESOLVER = "baseline_model_resolver"
+# Only with a rolling window (config.window > 1): gathers the window's Examples.
+SPAN_WINDOW_RESOLVER = "span_window_resolver"
+SPAN_WINDOW_EXAMPLES = "span_window_examples"
+EVALUATOR = "Evaluator"
+PUSHER = "Pusher"
+
+
+# Either ingests a dataset's raw data, by its kind (config.example_gen).
+EXAMPLE_GENS = (EXAMPLE_GEN, IMAGE_EXAMPLE_GEN)
+
+
+def example_gen_id(config: PipelineConfig) -> str:
+    return IMAGE_EXAMPLE_GEN if config.example_gen == "image" else EXAMPLE_GEN
