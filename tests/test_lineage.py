@@ -9,7 +9,10 @@ from pathlib import Path
 import pytest
 
 from tfxp.cli.lineage import main as lineage_main
+from tfxp.metadata import diff as D
+from tfxp.metadata import graph as G
 from tfxp.metadata import lineage as L
+from tfxp.metadata import render as R
 from tfxp.metadata.store import (
     MetadataStoreError,
     StoreLocation,
@@ -36,29 +39,29 @@ def _facts(**changes):
 def test_diff_finds_exactly_what_changed() -> None:
     a = _facts()
     b = _facts(data__span=2, data__fingerprint="b" * 64, metrics__auc=0.75, model__id=19)
-    changes = L.diff_facts(a, b)
+    changes = D.diff_facts(a, b)
     assert [(c.section, c.key) for c in changes] == [
         ("data", "fingerprint"),
         ("data", "span"),
         ("metrics", "auc"),
         ("model", "id"),
     ]
-    report = L.diff_report("A", "B", a, b)
+    report = D.diff_report("A", "B", a, b)
     assert report["unchanged"] == ["schema", "code", "hyperparameters"]
-    text = L.render_diff(report)
+    text = R.render_diff(report)
     assert "aaaaaaaaaaaa" in text and "a" * 13 not in text  # hashes shortened
     assert "(-0.0600)" in text
     assert "unchanged: schema, code, hyperparameters" in text
 
 
 def test_diff_of_identical_runs_and_of_added_keys() -> None:
-    assert L.diff_facts(_facts(), _facts()) == []
-    assert "no differences" in L.render_diff(L.diff_report("A", "B", _facts(), _facts()))
+    assert D.diff_facts(_facts(), _facts()) == []
+    assert "no differences" in R.render_diff(D.diff_report("A", "B", _facts(), _facts()))
     b = _facts(hyperparameters__learning_rate=0.01)
-    (change,) = L.diff_facts(_facts(), b)
+    (change,) = D.diff_facts(_facts(), b)
     assert (change.key, change.a, change.b) == ("learning_rate", None, 0.01)
     # Float noise is not a change.
-    assert L.diff_facts(_facts(metrics__auc=0.1 + 0.2), _facts(metrics__auc=0.3)) == []
+    assert D.diff_facts(_facts(metrics__auc=0.1 + 0.2), _facts(metrics__auc=0.3)) == []
 
 
 def _data(examples_id: int, span: int) -> L.DataVersion:
@@ -77,7 +80,7 @@ def _run(run_id: str, *states: str, model: int | None = 8) -> L.RunInfo:
 
 
 def test_runs_table_shows_executed_and_cached_per_component() -> None:
-    text = L.render_runs(
+    text = R.render_runs(
         [_run("r1", "executed", "executed"), _run("r2", "cached", "resolved", model=None)],
         {8: (True, False)},
     )
@@ -95,11 +98,11 @@ def test_runs_table_shows_executed_and_cached_per_component() -> None:
     ]
     assert "#8" in lines[1] and "yes" in lines[1] and "2 executed, 0 cached" in lines[1]
     assert "r2  cached: C0; resolved: C1" in text
-    assert L.render_runs([], {}) == "no runs"
+    assert R.render_runs([], {}) == "no runs"
 
 
-def _graph() -> L.Graph:
-    g = L.Graph(title="Model #19 of pipeline 'taxi', trained on span 2")
+def _graph() -> G.Graph:
+    g = G.Graph(title="Model #19 of pipeline 'taxi', trained on span 2")
     g.add("raw", "file", "raw data span 2", ["/d/span-2/*.csv"])
     g.add("gen", "execution", "CsvExampleGen", ["execution #10"])
     g.add("ex", "artifact", "Examples", ["#13 span 2 <&>"])
@@ -110,7 +113,7 @@ def _graph() -> L.Graph:
 
 
 def test_layout_puts_each_node_right_of_its_inputs() -> None:
-    boxes, width, height = L.layout(_graph())
+    boxes, width, height = G.layout(_graph())
     x = {b.node.key: b.x for b in boxes}
     assert x["raw"] < x["gen"] < x["ex"] < x["m"]
     assert width > x["m"] and height > 40
@@ -118,21 +121,21 @@ def test_layout_puts_each_node_right_of_its_inputs() -> None:
 
 def test_graph_formats(tmp_path: Path) -> None:
     g = _graph()
-    svg = L.to_svg(g)
+    svg = G.to_svg(g)
     assert svg.startswith("<svg") and "Model #19" in svg and "span 2 &lt;&amp;&gt;" in svg
-    assert "<html>" in L.to_html(g, "details") and "Model #19" in L.to_dot(g)
+    assert "<html>" in G.to_html(g, "details") and "Model #19" in G.to_dot(g)
     for ext in ("svg", "html", "dot", "png"):
-        path = L.write_graph(g, str(tmp_path / f"g.{ext}"))
+        path = G.write_graph(g, str(tmp_path / f"g.{ext}"))
         assert Path(path).stat().st_size > 200
     assert (tmp_path / "g.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(L.LineageError, match="unknown format '.jpg'"):
-        L.write_graph(g, str(tmp_path / "g.jpg"))
+        G.write_graph(g, str(tmp_path / "g.jpg"))
     with pytest.raises(L.LineageError, match="does not exist"):
-        L.write_graph(g, str(tmp_path / "nope" / "g.svg"))
+        G.write_graph(g, str(tmp_path / "nope" / "g.svg"))
 
 
 def test_dumps_is_sorted_and_stable() -> None:
-    text = L.dumps({"b": 1, "a": {"d": 2, "c": [3]}})
+    text = R.dumps({"b": 1, "a": {"d": 2, "c": [3]}})
     assert text == json.dumps(json.loads(text), indent=2, sort_keys=True)
     assert text.index('"a"') < text.index('"b"')
 

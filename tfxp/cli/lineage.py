@@ -49,7 +49,7 @@ def _verdicts(lin, runs) -> dict[int, tuple[bool, bool]]:
 def cmd_runs_list(args: argparse.Namespace) -> str:
     import dataclasses
 
-    from tfxp.metadata.lineage import dumps, render_runs
+    from tfxp.metadata.render import dumps, render_runs
 
     lin = _lineage(args)
     runs = lin.list_runs()
@@ -68,7 +68,7 @@ def cmd_runs_list(args: argparse.Namespace) -> str:
 def cmd_runs_show(args: argparse.Namespace) -> str:
     import dataclasses
 
-    from tfxp.metadata.lineage import dumps, render_run
+    from tfxp.metadata.render import dumps, render_run
 
     lin = _lineage(args)
     run_id = lin.resolve_run(args.run)
@@ -82,7 +82,8 @@ def cmd_runs_show(args: argparse.Namespace) -> str:
 
 
 def cmd_runs_diff(args: argparse.Namespace) -> str:
-    from tfxp.metadata.lineage import diff_report, dumps, render_diff
+    from tfxp.metadata.diff import diff_report
+    from tfxp.metadata.render import dumps, render_diff
 
     lin = _lineage(args)
     a, b = lin.resolve_run(args.a), lin.resolve_run(args.b)
@@ -91,7 +92,7 @@ def cmd_runs_diff(args: argparse.Namespace) -> str:
 
 
 def _graph(args: argparse.Namespace, graph, details: str) -> str:
-    from tfxp.metadata.lineage import write_graph
+    from tfxp.metadata.graph import write_graph
 
     path = write_graph(graph, args.graph, details)
     return f"graph: {path}"
@@ -99,7 +100,7 @@ def _graph(args: argparse.Namespace, graph, details: str) -> str:
 
 def _with_graph(args: argparse.Namespace, as_dict: dict, graph, text: str) -> str:
     """The command's output (table or --json), plus the --graph file's note."""
-    from tfxp.metadata.lineage import dumps
+    from tfxp.metadata.render import dumps
 
     out = dumps(as_dict) if args.json else text
     if args.graph:
@@ -113,7 +114,7 @@ def _with_graph(args: argparse.Namespace, as_dict: dict, graph, text: str) -> st
 
 
 def cmd_lineage_model(args: argparse.Namespace) -> str:
-    from tfxp.metadata.lineage import render_model
+    from tfxp.metadata.render import render_model
 
     lin = _lineage(args)
     model = lin.resolve_model(args.model)
@@ -122,7 +123,7 @@ def cmd_lineage_model(args: argparse.Namespace) -> str:
 
 
 def cmd_lineage_data(args: argparse.Namespace) -> str:
-    from tfxp.metadata.lineage import render_span
+    from tfxp.metadata.render import render_span
 
     lin = _lineage(args, args.dataset)
     result = lin.span_lineage(args.span, args.version, with_graph=bool(args.graph))
@@ -131,7 +132,7 @@ def cmd_lineage_data(args: argparse.Namespace) -> str:
 
 def _run(func):
     def wrapped(args: argparse.Namespace) -> int:
-        from tfxp.metadata.lineage import LineageError
+        from tfxp.metadata.store import LineageError
 
         try:
             text = func(args)

@@ -230,3 +230,7 @@ def open_store(location: StoreLocation, *, create: bool = False):
             "SQLite file or it is corrupt: point --run-dir at a run directory or restore it"
         ) from None
     return store
+
+
+class LineageError(RuntimeError):
+    """A question ML Metadata cannot answer as asked; the message says what to do."""
