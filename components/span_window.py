@@ -21,13 +21,9 @@ from tfx.dsl.components.common import resolver
 from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, component_spec, standard_artifacts
 
+from components.properties import custom_int
+
 EXAMPLES_KEY = "examples"
-
-
-def _int_prop(artifact: types.Artifact, name: str) -> int | None:
-    if artifact.mlmd_artifact.custom_properties.get(name) is None:
-        return None
-    return artifact.get_int_custom_property(name)
 
 
 def _ours(examples: list[types.Artifact]) -> list[types.Artifact]:
@@ -49,12 +45,12 @@ def window_of_spans(
         recorded = a.mlmd_artifact.custom_properties.get("input_base")
         if input_base and recorded is not None and recorded.string_value != input_base:
             continue
-        span = _int_prop(a, "span")
+        span = custom_int(a, "span")
         if span is None or span > end_span:
             continue
-        key = (_int_prop(a, "version") or 0, a.id)
+        key = (custom_int(a, "version") or 0, a.id)
         current = best.get(span)
-        if current is None or key > (_int_prop(current, "version") or 0, current.id):
+        if current is None or key > (custom_int(current, "version") or 0, current.id):
             best[span] = a
     spans = sorted(best)[-num_spans:]
     return [best[s] for s in spans]
@@ -80,12 +76,12 @@ class SpanWindowStrategy(resolver.ResolverStrategy):
         examples = list(input_dict.get(EXAMPLES_KEY, []))
         end = self._end_span
         if end < 0:
-            end = max((_int_prop(a, "span") or 0 for a in _ours(examples)), default=0)
+            end = max((custom_int(a, "span") or 0 for a in _ours(examples)), default=0)
         window = window_of_spans(examples, self._num_spans, end, self._input_base)
         if len(window) < self._num_spans:
             raise ValueError(
                 f"window of {self._num_spans} spans ending at span {end}: only spans "
-                f"{[_int_prop(a, 'span') for a in window]} were ingested; ingest the older "
+                f"{[custom_int(a, 'span') for a in window]} were ingested; ingest the older "
                 "spans first (`tfxp run --window K` does)"
             )
         return {EXAMPLES_KEY: window}
@@ -126,15 +122,15 @@ class SpanWindowExamplesExecutor(base_executor.BaseExecutor):
             fileio.makedirs(dest)
             for a in sources:
                 src_dir = artifact_utils.get_split_uri([a], split)
-                span = _int_prop(a, "span")
+                span = custom_int(a, "span")
                 for name in sorted(fileio.listdir(src_dir)):
                     _link_or_copy(
                         os.path.join(src_dir, name), os.path.join(dest, f"span-{span}-{name}")
                     )
-        spans = [_int_prop(a, "span") for a in sources]
+        spans = [custom_int(a, "span") for a in sources]
         out.set_string_custom_property("window_spans", ",".join(str(s) for s in spans))
         out.set_int_custom_property("span", max(s or 0 for s in spans))
-        rows = [_int_prop(a, "row_count") for a in sources]
+        rows = [custom_int(a, "row_count") for a in sources]
         if all(r is not None for r in rows):
             out.set_int_custom_property("row_count", sum(rows))
         h = hashlib.sha256()

@@ -11,10 +11,12 @@ Use it from a test module with `from mariadb_server import mariadb_server  # noq
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,11 +74,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def mariadb_server(tmp_path_factory: pytest.TempPathFactory):
+@contextlib.contextmanager
+def running_mariadb(directory: Path, database: str) -> Iterator[MariaDB]:
+    """A private MariaDB server in `directory` on a free port, with `database` and its user."""
     ensure_installed()
-    directory = tmp_path_factory.mktemp("mariadb")
-    server = MariaDB("127.0.0.1", free_port(), "mlmd_lineage", "mlmd", "mlmd-test-pw", directory)
+    server = MariaDB("127.0.0.1", free_port(), database, "mlmd", "mlmd-test-pw", directory)
     started = subprocess.run(
         [
             str(SCRIPT),
@@ -97,3 +99,9 @@ def mariadb_server(tmp_path_factory: pytest.TempPathFactory):
         yield server
     finally:
         subprocess.run([str(SCRIPT), "stop", str(directory)], capture_output=True, timeout=90)
+
+
+@pytest.fixture(scope="session")
+def mariadb_server(tmp_path_factory: pytest.TempPathFactory):
+    with running_mariadb(tmp_path_factory.mktemp("mariadb"), "mlmd_lineage") as server:
+        yield server

@@ -36,6 +36,7 @@ from tfx.types import artifact_utils, component_spec, standard_artifacts
 from tfx.types.system_artifacts import Statistics as StatisticsSystemType
 from tfx.utils import io_utils
 
+from components.properties import custom_int, custom_str
 from components.validation.checks import (
     BLOCK,
     SERVING,
@@ -185,7 +186,7 @@ def _load_stats(artifact: types.Artifact) -> dict[str, statistics_pb2.DatasetFea
 
 
 def _span(artifacts: list[types.Artifact] | None) -> int | None:
-    spans = [_custom_int(a, SPAN_PROPERTY) for a in artifacts or []]
+    spans = [custom_int(a, SPAN_PROPERTY) for a in artifacts or []]
     spans = [s for s in spans if s is not None]
     return max(spans) if spans else None
 
@@ -322,18 +323,6 @@ def load_result(artifact_uri: str) -> GateResult:
 # The baseline: the previous span's statistics, from ML Metadata
 
 
-def _custom_int(artifact: types.Artifact, name: str) -> int | None:
-    if artifact.mlmd_artifact.custom_properties.get(name) is None:
-        return None
-    return artifact.get_int_custom_property(name)
-
-
-def _custom_str(artifact: types.Artifact, name: str) -> str | None:
-    if artifact.mlmd_artifact.custom_properties.get(name) is None:
-        return None
-    return artifact.get_string_custom_property(name)
-
-
 def statistics_sources(store: Any, statistics_ids: list[int]) -> dict[int, int]:
     """Statistics artifact id -> id of the Examples its StatisticsGen execution read."""
     from ml_metadata.proto import metadata_store_pb2
@@ -370,13 +359,13 @@ def previous_span(
             stats_of[sources[s.id]] = s  # the newest wins
     candidates = []
     for e in examples:
-        span = _custom_int(e, SPAN_PROPERTY)
+        span = custom_int(e, SPAN_PROPERTY)
         if span is None or span >= current_span or e.id not in stats_of:
             continue
-        base = _custom_str(e, "input_base")
+        base = custom_str(e, "input_base")
         if input_base and base is not None and base != input_base:
             continue
-        candidates.append(((span, _custom_int(e, "version") or 0, e.id), e))
+        candidates.append(((span, custom_int(e, "version") or 0, e.id), e))
     if not candidates:
         return [], []
     best = max(candidates, key=lambda c: c[0])[1]
@@ -402,7 +391,7 @@ class PreviousSpanStatisticsStrategy(resolver.ResolverStrategy):
         self, store: Any, input_dict: dict[str, list[types.Artifact]]
     ) -> dict[str, list[types.Artifact]] | None:
         current = list(input_dict.get(EXAMPLES_KEY, []))
-        spans = [s for s in (_custom_int(e, SPAN_PROPERTY) for e in current) if s is not None]
+        spans = [s for s in (custom_int(e, SPAN_PROPERTY) for e in current) if s is not None]
         statistics = list(input_dict.get(STATISTICS_KEY, []))
         if not spans or not statistics:
             return {EXAMPLES_KEY: [], STATISTICS_KEY: []}

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from pipeline.config import DATASETS, dataset_config
+from pipeline.config import DATASETS, PipelineConfig, dataset_config
+from tfxp.metadata.store import StoreLocation, add_mysql_flags, location_from
 
 
-def add_config_flags(p: argparse.ArgumentParser) -> None:
+def add_config_flags(p: argparse.ArgumentParser, *, store: bool = False) -> None:
+    """The dataset and where things are; with `store`, the ML Metadata store's flags too."""
     p.add_argument("--dataset", default="taxi", choices=sorted(DATASETS), help="dataset config")
     p.add_argument("--data-root", help="raw data folder holding span-<N>/ drops")
     p.add_argument("--run-dir", help="where the pipeline root, ML Metadata and pushed models go")
@@ -19,6 +21,12 @@ def add_config_flags(p: argparse.ArgumentParser) -> None:
         help="local dir for ML Metadata, logs and the run lock (default: the run dir, or "
         "runs/remote/... when the run dir is s3:// or gs://)",
     )
+    if store:
+        add_mysql_flags(
+            p.add_argument_group(
+                "ML Metadata on MySQL/MariaDB (default: SQLite in the run directory)"
+            )
+        )
 
 
 def config_from_args(args: argparse.Namespace):
@@ -45,3 +53,18 @@ def config_from_args(args: argparse.Namespace):
         if getattr(args, name, None) is not None:
             changes[name] = getattr(args, name)
     return config.replace(**changes)
+
+
+def store_location(args: argparse.Namespace, config: PipelineConfig) -> StoreLocation:
+    """The ML Metadata store: --mysql-* flags, then MLMD_MYSQL_* from the environment,
+    then SQLite in the run's local directory (`config.metadata_path`).
+
+    Raises MetadataStoreError (one line, what to do) on incomplete MySQL settings.
+    """
+    return location_from(
+        mysql_host=getattr(args, "mysql_host", None),
+        mysql_port=getattr(args, "mysql_port", None),
+        mysql_database=getattr(args, "mysql_database", None),
+        mysql_user=getattr(args, "mysql_user", None),
+        default_run_dir=config.local_dir,
+    )

@@ -23,6 +23,9 @@ from typing import Any
 
 from pipeline.config import DATASETS, PipelineConfig, dataset_config
 from pipeline.spans import SpanError, copy_files, leftover_incoming, list_spans, publish_span
+from tfxp.cli.common import store_location
+from tfxp.metadata.properties import prop
+from tfxp.metadata.store import MetadataStoreError, StoreLocation, add_mysql_flags, open_store
 
 
 @dataclass
@@ -60,14 +63,6 @@ class SpanRow:
 # ML Metadata lineage.
 
 
-def _prop(artifact, key: str) -> Any:
-    value = artifact.custom_properties.get(key)
-    if value is None:
-        return None
-    kind = value.WhichOneof("value")
-    return getattr(value, kind) if kind else None
-
-
 class Lineage:
     """Walks ML Metadata downstream from Examples artifacts to runs and models."""
 
@@ -103,9 +98,9 @@ class Lineage:
         """Examples written by our ExampleGen from `input_base` (older ones: any base)."""
         found = []
         for a in self.store.get_artifacts_by_type("Examples"):
-            if _prop(a, "span") is None or _prop(a, "window_spans") is not None:
+            if prop(a, "span") is None or prop(a, "window_spans") is not None:
                 continue
-            base = _prop(a, "input_base")
+            base = prop(a, "input_base")
             if base is not None and os.path.abspath(base) != os.path.abspath(input_base):
                 continue
             if a.state != self._pb.Artifact.LIVE:
@@ -119,9 +114,9 @@ class Lineage:
         result = Ingestion(
             examples_id=artifact.id,
             uri=artifact.uri,
-            rows=_prop(artifact, "row_count"),
-            raw_bytes=_prop(artifact, "raw_bytes"),
-            fingerprint=_prop(artifact, "content_sha256"),
+            rows=prop(artifact, "row_count"),
+            raw_bytes=prop(artifact, "raw_bytes"),
+            fingerprint=prop(artifact, "content_sha256"),
             ingested_at=ingested.isoformat(timespec="seconds"),
         )
         touching: set[int] = set()
@@ -180,23 +175,19 @@ class Lineage:
                 if e.type == pb.Event.OUTPUT
             ]
             for pushed in self.store.get_artifacts_by_id(out_ids) if out_ids else []:
-                if _prop(pushed, "pushed") == 1:
+                if prop(pushed, "pushed") == 1:
                     model.pushed = True
-                    dest = _prop(pushed, "pushed_destination")
+                    dest = prop(pushed, "pushed_destination")
                     if dest and dest not in model.pushed_to:
                         model.pushed_to.append(dest)
 
 
-def _open_store(config: PipelineConfig):
-    if not os.path.exists(config.metadata_path):
+def _open_store(config: PipelineConfig, location: StoreLocation | None):
+    """The store that records the dataset's ingestions, or None before the first run."""
+    location = location or StoreLocation(sqlite_path=config.metadata_path)
+    if not location.is_mysql and not os.path.exists(config.metadata_path):
         return None
-    from ml_metadata.metadata_store import metadata_store
-    from ml_metadata.proto import metadata_store_pb2
-
-    cfg = metadata_store_pb2.ConnectionConfig()
-    cfg.sqlite.filename_uri = config.metadata_path
-    cfg.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
-    return metadata_store.MetadataStore(cfg)
+    return open_store(location)
 
 
 def _remote_rows(data_root: str) -> list[SpanRow]:
@@ -215,8 +206,11 @@ def _remote_rows(data_root: str) -> list[SpanRow]:
     ]
 
 
-def describe_dataset(config: PipelineConfig) -> list[SpanRow]:
-    """Spans on disk with their ingestions and lineage, oldest first."""
+def describe_dataset(
+    config: PipelineConfig, location: StoreLocation | None = None
+) -> list[SpanRow]:
+    """Spans on disk with their ingestions and lineage (from `location`, default the
+    run dir's SQLite store), oldest first."""
     if "://" in config.data_root:
         rows = _remote_rows(config.data_root)
     else:
@@ -224,13 +218,13 @@ def describe_dataset(config: PipelineConfig) -> list[SpanRow]:
             SpanRow(s.span, s.version, str(s.path), len(s.files), s.nbytes)
             for s in list_spans(config.data_root)
         ]
-    store = _open_store(config)
+    store = _open_store(config, location)
     if store is None:
         return rows
     lineage = Lineage(store)
     by_key: dict[tuple[int, int | None], list] = {}
     for a in lineage.examples(config.data_root):
-        by_key.setdefault((_prop(a, "span"), _prop(a, "version")), []).append(a)
+        by_key.setdefault((prop(a, "span"), prop(a, "version")), []).append(a)
     for row in rows:
         arts = sorted(by_key.get((row.span, row.version), []), key=lambda a: a.id)
         row.ingestions = [lineage.ingestion(a) for a in arts]
@@ -305,8 +299,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     for name in names:
         config = _dataset_config(args, name)
         try:
-            rows = describe_dataset(config)
-        except StorageError as e:
+            rows = describe_dataset(config, store_location(args, config))
+        except (StorageError, MetadataStoreError) as e:
             print(f"ERROR: {e}", file=sys.stderr)
             return 1
         out[name] = {"data_root": config.data_root, "spans": [asdict(r) for r in rows]}
@@ -434,6 +428,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     ls.add_argument("--dataset", choices=sorted(DATASETS), help="one dataset (default: all)")
     ls.add_argument("--json", action="store_true")
     common(ls)
+    add_mysql_flags(
+        ls.add_argument_group("ML Metadata on MySQL/MariaDB (default: SQLite in the run directory)")
+    )
     ls.set_defaults(func=cmd_list)
 
     add = dsub.add_parser("add", help="publish CSV files as the next span, atomically")

@@ -31,7 +31,7 @@ def _lineage(args: argparse.Namespace, dataset: str | None = None):
     from tfxp.metadata.lineage import Lineage
 
     config = dataset_config(dataset or args.dataset)
-    location = location_from_args(args, config.run_dir)
+    location = location_from_args(args, config.local_dir)
     store = open_store(location)
     return Lineage(store, config.pipeline_name, location.describe())
 

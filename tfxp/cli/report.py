@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
-from tfxp.cli.common import add_config_flags, config_from_args
+from tfxp.cli.common import add_config_flags, config_from_args, store_location
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -26,22 +25,13 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_schema_propose(args: argparse.Namespace) -> int:
-    from tfx.orchestration import metadata
-
     from tfxp.metadata.report import ReportError, propose_schema
+    from tfxp.metadata.store import MetadataStoreError, open_store
 
     config = config_from_args(args)
-    if not os.path.exists(config.metadata_path):
-        print(
-            f"ERROR: no ML Metadata store at {config.metadata_path}; run the pipeline first",
-            file=sys.stderr,
-        )
-        return 1
     try:
-        connection = metadata.sqlite_metadata_connection_config(config.metadata_path)
-        with metadata.Metadata(connection) as m:
-            proposal = propose_schema(m.store, config, args.output)
-    except ReportError as e:
+        proposal = propose_schema(open_store(store_location(args, config)), config, args.output)
+    except (ReportError, MetadataStoreError) as e:
         print(f"ERROR: {e}", file=sys.stderr)
         return 1
     span = f" (span {proposal.span})" if proposal.span is not None else ""
@@ -57,7 +47,7 @@ def cmd_schema_propose(args: argparse.Namespace) -> int:
 
 def register(sub) -> None:
     rep = sub.add_parser("report", help="print the path of a run's HTML validation report")
-    add_config_flags(rep)
+    add_config_flags(rep, store=True)
     rep.add_argument("--run-id", help="this run's report (default: the newest)")
     rep.set_defaults(func=cmd_report)
 
@@ -67,6 +57,6 @@ def register(sub) -> None:
         "propose",
         help="propose a schema from the latest statistics and print the diff (never overwrites)",
     )
-    add_config_flags(prop)
+    add_config_flags(prop, store=True)
     prop.add_argument("-o", "--output", help="where to write the proposal (default: run dir)")
     prop.set_defaults(func=cmd_schema_propose)

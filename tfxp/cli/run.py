@@ -6,27 +6,23 @@ import argparse
 import os
 import sys
 
-from tfxp.cli.common import add_config_flags, config_from_args
+from tfxp.cli.common import add_config_flags, config_from_args, store_location
+from tfxp.metadata.store import MetadataStoreError
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from tfxp.local.runner import PipelineRunError, ValidationBlockedError, run_local
 
     config = config_from_args(args)
-    connection = None
-    if args.mysql_host:
-        from tfxp.metadata.store import MetadataStoreError, location_from
-
-        try:
-            connection = location_from(
-                mysql_host=args.mysql_host,
-                mysql_port=args.mysql_port,
-                mysql_database=args.mysql_database,
-                mysql_user=args.mysql_user,
-            ).connection_config(create=True, read_only=False)
-        except MetadataStoreError as e:
-            print(f"ERROR: {e}", file=sys.stderr)
-            return 1
+    try:
+        location = store_location(args, config)
+    except MetadataStoreError as e:
+        print(f"ERROR: {e}", file=sys.stderr)
+        return 1
+    # SQLite: the runner's own connection to config.metadata_path, with its file checks.
+    connection = (
+        location.connection_config(create=True, read_only=False) if location.is_mysql else None
+    )
     try:
         if config.window > 1:
             from tfxp.local.window import ingest_older_spans
@@ -55,7 +51,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     run = sub.add_parser("run", help="run the whole pipeline locally (LocalDagRunner)")
-    add_config_flags(run)
+    add_config_flags(run, store=True)
     run.add_argument("--train-steps", type=int, help="training steps (default from config)")
     run.add_argument("--eval-steps", type=int)
     run.add_argument("--no-cache", action="store_true", help="re-execute every component")
@@ -74,11 +70,4 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="validation gate: report this anomaly kind (schema, drift, skew, or a TFDV "
         "anomaly type) as a warning instead of blocking; repeatable",
     )
-    mysql = run.add_argument_group(
-        "ML Metadata on MySQL/MariaDB (default: SQLite in the run directory)"
-    )
-    mysql.add_argument("--mysql-host", help="store ML Metadata on this server")
-    mysql.add_argument("--mysql-port", type=int, metavar="PORT", help="default 3306")
-    mysql.add_argument("--mysql-database", metavar="NAME")
-    mysql.add_argument("--mysql-user", metavar="USER", help="password from MLMD_MYSQL_PASSWORD")
     run.set_defaults(func=cmd_run)

@@ -3,32 +3,23 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
-from tfxp.cli.common import add_config_flags, config_from_args
+from tfxp.cli.common import add_config_flags, config_from_args, store_location
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
     import json
 
-    from tfx.orchestration import metadata
-
-    from tfxp.local.run_guard import RunGuardError, check_metadata_store
+    from tfxp.metadata.store import MetadataStoreError, open_store
     from tfxp.metadata.verify import examples_artifacts, verify_artifact
 
     config = config_from_args(args)
     try:
-        if not os.path.exists(config.metadata_path):
-            raise RunGuardError(
-                f"no ML Metadata store at {config.metadata_path}; run the pipeline first"
-            )
-        check_metadata_store(config.metadata_path)
-        connection = metadata.sqlite_metadata_connection_config(config.metadata_path)
-        with metadata.Metadata(connection) as m:
-            artifacts = examples_artifacts(m.store, args.artifact_ids)
-            reports = [verify_artifact(m.store, a) for a in artifacts]
-    except (RunGuardError, ValueError) as e:
+        store = open_store(store_location(args, config))
+        artifacts = examples_artifacts(store, args.artifact_ids)
+        reports = [verify_artifact(store, a) for a in artifacts]
+    except (MetadataStoreError, ValueError) as e:
         print(f"ERROR: {e}", file=sys.stderr)
         return 1
     if args.json:
@@ -40,7 +31,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     ver = sub.add_parser("verify", help="check every shard of Examples artifacts")
-    add_config_flags(ver)
+    add_config_flags(ver, store=True)
     ver.add_argument("artifact_ids", nargs="*", type=int, help="artifact ids (default: all)")
     ver.add_argument("--json", action="store_true")
     ver.set_defaults(func=cmd_verify)

@@ -31,7 +31,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import glob
-import json
 import os
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -49,6 +48,8 @@ from pipeline.node_ids import (
     TRANSFORM,
 )
 from tfxp.metadata.graph import Graph
+from tfxp.metadata.properties import json_prop as _json
+from tfxp.metadata.properties import prop
 from tfxp.metadata.store import LineageError
 
 _STATE = {
@@ -64,37 +65,6 @@ _INPUTS = (pb.Event.INPUT, pb.Event.DECLARED_INPUT)
 _OUTPUTS = (pb.Event.OUTPUT, pb.Event.DECLARED_OUTPUT)
 # Far enough for ExampleGen -> window -> Transform -> Trainer and the schema.
 MAX_HOPS = 24
-
-
-# ---------------------------------------------------------------------------
-# Values of MLMD properties.
-
-
-def prop(node: Any, key: str) -> Any:
-    """A property or custom property of an artifact/execution, as a Python value."""
-    for props in (node.properties, node.custom_properties):
-        if key in props:
-            value = props[key]
-            kind = value.WhichOneof("value")
-            if kind is None:
-                return None
-            if kind == "struct_value":
-                from google.protobuf import json_format
-
-                return json_format.MessageToDict(value.struct_value)
-            if kind == "proto_value":
-                return None
-            return getattr(value, kind)
-    return None
-
-
-def _json(text: Any) -> Any:
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
 
 
 def _iso(ms: int) -> str:

@@ -141,12 +141,17 @@ def add_store_flags(parser: argparse.ArgumentParser, *, default_run_dir_help: st
         "--run-dir",
         help="run directory whose metadata.sqlite to read" + default_run_dir_help,
     )
-    g.add_argument("--mysql-host", help="read a MySQL/MariaDB store instead (env MLMD_MYSQL_HOST)")
-    g.add_argument(
+    add_mysql_flags(g)
+
+
+def add_mysql_flags(group) -> None:
+    """The --mysql-* flags every command that reads or writes ML Metadata takes."""
+    group.add_argument("--mysql-host", help="ML Metadata on MySQL/MariaDB (env MLMD_MYSQL_HOST)")
+    group.add_argument(
         "--mysql-port", type=int, help="default 3306 (env MLMD_MYSQL_PORT)", metavar="PORT"
     )
-    g.add_argument("--mysql-database", help="env MLMD_MYSQL_DATABASE", metavar="NAME")
-    g.add_argument(
+    group.add_argument("--mysql-database", help="env MLMD_MYSQL_DATABASE", metavar="NAME")
+    group.add_argument(
         "--mysql-user",
         help=f"env MLMD_MYSQL_USER; the password is read from {PASSWORD_ENV}",
         metavar="USER",

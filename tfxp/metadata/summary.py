@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
 from pipeline.config import PipelineConfig
+from tfxp.metadata.properties import prop
 
 _STATE_NAMES = {v: k for k, v in metadata_store_pb2.Execution.State.items()}
 # Resolver nodes only query ML Metadata; they run on every run and do no work.
@@ -87,14 +87,6 @@ def _node_id(store: metadata_store.MetadataStore, execution_id: int, pipeline_na
     return "?"
 
 
-def _custom(artifact: metadata_store_pb2.Artifact, key: str) -> Any:
-    value = artifact.custom_properties.get(key)
-    if value is None:
-        return None
-    kind = value.WhichOneof("value")
-    return getattr(value, kind) if kind else None
-
-
 def _outputs(store, execution_id: int) -> list[metadata_store_pb2.Artifact]:
     events = store.get_events_by_execution_ids([execution_id])
     ids = [e.artifact_id for e in events if e.type == metadata_store_pb2.Event.OUTPUT]
@@ -149,12 +141,10 @@ def summarize_run(
                 except Exception as e:  # a summary must not hide the run's result
                     summary.metrics = {"unreadable": str(e)}  # type: ignore[dict-item]
             elif type_name == "ModelBlessing":
-                summary.blessed = bool(_custom(art, "blessed"))
+                summary.blessed = bool(prop(art, "blessed"))
             elif type_name == "PushedModel":
-                summary.pushed = bool(_custom(art, "pushed"))
-                summary.pushed_model = (
-                    _custom(art, "pushed_destination") if summary.pushed else None
-                )
+                summary.pushed = bool(prop(art, "pushed"))
+                summary.pushed_model = prop(art, "pushed_destination") if summary.pushed else None
             elif type_name == "Model":
                 summary.model_uri = art.uri
     return summary
