@@ -17,24 +17,21 @@ import datetime as dt
 import json
 import os
 import sys
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pipeline.config import DATASETS, PipelineConfig, dataset_config
 from pipeline.spans import SpanError, copy_files, leftover_incoming, list_spans, publish_span
 from tfxp.cli.common import store_location
+from tfxp.metadata.lineage import Lineage, ModelUse
 from tfxp.metadata.properties import prop
-from tfxp.metadata.store import MetadataStoreError, StoreLocation, add_mysql_flags, open_store
-
-
-@dataclass
-class ModelUse:
-    model_id: int
-    uri: str
-    trained_in: list[str] = field(default_factory=list)
-    pushed: bool = False
-    pushed_to: list[str] = field(default_factory=list)
+from tfxp.metadata.store import (
+    LineageError,
+    MetadataStoreError,
+    StoreLocation,
+    add_mysql_flags,
+    open_store,
+)
 
 
 @dataclass
@@ -63,123 +60,39 @@ class SpanRow:
 # ML Metadata lineage.
 
 
-class Lineage:
-    """Walks ML Metadata downstream from Examples artifacts to runs and models."""
+def _ingested_examples(store, input_base: str) -> list:
+    """LIVE Examples our ExampleGen wrote from `input_base` (older ones: any base)."""
+    from ml_metadata.proto import metadata_store_pb2
 
-    def __init__(self, store) -> None:
-        from ml_metadata.proto import metadata_store_pb2
+    found = []
+    for a in store.get_artifacts_by_type("Examples"):
+        if prop(a, "span") is None or prop(a, "window_spans") is not None:
+            continue
+        base = prop(a, "input_base")
+        if base is not None and os.path.abspath(base) != os.path.abspath(input_base):
+            continue
+        if a.state != metadata_store_pb2.Artifact.LIVE:
+            continue
+        found.append(a)
+    return found
 
-        self.store = store
-        self._pb = metadata_store_pb2
-        self._type_names: dict[int, str] = {}
-        self._exec_type_names: dict[int, str] = {}
 
-    def _artifact_type(self, artifact) -> str:
-        if artifact.type_id not in self._type_names:
-            t = self.store.get_artifact_types_by_id([artifact.type_id])[0]
-            self._type_names[artifact.type_id] = t.name
-        return self._type_names[artifact.type_id]
-
-    def _execution_type(self, execution) -> str:
-        if execution.type_id not in self._exec_type_names:
-            t = self.store.get_execution_types_by_id([execution.type_id])[0]
-            self._exec_type_names[execution.type_id] = t.name
-        return self._exec_type_names[execution.type_id]
-
-    def _runs(self, execution_ids: Iterable[int]) -> set[str]:
-        runs = set()
-        for eid in execution_ids:
-            for ctx in self.store.get_contexts_by_execution(eid):
-                if self.store.get_context_types_by_id([ctx.type_id])[0].name == "pipeline_run":
-                    runs.add(ctx.name)
-        return runs
-
-    def examples(self, input_base: str) -> list:
-        """Examples written by our ExampleGen from `input_base` (older ones: any base)."""
-        found = []
-        for a in self.store.get_artifacts_by_type("Examples"):
-            if prop(a, "span") is None or prop(a, "window_spans") is not None:
-                continue
-            base = prop(a, "input_base")
-            if base is not None and os.path.abspath(base) != os.path.abspath(input_base):
-                continue
-            if a.state != self._pb.Artifact.LIVE:
-                continue
-            found.append(a)
-        return found
-
-    def ingestion(self, artifact) -> Ingestion:
-        pb = self._pb
-        ingested = dt.datetime.fromtimestamp(artifact.create_time_since_epoch / 1000)
-        result = Ingestion(
-            examples_id=artifact.id,
-            uri=artifact.uri,
-            rows=prop(artifact, "row_count"),
-            raw_bytes=prop(artifact, "raw_bytes"),
-            fingerprint=prop(artifact, "content_sha256"),
-            ingested_at=ingested.isoformat(timespec="seconds"),
-        )
-        touching: set[int] = set()
-        models: dict[int, ModelUse] = {}
-        frontier = [artifact.id]
-        seen = {artifact.id}
-        # Examples -> (window) -> Transform -> transformed -> Trainer -> Model: a few hops.
-        for _ in range(6):
-            if not frontier:
-                break
-            events = self.store.get_events_by_artifact_ids(frontier)
-            if frontier == [artifact.id]:
-                touching.update(e.execution_id for e in events)
-            consumers = {e.execution_id for e in events if e.type == pb.Event.INPUT}
-            frontier = []
-            if not consumers:
-                break
-            for ex in self.store.get_executions_by_id(sorted(consumers)):
-                etype = self._execution_type(ex)
-                if "Evaluator" in etype or "Pusher" in etype or "Resolver" in etype:
-                    continue
-                out_events = [
-                    e
-                    for e in self.store.get_events_by_execution_ids([ex.id])
-                    if e.type == pb.Event.OUTPUT
-                ]
-                ids = [e.artifact_id for e in out_events if e.artifact_id not in seen]
-                for out in self.store.get_artifacts_by_id(ids) if ids else []:
-                    seen.add(out.id)
-                    if self._artifact_type(out) == "Model":
-                        models.setdefault(out.id, ModelUse(out.id, out.uri))
-                    elif self._artifact_type(out) == "Examples":
-                        frontier.append(out.id)
-        for model in models.values():
-            self._describe_model(model)
-            touching.update(self._producers(model.model_id))
-        result.runs = sorted(self._runs(touching))
-        result.models = sorted(models.values(), key=lambda m: m.model_id)
-        return result
-
-    def _producers(self, artifact_id: int) -> set[int]:
-        events = self.store.get_events_by_artifact_ids([artifact_id])
-        return {e.execution_id for e in events if e.type == self._pb.Event.OUTPUT}
-
-    def _describe_model(self, model: ModelUse) -> None:
-        pb = self._pb
-        model.trained_in = sorted(self._runs(self._producers(model.model_id)))
-        events = self.store.get_events_by_artifact_ids([model.model_id])
-        consumers = sorted({e.execution_id for e in events if e.type == pb.Event.INPUT})
-        for ex in self.store.get_executions_by_id(consumers) if consumers else []:
-            if "Pusher" not in self._execution_type(ex):
-                continue
-            out_ids = [
-                e.artifact_id
-                for e in self.store.get_events_by_execution_ids([ex.id])
-                if e.type == pb.Event.OUTPUT
-            ]
-            for pushed in self.store.get_artifacts_by_id(out_ids) if out_ids else []:
-                if prop(pushed, "pushed") == 1:
-                    model.pushed = True
-                    dest = prop(pushed, "pushed_destination")
-                    if dest and dest not in model.pushed_to:
-                        model.pushed_to.append(dest)
+def _ingestion(lineage: Lineage, artifact) -> Ingestion:
+    ingested = dt.datetime.fromtimestamp(artifact.create_time_since_epoch / 1000)
+    models = lineage.models_trained_on([artifact])
+    runs = set(lineage.runs_touching(artifact.id))
+    for model in models:
+        runs.update(model.trained_in)
+    return Ingestion(
+        examples_id=artifact.id,
+        uri=artifact.uri,
+        rows=prop(artifact, "row_count"),
+        raw_bytes=prop(artifact, "raw_bytes"),
+        fingerprint=prop(artifact, "content_sha256"),
+        ingested_at=ingested.isoformat(timespec="seconds"),
+        runs=sorted(runs),
+        models=models,
+    )
 
 
 def _open_store(config: PipelineConfig, location: StoreLocation | None):
@@ -221,13 +134,16 @@ def describe_dataset(
     store = _open_store(config, location)
     if store is None:
         return rows
-    lineage = Lineage(store)
+    try:
+        lineage = Lineage(store, config.pipeline_name)
+    except LineageError:  # no run of this pipeline in the store yet
+        return rows
     by_key: dict[tuple[int, int | None], list] = {}
-    for a in lineage.examples(config.data_root):
+    for a in _ingested_examples(store, config.data_root):
         by_key.setdefault((prop(a, "span"), prop(a, "version")), []).append(a)
     for row in rows:
         arts = sorted(by_key.get((row.span, row.version), []), key=lambda a: a.id)
-        row.ingestions = [lineage.ingestion(a) for a in arts]
+        row.ingestions = [_ingestion(lineage, a) for a in arts]
     return rows
 
 

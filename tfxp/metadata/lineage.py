@@ -177,6 +177,8 @@ class ModelLineage:
 
 @dataclass
 class ModelUse:
+    """A model trained on some data: what `lineage data` and `data list` show of it."""
+
     model_id: int
     trained_in_run: str | None
     spans: list[int]
@@ -184,6 +186,27 @@ class ModelUse:
     baseline_model_id: int | None
     pushed: bool
     pushed_versions: list[str]
+    uri: str = ""
+    trained_in: list[str] = field(default_factory=list)  # the run, and runs that re-used it
+    pushed_to: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, lineage: ModelLineage) -> ModelUse:
+        b = lineage.blessing
+        pushes = [p for p in lineage.pushes if p.pushed]
+        trained_in = {lineage.trained_in_run, *lineage.reused_by_runs} - {None}
+        return cls(
+            model_id=lineage.model_id,
+            trained_in_run=lineage.trained_in_run,
+            spans=lineage.spans,
+            blessed=bool(b and b.blessed),
+            baseline_model_id=b.baseline_model_id if b else None,
+            pushed=lineage.pushed,
+            pushed_versions=[p.version or "" for p in pushes],
+            uri=lineage.model_uri,
+            trained_in=sorted(trained_in),
+            pushed_to=list(dict.fromkeys(p.destination for p in pushes if p.destination)),
+        )
 
 
 @dataclass
@@ -684,6 +707,19 @@ class Lineage:
                 f"ingested by pipeline '{self.pipeline}' in {self.where} (ingested spans: "
                 f"{spans}); `tfxp run --span {span}` ingests it"
             )
+        uses = self.models_trained_on(examples)
+        result = SpanLineage(
+            pipeline=self.pipeline,
+            span=span,
+            data=[self.data_version(a) for a in examples],
+            models=uses,
+        )
+        if with_graph:
+            result.graph = span_graph(result)
+        return result
+
+    def models_trained_on(self, examples: Sequence[pb.Artifact]) -> list[ModelUse]:
+        """The models whose training data includes any of `examples` (ingested Examples)."""
         query = pb.LineageSubgraphQueryOptions(
             max_num_hops=8, direction=pb.LineageSubgraphQueryOptions.DOWNSTREAM
         )
@@ -701,27 +737,15 @@ class Lineage:
             lineage = self.model_lineage(model, with_metrics=False)
             if not wanted & {d.examples_id for d in lineage.data}:
                 continue  # downstream only as some other model's baseline
-            b = lineage.blessing
-            uses.append(
-                ModelUse(
-                    model_id=model.id,
-                    trained_in_run=lineage.trained_in_run,
-                    spans=lineage.spans,
-                    blessed=bool(b and b.blessed),
-                    baseline_model_id=b.baseline_model_id if b else None,
-                    pushed=lineage.pushed,
-                    pushed_versions=[p.version or "" for p in lineage.pushes if p.pushed],
-                )
-            )
-        result = SpanLineage(
-            pipeline=self.pipeline,
-            span=span,
-            data=[self.data_version(a) for a in examples],
-            models=uses,
+            uses.append(ModelUse.of(lineage))
+        return uses
+
+    def runs_touching(self, artifact_id: int) -> list[str]:
+        """The runs that wrote, re-used (cached) or read an artifact."""
+        events = self.events_of_artifacts([artifact_id])[artifact_id]
+        return sorted(
+            {self.run_of[e.execution_id] for e in events if e.execution_id in self.run_of}
         )
-        if with_graph:
-            result.graph = span_graph(result)
-        return result
 
     # -- diffs --------------------------------------------------------------
 
