@@ -1,7 +1,9 @@
 """Compiles the one pipeline definition to a KFP v2 PipelineJob with TFX's KubeflowV2DagRunner.
 
-Two things stand between `create_pipeline` and the V2 compiler, both handled
-here without touching the definition or patching TFX:
+The definition is built for Kubeflow (`create_pipeline(..., orchestrator="kubeflow")`):
+its two resolvers are TFX's stock strategies there, the only ones the V2
+compiler turns into ML Metadata queries (see `pipeline/definition.py`). What
+is left here, without touching the graph or patching TFX:
 
 * ML Metadata. The definition defaults to SQLite under the run dir, and
   `sqlite_metadata_connection_config` *creates that directory* while the
@@ -11,18 +13,9 @@ here without touching the definition or patching TFX:
   config is never read, so we pass an in-memory placeholder instead.
   (The runner's other compile-time probe, `fileio.exists(pipeline_root)`, runs
   only for components given a `module_file`; ours name code by import path.)
-* The baseline resolver. The V2 compiler turns resolvers into MLMD queries and
-  knows only TFX's LatestBlessedModelStrategy and LatestArtifactStrategy; our
-  BaselineModelStrategy (resolve after the Trainer, exclude the candidate) is
-  Python that KFP cannot run. On KFP the stock strategy means the same thing:
-  the candidate has no blessing while the resolver runs, so "latest blessed"
-  is the previous blessed model, which is what the Evaluator should compare
-  against. We swap in the stock resolver under the same node id.
-* The drift baseline resolver (PreviousSpanStatisticsStrategy, Python over
-  ML Metadata) likewise: on KFP it becomes LatestArtifactStrategy over
-  StatisticsGen's output, run before this run's StatisticsGen, i.e. the
-  statistics of the previous run's span (every scheduled run ingests the
-  newest span). The gate then reports the baseline without a span number.
+* Paths. The definition reads the schema and looks at the data folder while
+  building, so it is built from this machine's copies and the spec then names
+  the image's paths.
 """
 
 from __future__ import annotations
@@ -33,9 +26,6 @@ import re
 from typing import Any
 
 from kubeflow.config import KubeflowConfig, KubeflowConfigError, memory_gb
-
-# Node id -> replaced node: only ever the one resolver (see the module docstring).
-_STOCK_STRATEGY_NAMES = ("LatestBlessedModelStrategy", "LatestArtifactStrategy")
 
 
 class KubeflowCompileError(RuntimeError):
@@ -48,112 +38,6 @@ def _placeholder_metadata_config() -> Any:
     # Never used: KFP tasks record to the cluster's ML Metadata.
     return metadata_store_pb2.ConnectionConfig(
         fake_database=metadata_store_pb2.FakeDatabaseConfig()
-    )
-
-
-def _stock_baseline_resolver(node_id: str) -> Any:
-    from tfx import v1 as tfx
-    from tfx.dsl.context_managers import dsl_context_registry
-
-    # Built in a throwaway registry: the lowered pipeline gets its own below.
-    with dsl_context_registry.new_registry():
-        return tfx.dsl.Resolver(
-            strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
-            model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
-            model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
-        ).with_id(node_id)
-
-
-def _stock_previous_statistics_resolver(node_id: str) -> Any:
-    from tfx import v1 as tfx
-    from tfx.dsl.context_managers import dsl_context_registry
-
-    from components.validation.gate import STATISTICS_KEY
-
-    with dsl_context_registry.new_registry():
-        return tfx.dsl.Resolver(
-            strategy_class=tfx.dsl.experimental.LatestArtifactStrategy,
-            **{
-                STATISTICS_KEY: tfx.dsl.Channel(type=tfx.types.standard_artifacts.ExampleStatistics)
-            },
-        ).with_id(node_id)
-
-
-def _lower_previous_statistics(nodes: list[Any], old: Any) -> list[Any]:
-    from components.validation.gate import BASELINE_EXAMPLES_KEY
-    from pipeline.node_ids import STATISTICS_GEN
-
-    new = _stock_previous_statistics_resolver(old.id)
-    for node in nodes:
-        # Span numbers of the baseline are not available from the stock query.
-        if BASELINE_EXAMPLES_KEY in node.inputs and (
-            getattr(node.inputs[BASELINE_EXAMPLES_KEY], "producer_component_id", None) == old.id
-        ):
-            del node.inputs[BASELINE_EXAMPLES_KEY]
-    nodes = _replace_node(nodes, old, new)
-    for node in nodes:
-        if node.id == STATISTICS_GEN:
-            # "Latest" must be found before this run's statistics exist.
-            node.add_upstream_node(new)
-    return nodes
-
-
-def _replace_node(nodes: list[Any], old: Any, new: Any) -> list[Any]:
-    """Rewires every consumer of `old`'s outputs to `new`'s and drops `old`'s edges."""
-    for node in nodes:
-        if node is old:
-            continue
-        for key, channel in list(node.inputs.items()):
-            if getattr(channel, "producer_component_id", None) == old.id:
-                if channel.output_key not in new.outputs:
-                    raise KubeflowCompileError(
-                        f"{node.id} reads {old.id}.outputs[{channel.output_key!r}], which the "
-                        "KFP-compatible resolver does not produce"
-                    )
-                node.inputs[key] = new.outputs[channel.output_key]
-        if old in node.upstream_nodes:
-            node.remove_upstream_node(old)
-    for upstream in list(old.upstream_nodes):
-        old.remove_upstream_node(upstream)
-    return [new if node is old else node for node in nodes]
-
-
-def lower_for_kubeflow(pipeline: Any, config: KubeflowConfig) -> Any:
-    """The definition's pipeline, made compilable by the V2 runner for `config`."""
-    from tfx.dsl.components.common import resolver
-    from tfx.dsl.context_managers import dsl_context_registry
-    from tfx.orchestration import pipeline as tfx_pipeline
-
-    from components.baseline_resolver import BaselineModelStrategy
-    from components.validation.gate import PreviousSpanStatisticsStrategy
-
-    nodes = list(pipeline.components)
-    for node in list(nodes):
-        if not isinstance(node, resolver.Resolver):
-            continue
-        strategy = node.exec_properties[resolver.RESOLVER_STRATEGY_CLASS]
-        if strategy.__name__ in _STOCK_STRATEGY_NAMES:
-            continue
-        if strategy is PreviousSpanStatisticsStrategy:
-            nodes = _lower_previous_statistics(nodes, node)
-            continue
-        if strategy is not BaselineModelStrategy:
-            raise KubeflowCompileError(
-                f"resolver {node.id!r} uses {strategy.__module__}.{strategy.__name__}; the KFP "
-                f"v2 compiler supports only {' and '.join(_STOCK_STRATEGY_NAMES)}"
-            )
-        nodes = _replace_node(nodes, node, _stock_baseline_resolver(node.id))
-
-    registry = dsl_context_registry.DslContextRegistry()
-    for node in nodes:
-        registry.put_node(node)
-    return tfx_pipeline.Pipeline(
-        pipeline_name=pipeline.pipeline_info.pipeline_name,
-        pipeline_root=config.pipeline_root,
-        components=nodes,
-        enable_cache=pipeline.enable_cache,
-        beam_pipeline_args=list(config.beam_args()),
-        dsl_context_registry=registry,
     )
 
 
@@ -174,12 +58,14 @@ def build_pipeline(config: KubeflowConfig) -> Any:
     names the image's paths. The schema task re-checks the hash in the pod, so
     an image older than the compiled spec fails loudly rather than silently.
     """
-    from pipeline.definition import create_pipeline
+    from pipeline.definition import KUBEFLOW, create_pipeline
 
     config.validate()
     pipeline_config = config.pipeline_config()
     pipeline = create_pipeline(
-        pipeline_config, metadata_connection_config=_placeholder_metadata_config()
+        pipeline_config,
+        metadata_connection_config=_placeholder_metadata_config(),
+        orchestrator=KUBEFLOW,
     )
     moves = {
         pipeline_config.data_root: config.container_data_root,
@@ -190,7 +76,7 @@ def build_pipeline(config: KubeflowConfig) -> Any:
         # The serving requests ship inside the data folder: data/<dataset>/serving/.
         moves[serving] = config.container_data_root + serving[len(pipeline_config.data_root) :]
     _retarget_paths(pipeline, moves)
-    return lower_for_kubeflow(pipeline, config)
+    return pipeline
 
 
 def _task_executor_labels(spec: dict[str, Any]) -> dict[str, str]:

@@ -241,16 +241,17 @@ class KubeflowConfig:
             )
 
     def pipeline_config(self) -> PipelineConfig:
-        """The definition's config for this deployment (Beam args are set on the pipeline)."""
+        """The definition's config for this deployment."""
         changes: dict = {
             # This machine's copies of files baked into the image (the
             # definition reads them while building); kubeflow.compiler points
             # the compiled spec at the image's paths.
             "data_root": host_path(self.container_data_root),
             "schema_file": host_path(self.container_schema_file),
-            # pipeline_root is overridden; serving_dir = <pipeline_root>/serving.
+            # Artifacts at the pipeline root; serving_dir = <pipeline_root>/serving.
             "run_dir": self.pipeline_root.rstrip("/"),
-            "beam_args": (),
+            "artifact_root": self.pipeline_root,
+            "beam_args": self.beam_args(),
             "enable_cache": self.enable_cache,
         }
         if self.train_steps is not None:

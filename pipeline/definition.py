@@ -9,6 +9,10 @@ import tensorflow_model_analysis as tfma
 from tfx.components import Evaluator, ExampleValidator, Pusher, StatisticsGen, Trainer, Transform
 from tfx.dsl.components.base import executor_spec
 from tfx.dsl.components.common.resolver import Resolver
+from tfx.dsl.input_resolution.strategies.latest_artifact_strategy import LatestArtifactStrategy
+from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import (
+    LatestBlessedModelStrategy,
+)
 from tfx.orchestration import metadata
 from tfx.orchestration import pipeline as tfx_pipeline
 from tfx.proto import example_gen_pb2, pusher_pb2, range_config_pb2, trainer_pb2
@@ -91,8 +95,20 @@ def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
     )
 
 
+# Orchestrators the definition wires for. TFX's Kubeflow V2 compiler turns
+# resolvers into ML Metadata queries and knows only TFX's stock strategies, so
+# on Kubeflow the two resolvers below are the stock ones under the same node ids.
+LOCAL = "local"
+AIRFLOW = "airflow"
+KUBEFLOW = "kubeflow"
+ORCHESTRATORS = (LOCAL, AIRFLOW, KUBEFLOW)
+
+
 def create_pipeline(
-    config: PipelineConfig, *, metadata_connection_config: Any | None = None
+    config: PipelineConfig,
+    *,
+    metadata_connection_config: Any | None = None,
+    orchestrator: str = LOCAL,
 ) -> tfx_pipeline.Pipeline:
     """Builds the TFX pipeline for `config`.
 
@@ -101,87 +117,14 @@ def create_pipeline(
       metadata_connection_config: an ML Metadata `ConnectionConfig` (e.g.
         MySQL); by default SQLite at `config.metadata_path`. Orchestrators that
         bring their own store (Kubeflow) ignore it.
+      orchestrator: "local" or "airflow" (Python resolvers), or "kubeflow"
+        (TFX's stock resolvers, which the KFP v2 compiler can express).
     """
+    if orchestrator not in ORCHESTRATORS:
+        raise ValueError(f"orchestrator must be one of {ORCHESTRATORS}, not {orchestrator!r}")
     schema = load_schema(config.schema_file)
-
-    if config.example_gen not in ("csv", "image"):
-        raise ValueError(f"example_gen must be 'csv' or 'image', not {config.example_gen!r}")
-    if config.example_gen == "image" and config.image is None:
-        raise ValueError("an image dataset needs `image` options (ImageOptions)")
-    # The image options reach Transform and the Trainer through custom_config.
-    image_config = {"image": config.image.to_dict()} if config.image else {}
-    make_example_gen = (
-        functools.partial(
-            image_example_gen,
-            class_names=config.image.class_names,
-            image_format=config.image.image_format,
-            bad_images=config.image.bad_images,
-            gzip_level=config.image.gzip_level,
-        )
-        if config.example_gen == "image"
-        else functools.partial(
-            checked_csv_example_gen,
-            columns=schema_column_types(schema),
-            csv_reader=config.csv_reader,
-        )
-    )
-    example_gen = make_example_gen(
-        input_base=config.data_root,
-        input_config=example_gen_pb2.Input(
-            splits=[example_gen_pb2.Input.Split(name="single_split", pattern=input_pattern(config))]
-        ),
-        # Default (None): TFX's rolling range of one span, i.e. the latest span.
-        range_config=(
-            None
-            if config.span is None
-            else range_config_pb2.RangeConfig(
-                static_range=range_config_pb2.StaticRange(
-                    start_span_number=config.span, end_span_number=config.span
-                )
-            )
-        ),
-        version=config.version,
-        num_shards=config.num_shards,
-        output_config=example_gen_pb2.Output(
-            split_config=example_gen_pb2.SplitConfig(
-                splits=[
-                    example_gen_pb2.SplitConfig.Split(
-                        name="train", hash_buckets=config.train_eval_hash_buckets[0]
-                    ),
-                    example_gen_pb2.SplitConfig.Split(
-                        name="eval", hash_buckets=config.train_eval_hash_buckets[1]
-                    ),
-                ]
-            )
-        ),
-    )
-    # What Transform (and so the Trainer) learns from: this run's span, or the
-    # newest Examples of each span in the window. StatisticsGen, ExampleValidator
-    # and the Evaluator look at this run's span only: the data that just arrived.
-    training_examples = example_gen.outputs["examples"]
-    window_nodes = []
-    if config.window > 1:
-        window_resolver = Resolver(
-            strategy_class=SpanWindowStrategy,
-            config={
-                "num_spans": config.window,
-                "end_span": -1 if config.span is None else config.span,
-                "input_base": config.data_root,
-            },
-            # A free channel: every run's ExampleGen output, not only this run's.
-            examples=Channel(
-                type=standard_artifacts.Examples,
-                producer_component_id=example_gen.id,
-                output_key="examples",
-            ),
-        ).with_id(SPAN_WINDOW_RESOLVER)
-        # After this run's ingestion, so the window includes it.
-        window_resolver.add_upstream_node(example_gen)
-        window_examples = SpanWindowExamples(examples=window_resolver.outputs["examples"]).with_id(
-            SPAN_WINDOW_EXAMPLES
-        )
-        window_nodes = [window_resolver, window_examples]
-        training_examples = window_examples.outputs["window"]
+    example_gen = _example_gen(config, schema)
+    window_nodes, training_examples = _span_window(config, example_gen)
     schema_importer = CuratedSchemaImporter(
         schema_file=config.schema_file, content_sha256=file_sha256(config.schema_file)
     ).with_id(SCHEMA_IMPORTER)
@@ -191,67 +134,15 @@ def create_pipeline(
     example_validator = ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_importer.outputs["schema"]
     )
-    previous_statistics = Resolver(
-        strategy_class=PreviousSpanStatisticsStrategy,
-        config={"input_base": config.data_root},
-        examples=example_gen.outputs["examples"],
-        # A free channel: every run's StatisticsGen output, filtered to earlier spans.
-        statistics=Channel(
-            type=standard_artifacts.ExampleStatistics,
-            producer_component_id=STATISTICS_GEN,
-            output_key="statistics",
-        ),
-    ).with_id(PREVIOUS_STATISTICS_RESOLVER)
-    validation_gate = ValidationGate(
-        statistics=statistics_gen.outputs["statistics"],
-        schema=schema_importer.outputs["schema"],
-        baseline_statistics=previous_statistics.outputs["statistics"],
-        examples=example_gen.outputs["examples"],
-        baseline_examples=previous_statistics.outputs["examples"],
-        settings=load_settings(config.validation_file).with_warn_only(config.warn_only),
-        serving_data=config.serving_pattern,
-        serving_sha256=serving_data_sha256(config.serving_pattern),
-        report_dir=config.report_dir,
-    ).with_id(VALIDATION_GATE)
+    previous_statistics, validation_gate = _validation(
+        config, example_gen, schema_importer, statistics_gen, orchestrator
+    )
     # After ExampleValidator too: its anomalies are recorded before a block ends the run.
     validation_gate.add_upstream_node(example_validator)
-    transform = Transform(
-        examples=training_examples,
-        schema=schema_importer.outputs["schema"],
-        preprocessing_fn=config.preprocessing_fn,
-        # Pre/post-transform statistics double Transform's cost; StatisticsGen
-        # already covers the raw data.
-        disable_statistics=True,
-        # No analyzer cache: it only pays off for incremental analysis over many
-        # spans, and writing it costs Beam stages on every run.
-        disable_analyzer_cache=True,
-        force_tf_compat_v1=True,
-        custom_config={
-            "code_fingerprint": code_fingerprint(config.preprocessing_fn),
-            **image_config,
-        },
-    )
+    transform, trainer = _training(config, training_examples, schema_importer)
     # Nothing trains on data the gate blocked: it raises, so Transform never starts.
     transform.add_upstream_node(validation_gate)
-    trainer = Trainer(
-        run_fn=config.run_fn,
-        examples=transform.outputs["transformed_examples"],
-        transform_graph=transform.outputs["transform_graph"],
-        schema=schema_importer.outputs["schema"],
-        train_args=trainer_pb2.TrainArgs(num_steps=config.train_steps),
-        eval_args=trainer_pb2.EvalArgs(num_steps=config.eval_steps),
-        custom_config={
-            "code_fingerprint": code_fingerprint(config.run_fn),
-            "hyperparameters": dict(config.hyperparameters),
-            **image_config,
-        },
-    )
-    baseline_resolver = Resolver(
-        strategy_class=BaselineModelStrategy,
-        candidate=trainer.outputs["model"],
-        model=Channel(type=standard_artifacts.Model),
-        model_blessing=Channel(type=standard_artifacts.ModelBlessing),
-    ).with_id(BASELINE_RESOLVER)
+    baseline_resolver = _baseline_resolver(trainer, orchestrator)
     evaluator = Evaluator(
         examples=example_gen.outputs["examples"],
         model=trainer.outputs["model"],
@@ -289,3 +180,181 @@ def create_pipeline(
         or metadata.sqlite_metadata_connection_config(config.metadata_path),
         beam_pipeline_args=list(config.beam_args),
     )
+
+
+def _example_gen(config: PipelineConfig, schema: Any):
+    """The dataset's ExampleGen (CSV or image class folders) for the span(s) `config` asks for."""
+    if config.example_gen not in ("csv", "image"):
+        raise ValueError(f"example_gen must be 'csv' or 'image', not {config.example_gen!r}")
+    if config.example_gen == "image" and config.image is None:
+        raise ValueError("an image dataset needs `image` options (ImageOptions)")
+    make_example_gen = (
+        functools.partial(
+            image_example_gen,
+            class_names=config.image.class_names,
+            image_format=config.image.image_format,
+            bad_images=config.image.bad_images,
+            gzip_level=config.image.gzip_level,
+        )
+        if config.example_gen == "image"
+        else functools.partial(
+            checked_csv_example_gen,
+            columns=schema_column_types(schema),
+            csv_reader=config.csv_reader,
+        )
+    )
+    train, eval_ = config.train_eval_hash_buckets
+    return make_example_gen(
+        input_base=config.data_root,
+        input_config=example_gen_pb2.Input(
+            splits=[example_gen_pb2.Input.Split(name="single_split", pattern=input_pattern(config))]
+        ),
+        # Default (None): TFX's rolling range of one span, i.e. the latest span.
+        range_config=(
+            None
+            if config.span is None
+            else range_config_pb2.RangeConfig(
+                static_range=range_config_pb2.StaticRange(
+                    start_span_number=config.span, end_span_number=config.span
+                )
+            )
+        ),
+        version=config.version,
+        num_shards=config.num_shards,
+        output_config=example_gen_pb2.Output(
+            split_config=example_gen_pb2.SplitConfig(
+                splits=[
+                    example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=train),
+                    example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=eval_),
+                ]
+            )
+        ),
+    )
+
+
+def _span_window(config: PipelineConfig, example_gen) -> tuple[list, Any]:
+    """(extra nodes, what Transform learns from): this run's span, or with a window
+    (config.window > 1) the newest Examples of each span in it. StatisticsGen,
+    ExampleValidator and the Evaluator look at this run's span only: the data
+    that just arrived."""
+    if config.window <= 1:
+        return [], example_gen.outputs["examples"]
+    window_resolver = Resolver(
+        strategy_class=SpanWindowStrategy,
+        config={
+            "num_spans": config.window,
+            "end_span": -1 if config.span is None else config.span,
+            "input_base": config.data_root,
+        },
+        # A free channel: every run's ExampleGen output, not only this run's.
+        examples=Channel(
+            type=standard_artifacts.Examples,
+            producer_component_id=example_gen.id,
+            output_key="examples",
+        ),
+    ).with_id(SPAN_WINDOW_RESOLVER)
+    # After this run's ingestion, so the window includes it.
+    window_resolver.add_upstream_node(example_gen)
+    window_examples = SpanWindowExamples(examples=window_resolver.outputs["examples"]).with_id(
+        SPAN_WINDOW_EXAMPLES
+    )
+    return [window_resolver, window_examples], window_examples.outputs["window"]
+
+
+def _validation(config: PipelineConfig, example_gen, schema_importer, statistics_gen, orchestrator):
+    """(the drift baseline resolver, the gate). Locally the baseline is the previous
+    span's statistics (PreviousSpanStatisticsStrategy, Python over ML Metadata).
+    On Kubeflow it is TFX's LatestArtifactStrategy over StatisticsGen's output,
+    resolved before this run's StatisticsGen: the statistics of the previous
+    run's span (every scheduled run ingests the newest span), reported without
+    a span number."""
+    if orchestrator == KUBEFLOW:
+        previous_statistics = Resolver(
+            strategy_class=LatestArtifactStrategy,
+            statistics=Channel(type=standard_artifacts.ExampleStatistics),
+        ).with_id(PREVIOUS_STATISTICS_RESOLVER)
+        # "Latest" must be found before this run's statistics exist.
+        statistics_gen.add_upstream_node(previous_statistics)
+        baseline_examples = None
+    else:
+        previous_statistics = Resolver(
+            strategy_class=PreviousSpanStatisticsStrategy,
+            config={"input_base": config.data_root},
+            examples=example_gen.outputs["examples"],
+            # A free channel: every run's StatisticsGen output, filtered to earlier spans.
+            statistics=Channel(
+                type=standard_artifacts.ExampleStatistics,
+                producer_component_id=STATISTICS_GEN,
+                output_key="statistics",
+            ),
+        ).with_id(PREVIOUS_STATISTICS_RESOLVER)
+        baseline_examples = previous_statistics.outputs["examples"]
+    validation_gate = ValidationGate(
+        statistics=statistics_gen.outputs["statistics"],
+        schema=schema_importer.outputs["schema"],
+        baseline_statistics=previous_statistics.outputs["statistics"],
+        examples=example_gen.outputs["examples"],
+        baseline_examples=baseline_examples,
+        settings=load_settings(config.validation_file).with_warn_only(config.warn_only),
+        serving_data=config.serving_pattern,
+        serving_sha256=serving_data_sha256(config.serving_pattern),
+        report_dir=config.report_dir,
+    ).with_id(VALIDATION_GATE)
+    return previous_statistics, validation_gate
+
+
+def _training(config: PipelineConfig, training_examples, schema_importer):
+    """Transform and Trainer, keyed for the cache by their code's fingerprints."""
+    # The image options reach Transform and the Trainer through custom_config.
+    image_config = {"image": config.image.to_dict()} if config.image else {}
+    transform = Transform(
+        examples=training_examples,
+        schema=schema_importer.outputs["schema"],
+        preprocessing_fn=config.preprocessing_fn,
+        # Pre/post-transform statistics double Transform's cost; StatisticsGen
+        # already covers the raw data.
+        disable_statistics=True,
+        # No analyzer cache: it only pays off for incremental analysis over many
+        # spans, and writing it costs Beam stages on every run.
+        disable_analyzer_cache=True,
+        force_tf_compat_v1=True,
+        custom_config={
+            "code_fingerprint": code_fingerprint(config.preprocessing_fn),
+            **image_config,
+        },
+    )
+    trainer = Trainer(
+        run_fn=config.run_fn,
+        examples=transform.outputs["transformed_examples"],
+        transform_graph=transform.outputs["transform_graph"],
+        schema=schema_importer.outputs["schema"],
+        train_args=trainer_pb2.TrainArgs(num_steps=config.train_steps),
+        eval_args=trainer_pb2.EvalArgs(num_steps=config.eval_steps),
+        custom_config={
+            "code_fingerprint": code_fingerprint(config.run_fn),
+            "hyperparameters": dict(config.hyperparameters),
+            **image_config,
+        },
+    )
+    return transform, trainer
+
+
+def _baseline_resolver(trainer, orchestrator: str):
+    """The Evaluator's baseline. Locally: the latest blessed model other than the
+    candidate, resolved after the Trainer (an unchanged rerun stays cached).
+    On Kubeflow, TFX's LatestBlessedModelStrategy (the V2 compiler accepts no
+    custom strategy): the candidate has no blessing while it runs, so "latest
+    blessed" is the previous blessed model, the same comparison; only the
+    cache saving on unchanged reruns is lost there."""
+    if orchestrator == KUBEFLOW:
+        return Resolver(
+            strategy_class=LatestBlessedModelStrategy,
+            model=Channel(type=standard_artifacts.Model),
+            model_blessing=Channel(type=standard_artifacts.ModelBlessing),
+        ).with_id(BASELINE_RESOLVER)
+    return Resolver(
+        strategy_class=BaselineModelStrategy,
+        candidate=trainer.outputs["model"],
+        model=Channel(type=standard_artifacts.Model),
+        model_blessing=Channel(type=standard_artifacts.ModelBlessing),
+    ).with_id(BASELINE_RESOLVER)
