@@ -28,27 +28,30 @@ from tfx.orchestration.airflow.airflow_dag_runner import (  # noqa: E402
 )
 
 from pipeline.config import PROJECT_ROOT, PipelineConfig, dataset_config  # noqa: E402
-from pipeline.definition import create_pipeline  # noqa: E402
+from pipeline.definition import AIRFLOW, create_pipeline  # noqa: E402
+from pipeline.overrides import pipeline_config  # noqa: E402
+from tfxp.local.preflight import preflight  # noqa: E402
 
 ENV_PREFIX = "TFXP_"
 
 
 def config_from_env(env: Mapping[str, str] = os.environ) -> PipelineConfig:
     """The pipeline config for this DAG: the dataset's, with TFXP_* overrides."""
-    config = dataset_config(env.get(ENV_PREFIX + "DATASET", "taxi"))
-    changes: dict = {
+    dataset = env.get(ENV_PREFIX + "DATASET", "taxi")
+
+    def number(name: str) -> int | None:
+        value = env.get(ENV_PREFIX + name)
+        return int(value) if value else None
+
+    return pipeline_config(
+        dataset,
         # Its own store: the local runner's runs/<pipeline> keeps its history apart.
-        "run_dir": env.get(
-            ENV_PREFIX + "RUN_DIR", str(PROJECT_ROOT / "runs" / f"{config.pipeline_name}-airflow")
-        )
-    }
-    if env.get(ENV_PREFIX + "DATA_ROOT"):
-        changes["data_root"] = env[ENV_PREFIX + "DATA_ROOT"]
-    for name in ("train_steps", "eval_steps"):
-        value = env.get(ENV_PREFIX + name.upper())
-        if value:
-            changes[name] = int(value)
-    return config.replace(**changes)
+        run_dir=env.get(ENV_PREFIX + "RUN_DIR")
+        or str(PROJECT_ROOT / "runs" / f"{dataset_config(dataset).pipeline_name}-airflow"),
+        data_root=env.get(ENV_PREFIX + "DATA_ROOT") or None,
+        train_steps=number("TRAIN_STEPS"),
+        eval_steps=number("EVAL_STEPS"),
+    )
 
 
 AIRFLOW_DAG_CONFIG = {
@@ -60,6 +63,13 @@ AIRFLOW_DAG_CONFIG = {
     "tags": ["tfx"],
 }
 
-DAG = AirflowDagRunner(AirflowPipelineConfig(airflow_dag_config=AIRFLOW_DAG_CONFIG)).run(
-    create_pipeline(config_from_env())
-)
+
+def build_dag(config: PipelineConfig):
+    """The DAG for `config`, after the same pre-run check as `tfxp run` (a failure
+    is the DAG's import error in Airflow, naming the problem and the fix)."""
+    preflight(config)
+    runner = AirflowDagRunner(AirflowPipelineConfig(airflow_dag_config=AIRFLOW_DAG_CONFIG))
+    return runner.run(create_pipeline(config, orchestrator=AIRFLOW))
+
+
+DAG = build_dag(config_from_env())

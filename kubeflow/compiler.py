@@ -26,6 +26,7 @@ import re
 from typing import Any
 
 from kubeflow.config import KubeflowConfig, KubeflowConfigError, memory_gb
+from tfxp.local.preflight import PreflightError, preflight
 
 
 class KubeflowCompileError(RuntimeError):
@@ -62,6 +63,12 @@ def build_pipeline(config: KubeflowConfig) -> Any:
 
     config.validate()
     pipeline_config = config.pipeline_config()
+    # The same pre-run check as every runner, on what the image bakes in (schema,
+    # data layout, validation settings); not this machine's directories or buckets.
+    try:
+        preflight(pipeline_config, storage=False, local_dirs=False)
+    except PreflightError as e:
+        raise KubeflowConfigError(str(e)) from None
     pipeline = create_pipeline(
         pipeline_config,
         metadata_connection_config=_placeholder_metadata_config(),

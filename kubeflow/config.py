@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from pipeline.config import PROJECT_ROOT, PipelineConfig, dataset_config
+from pipeline.overrides import pipeline_config
 
 # The image the Dockerfile builds (its `org.opencontainers.image.title` label).
 # Push it as <registry>/tfx-pipeline:<tag> and pass that as --image / KFP_IMAGE.
@@ -242,18 +243,17 @@ class KubeflowConfig:
 
     def pipeline_config(self) -> PipelineConfig:
         """The definition's config for this deployment."""
-        changes: dict = {
+        return pipeline_config(
+            self.dataset,
             # This machine's copies of files baked into the image (the
             # definition reads them while building); kubeflow.compiler points
             # the compiled spec at the image's paths.
-            "data_root": host_path(self.container_data_root),
-            "schema_file": host_path(self.container_schema_file),
+            data_root=host_path(self.container_data_root),
+            schema_file=host_path(self.container_schema_file),
             # Artifacts at the pipeline root; serving_dir = <pipeline_root>/serving.
-            "run_dir": self.pipeline_root.rstrip("/"),
-            "artifact_root": self.pipeline_root,
-            "beam_args": self.beam_args(),
-            "enable_cache": self.enable_cache,
-        }
-        if self.train_steps is not None:
-            changes["train_steps"] = self.train_steps
-        return self.base.replace(**changes)
+            run_dir=self.pipeline_root.rstrip("/"),
+            artifact_root=self.pipeline_root,
+            beam_args=self.beam_args(),
+            enable_cache=self.enable_cache,
+            train_steps=self.train_steps,
+        )

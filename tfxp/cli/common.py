@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
-from pipeline.config import DATASETS, PipelineConfig, dataset_config
+from pipeline.config import DATASETS, PipelineConfig
+from pipeline.overrides import pipeline_config
 from tfxp.metadata.store import StoreLocation, add_mysql_flags, location_from
 
 
@@ -29,30 +31,28 @@ def add_config_flags(p: argparse.ArgumentParser, *, store: bool = False) -> None
         )
 
 
-def config_from_args(args: argparse.Namespace):
-    config = dataset_config(args.dataset)
-    changes = {}
-    if args.data_root:
-        changes["data_root"] = args.data_root
-    if args.run_dir:
-        changes["run_dir"] = args.run_dir
-    if getattr(args, "pipeline_root", None):
-        changes["artifact_root"] = args.pipeline_root
-    if getattr(args, "serving_dir", None):
-        changes["serving_root"] = args.serving_dir
-    if getattr(args, "state_dir", None):
-        changes["state_dir"] = args.state_dir
-    for name in ("train_steps", "eval_steps"):
-        if getattr(args, name, None) is not None:
-            changes[name] = getattr(args, name)
-    if getattr(args, "no_cache", False):
-        changes["enable_cache"] = False
-    if getattr(args, "warn_only", None):
-        changes["warn_only"] = tuple(args.warn_only)
-    for name in ("span", "version", "window", "num_shards"):
-        if getattr(args, name, None) is not None:
-            changes[name] = getattr(args, name)
-    return config.replace(**changes)
+def config_from_args(args: argparse.Namespace) -> PipelineConfig:
+    """The config these flags ask for (flags a command lacks count as not given)."""
+
+    def flag(name: str) -> Any:
+        return getattr(args, name, None)
+
+    return pipeline_config(
+        args.dataset,
+        data_root=flag("data_root") or None,
+        run_dir=flag("run_dir") or None,
+        artifact_root=flag("pipeline_root") or None,
+        serving_root=flag("serving_dir") or None,
+        state_dir=flag("state_dir") or None,
+        train_steps=flag("train_steps"),
+        eval_steps=flag("eval_steps"),
+        enable_cache=False if flag("no_cache") else None,
+        warn_only=flag("warn_only") or None,
+        span=flag("span"),
+        version=flag("version"),
+        window=flag("window"),
+        num_shards=flag("num_shards"),
+    )
 
 
 def store_location(args: argparse.Namespace, config: PipelineConfig) -> StoreLocation:

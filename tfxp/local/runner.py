@@ -14,7 +14,8 @@ from typing import Any
 
 from pipeline.config import PipelineConfig
 from pipeline.node_ids import VALIDATION_GATE
-from tfxp.local.run_guard import RunGuardError, check_locations, run_lock
+from tfxp.local.preflight import PreflightError, preflight
+from tfxp.local.run_guard import run_lock
 
 Printer = Callable[[str], None]
 
@@ -30,26 +31,6 @@ class ValidationBlockedError(PipelineRunError):
 def new_run_id() -> str:
     # Sortable by time, unique across concurrent starts.
     return dt.datetime.now().strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
-
-
-def check_data_root(config: PipelineConfig) -> None:
-    """Fails early, before Beam starts, when there is nothing (or the wrong thing) to ingest."""
-    from pipeline.spans import SpanError, check_spans
-
-    try:
-        check_spans(config)
-    except SpanError as e:
-        raise PipelineRunError(str(e)) from None
-
-
-def check_validation_settings(config: PipelineConfig) -> None:
-    """A malformed thresholds file or unknown --warn-only kind fails before anything is created."""
-    from components.validation.checks import ValidationConfigError, load_settings
-
-    try:
-        load_settings(config.validation_file).with_warn_only(config.warn_only)
-    except ValidationConfigError as e:
-        raise PipelineRunError(str(e)) from None
 
 
 class _ProgressHandler(logging.Handler):
@@ -115,19 +96,9 @@ def run_local(
     """
     sqlite = metadata_connection_config is None
     _quiet_third_party()
-    # Object storage first: the data root check lists remote spans through it.
-    from tfxp.storage.storage import StorageError
-    from tfxp.storage.storage import check_locations as check_storage
-
     try:
-        check_storage(config)
-    except StorageError as e:
-        raise PipelineRunError(str(e)) from None
-    check_data_root(config)
-    check_validation_settings(config)
-    try:
-        check_locations(config, check_sqlite_store=sqlite)
-    except RunGuardError as e:
+        preflight(config, sqlite_store=sqlite)
+    except PreflightError as e:
         raise PipelineRunError(str(e)) from None
 
     from absl import logging as absl_logging

@@ -22,7 +22,7 @@ client from the pipeline's (empty) S3 options, and boto3 falls back to the
 same environment. Passing `--s3_*` flags instead would make TFX build an sdist
 of itself for every Beam component (see pipeline/config.py).
 
-`check_locations` is the pre-flight: before any component runs it asks each
+`check_remote_locations` is the pre-flight: before any component runs it asks each
 remote location's store, with short timeouts and few retries, whether the
 bucket exists and the credentials may read (data) or write (pipeline root,
 serving) there, so a typo, a missing bucket, bad credentials or an unreachable
@@ -338,7 +338,7 @@ def config_locations(config) -> list[Location]:
     return [loc for loc in found if is_remote(loc.uri)]
 
 
-def check_locations(config) -> None:
+def check_remote_locations(config) -> None:
     """Pre-flight for every remote location of `config`; raises StorageError."""
     locations = config_locations(config)
     for loc in locations:

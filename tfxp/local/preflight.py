@@ -1,0 +1,52 @@
+"""The one pre-run check of every runner: before any component runs (local), while
+the Airflow DAG is built, and while the Kubeflow spec is compiled.
+
+In order, each failing with a message that says what to do:
+1. object storage: every s3:// or gs:// location answers (`storage=True`);
+2. the schema file exists, the data root holds the span(s) the config asks for
+   (remote data roots: what a listing answers, only with `storage=True`);
+3. the validation settings parse and `warn_only` names known kinds;
+4. the local run, ML Metadata and serving directories are writable and an
+   existing SQLite store is readable (`local_dirs=True`).
+Kubeflow compiles for a cluster, so it checks what the image bakes in (schema,
+data layout, settings) and not this machine's directories or buckets.
+"""
+
+from __future__ import annotations
+
+import os
+
+from components.validation.checks import ValidationConfigError, load_settings
+from pipeline.config import PipelineConfig
+from pipeline.spans import SpanError, check_spans
+from tfxp.local.run_guard import RunGuardError, check_locations
+from tfxp.storage.storage import StorageError, check_remote_locations
+
+
+class PreflightError(RuntimeError):
+    """The run cannot start; the message names the problem and the fix."""
+
+
+def preflight(
+    config: PipelineConfig,
+    *,
+    storage: bool = True,
+    local_dirs: bool = True,
+    sqlite_store: bool = True,
+) -> None:
+    """Raises PreflightError for the first problem found (see the module docstring)."""
+    try:
+        if storage:  # first: the data root check lists remote spans through it
+            check_remote_locations(config)
+        if "://" not in config.schema_file and not os.path.isfile(config.schema_file):
+            raise PreflightError(
+                f"schema {config.schema_file} does not exist: write the curated schema there "
+                "(`tfxp schema propose` drafts one from a run's statistics)"
+            )
+        if storage or "://" not in config.data_root:
+            check_spans(config)
+        load_settings(config.validation_file).with_warn_only(config.warn_only)
+        if local_dirs:
+            check_locations(config, check_sqlite_store=sqlite_store)
+    except (StorageError, SpanError, ValidationConfigError, RunGuardError) as e:
+        raise PreflightError(str(e)) from None
