@@ -29,8 +29,6 @@ import os
 from typing import Any
 
 import apache_beam as beam
-from google.protobuf import any_pb2, json_format, struct_pb2
-from tfx.components.example_gen import driver as example_gen_driver
 from tfx.components.example_gen import utils as example_gen_utils
 from tfx.components.example_gen import write_split
 from tfx.components.example_gen.component import FileBasedExampleGen
@@ -42,19 +40,22 @@ from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
-from components.content_fingerprint import files_sha256
 from components.example_gen import arrow_csv, csv_checks, csv_ingest
+from components.example_gen.driver import (  # noqa: F401 - the artifact's properties, by name
+    CONTENT_SHA256,
+    INPUT_BASE,
+    RAW_BYTES,
+    RAW_FILES,
+    ROW_COUNT,
+    TFRECORD_SHARDS,
+    ContentFingerprintDriver,
+    custom_struct,
+    packed_custom_config,
+    resolved_files,
+)
 
 COMPONENT_ID = "CsvExampleGen"
 
-# Custom properties of the Examples artifact (besides TFX's span, version,
-# input_fingerprint, split_names).
-CONTENT_SHA256 = "content_sha256"
-RAW_BYTES = "raw_bytes"
-RAW_FILES = "raw_files"
-INPUT_BASE = "input_base"
-ROW_COUNT = "row_count"
-TFRECORD_SHARDS = "tfrecord_shards"
 CSV_READER = "csv_reader"  # which reader wrote the examples: "arrow" or "tfx"
 
 # Default shard sizing: one shard per this much raw CSV per split. GZIP'd
@@ -64,92 +65,9 @@ CSV_READER = "csv_reader"  # which reader wrote the examples: "arrow" or "tfx"
 RAW_BYTES_PER_SHARD = 256 * 1024 * 1024
 
 
-def _custom_struct(exec_properties: dict[str, Any]) -> dict[str, Any]:
-    raw = exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY)
-    if not raw:
-        return {}
-    config = example_gen_pb2.CustomConfig()
-    if isinstance(raw, str):
-        json_format.Parse(raw, config)
-    else:
-        config.CopyFrom(raw)
-    struct = struct_pb2.Struct()
-    if not config.custom_config.Unpack(struct):
-        return {}
-    return json_format.MessageToDict(struct)
-
-
-def packed_custom_config(options: dict[str, Any]) -> example_gen_pb2.CustomConfig:
-    """`options` as ExampleGen's custom_config (a Struct in an Any); `_custom_struct` reads it."""
-    struct = struct_pb2.Struct()
-    struct.update(options)
-    packed = any_pb2.Any()
-    packed.Pack(struct)
-    return example_gen_pb2.CustomConfig(custom_config=packed)
-
-
 def _columns_from_custom_config(exec_properties: dict[str, Any]) -> dict[str, str]:
-    columns = _custom_struct(exec_properties).get("columns") or {}
+    columns = custom_struct(exec_properties).get("columns") or {}
     return {k: str(v) for k, v in columns.items()}
-
-
-def _resolved_files(exec_properties: dict[str, Any]) -> list[str]:
-    input_config = example_gen_pb2.Input()
-    proto_utils.json_to_proto(
-        exec_properties[standard_component_specs.INPUT_CONFIG_KEY], input_config
-    )
-    base = exec_properties[standard_component_specs.INPUT_BASE_KEY]
-    files: set[str] = set()
-    for split in input_config.splits:
-        files.update(fileio.glob(os.path.join(base, split.pattern)))
-    return sorted(files)
-
-
-class ContentFingerprintDriver(example_gen_driver.FileBasedDriver):
-    """TFX's span/version resolution, keyed by content, with an optional pinned version."""
-
-    def resolve_exec_properties(self, exec_properties, pipeline_info, component_info):
-        pinned = _custom_struct(exec_properties).get("version")
-        if pinned is not None:
-            pinned = int(pinned)
-            input_config = example_gen_pb2.Input()
-            proto_utils.json_to_proto(
-                exec_properties[standard_component_specs.INPUT_CONFIG_KEY], input_config
-            )
-            for split in input_config.splits:
-                if "{VERSION}" not in split.pattern:
-                    raise ValueError(
-                        f"a version is pinned but the pattern {split.pattern!r} has no {{VERSION}}"
-                    )
-                split.pattern = split.pattern.replace("{VERSION}", str(pinned))
-            exec_properties[standard_component_specs.INPUT_CONFIG_KEY] = proto_utils.proto_to_json(
-                input_config
-            )
-        exec_properties = super().resolve_exec_properties(
-            exec_properties, pipeline_info, component_info
-        )
-        if pinned is not None:
-            exec_properties[example_gen_utils.VERSION_PROPERTY_NAME] = pinned
-        base = exec_properties[standard_component_specs.INPUT_BASE_KEY]
-        files = _resolved_files(exec_properties)
-        digest, nbytes = files_sha256(files, base)
-        exec_properties[example_gen_utils.FINGERPRINT_PROPERTY_NAME] = (
-            f"sha256:{digest} files:{len(files)} bytes:{nbytes}"
-        )
-        exec_properties[CONTENT_SHA256] = digest
-        exec_properties[RAW_BYTES] = nbytes
-        exec_properties[RAW_FILES] = len(files)
-        return exec_properties
-
-    def run(self, execution_info):
-        result = super().run(execution_info)
-        artifact = result.output_artifacts[standard_component_specs.EXAMPLES_KEY].artifacts[0]
-        for key in (CONTENT_SHA256, RAW_BYTES, RAW_FILES):
-            artifact.custom_properties[key].CopyFrom(result.exec_properties[key])
-        artifact.custom_properties[INPUT_BASE].string_value = execution_info.exec_properties[
-            standard_component_specs.INPUT_BASE_KEY
-        ]
-        return result
 
 
 @beam.ptransform_fn
@@ -196,7 +114,7 @@ class Executor(csv_executor.Executor):
 
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 - TFX API
         self._log_startup(input_dict, output_dict, exec_properties)
-        reader = str(_custom_struct(exec_properties).get("csv_reader") or DEFAULT_CSV_READER)
+        reader = str(custom_struct(exec_properties).get("csv_reader") or DEFAULT_CSV_READER)
         if reader == "arrow":
             try:
                 _ArrowIngest(self, output_dict, exec_properties).run()
@@ -222,7 +140,7 @@ class Executor(csv_executor.Executor):
         examples.split_names = artifact_utils.encode_split_names(split_names)
 
         # Checks run before Beam starts, so bad input fails in seconds with file and line.
-        files = _resolved_files(exec_properties)
+        files = resolved_files(exec_properties)
         if not files:
             patterns = ", ".join(s.pattern for s in input_config.splits)
             raise csv_checks.CsvInputError(
@@ -233,7 +151,7 @@ class Executor(csv_executor.Executor):
         if columns:
             examples.set_int_custom_property(ROW_COUNT, csv_checks.check_csv_files(files, columns))
         raw_bytes = exec_properties.get(RAW_BYTES) or sum(fileio.stat(f).length for f in files)
-        configured = int(_custom_struct(exec_properties).get("num_shards") or 0)
+        configured = int(custom_struct(exec_properties).get("num_shards") or 0)
         if output_config.split_config.splits:
             total = sum(s.hash_buckets for s in output_config.split_config.splits)
             fractions = [s.hash_buckets / total for s in output_config.split_config.splits]
@@ -343,7 +261,7 @@ class _ArrowIngest:
                 raise arrow_csv.ArrowCsvError(f"no files for input split {index}")
             first_files.append(split_files[0])
         raw_bytes = props.get(RAW_BYTES) or sum(sizes.values())
-        configured = int(_custom_struct(props).get("num_shards") or 0)
+        configured = int(custom_struct(props).get("num_shards") or 0)
         buckets: list[int] = []
         if output_config.split_config.splits:
             assert len(input_config.splits) == 1, "one input split when output splits are set"

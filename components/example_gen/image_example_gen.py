@@ -1,7 +1,7 @@
 """ImageExampleGen: folders of images (`span-<N>/<label>/*.png|jpg`) to GZIP TFRecord splits.
 
 The component is TFX's FileBasedExampleGen with the project's content-fingerprint
-driver (`components.example_gen.csv_example_gen.ContentFingerprintDriver`), so spans,
+driver (`components.example_gen.driver.ContentFingerprintDriver`), so spans,
 versions, `{SPAN}`/`{VERSION}` patterns, range configs and the cache behave
 exactly as for CSV data. The executor, a Beam pipeline, writes one
 `tf.train.Example` per image file:
@@ -54,13 +54,13 @@ from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
-from components.example_gen.csv_example_gen import (
+from components.example_gen.driver import (
     RAW_BYTES,
     TFRECORD_SHARDS,
     ContentFingerprintDriver,
-    _custom_struct,
-    _resolved_files,
+    custom_struct,
     packed_custom_config,
+    resolved_files,
 )
 
 COMPONENT_ID = "ImageExampleGen"
@@ -350,7 +350,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
 
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 - TFX API
         self._log_startup(input_dict, output_dict, exec_properties)
-        options = _custom_struct(exec_properties)
+        options = custom_struct(exec_properties)
         image_format = str(options.get("image_format") or "encoded")
         bad_images = str(options.get("bad_images") or "fail")
         class_names = [str(c) for c in options.get("class_names") or []]
@@ -386,7 +386,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         # Hidden files (.DS_Store, editor backups) and sub-folders are not images.
         files = [
             f
-            for f in _resolved_files(exec_properties)
+            for f in resolved_files(exec_properties)
             if not os.path.basename(f).startswith(".") and not fileio.isdir(f)
         ]
         if not files:
