@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from trainer.input import InputWaitMonitor, input_fn
+from trainer.input import input_fn
+from trainer.input_wait import InputWaitMonitor
 
 SHARDS = 3
 PER_SHARD = 7  # 21 records: batches of 4 leave a partial last batch

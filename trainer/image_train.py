@@ -32,7 +32,8 @@ from trainer.image_preprocessing import (
     WIDTH_KEY,
     image_options,
 )
-from trainer.input import InputWaitMonitor, input_fn
+from trainer.input import input_fn
+from trainer.input_wait import InputWaitMonitor
 
 SERVING_SIGNATURE = "serving_default"
 EXAMPLES_SIGNATURE = "serving_examples"

@@ -15,7 +15,8 @@ import tf_keras as keras
 from absl import logging
 
 from trainer import features as f
-from trainer.input import DATA_SERVICE_MODES, BatchFn, InputWaitMonitor, input_fn
+from trainer.input import DATA_SERVICE_MODES, BatchFn, input_fn
+from trainer.input_wait import InputWaitMonitor
 from trainer.model import build_keras_model
 
 SERVING_SIGNATURE = "serving_default"
