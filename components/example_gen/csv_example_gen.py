@@ -34,7 +34,6 @@ from tfx.components.example_gen import write_split
 from tfx.components.example_gen.component import FileBasedExampleGen
 from tfx.components.example_gen.csv_example_gen import executor as csv_executor
 from tfx.components.util import examples_utils
-from tfx.dsl.components.base import executor_spec
 from tfx.dsl.io import fileio
 from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_component_specs
@@ -50,6 +49,7 @@ from components.example_gen.driver import (  # noqa: F401 - the artifact's prope
     TFRECORD_SHARDS,
     ContentFingerprintDriver,
     custom_struct,
+    example_gen_node,
     packed_custom_config,
     resolved_files,
 )
@@ -348,11 +348,13 @@ def checked_csv_example_gen(
     if csv_reader != DEFAULT_CSV_READER:
         # Only when not the default, so default pipelines compile as before.
         options["csv_reader"] = csv_reader
-    return CheckedCsvExampleGen(
+    return example_gen_node(
+        CheckedCsvExampleGen,
+        Executor,
+        COMPONENT_ID,
+        options,
         input_base=input_base,
         input_config=input_config,
         output_config=output_config,
         range_config=range_config,
-        custom_config=packed_custom_config(options),
-        custom_executor_spec=executor_spec.BeamExecutorSpec(Executor),
-    ).with_id(COMPONENT_ID)
+    )

@@ -10,6 +10,7 @@ from typing import Any
 from google.protobuf import any_pb2, json_format, struct_pb2
 from tfx.components.example_gen import driver as example_gen_driver
 from tfx.components.example_gen import utils as example_gen_utils
+from tfx.dsl.components.base import executor_spec
 from tfx.dsl.io import fileio
 from tfx.proto import example_gen_pb2
 from tfx.types import standard_component_specs
@@ -108,3 +109,19 @@ class ContentFingerprintDriver(example_gen_driver.FileBasedDriver):
             standard_component_specs.INPUT_BASE_KEY
         ]
         return result
+
+
+def example_gen_node(
+    component_class: type,
+    executor_class: type,
+    component_id: str,
+    options: dict[str, Any],
+    **specs: Any,
+):
+    """A FileBasedExampleGen subclass with our executor, `options` as its custom_config,
+    and `specs` (input_base, input_config, output_config, range_config) as given."""
+    return component_class(
+        **specs,
+        custom_config=packed_custom_config(options),
+        custom_executor_spec=executor_spec.BeamExecutorSpec(executor_class),
+    ).with_id(component_id)

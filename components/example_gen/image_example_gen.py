@@ -48,7 +48,7 @@ from tfx.components.example_gen import utils as example_gen_utils
 from tfx.components.example_gen import write_split
 from tfx.components.example_gen.component import FileBasedExampleGen
 from tfx.components.util import examples_utils
-from tfx.dsl.components.base import base_beam_executor, executor_spec
+from tfx.dsl.components.base import base_beam_executor
 from tfx.dsl.io import fileio
 from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_component_specs
@@ -59,7 +59,7 @@ from components.example_gen.driver import (
     TFRECORD_SHARDS,
     ContentFingerprintDriver,
     custom_struct,
-    packed_custom_config,
+    example_gen_node,
     resolved_files,
 )
 
@@ -514,11 +514,13 @@ def image_example_gen(
         options["version"] = version
     if gzip_level is not None:
         options["gzip_level"] = gzip_level
-    return ImageExampleGen(
+    return example_gen_node(
+        ImageExampleGen,
+        Executor,
+        COMPONENT_ID,
+        options,
         input_base=input_base,
         input_config=input_config,
         output_config=output_config,
         range_config=range_config,
-        custom_config=packed_custom_config(options),
-        custom_executor_spec=executor_spec.BeamExecutorSpec(Executor),
-    ).with_id(COMPONENT_ID)
+    )

@@ -104,13 +104,9 @@ class S3Relay:
         credentials = self._session.get_credentials()
         frozen = credentials.get_frozen_credentials() if credentials is not None else None
         if frozen is None or not signature_matches(h, body, frozen.secret_key):
-            message = b"s3 relay: request not signed with this process's AWS credentials"
-            h.send_response(403)
-            h.send_header("Content-Type", "text/plain")
-            h.send_header("Content-Length", str(len(message)))
-            h.end_headers()
-            if h.command != "HEAD":
-                h.wfile.write(message)
+            _plain_reply(
+                h, 403, b"s3 relay: request not signed with this process's AWS credentials"
+            )
             return
         headers = {k: v for k, v in h.headers.items() if k.lower() not in _DROP}
         url = self.upstream + h.path
@@ -127,13 +123,7 @@ class S3Relay:
                 redirect=False,
             )
         except Exception as e:  # upstream down: a 503 the SDK retries, then reports
-            message = f"s3 relay: {self.upstream} unreachable: {e}".encode()
-            h.send_response(503)
-            h.send_header("Content-Type", "text/plain")
-            h.send_header("Content-Length", str(len(message)))
-            h.end_headers()
-            if h.command != "HEAD":
-                h.wfile.write(message)
+            _plain_reply(h, 503, f"s3 relay: {self.upstream} unreachable: {e}".encode())
             return
         status, data = response.status, response.data
         if status == 416 and h.command == "GET":
@@ -154,6 +144,16 @@ class S3Relay:
         h.send_header("Content-Length", str(len(data)))
         h.end_headers()
         h.wfile.write(data)
+
+
+def _plain_reply(h: BaseHTTPRequestHandler, status: int, message: bytes) -> None:
+    """The relay's own answer (not upstream's): a status and a line of text."""
+    h.send_response(status)
+    h.send_header("Content-Type", "text/plain")
+    h.send_header("Content-Length", str(len(message)))
+    h.end_headers()
+    if h.command != "HEAD":
+        h.wfile.write(message)
 
 
 def _sha256(data: bytes | str) -> str:
