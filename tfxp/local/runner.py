@@ -9,7 +9,7 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from pipeline.config import PipelineConfig
@@ -101,19 +101,45 @@ def run_local(
     except PreflightError as e:
         raise PipelineRunError(str(e)) from None
 
-    from absl import logging as absl_logging
-    from tfx.dsl.compiler import compiler
     from tfx.orchestration import metadata
-    from tfx.orchestration.local.local_dag_runner import LocalDagRunner
-    from tfx.orchestration.portable import runtime_parameter_utils
-    from tfx.proto.orchestration import pipeline_pb2
 
-    from pipeline.definition import create_pipeline
     from tfxp.metadata.summary import summarize_run
 
     run_id = run_id or new_run_id()
     os.makedirs(config.log_dir, exist_ok=True)
     log_path = os.path.join(config.log_dir, f"{run_id}.log")
+    ir, run_options = _compiled(config, run_id, from_nodes, to_nodes, metadata_connection_config)
+    progress = _ProgressHandler(len(ir.nodes), printer)
+    with _logging_to(log_path, progress, verbose):
+        printer(f"run {run_id}: pipeline '{config.pipeline_name}', data {config.data_root}")
+        printer(f"  log: {log_path}")
+        started = time.perf_counter()
+        _execute(
+            config,
+            run_id,
+            ir,
+            run_options,
+            (progress, printer),
+            log_path,
+            metadata_connection_config,
+        )
+        wall = time.perf_counter() - started
+        connection = metadata_connection_config or metadata.sqlite_metadata_connection_config(
+            config.metadata_path
+        )
+        with metadata.Metadata(connection) as m:
+            summary = summarize_run(m.store, config, run_id, wall_seconds=wall, log_path=log_path)
+            _gate_outcome(m.store, config, summary, printer)
+            return summary
+
+
+def _compiled(config, run_id, from_nodes, to_nodes, metadata_connection_config):
+    """(the pipeline's IR stamped with `run_id`, the partial-run options or None)."""
+    from tfx.dsl.compiler import compiler
+    from tfx.orchestration.portable import runtime_parameter_utils
+    from tfx.proto.orchestration import pipeline_pb2
+
+    from pipeline.definition import create_pipeline
 
     ir = compiler.Compiler().compile(
         create_pipeline(config, metadata_connection_config=metadata_connection_config)
@@ -127,14 +153,19 @@ def run_local(
         run_options.partial_run.from_nodes.extend(from_nodes)
         run_options.partial_run.to_nodes.extend(to_nodes)
         run_options.partial_run.snapshot_settings.latest_pipeline_run_strategy.SetInParent()
-    nodes = [n.pipeline_node.node_info.id for n in ir.nodes]
+    return ir, run_options
+
+
+@contextlib.contextmanager
+def _logging_to(log_path: str, progress: logging.Handler, verbose: bool) -> Iterator[None]:
+    """TFX's full log to `log_path`, one progress line per component to the terminal."""
+    from absl import logging as absl_logging
 
     absl_logging.set_verbosity(absl_logging.INFO)
     root = logging.getLogger()
     file_handler = logging.FileHandler(log_path)
     file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     file_handler.setLevel(logging.INFO)
-    progress = _ProgressHandler(len(nodes), printer)
     # absl's own stderr handler would flood the terminal; the file keeps it all.
     absl_handler = absl_logging.get_absl_handler()
     # Handlers someone else put on the root logger (absl's, basicConfig's) would
@@ -146,44 +177,40 @@ def run_local(
         h.setLevel(logging.ERROR)
     root.addHandler(file_handler)
     root.addHandler(progress)
-    printer(f"run {run_id}: pipeline '{config.pipeline_name}', data {config.data_root}")
-    printer(f"  log: {log_path}")
-    started = time.perf_counter()
     try:
-        try:
-            # A server-backed store (MySQL) takes concurrent runs; SQLite does not.
-            lock = run_lock(config, run_id, printer) if sqlite else contextlib.nullcontext()
-            with lock:
-                LocalDagRunner().run_with_ir(ir, run_options=run_options)
-        except KeyboardInterrupt:
-            raise PipelineRunError(
-                f"run {run_id} interrupted during {progress.current or 'start-up'}; completed "
-                "components are cached, so rerunning the same command resumes from there."
-            ) from None
-        except Exception as e:
-            failed = progress.current or "the pipeline"
-            cause = _root_cause(e)
-            if failed == VALIDATION_GATE and cause.startswith("validation gate blocked"):
-                _record_block(config, run_id, cause, metadata_connection_config)
-                raise ValidationBlockedError(f"{cause}\n  full log: {log_path}") from None
-            corrupt = _diagnose_corrupt_input(config, run_id, cause, metadata_connection_config)
-            raise PipelineRunError(
-                f"{failed} failed: {cause}{corrupt}\n  full log: {log_path}"
-            ) from e
-        wall = time.perf_counter() - started
-        connection = metadata_connection_config or metadata.sqlite_metadata_connection_config(
-            config.metadata_path
-        )
-        with metadata.Metadata(connection) as m:
-            summary = summarize_run(m.store, config, run_id, wall_seconds=wall, log_path=log_path)
-            _gate_outcome(m.store, config, summary, printer)
-            return summary
+        yield
     finally:
         root.removeHandler(file_handler)
         root.removeHandler(progress)
         file_handler.close()
         for h, level in zip(muted, saved_levels, strict=True):
             h.setLevel(level)
+
+
+def _execute(config, run_id, ir, run_options, reporting, log_path, connection_config) -> None:
+    """LocalDagRunner on `ir`; a failure becomes PipelineRunError naming the component."""
+    from tfx.orchestration.local.local_dag_runner import LocalDagRunner
+
+    progress, printer = reporting
+    try:
+        # A server-backed store (MySQL) takes concurrent runs; SQLite does not.
+        sqlite = connection_config is None
+        lock = run_lock(config, run_id, printer) if sqlite else contextlib.nullcontext()
+        with lock:
+            LocalDagRunner().run_with_ir(ir, run_options=run_options)
+    except KeyboardInterrupt:
+        raise PipelineRunError(
+            f"run {run_id} interrupted during {progress.current or 'start-up'}; completed "
+            "components are cached, so rerunning the same command resumes from there."
+        ) from None
+    except Exception as e:
+        failed = progress.current or "the pipeline"
+        cause = _root_cause(e)
+        if failed == VALIDATION_GATE and cause.startswith("validation gate blocked"):
+            _record_block(config, run_id, cause, connection_config)
+            raise ValidationBlockedError(f"{cause}\n  full log: {log_path}") from None
+        corrupt = _diagnose_corrupt_input(config, run_id, cause, connection_config)
+        raise PipelineRunError(f"{failed} failed: {cause}{corrupt}\n  full log: {log_path}") from e
 
 
 def _record_block(
