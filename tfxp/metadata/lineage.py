@@ -549,6 +549,44 @@ class Lineage:
     def model_lineage(
         self, model: pb.Artifact, *, with_metrics: bool = True, with_graph: bool = False
     ) -> ModelLineage:
+        steps, by_node, raw, writers = self._producers_upstream(model)
+        schema_exec, transform_exec = by_node.get(SCHEMA_IMPORTER), by_node.get(TRANSFORM)
+        trainer_exec = by_node.get(TRAINER)
+        reused = sorted(
+            {self.run_of[x] for x in writers if x in self.run_of}
+            - {self.run_of.get(trainer_exec.id) if trainer_exec else None}
+        )
+        schema: dict[str, Any] = {}
+        if schema_exec is not None:
+            schema_art = [a for a in self.outputs(schema_exec.id, "Schema")]
+            schema = {
+                "content_sha256": prop(schema_exec, "content_sha256"),
+                "file": prop(schema_exec, "schema_file"),
+                "schema_id": schema_art[0].id if schema_art else None,
+            }
+        lineage = ModelLineage(
+            pipeline=self.pipeline,
+            model_id=model.id,
+            model_uri=model.uri,
+            created=_iso(model.create_time_since_epoch),
+            trained_in_run=self.run_of.get(trainer_exec.id) if trainer_exec else None,
+            reused_by_runs=reused,
+            data=[self.data_version(a) for a in sorted(raw, key=lambda a: a.id)],
+            schema=schema,
+            transform=self._component_facts(transform_exec),
+            trainer=self._component_facts(trainer_exec),
+            blessing=self.blessing(model.id),
+            metrics=self.metrics(model.id) if with_metrics else {},
+            pushes=self.pushes(model.id),
+        )
+        if with_graph:
+            lineage.graph = self._model_graph(lineage, model, steps)
+        return lineage
+
+    def _producers_upstream(self, model: pb.Artifact):
+        """Walks producers from the model back to ExampleGen's Examples: (steps,
+        {node id: execution} for the schema import, Transform and the Trainer,
+        the raw Examples, the executions that wrote the model: its run and cached re-uses)."""
         graph = self.upstream(model.id)
         writers: dict[int, list[int]] = defaultdict(list)
         inputs: dict[int, list[tuple[int, str]]] = defaultdict(list)
@@ -565,13 +603,12 @@ class Lineage:
             chosen = sorted(complete or cands, key=lambda c: c.id)
             return chosen[0] if chosen else None
 
-        # Walk producers from the model back to ExampleGen's Examples.
         steps: list[tuple[pb.Execution, list[tuple[int, str]], list[int]]] = []
         seen_art: set[int] = set()
         seen_exec: set[int] = set()
         frontier = [model.id]
         raw: list[pb.Artifact] = []
-        schema_exec = transform_exec = trainer_exec = None
+        by_node: dict[str, pb.Execution] = {}
         while frontier:
             aid = frontier.pop()
             if aid in seen_art:
@@ -590,48 +627,9 @@ class Lineage:
                     s[2].append(aid)
             if node in EXAMPLE_GENS or "ExampleGen" in self.exec_type(ex):
                 raw.extend(self.artifacts([aid]))
-            elif node == SCHEMA_IMPORTER:
-                schema_exec = ex
-            elif node == TRANSFORM:
-                transform_exec = ex
-            elif node == TRAINER and aid == model.id:
-                trainer_exec = ex
-        reused = sorted(
-            {self.run_of[x] for x in writers.get(model.id, []) if x in self.run_of}
-            - {self.run_of.get(trainer_exec.id) if trainer_exec else None}
-        )
-        data = [self.data_version(a) for a in sorted(raw, key=lambda a: a.id)]
-        schema: dict[str, Any] = {}
-        if schema_exec is not None:
-            schema_art = [a for a in self.outputs(schema_exec.id, "Schema")]
-            schema = {
-                "content_sha256": prop(schema_exec, "content_sha256"),
-                "file": prop(schema_exec, "schema_file"),
-                "schema_id": schema_art[0].id if schema_art else None,
-            }
-        transform = self._component_facts(transform_exec)
-        trainer = self._component_facts(trainer_exec)
-        metrics: dict[str, float] = {}
-        if with_metrics:
-            metrics = self.metrics(model.id)
-        lineage = ModelLineage(
-            pipeline=self.pipeline,
-            model_id=model.id,
-            model_uri=model.uri,
-            created=_iso(model.create_time_since_epoch),
-            trained_in_run=self.run_of.get(trainer_exec.id) if trainer_exec else None,
-            reused_by_runs=reused,
-            data=data,
-            schema=schema,
-            transform=transform,
-            trainer=trainer,
-            blessing=self.blessing(model.id),
-            metrics=metrics,
-            pushes=self.pushes(model.id),
-        )
-        if with_graph:
-            lineage.graph = self._model_graph(lineage, model, steps)
-        return lineage
+            elif node in (SCHEMA_IMPORTER, TRANSFORM) or (node == TRAINER and aid == model.id):
+                by_node[node] = ex
+        return steps, by_node, raw, writers.get(model.id, [])
 
     def metrics(self, model_id: int) -> dict[str, float]:
         evaluation = self.evaluation(model_id)
