@@ -417,6 +417,35 @@ def split_statistics(
     return out
 
 
+def _schema_findings(current, schema: schema_pb2.Schema, environment: str | None) -> list[Finding]:
+    """1. Schema: every split of this span, one finding per feature and anomaly."""
+    import tensorflow_data_validation as tfdv
+
+    by_key: dict[tuple[str, str], Finding] = {}
+    for split in sorted(current):
+        anomalies = tfdv.validate_statistics(current[split], schema, environment=environment)
+        for f in _findings(anomalies, SCHEMA, split, comparators_only=False):
+            key = (f.feature, f.anomaly)
+            if key in by_key:
+                by_key[key].where += f", {split}"
+            else:
+                by_key[key] = f
+    for f in by_key.values():
+        _measure_schema_finding(f, schema, current)
+    return list(by_key.values())
+
+
+def _compared(compared, schema, environment, kind: str, where: str, **other):
+    """Drift or skew: TFDV's comparator of `kind` against `other` statistics:
+    (findings, measurements)."""
+    import tensorflow_data_validation as tfdv
+
+    anomalies = tfdv.validate_statistics(compared, schema, environment=environment, **other)
+    measured = _measurements(anomalies, kind)
+    findings = _findings(anomalies, kind, where, comparators_only=True, measured=measured)
+    return findings, [m for ms in measured.values() for m in ms]
+
+
 def evaluate(
     current: Mapping[str, statistics_pb2.DatasetFeatureStatisticsList],
     schema: schema_pb2.Schema,
@@ -437,43 +466,27 @@ def evaluate(
     span's `train` split with the serving statistics (`no_serving` says why
     there are none, for the notes).
     """
-    import tensorflow_data_validation as tfdv
-
     schema = with_comparators(schema, settings)
     # TFDV rejects an environment the schema does not declare; a schema without
     # environments validates every feature everywhere.
     environments = set(schema.default_environment)
     training = TRAINING if TRAINING in environments else None
     serving_env = SERVING if SERVING in environments else None
-    findings: list[Finding] = []
+    findings = _schema_findings(current, schema, training)
     measurements: list[Measurement] = []
     notes: list[str] = []
-    # 1. Schema: every split of this span, in the TRAINING environment.
-    by_key: dict[tuple[str, str], Finding] = {}
-    for split in sorted(current):
-        anomalies = tfdv.validate_statistics(current[split], schema, environment=training)
-        for f in _findings(anomalies, SCHEMA, split, comparators_only=False):
-            key = (f.feature, f.anomaly)
-            if key in by_key:
-                by_key[key].where += f", {split}"
-            else:
-                by_key[key] = f
-    for f in by_key.values():
-        _measure_schema_finding(f, schema, current)
-    findings += by_key.values()
     compared = current.get(COMPARED_SPLIT) or next(iter(current.values()))
     # 2. Drift: this span vs the previous one.
     if baseline:
         previous = baseline.get(COMPARED_SPLIT) or next(iter(baseline.values()))
-        anomalies = tfdv.validate_statistics(
-            compared, schema, environment=training, previous_statistics=previous
-        )
-        measured = _measurements(anomalies, DRIFT)
-        measurements += [m for ms in measured.values() for m in ms]
         # On Kubeflow the baseline is the previous run's statistics, span unknown.
         before = "the previous run's span" if baseline_span is None else f"span {baseline_span}"
         where = f"span {current_span} vs {before}, {COMPARED_SPLIT} split"
-        findings += _findings(anomalies, DRIFT, where, comparators_only=True, measured=measured)
+        found, measured = _compared(
+            compared, schema, training, DRIFT, where, previous_statistics=previous
+        )
+        findings += found
+        measurements += measured
         notes.append(f"drift: span {current_span} compared with {before}")
     else:
         notes.append(
@@ -483,14 +496,15 @@ def evaluate(
         )
     # 3. Skew: training data vs serving requests (SERVING environment: no label).
     if serving is not None:
-        anomalies = tfdv.validate_statistics(
-            compared, schema, environment=training, serving_statistics=serving
-        )
-        measured = _measurements(anomalies, SKEW)
-        measurements += [m for ms in measured.values() for m in ms]
         where = f"{COMPARED_SPLIT} split vs {serving_source}"
-        findings += _findings(anomalies, SKEW, where, comparators_only=True, measured=measured)
+        found, measured = _compared(
+            compared, schema, training, SKEW, where, serving_statistics=serving
+        )
+        findings += found
+        measurements += measured
         # The serving requests themselves against the schema, label excluded.
+        import tensorflow_data_validation as tfdv
+
         anomalies = tfdv.validate_statistics(serving, schema, environment=serving_env)
         findings += _findings(anomalies, SKEW, serving_source, comparators_only=False)
         notes.append(f"skew: training data compared with {serving_rows} serving requests")
