@@ -350,73 +350,20 @@ class Executor(base_beam_executor.BaseBeamExecutor):
 
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 - TFX API
         self._log_startup(input_dict, output_dict, exec_properties)
-        options = custom_struct(exec_properties)
-        image_format = str(options.get("image_format") or "encoded")
-        bad_images = str(options.get("bad_images") or "fail")
-        class_names = [str(c) for c in options.get("class_names") or []]
-        if image_format not in IMAGE_FORMATS:
-            raise ValueError(f"image_format must be one of {IMAGE_FORMATS}, not {image_format!r}")
-        if bad_images not in BAD_IMAGE_POLICIES:
-            raise ValueError(f"bad_images must be one of {BAD_IMAGE_POLICIES}, not {bad_images!r}")
-        if not class_names:
-            raise ValueError("ImageExampleGen needs class_names (the label folder names)")
-
-        input_config = example_gen_pb2.Input()
-        proto_utils.json_to_proto(
-            exec_properties[standard_component_specs.INPUT_CONFIG_KEY], input_config
-        )
-        output_config = example_gen_pb2.Output()
-        proto_utils.json_to_proto(
-            exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY], output_config
-        )
-        if len(input_config.splits) != 1 or not output_config.split_config.splits:
-            raise ValueError(
-                "ImageExampleGen takes one input split and splits it by hash_buckets "
-                "(output_config.split_config)"
-            )
+        options, image_format, bad_images, class_names = _options(exec_properties)
+        input_config, output_config = _split_configs(exec_properties)
         examples = artifact_utils.get_single_instance(
             output_dict[standard_component_specs.EXAMPLES_KEY]
         )
         split_names = example_gen_utils.generate_output_split_names(input_config, output_config)
         examples.split_names = artifact_utils.encode_split_names(split_names)
         base = exec_properties[standard_component_specs.INPUT_BASE_KEY]
-
-        # Layout checks before Beam starts: no files, or a folder that is no
-        # class, fail in a second with the path.
-        # Hidden files (.DS_Store, editor backups) and sub-folders are not images.
-        files = [
-            f
-            for f in resolved_files(exec_properties)
-            if not os.path.basename(f).startswith(".") and not fileio.isdir(f)
-        ]
-        if not files:
-            raise ImageInputError(
-                f"no image files match {input_config.splits[0].pattern} under {base}; "
-                "expected span-<N>/<class>/<image>.png|jpg"
-            )
+        files = _image_files(exec_properties, input_config.splits[0].pattern, base)
         inputs = [(path, label_of(path, base, class_names)) for path in files]
-
         cumulative: list[int] = []
         for s in output_config.split_config.splits:
             cumulative.append((cumulative[-1] if cumulative else 0) + s.hash_buckets)
-        raw_bytes = exec_properties.get(RAW_BYTES) or sum(fileio.stat(f).length for f in files)
-        configured = int(options.get("num_shards") or 0)
-        with fileio.open(files[0], "rb") as f:
-            first = f.read()
-        try:
-            pixels, _ = decode(first)
-            sample = image_example(first, pixels, 0, image_format)
-        except ValueError:
-            pixels, sample = None, b""
-        # Raw pixels take H*W*C bytes whatever the file's compression: estimate from one image.
-        estimate = raw_bytes
-        if pixels is not None and image_format == "raw":
-            estimate = pixels.size * len(files)
-        configured_level = options.get("gzip_level")
-        level = gzip_level(sample) if configured_level is None else int(configured_level)
-        # One file per split per shard; sized so the largest split's files hold ~128 MB.
-        largest = max(s.hash_buckets for s in output_config.split_config.splits) / cumulative[-1]
-        num_shards = shards_for(estimate * largest, configured)
+        num_shards, level = _sizing(exec_properties, options, files, image_format, output_config)
         uris = [artifact_utils.get_split_uri([examples], name) for name in split_names]
         report_path = os.path.join(examples.uri, REPORT_FILE)
 
@@ -441,20 +388,13 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             for uri in uris:
                 if fileio.exists(uri):
                     fileio.rmtree(uri)
-            shown = "\n  ".join(bad[:20])
-            more = f"\n  ... and {len(bad) - 20} more" if len(bad) > 20 else ""
-            raise ImageInputError(
-                f"{len(bad)} image file(s) under {base} could not be decoded:\n  {shown}{more}\n"
-                "Fix or remove them, or set bad_images='skip' in the dataset config to "
-                "leave them out (they are then counted)."
-            )
+            _raise_bad_images(bad, base)
         per_split: dict[str, dict[str, int]] = {n: {} for n in split_names}
         for (split, label), n in report["counts"]:
             per_split[split_names[split]][class_names[label]] = n
         total = sum(sum(c.values()) for c in per_split.values())
         if total == 0:
             raise ImageInputError(f"no image under {base} could be decoded ({len(bad)} skipped)")
-
         examples.set_int_custom_property(IMAGE_COUNT, total)
         examples.set_string_custom_property(CLASS_COUNTS, json.dumps(per_split, sort_keys=True))
         examples.set_int_custom_property(SKIPPED_IMAGES, len(bad))
@@ -466,6 +406,88 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             examples,
             write_split.to_file_format_str(example_gen_pb2.FileFormat.FORMAT_TFRECORDS_GZIP),
         )
+
+
+def _options(exec_properties) -> tuple[dict, str, str, list[str]]:
+    """(custom_config options, image format, bad-image policy, class names), checked."""
+    options = custom_struct(exec_properties)
+    image_format = str(options.get("image_format") or "encoded")
+    bad_images = str(options.get("bad_images") or "fail")
+    class_names = [str(c) for c in options.get("class_names") or []]
+    if image_format not in IMAGE_FORMATS:
+        raise ValueError(f"image_format must be one of {IMAGE_FORMATS}, not {image_format!r}")
+    if bad_images not in BAD_IMAGE_POLICIES:
+        raise ValueError(f"bad_images must be one of {BAD_IMAGE_POLICIES}, not {bad_images!r}")
+    if not class_names:
+        raise ValueError("ImageExampleGen needs class_names (the label folder names)")
+    return options, image_format, bad_images, class_names
+
+
+def _split_configs(exec_properties) -> tuple[example_gen_pb2.Input, example_gen_pb2.Output]:
+    input_config = example_gen_pb2.Input()
+    proto_utils.json_to_proto(
+        exec_properties[standard_component_specs.INPUT_CONFIG_KEY], input_config
+    )
+    output_config = example_gen_pb2.Output()
+    proto_utils.json_to_proto(
+        exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY], output_config
+    )
+    if len(input_config.splits) != 1 or not output_config.split_config.splits:
+        raise ValueError(
+            "ImageExampleGen takes one input split and splits it by hash_buckets "
+            "(output_config.split_config)"
+        )
+    return input_config, output_config
+
+
+def _image_files(exec_properties, pattern: str, base: str) -> list[str]:
+    """The span's image files. Layout checks before Beam starts: no files, or a
+    folder that is no class, fail in a second with the path. Hidden files
+    (.DS_Store, editor backups) and sub-folders are not images."""
+    files = [
+        f
+        for f in resolved_files(exec_properties)
+        if not os.path.basename(f).startswith(".") and not fileio.isdir(f)
+    ]
+    if not files:
+        raise ImageInputError(
+            f"no image files match {pattern} under {base}; "
+            "expected span-<N>/<class>/<image>.png|jpg"
+        )
+    return files
+
+
+def _sizing(exec_properties, options, files, image_format, output_config) -> tuple[int, int]:
+    """(shards per split, GZIP level), from the configuration or estimated from one image."""
+    raw_bytes = exec_properties.get(RAW_BYTES) or sum(fileio.stat(f).length for f in files)
+    configured = int(options.get("num_shards") or 0)
+    with fileio.open(files[0], "rb") as f:
+        first = f.read()
+    try:
+        pixels, _ = decode(first)
+        sample = image_example(first, pixels, 0, image_format)
+    except ValueError:
+        pixels, sample = None, b""
+    # Raw pixels take H*W*C bytes whatever the file's compression: estimate from one image.
+    estimate = raw_bytes
+    if pixels is not None and image_format == "raw":
+        estimate = pixels.size * len(files)
+    configured_level = options.get("gzip_level")
+    level = gzip_level(sample) if configured_level is None else int(configured_level)
+    # One file per split per shard; sized so the largest split's files hold ~128 MB.
+    buckets = [s.hash_buckets for s in output_config.split_config.splits]
+    num_shards = shards_for(estimate * max(buckets) / sum(buckets), configured)
+    return num_shards, level
+
+
+def _raise_bad_images(bad: list[str], base: str) -> None:
+    shown = "\n  ".join(bad[:20])
+    more = f"\n  ... and {len(bad) - 20} more" if len(bad) > 20 else ""
+    raise ImageInputError(
+        f"{len(bad)} image file(s) under {base} could not be decoded:\n  {shown}{more}\n"
+        "Fix or remove them, or set bad_images='skip' in the dataset config to "
+        "leave them out (they are then counted)."
+    )
 
 
 class ImageExampleGen(FileBasedExampleGen):
