@@ -124,7 +124,7 @@ def create_pipeline(
         raise ValueError(f"orchestrator must be one of {ORCHESTRATORS}, not {orchestrator!r}")
     schema = load_schema(config.schema_file)
     example_gen = _example_gen(config, schema)
-    window_nodes, training_examples = _span_window(config, example_gen)
+    window_nodes, training_examples = _span_window(config, example_gen, orchestrator)
     schema_importer = CuratedSchemaImporter(
         schema_file=config.schema_file, content_sha256=file_sha256(config.schema_file)
     ).with_id(SCHEMA_IMPORTER)
@@ -232,13 +232,18 @@ def _example_gen(config: PipelineConfig, schema: Any):
     )
 
 
-def _span_window(config: PipelineConfig, example_gen) -> tuple[list, Any]:
+def _span_window(config: PipelineConfig, example_gen, orchestrator: str) -> tuple[list, Any]:
     """(extra nodes, what Transform learns from): this run's span, or with a window
     (config.window > 1) the newest Examples of each span in it. StatisticsGen,
     ExampleValidator and the Evaluator look at this run's span only: the data
     that just arrived."""
     if config.window <= 1:
         return [], example_gen.outputs["examples"]
+    if orchestrator == KUBEFLOW:
+        raise ValueError(
+            f"a rolling window (window={config.window}) needs the span_window resolver, a "
+            "custom strategy the Kubeflow V2 compiler cannot express; compile with window=1"
+        )
     window_resolver = Resolver(
         strategy_class=SpanWindowStrategy,
         config={
