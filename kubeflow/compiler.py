@@ -69,11 +69,14 @@ def build_pipeline(config: KubeflowConfig) -> Any:
         preflight(pipeline_config, storage=False, local_dirs=False)
     except PreflightError as e:
         raise KubeflowConfigError(str(e)) from None
-    pipeline = create_pipeline(
-        pipeline_config,
-        metadata_connection_config=_placeholder_metadata_config(),
-        orchestrator=KUBEFLOW,
-    )
+    try:
+        pipeline = create_pipeline(
+            pipeline_config,
+            metadata_connection_config=_placeholder_metadata_config(),
+            orchestrator=KUBEFLOW,
+        )
+    except ValueError as e:  # e.g. a rolling window: not expressible on KFP
+        raise KubeflowCompileError(str(e)) from None
     moves = {
         pipeline_config.data_root: config.container_data_root,
         pipeline_config.schema_file: config.container_schema_file,
