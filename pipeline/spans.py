@@ -1,22 +1,19 @@
-"""Data versions on disk: span folders, which spans a run takes, and atomic publishing.
+"""Data versions on disk: span folders and which spans a run takes.
 
 A dataset folder holds one folder per raw drop: `span-<N>/*.csv`, or, when a
 drop is re-delivered, `span-<N>/version-<V>/*.csv` (one layout per dataset).
 ExampleGen ingests them with TFX's `{SPAN}`/`{VERSION}` patterns; this module
 answers the questions TFX answers late or not at all: does the span a run asks
-for exist, is it empty, do its files agree on their columns, and how does a new
-drop appear without a run ever seeing half of it.
+for exist, is it empty, do its files agree on their columns. How a new drop
+appears without a run ever seeing half of it: `tfxp/publish.py`.
 """
 
 from __future__ import annotations
 
 import csv
-import errno
 import os
 import re
-import shutil
-import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,7 +51,7 @@ def _is_remote(root: str) -> bool:
     return "://" in root
 
 
-def _csv_files(folder: Path, pattern: str = "*.csv") -> tuple[Path, ...]:
+def csv_files(folder: Path, pattern: str = "*.csv") -> tuple[Path, ...]:
     return tuple(sorted(p for p in folder.glob(pattern) if p.is_file()))
 
 
@@ -91,14 +88,14 @@ def list_spans(data_root: str | os.PathLike, files: str = "*.csv") -> list[SpanD
             continue
         span = int(m.group(1))
         if not versioned:
-            found.append(SpanDir(span, None, span_dir, _csv_files(span_dir, files)))
+            found.append(SpanDir(span, None, span_dir, csv_files(span_dir, files)))
             continue
         versions = [v for v in span_dir.iterdir() if VERSION_DIR.match(v.name) and v.is_dir()]
         if not versions:
-            found.append(SpanDir(span, None, span_dir, _csv_files(span_dir, files)))
+            found.append(SpanDir(span, None, span_dir, csv_files(span_dir, files)))
         for v in versions:
             version = int(VERSION_DIR.match(v.name).group(1))
-            found.append(SpanDir(span, version, v, _csv_files(v, files)))
+            found.append(SpanDir(span, version, v, csv_files(v, files)))
     return sorted(found, key=lambda s: (s.span, -1 if s.version is None else s.version))
 
 
@@ -254,98 +251,3 @@ def check_remote_spans(config: PipelineConfig) -> None:
     if config.span is not None and config.span not in spans:
         available = ", ".join(str(n) for n in sorted(spans))
         raise SpanError(f"span {config.span} does not exist in {root}; spans there: {available}")
-
-
-# ---------------------------------------------------------------------------
-# Publishing a new drop atomically.
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_file(path: Path) -> None:
-    with path.open("rb") as f:
-        os.fsync(f.fileno())
-
-
-def next_span_number(data_root: str | os.PathLike) -> int:
-    spans = list_spans(data_root)
-    return max((s.span for s in spans), default=0) + 1
-
-
-def copy_files(sources: Sequence[str | os.PathLike], dest: Path) -> None:
-    """Copies `sources` into `dest` (names kept, `.csv` required)."""
-    names = [Path(s).name for s in sources]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise SpanError(f"two input files share the name {dupes[0]}; rename one")
-    for src in sources:
-        src = Path(src)
-        if not src.is_file():
-            raise SpanError(f"{src} is not a file")
-        if src.suffix != ".csv":
-            raise SpanError(f"{src}: only .csv files are ingested (ExampleGen reads *.csv)")
-        shutil.copyfile(src, dest / src.name)
-
-
-def publish_span(
-    data_root: str | os.PathLike,
-    fill: Callable[[Path], None],
-    *,
-    columns: dict[str, str] | None = None,
-    check: bool = True,
-) -> SpanDir:
-    """Makes a new span from what `fill(folder)` writes, all or nothing.
-
-    `fill` writes into a hidden `.incoming-<uuid>` folder inside the dataset,
-    which no `span-{SPAN}` pattern matches. The files are checked against the
-    schema's `columns`, flushed to disk, and the folder is renamed to the next
-    `span-<N>` in one `os.rename`: a run sees the whole drop or nothing, and a
-    crash leaves only a hidden folder (removed here on errors; `tfxp data list`
-    shows leftovers of a hard kill).
-    """
-    from components.example_gen import csv_checks
-
-    root = Path(data_root)
-    root.mkdir(parents=True, exist_ok=True)
-    incoming = root / f"{INCOMING_PREFIX}{uuid.uuid4().hex[:12]}"
-    incoming.mkdir()
-    try:
-        fill(incoming)
-        files = _csv_files(incoming)
-        if not files:
-            raise SpanError("nothing to publish: no .csv files were written")
-        check_same_header(SpanDir(0, None, incoming, files))
-        if check and columns:
-            csv_checks.check_csv_files([str(f) for f in files], columns)
-        for f in files:
-            _fsync_file(f)
-        _fsync_dir(incoming)
-        while True:
-            number = next_span_number(root)
-            target = root / f"span-{number}"
-            if target.exists():
-                continue
-            try:
-                os.rename(incoming, target)
-                break
-            except OSError as e:  # a concurrent `data add` took the number first
-                if e.errno not in (errno.EEXIST, errno.ENOTEMPTY):
-                    raise
-        _fsync_dir(root)
-    except BaseException:
-        shutil.rmtree(incoming, ignore_errors=True)
-        raise
-    return SpanDir(number, None, target, _csv_files(target))
-
-
-def leftover_incoming(data_root: str | os.PathLike) -> list[Path]:
-    root = Path(data_root)
-    if not root.is_dir():
-        return []
-    return sorted(p for p in root.iterdir() if p.name.startswith(INCOMING_PREFIX))

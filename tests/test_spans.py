@@ -11,7 +11,9 @@ import pytest
 from components.content_fingerprint import files_sha256
 from pipeline import spans
 from pipeline.config import PipelineConfig
-from pipeline.spans import SpanError, publish_span, select_spans
+from pipeline.spans import SpanError, select_spans
+from tfxp import publish
+from tfxp.publish import publish_span
 
 HEADER = "fare,tips,payment_type\n"
 COLUMNS = {"fare": "FLOAT", "tips": "FLOAT", "payment_type": "BYTES"}
@@ -103,12 +105,12 @@ def test_publish_span_is_next_number_and_complete(tmp_path):
     (src / "b.csv").write_text(HEADER + "3.0,1.0,Credit Card\n")
     made = publish_span(
         tmp_path,
-        lambda d: spans.copy_files([src / "a.csv", src / "b.csv"], d),
+        lambda d: publish.copy_files([src / "a.csv", src / "b.csv"], d),
         columns=COLUMNS,
     )
     assert made.span == 5 and made.path == tmp_path / "span-5"
     assert sorted(p.name for p in made.path.iterdir()) == ["a.csv", "b.csv"]
-    assert spans.leftover_incoming(tmp_path) == []
+    assert publish.leftover_incoming(tmp_path) == []
 
 
 def test_publish_crash_mid_copy_leaves_no_visible_span(tmp_path, monkeypatch):
@@ -128,10 +130,12 @@ def test_publish_crash_mid_copy_leaves_no_visible_span(tmp_path, monkeypatch):
             raise OSError("disk unplugged")
         return real_copy(a, b, *args, **kwargs)
 
-    monkeypatch.setattr(spans.shutil, "copyfile", crash_on_second)
+    monkeypatch.setattr(publish.shutil, "copyfile", crash_on_second)
     with pytest.raises(OSError, match="disk unplugged"):
         publish_span(
-            tmp_path, lambda d: spans.copy_files([src / "a.csv", src / "b.csv"], d), columns=COLUMNS
+            tmp_path,
+            lambda d: publish.copy_files([src / "a.csv", src / "b.csv"], d),
+            columns=COLUMNS,
         )
     assert [s.span for s in spans.list_spans(tmp_path)] == [1]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["span-1"]
@@ -139,14 +143,14 @@ def test_publish_crash_mid_copy_leaves_no_visible_span(tmp_path, monkeypatch):
     (tmp_path / ".incoming-dead").mkdir()
     (tmp_path / ".incoming-dead" / "x.csv").write_text(HEADER)
     assert [s.span for s in select_spans(_config(tmp_path))] == [1]
-    assert spans.leftover_incoming(tmp_path) == [tmp_path / ".incoming-dead"]
+    assert publish.leftover_incoming(tmp_path) == [tmp_path / ".incoming-dead"]
 
 
 def test_publish_rejects_bad_csv_and_publishes_nothing(tmp_path):
     src = tmp_path.parent / f"bad-{tmp_path.name}.csv"
     src.write_text(HEADER + "twelve,0.0,Cash\n")
     with pytest.raises(ValueError, match="'twelve'"):
-        publish_span(tmp_path, lambda d: spans.copy_files([src], d), columns=COLUMNS)
+        publish_span(tmp_path, lambda d: publish.copy_files([src], d), columns=COLUMNS)
     assert list(tmp_path.iterdir()) == []
 
 

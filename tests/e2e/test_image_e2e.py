@@ -143,7 +143,8 @@ def test_span_lineage_of_digits_reaches_each_spans_model(image_runs):
         assert use["spans"] == [span] and use["trained_in_run"] == run.run_id
         assert use["blessed"] and use["pushed"]
     listed = {
-        r["run_id"]: r["spans"] for r in _tfxp_json("runs", "list", "--dataset", "digits", *run_dir)
+        r["run_id"]: r["spans"]
+        for r in _tfxp_json("runs", "list", "--dataset", "digits", *run_dir)["runs"]
     }
     assert listed["span1"] == [1] and listed["span2"] == [2]
 

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pipeline.config import DATASETS, PipelineConfig, dataset_config
-from pipeline.spans import SpanError, copy_files, leftover_incoming, list_spans, publish_span
+from pipeline.spans import SpanError, list_spans
 from tfxp.cli.common import store_location
 from tfxp.metadata.lineage import Lineage, ModelUse
 from tfxp.metadata.properties import prop
@@ -32,6 +32,7 @@ from tfxp.metadata.store import (
     add_mysql_flags,
     open_store,
 )
+from tfxp.publish import copy_files, leftover_incoming, publish_span
 
 
 @dataclass
