@@ -20,7 +20,8 @@ import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pipeline.config import DATASETS, PipelineConfig, dataset_config
+from pipeline.config import DATASETS, PipelineConfig
+from pipeline.overrides import pipeline_config
 from pipeline.spans import SpanError, list_spans
 from tfxp.cli.common import store_location
 from tfxp.metadata.lineage import Lineage, ModelUse
@@ -198,13 +199,11 @@ def render(name: str, config: PipelineConfig, rows: list[SpanRow]) -> str:
 
 
 def _dataset_config(args: argparse.Namespace, name: str) -> PipelineConfig:
-    config = dataset_config(name)
-    changes = {}
-    if getattr(args, "data_root", None):
-        changes["data_root"] = args.data_root
-    if getattr(args, "run_dir", None):
-        changes["run_dir"] = args.run_dir
-    return config.replace(**changes)
+    return pipeline_config(
+        name,
+        data_root=getattr(args, "data_root", None) or None,
+        run_dir=getattr(args, "run_dir", None) or None,
+    )
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -298,7 +297,7 @@ def cmd_upload(args: argparse.Namespace) -> int:
 
     from tfxp.storage.storage import StorageError, upload_span
 
-    config = dataset_config(args.dataset)
+    config = pipeline_config(args.dataset)
     source_root = args.source_root or config.data_root
     spans = [s for s in list_spans(source_root) if s.files]
     if args.source_span is not None:

@@ -1,4 +1,5 @@
-"""The one reader of ML Metadata properties: an artifact's or execution's value as Python."""
+"""The one reader of ML Metadata properties (an artifact's or execution's value as
+Python) and of an execution's outputs."""
 
 from __future__ import annotations
 
@@ -31,3 +32,12 @@ def json_prop(text: Any) -> Any:
         return json.loads(text)
     except ValueError:
         return None
+
+
+def output_artifacts(store: Any, execution_id: int) -> list:
+    """The artifacts an execution wrote (OUTPUT events), in ML Metadata's order."""
+    from ml_metadata.proto import metadata_store_pb2
+
+    events = store.get_events_by_execution_ids([execution_id])
+    ids = [e.artifact_id for e in events if e.type == metadata_store_pb2.Event.OUTPUT]
+    return store.get_artifacts_by_id(ids) if ids else []

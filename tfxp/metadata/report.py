@@ -16,6 +16,7 @@ from tfx.dsl.io import fileio
 
 from pipeline.config import PipelineConfig
 from pipeline.node_ids import STATISTICS_GEN, VALIDATION_GATE
+from tfxp.metadata.properties import output_artifacts
 
 
 class ReportError(ValueError):
@@ -63,16 +64,10 @@ def _node_executions(store, run_id: str, pipeline_name: str, node: str):
     return sorted(found, key=lambda e: e.id)
 
 
-def _outputs(store, execution_id: int):
-    events = store.get_events_by_execution_ids([execution_id])
-    ids = [e.artifact_id for e in events if e.type == metadata_store_pb2.Event.OUTPUT]
-    return store.get_artifacts_by_id(ids) if ids else []
-
-
 def gate_artifact(store, config: PipelineConfig, run_id: str):
     """The ValidationResult artifact this run used (its own, or a cached one), or None."""
     for ex in reversed(_node_executions(store, run_id, config.pipeline_name, VALIDATION_GATE)):
-        for a in _outputs(store, ex.id):
+        for a in output_artifacts(store, ex.id):
             return a
     return None
 

@@ -9,7 +9,7 @@ from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
 from pipeline.config import PipelineConfig
-from tfxp.metadata.properties import prop
+from tfxp.metadata.properties import output_artifacts, prop
 
 _STATE_NAMES = {v: k for k, v in metadata_store_pb2.Execution.State.items()}
 # Resolver nodes only query ML Metadata; they run on every run and do no work.
@@ -87,12 +87,6 @@ def _node_id(store: metadata_store.MetadataStore, execution_id: int, pipeline_na
     return "?"
 
 
-def _outputs(store, execution_id: int) -> list[metadata_store_pb2.Artifact]:
-    events = store.get_events_by_execution_ids([execution_id])
-    ids = [e.artifact_id for e in events if e.type == metadata_store_pb2.Event.OUTPUT]
-    return store.get_artifacts_by_id(ids) if ids else []
-
-
 def read_eval_metrics(evaluation_uri: str) -> dict[str, float]:
     """Overall-slice metrics of a ModelEvaluation artifact."""
     import tensorflow_model_analysis as tfma
@@ -133,7 +127,7 @@ def summarize_run(
             state = RESOLVED
         seconds = max(0.0, (ex.last_update_time_since_epoch - ex.create_time_since_epoch) / 1000)
         summary.components.append(ComponentResult(node, state, seconds))
-        for art in _outputs(store, ex.id):
+        for art in output_artifacts(store, ex.id):
             type_name = store.get_artifact_types_by_id([art.type_id])[0].name
             if type_name == "ModelEvaluation":
                 try:
