@@ -1,4 +1,4 @@
-"""The one pipeline definition, its typed config and the run-time helpers."""
+"""What a pipeline IS: its typed config, overrides, the one definition, node ids, spans, fingerprints."""
 
 import os
 
