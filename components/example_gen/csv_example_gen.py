@@ -37,7 +37,6 @@ from tfx.components.util import examples_utils
 from tfx.dsl.io import fileio
 from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_component_specs
-from tfx.utils import proto_utils
 
 from components.example_gen import arrow_csv, csv_checks, csv_ingest
 from components.example_gen.driver import (  # noqa: F401 - the artifact's properties, by name
@@ -52,6 +51,7 @@ from components.example_gen.driver import (  # noqa: F401 - the artifact's prope
     example_gen_node,
     packed_custom_config,
     resolved_files,
+    split_configs,
 )
 
 COMPONENT_ID = "CsvExampleGen"
@@ -125,14 +125,7 @@ class Executor(csv_executor.Executor):
                 logging.warning("Arrow CSV reader declined (%s); using TFX's CSV reader", e)
         elif reader != "tfx":
             raise ValueError(f"csv_reader must be 'arrow' or 'tfx', not {reader!r}")
-        input_config = example_gen_pb2.Input()
-        proto_utils.json_to_proto(
-            exec_properties[standard_component_specs.INPUT_CONFIG_KEY], input_config
-        )
-        output_config = example_gen_pb2.Output()
-        proto_utils.json_to_proto(
-            exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY], output_config
-        )
+        input_config, output_config = split_configs(exec_properties)
         examples = artifact_utils.get_single_instance(
             output_dict[standard_component_specs.EXAMPLES_KEY]
         )
@@ -217,10 +210,7 @@ class _ArrowIngest:
 
     def run(self) -> None:
         props = self.exec_properties
-        input_config = example_gen_pb2.Input()
-        proto_utils.json_to_proto(props[standard_component_specs.INPUT_CONFIG_KEY], input_config)
-        output_config = example_gen_pb2.Output()
-        proto_utils.json_to_proto(props[standard_component_specs.OUTPUT_CONFIG_KEY], output_config)
+        input_config, output_config = split_configs(props)
         columns = _columns_from_custom_config(props)
         self._check_config(input_config, output_config, columns)
         split_names = example_gen_utils.generate_output_split_names(input_config, output_config)

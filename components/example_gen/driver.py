@@ -52,6 +52,21 @@ def packed_custom_config(options: dict[str, Any]) -> example_gen_pb2.CustomConfi
     return example_gen_pb2.CustomConfig(custom_config=packed)
 
 
+def split_configs(
+    exec_properties: dict[str, Any],
+) -> tuple[example_gen_pb2.Input, example_gen_pb2.Output]:
+    """ExampleGen's input and output configs, parsed from its exec properties."""
+    input_config = example_gen_pb2.Input()
+    proto_utils.json_to_proto(
+        exec_properties[standard_component_specs.INPUT_CONFIG_KEY], input_config
+    )
+    output_config = example_gen_pb2.Output()
+    proto_utils.json_to_proto(
+        exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY], output_config
+    )
+    return input_config, output_config
+
+
 def resolved_files(exec_properties: dict[str, Any]) -> list[str]:
     input_config = example_gen_pb2.Input()
     proto_utils.json_to_proto(

@@ -52,7 +52,6 @@ from tfx.dsl.components.base import base_beam_executor
 from tfx.dsl.io import fileio
 from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_component_specs
-from tfx.utils import proto_utils
 
 from components.example_gen.driver import (
     RAW_BYTES,
@@ -61,6 +60,7 @@ from components.example_gen.driver import (
     custom_struct,
     example_gen_node,
     resolved_files,
+    split_configs,
 )
 
 COMPONENT_ID = "ImageExampleGen"
@@ -424,14 +424,7 @@ def _options(exec_properties) -> tuple[dict, str, str, list[str]]:
 
 
 def _split_configs(exec_properties) -> tuple[example_gen_pb2.Input, example_gen_pb2.Output]:
-    input_config = example_gen_pb2.Input()
-    proto_utils.json_to_proto(
-        exec_properties[standard_component_specs.INPUT_CONFIG_KEY], input_config
-    )
-    output_config = example_gen_pb2.Output()
-    proto_utils.json_to_proto(
-        exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY], output_config
-    )
+    input_config, output_config = split_configs(exec_properties)
     if len(input_config.splits) != 1 or not output_config.split_config.splits:
         raise ValueError(
             "ImageExampleGen takes one input split and splits it by hash_buckets "
