@@ -160,5 +160,13 @@ def test_real_fingerprints_cover_exactly_the_imported_trainer_modules():
         root, ["trainer", "trainer.features", "trainer.preprocessing"]
     )
     assert code_fingerprint("trainer.train.run_fn") == _digest(
-        root, ["trainer", "trainer.features", "trainer.input", "trainer.model", "trainer.train"]
+        root,
+        [
+            "trainer",
+            "trainer.features",
+            "trainer.input",
+            "trainer.input_wait",
+            "trainer.model",
+            "trainer.train",
+        ],
     )

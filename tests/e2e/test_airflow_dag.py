@@ -43,6 +43,7 @@ def _airflow_env(tmp: Path, config) -> dict[str, str]:
 def test_dag_has_every_component_in_order(tmp_path: Path):
     """Parses the DAG file as Airflow would and reads its tasks and edges."""
     config = small_config(tmp_path)
+    write_sample(Path(config.data_root))  # building the DAG runs the pre-run check
     probe = (
         "import importlib.util, json\n"
         f"spec = importlib.util.spec_from_file_location('taxi_dag', {str(DAGS_FOLDER / 'taxi_dag.py')!r})\n"
