@@ -147,7 +147,9 @@ def check_csv_text(
         if text is not None and text.invalid:
             found = text.invalid_between(line, reader.line_num)
             if found:
-                column = next((h for h, c in zip(header, row) if csv_text.has_escapes(c)), None)
+                column = next(
+                    (h for h, c in zip(header, row, strict=False) if csv_text.has_escapes(c)), None
+                )
                 problems.append(_invalid_bytes(text, line, reader.line_num, column))
                 continue
         if not row:

@@ -75,7 +75,7 @@ def check_encoding(encoding: str) -> str:
     return info.name
 
 
-def _is_utf8(encoding: str) -> bool:
+def is_utf8(encoding: str) -> bool:
     return codecs.lookup(encoding).name in ("utf-8", "utf-8-sig")
 
 
@@ -124,7 +124,7 @@ def sniff(path: str, encoding: str = DEFAULT_ENCODING) -> int:
     if message:
         raise CsvTextError(message, path)
     if head.startswith(UTF8_BOM):
-        if _is_utf8(encoding):
+        if is_utf8(encoding):
             return len(UTF8_BOM)
         raise CsvTextError(
             f"the file starts with a UTF-8 byte-order mark, but the dataset's encoding "
@@ -134,9 +134,7 @@ def sniff(path: str, encoding: str = DEFAULT_ENCODING) -> int:
     return 0
 
 
-def decode_error(
-    path: str, line: int, line_offset: int, raw: bytes, encoding: str
-) -> CsvTextError:
+def decode_error(path: str, line: int, line_offset: int, raw: bytes, encoding: str) -> CsvTextError:
     """The error for invalid bytes in physical line `line` (bytes `raw`, at `line_offset`)."""
     try:
         raw.decode(encoding)
@@ -158,11 +156,11 @@ def invalid_bytes(
 ) -> CsvTextError:
     """The error for bytes `bad` (not valid `encoding`) at byte `offset` of `path`."""
     shown = " ".join(f"{b:02x}" for b in bad.rstrip(b"\r\n")[:4])
-    name = "UTF-8" if _is_utf8(encoding) else encoding
+    name = "UTF-8" if is_utf8(encoding) else encoding
     hint = ", or declare the dataset's encoding (e.g. csv_encoding='latin-1')"
     return CsvTextError(
         f"not valid {name} text: byte {shown} at byte offset {offset} of the file; "
-        f"save the file as {name}" + (hint if _is_utf8(encoding) else ""),
+        f"save the file as {name}" + (hint if is_utf8(encoding) else ""),
         path,
         line,
         column,
@@ -231,6 +229,6 @@ def read_header(path: str, encoding: str = DEFAULT_ENCODING) -> list[str]:
 
 def transcode(block: bytes, encoding: str) -> bytes:
     """`block` as UTF-8 (what pyarrow parses); UnicodeDecodeError if not valid `encoding`."""
-    if _is_utf8(encoding):
+    if is_utf8(encoding):
         return block
     return block.decode(encoding).encode("utf-8")

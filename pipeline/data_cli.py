@@ -321,6 +321,14 @@ def _columns(config: PipelineConfig) -> dict[str, str]:
     return schema_column_types(load_schema(config.schema_file))
 
 
+def _text_checks(config: PipelineConfig) -> dict:
+    """How a drop's text is read and which columns must be NaN-free (as ExampleGen checks)."""
+    from components.schema_importer import load_schema, schema_nan_free_columns
+
+    nan_free = schema_nan_free_columns(load_schema(config.schema_file))
+    return {"encoding": config.csv_encoding, "nan_free": nan_free}
+
+
 def _report_published(span, started: float) -> None:
     import time
 
@@ -341,6 +349,7 @@ def cmd_add(args: argparse.Namespace) -> int:
             config.data_root,
             lambda folder: copy_files(args.files, folder),
             columns=_columns(config),
+            **_text_checks(config),
         )
     except (SpanError, ValueError) as e:
         print(f"ERROR: {e}\nnothing was added to {config.data_root}", file=sys.stderr)
@@ -373,6 +382,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
             ),
             columns=_columns(config),
             check=args.check,
+            **_text_checks(config),
         )
     except (SpanError, ValueError) as e:
         print(f"ERROR: {e}\nnothing was added to {config.data_root}", file=sys.stderr)

@@ -23,6 +23,7 @@ from components.schema_importer import (
     file_sha256,
     load_schema,
     schema_column_types,
+    schema_nan_free_columns,
 )
 from components.span_window import WINDOW_EXAMPLES_ID, SpanWindowExamples, SpanWindowStrategy
 from components.validation_checks import load_settings
@@ -128,6 +129,8 @@ def create_pipeline(
             checked_csv_example_gen,
             columns=schema_column_types(schema),
             csv_reader=config.csv_reader,
+            encoding=config.csv_encoding,
+            nan_free=schema_nan_free_columns(schema),
         )
     )
     example_gen = make_example_gen(
