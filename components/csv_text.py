@@ -140,7 +140,7 @@ def decode_error(path: str, line: int, line_offset: int, raw: bytes, encoding: s
         raw.decode(encoding)
         return CsvTextError(f"text is not valid {encoding}", path, line)
     except UnicodeDecodeError as e:
-        start = e.start
+        start, end = e.start, e.end
     text = raw.decode(encoding, errors="surrogateescape")
     column = None
     try:
@@ -148,18 +148,19 @@ def decode_error(path: str, line: int, line_offset: int, raw: bytes, encoding: s
         column = next((i for i, cell in enumerate(row) if has_escapes(cell)), None)
     except (csv.Error, StopIteration):
         pass
-    return invalid_bytes(path, line, column, line_offset + start, raw[start:], encoding)
+    return invalid_bytes(path, line, column, line_offset + start, raw[start:end], encoding)
 
 
 def invalid_bytes(
     path: str, line: int, column: int | str | None, offset: int, bad: bytes, encoding: str
 ) -> CsvTextError:
     """The error for bytes `bad` (not valid `encoding`) at byte `offset` of `path`."""
-    shown = " ".join(f"{b:02x}" for b in bad.rstrip(b"\r\n")[:4])
+    bad = bad[:4]
+    shown = ("byte " if len(bad) == 1 else "bytes ") + " ".join(f"{b:02x}" for b in bad)
     name = "UTF-8" if is_utf8(encoding) else encoding
     hint = ", or declare the dataset's encoding (e.g. csv_encoding='latin-1')"
     return CsvTextError(
-        f"not valid {name} text: byte {shown} at byte offset {offset} of the file; "
+        f"not valid {name} text: {shown} at byte offset {offset} of the file; "
         f"save the file as {name}" + (hint if is_utf8(encoding) else ""),
         path,
         line,
@@ -196,7 +197,7 @@ class TextLines:
                 try:
                     text = raw.decode(encoding)
                 except UnicodeDecodeError as e:
-                    self.invalid[number] = (offset + e.start, raw[e.start : e.start + 4])
+                    self.invalid[number] = (offset + e.start, raw[e.start : e.end])
                     if self.strict:
                         raise decode_error(self.path, number, offset, raw, encoding) from e
                     text = raw.decode(encoding, errors="surrogateescape")
