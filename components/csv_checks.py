@@ -186,8 +186,9 @@ def _invalid_bytes(
 
 
 def _problem(e: csv_text.CsvTextError) -> CsvProblem:
-    column = f"field {e.column + 1}" if isinstance(e.column, int) else e.column
-    return CsvProblem(e.path or "", e.line, column, e.detail)
+    if isinstance(e.column, int):  # a field of the header, which names no column yet
+        return CsvProblem(e.path or "", e.line, None, f"field {e.column + 1}: {e.detail}")
+    return CsvProblem(e.path or "", e.line, e.column, e.detail)
 
 
 def check_csv_files(
@@ -210,7 +211,7 @@ def check_csv_files(
     if not paths:
         raise CsvInputError("no CSV files to check")
     try:
-        encoding = csv_text.check_encoding(encoding)
+        csv_text.check_encoding(encoding)
     except csv_text.CsvTextError as e:
         raise CsvInputError(f"{e}; the dataset's encoding is set in its config") from e
     total, problems = 0, []

@@ -100,15 +100,20 @@ def compressed_message(path: str, head: bytes) -> str | None:
     if found is None:
         return None
     name, command = found
-    base = path.rsplit("/", 1)[-1]
+    file = path.rsplit("/", 1)[-1]
+    plain = file
     for suffix in (".gz", ".bz2", ".xz", ".zst", ".zip"):
-        base = base.removesuffix(suffix)
-    plain = base if base.endswith(".csv") and base != path.rsplit("/", 1)[-1] else "plain.csv"
+        plain = plain.removesuffix(suffix)
+    if plain != file and plain.endswith(".csv"):
+        todo = f"{command.format(path=file, plain=plain)} && rm {file}"
+    else:  # compressed bytes under a plain name
+        stem = file.removesuffix(".csv")
+        todo = f"{command.format(path=file, plain=stem + '.plain')} && mv {stem}.plain {file}"
     return (
         f"the file is {name}-compressed (its bytes start with "
-        f"{' '.join(f'{b:02x}' for b in head[:2])}), not CSV text; pipelines read plain CSV. "
-        f"Decompress it into the span folder and remove the compressed file, e.g. "
-        f"`{command.format(path=base, plain=plain)}`"
+        f"{' '.join(f'{b:02x}' for b in head[:2])}), not CSV text; ExampleGen reads plain CSV "
+        f"only. Decompress it in place, e.g. "
+        f"`{todo}`"
     )
 
 
