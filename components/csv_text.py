@@ -163,7 +163,7 @@ def invalid_bytes(
     bad = bad[:4]
     shown = ("byte " if len(bad) == 1 else "bytes ") + " ".join(f"{b:02x}" for b in bad)
     name = "UTF-8" if is_utf8(encoding) else encoding
-    hint = ", or declare the dataset's encoding (e.g. csv_encoding='latin-1')"
+    hint = ", or declare the dataset's encoding (its config's csv_encoding, e.g. 'latin-1')"
     return CsvTextError(
         f"not valid {name} text: {shown} at byte offset {offset} of the file; "
         f"save the file as {name}" + (hint if is_utf8(encoding) else ""),

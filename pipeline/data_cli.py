@@ -339,6 +339,18 @@ def _report_published(span, started: float) -> None:
     print("next: `tfxp run` trains on it (the latest span); `tfxp data list` shows it")
 
 
+def _with_source_paths(message: str, sources) -> str:
+    """Problems name the user's files, not their copies in the hidden incoming folder."""
+    import re
+
+    by_name = {os.path.basename(str(s)): str(s) for s in sources}
+    return re.sub(
+        r"\S*/\.incoming-[0-9a-f]+/([^\s:]+)",
+        lambda m: by_name.get(m.group(1), m.group(0)),
+        message,
+    )
+
+
 def cmd_add(args: argparse.Namespace) -> int:
     import time
 
@@ -352,7 +364,8 @@ def cmd_add(args: argparse.Namespace) -> int:
             **_text_checks(config),
         )
     except (SpanError, ValueError) as e:
-        print(f"ERROR: {e}\nnothing was added to {config.data_root}", file=sys.stderr)
+        message = _with_source_paths(str(e), args.files)
+        print(f"ERROR: {message}\nnothing was added to {config.data_root}", file=sys.stderr)
         return 1
     _report_published(span, started)
     return 0
