@@ -198,10 +198,9 @@ def _CheckedCsvToExample(  # noqa: N802 - Beam PTransform naming
     if not files:
         raise csv_checks.CsvInputError(f"no CSV files match {pattern}")
     encoding, _ = _text_options(exec_properties)
-    # TFX splits the header line at commas; the CSV checks have made sure that
-    # this is the same as parsing it (and that all files share it).
-    column_names = csv_text.read_header(files[0], encoding)
-    column_names = [c.rstrip("\r\n") for c in column_names]
+    # Parsed as the CSV checks parse it (TFX splits the raw line at commas, with
+    # a byte-order mark glued to the first name); the checks made sure all files share it.
+    column_names = [c.rstrip("\r\n") for c in csv_text.read_header(files[0], encoding)]
     parsed = (
         pipeline
         | "CreateFilenames" >> beam.Create(files)
