@@ -106,3 +106,17 @@ def test_megabyte_cell_is_a_warning_in_the_gate_report(tmp_path):
     assert [(f["feature"], f["severity"]) for f in long_cells] == [("company", "WARN")]
     assert findings["decision"] == "WARN"
     shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def test_latin1_dataset_ingests_to_the_utf8_files_examples(tmp_path):
+    utf8 = write_sample(tmp_path / "utf8" / "data", rows=ROWS)
+    _edit_cell(utf8, 5, "company", "Café Cab".encode())
+    latin = tmp_path / "latin" / "data" / "span-1" / "data.csv"
+    latin.parent.mkdir(parents=True)
+    latin.write_bytes(utf8.read_text(encoding="utf-8").encode("latin-1"))
+    message = _fails(tmp_path / "latin")  # undeclared, the é is an invalid UTF-8 byte
+    assert f"{latin}:5 column 'company': not valid UTF-8" in message, message
+    shutil.rmtree(tmp_path / "latin" / "run")
+    ours = _ingest(tmp_path / "latin", csv_encoding="latin-1")
+    assert ours == _ingest(tmp_path / "utf8")
+    assert any("Café Cab".encode() in e for split in ours.values() for e in split)
