@@ -34,12 +34,12 @@ UTF8_BOM = codecs.BOM_UTF8
 # Leading bytes of compressed formats people send instead of CSV.
 _COMPRESSED = (
     (b"\x1f\x8b", "gzip", "gunzip -c {path} > {plain}"),
-    (b"BZh", "bzip2", "bunzip2 -c {path} > {plain}"),
+    (b"BZh", "bzip2", "bunzip2 -c {path} > {plain}"),  # + block size digit + 1AY&SY
     (b"\xfd7zXZ\x00", "xz", "xz -dc {path} > {plain}"),
     (b"\x28\xb5\x2f\xfd", "zstd", "zstd -dc {path} -o {plain}"),
     (b"PK\x03\x04", "zip", "unzip -p {path} > {plain}"),
 )
-_SNIFF_BYTES = 8
+_SNIFF_BYTES = 10
 
 
 class CsvTextError(ValueError):
@@ -83,6 +83,9 @@ def compression_of(head: bytes) -> tuple[str, str] | None:
     """(format, command template) when `head` starts like a compressed file."""
     for magic, name, command in _COMPRESSED:
         if head.startswith(magic):
+            # "BZh" alone could begin a header ("BZhours,..."): bzip2 is BZh<1-9>1AY&SY.
+            if name == "bzip2" and not (head[3:4].isdigit() and head[4:10] == b"1AY&SY"):
+                continue
             return name, command
     return None
 

@@ -263,3 +263,8 @@ def test_longest_cells_are_measured_and_warned_about(tmp_path):
     [finding] = long_cell_findings(longest, "span 1")
     assert (finding.feature, finding.anomaly, finding.severity) == ("company", LONG_CELL, WARN)
     assert long_cell_findings({"company": 100}, "span 1") == []
+
+
+def test_a_header_that_merely_starts_like_bzip2_is_text(tmp_path):
+    path = _write(tmp_path, "data.csv", b"BZhours,fare\n1,2.0\n")
+    assert csv_text.read_header(path) == ["BZhours", "fare"]
