@@ -39,6 +39,15 @@ def schema_column_types(schema: schema_pb2.Schema) -> dict:
     return {feat.name: schema_pb2.FeatureType.Name(feat.type) for feat in schema.feature}
 
 
+def schema_nan_free_columns(schema: schema_pb2.Schema) -> list[str]:
+    """FLOAT features whose schema refuses NaN (float_domain { disallow_nan: true })."""
+    return sorted(
+        f.name
+        for f in schema.feature
+        if f.type == schema_pb2.FLOAT and f.HasField("float_domain") and f.float_domain.disallow_nan
+    )
+
+
 @component
 def CuratedSchemaImporter(  # noqa: N802 - TFX component naming
     schema_file: Parameter[str],

@@ -83,6 +83,10 @@ class PipelineConfig:
     # encoding; the same examples and splits as TFX's reader, measured in
     # benchmarks/csv_ingest.py) or "tfx" (TFX's CsvExampleGen reader).
     csv_reader: str = "arrow"
+    # The text encoding of the dataset's CSV files (both readers, the checks,
+    # `tfxp data add`, `tfxp predict`): UTF-8 (a byte-order mark is skipped) or
+    # another ASCII-compatible one such as "latin-1" or "cp1252"; see components/csv_text.py.
+    csv_encoding: str = "utf-8"
     schema_file: str = str(PROJECT_ROOT / "schema" / "taxi" / "schema.pbtxt")
     # The validation gate: drift/skew thresholds and warn-only kinds (a YAML
     # file beside the schema), extra kinds downgraded to warnings for this run,

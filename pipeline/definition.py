@@ -27,6 +27,7 @@ from components.schema_importer import (
     file_sha256,
     load_schema,
     schema_column_types,
+    schema_nan_free_columns,
 )
 from components.span_window import SpanWindowExamples, SpanWindowStrategy
 from components.validation.checks import load_settings
@@ -201,6 +202,8 @@ def _example_gen(config: PipelineConfig, schema: Any):
             checked_csv_example_gen,
             columns=schema_column_types(schema),
             csv_reader=config.csv_reader,
+            encoding=config.csv_encoding,
+            nan_free=schema_nan_free_columns(schema),
         )
     )
     train, eval_ = config.train_eval_hash_buckets

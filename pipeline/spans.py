@@ -10,7 +10,6 @@ appears without a run ever seeing half of it: `tfxp/publish.py`.
 
 from __future__ import annotations
 
-import csv
 import os
 import re
 from collections.abc import Sequence
@@ -115,18 +114,27 @@ def _latest_per_span(spans: Sequence[SpanDir]) -> dict[int, SpanDir]:
     return latest
 
 
-def _header(path: Path) -> list[str]:
-    with path.open(newline="") as f:
-        return [h.strip() for h in next(csv.reader([f.readline()]), [])]
+def _header(path: Path, encoding: str = "utf-8") -> list[str]:
+    from components import csv_text
+
+    try:
+        return [h.strip() for h in csv_text.read_header(str(path), encoding)]
+    except csv_text.CsvTextError as e:
+        raise SpanError(f"{e}") from e
 
 
-def check_same_header(span: SpanDir) -> None:
-    """All files of one drop must share a header (ExampleGen reads them with the first's)."""
+def check_same_header(span: SpanDir, encoding: str = "utf-8") -> None:
+    """All files of one drop must share a header (ExampleGen reads them with the first's).
+
+    Headers are read as every reader reads them (components/csv_text.py): a
+    byte-order mark is skipped; a compressed file or invalid text is a
+    SpanError naming the file.
+    """
     if not span.files or any(f.suffix != ".csv" for f in span.files):
         return  # image folders have no header
-    first = _header(span.files[0])
+    first = _header(span.files[0], encoding)
     for f in span.files[1:]:
-        other = _header(f)
+        other = _header(f, encoding)
         if other != first:
             extra = sorted(set(other) - set(first))
             missing = sorted(set(first) - set(other))
@@ -213,7 +221,7 @@ def select_spans(config: PipelineConfig) -> list[SpanDir]:
         )
     selection = [latest[n] for n in older] + [chosen]
     for s in selection:
-        check_same_header(s)
+        check_same_header(s, config.csv_encoding)
     return selection
 
 

@@ -236,8 +236,13 @@ def test_check_csv_files_truncates_a_long_report(tmp_path):
 def test_check_csv_files_rejects_non_utf8(tmp_path):
     latin = tmp_path / "latin1.csv"
     latin.write_bytes((HEADER + "1,2.0,Caf\xe9\n").encode("latin-1"))
-    with pytest.raises(CsvInputError, match="not UTF-8"):
+    with pytest.raises(CsvInputError, match="not valid UTF-8") as info:
         check_csv_files([str(latin)], COLUMNS)
+    offset = len(HEADER) + len("1,2.0,Caf")
+    assert f"{latin}:2 column 'company'" in str(info.value)
+    assert f"byte e9 at byte offset {offset} of the file" in str(info.value)
+    # Declared as Latin-1, the same file is fine.
+    assert check_csv_files([str(latin)], COLUMNS, encoding="latin-1") == 1
 
 
 def test_check_csv_files_needs_files():

@@ -8,12 +8,14 @@ tf.Examples typed by the curated schema: no preprocessing is repeated here.
 from __future__ import annotations
 
 import csv
+import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from components import csv_text
 from components.example_gen import csv_checks
-from components.schema_importer import load_schema, schema_column_types
+from components.schema_importer import load_schema, schema_column_types, schema_nan_free_columns
 from pipeline.config import PipelineConfig
 
 BATCH_SIZE = 1024
@@ -60,16 +62,18 @@ def latest_pushed_model(serving_dir: str) -> str:
     return os.path.join(serving_dir, max(versions, key=int))
 
 
-def _rows(path: str) -> tuple[list[str], Iterator[list[str]]]:
-    f = open(path, newline="", encoding="utf-8")  # noqa: SIM115 - closed by the generator
-    reader = csv.reader(f)
+def _rows(path: str, encoding: str = "utf-8") -> tuple[list[str], Iterator[tuple[int, list[str]]]]:
+    """The header and (line, row) of each data row, read as ExampleGen reads them
+    (components/csv_text.py: byte-order mark skipped, text in the dataset's encoding)."""
+    reader = csv.reader(csv_text.TextLines(path, encoding, strict=True))
     header = [h.strip() for h in next(reader)]
 
-    def gen() -> Iterator[list[str]]:
-        with f:
-            for row in reader:
-                if row:
-                    yield row
+    def gen() -> Iterator[tuple[int, list[str]]]:
+        line = reader.line_num + 1
+        for row in reader:
+            if row:
+                yield line, row
+            line = reader.line_num + 1
 
     return header, gen()
 
@@ -111,7 +115,13 @@ def predict_csv(
     types = schema_column_types(schema)
     # Serving rows need every feature but the label; check before loading the model.
     required = [n for n in types if n != config.label_key]
-    csv_checks.check_csv_files([csv_path], types, required=required)
+    csv_checks.check_csv_files(
+        [csv_path],
+        types,
+        required=required,
+        encoding=config.csv_encoding,
+        finite=schema_nan_free_columns(schema),
+    )
 
     model_dir = model_dir or latest_pushed_model(config.serving_dir)
     import tensorflow as tf
@@ -124,10 +134,11 @@ def predict_csv(
             f"{model_dir}: not a SavedModel with a {SIGNATURE!r} signature: {e}"
         ) from e
 
-    header, rows = _rows(csv_path)
+    header, rows = _rows(csv_path, config.csv_encoding)
     probabilities: list[float] = []
     batch: list[bytes] = []
     all_rows: list[list[str]] = []
+    lines: list[int] = []
 
     def flush() -> None:
         if not batch:
@@ -135,20 +146,32 @@ def predict_csv(
         try:
             out = serve(examples=tf.constant(batch))
         except tf.errors.InvalidArgumentError as e:
-            first = len(probabilities) + 2  # 1-based line of the batch's first row
+            first = lines[len(probabilities)]  # line of the batch's first row
             raise PredictError(
                 f"{csv_path}: the model rejected rows from line {first}: {e.message.splitlines()[0]}"
             ) from e
         probabilities.extend(float(p) for p in tf.reshape(next(iter(out.values())), [-1]).numpy())
         batch.clear()
 
-    for row in rows:
+    for line, row in rows:
         batch.append(_example(header, row, types))
+        lines.append(line)
         if output:
             all_rows.append(row)
         if len(batch) >= BATCH_SIZE:
             flush()
     flush()
+    # A NaN cell where the schema allows it can still give the model nothing to
+    # score: such rows are refused by line, never printed or written as NaN.
+    unscorable = [(i, line) for i, line in enumerate(lines) if not math.isfinite(probabilities[i])]
+    if unscorable:
+        shown = ", ".join(str(line) for _, line in unscorable[:20])
+        more = f" and {len(unscorable) - 20} more" if len(unscorable) > 20 else ""
+        raise PredictError(
+            f"{csv_path}: the model cannot score {len(unscorable)} row(s) (its output is not a "
+            f"number), at line(s) {shown}{more}; they hold values the model cannot use (e.g. "
+            "NaN): fix or remove them and rerun. Nothing was written."
+        )
 
     if output:
         tmp = output + ".tmp"

@@ -58,6 +58,8 @@ def publish_span(
     *,
     columns: dict[str, str] | None = None,
     check: bool = True,
+    encoding: str = "utf-8",
+    nan_free: Sequence[str] = (),
 ) -> SpanDir:
     """Makes a new span from what `fill(folder)` writes, all or nothing.
 
@@ -79,9 +81,11 @@ def publish_span(
         files = csv_files(incoming)
         if not files:
             raise SpanError("nothing to publish: no .csv files were written")
-        check_same_header(SpanDir(0, None, incoming, files))
+        check_same_header(SpanDir(0, None, incoming, files), encoding)
         if check and columns:
-            csv_checks.check_csv_files([str(f) for f in files], columns)
+            csv_checks.check_csv_files(
+                [str(f) for f in files], columns, encoding=encoding, finite=nan_free
+            )
         for f in files:
             _fsync_file(f)
         _fsync_dir(incoming)

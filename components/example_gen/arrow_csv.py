@@ -20,7 +20,6 @@ CSV checks for a precise message, or falls back to TFX's reader.
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Collection, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -28,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+from components import csv_text
 from components.example_gen.csv_checks import BYTES, FLOAT, INT
 
 # Bytes of CSV pyarrow parses at once (read_batches; parse_block takes whole blocks).
@@ -40,16 +40,15 @@ class ArrowCsvError(ValueError):
     """The Arrow reader cannot read a file exactly as CsvExampleGen would."""
 
 
-def read_header(path: str) -> list[str]:
-    """The column names of `path`'s header line."""
-    with pa.input_stream(path) as stream:
-        first = stream.read(1 << 16).split(b"\n", 1)[0]
-    if not first.strip():
-        raise ArrowCsvError(f"{path}: no header line")
+def read_header(path: str, encoding: str = csv_text.DEFAULT_ENCODING) -> list[str]:
+    """The column names of `path`'s header line (a UTF-8 byte-order mark is not part of them)."""
     try:
-        return next(csv.reader([first.decode("utf-8").rstrip("\r")]))
-    except (UnicodeDecodeError, csv.Error) as e:
-        raise ArrowCsvError(f"{path}: unreadable header: {e}") from e
+        header = csv_text.read_header(path, encoding)
+    except csv_text.CsvTextError as e:
+        raise ArrowCsvError(str(e)) from e
+    if not header or not "".join(header).strip():
+        raise ArrowCsvError(f"{path}: no header line")
+    return [h.rstrip("\r\n") for h in header]
 
 
 def data_start(path: str) -> int:
@@ -87,15 +86,23 @@ def _options(
 
 
 def read_batches(
-    path: str, columns: Mapping[str, str], header: Sequence[str] | None = None
+    path: str,
+    columns: Mapping[str, str],
+    header: Sequence[str] | None = None,
+    *,
+    encoding: str = csv_text.DEFAULT_ENCODING,
+    finite: Collection[str] = (),
 ) -> Iterator[pa.RecordBatch]:
     """Record batches of `path`, typed by `columns` (name -> INT/FLOAT/BYTES).
 
     Raises ArrowCsvError for anything CsvExampleGen (with our CSV checks) would
-    not read to the same values.
+    not read to the same values. pyarrow skips a UTF-8 byte-order mark itself;
+    text of another `encoding` is transcoded to UTF-8.
     """
-    header = list(header) if header is not None else read_header(path)
+    header = list(header) if header is not None else read_header(path, encoding)
     read, parse, convert = _options(header, columns)
+    if not csv_text.is_utf8(encoding):
+        read.encoding = encoding
     try:
         reader = pacsv.open_csv(
             path, read_options=read, parse_options=parse, convert_options=convert
@@ -103,20 +110,32 @@ def read_batches(
         if reader.schema.names != header:
             raise ArrowCsvError(f"{path}: header {reader.schema.names} != {header}")
         for batch in reader:
-            _check_finite(batch, columns, path)
+            _check_finite(batch, columns, path, finite)
             yield batch
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as e:
         raise ArrowCsvError(f"{path}: {e}") from e
 
 
 def parse_block(
-    block: bytes, header: Sequence[str], columns: Mapping[str, str], where: str
+    block: bytes,
+    header: Sequence[str],
+    columns: Mapping[str, str],
+    where: str,
+    *,
+    encoding: str = csv_text.DEFAULT_ENCODING,
+    finite: Collection[str] = (),
 ) -> pa.RecordBatch:
     """The rows of `block` (whole CSV lines, no header line) as one typed record batch.
 
     Used to read byte ranges of a file. Raises ArrowCsvError naming `where`.
+    Text of another `encoding` is transcoded to UTF-8 first; `finite`: FLOAT
+    columns in which NaN is refused (infinities are refused in all).
     """
     _, parse, convert = _options(header, columns)
+    try:
+        block = csv_text.transcode(block, encoding)
+    except UnicodeDecodeError as e:
+        raise ArrowCsvError(f"{where}: not valid {encoding} text") from e
     read = pacsv.ReadOptions(column_names=list(header), use_threads=True, block_size=BLOCK_SIZE)
     try:
         table = pacsv.read_csv(
@@ -127,17 +146,23 @@ def parse_block(
     batches = table.combine_chunks().to_batches()
     if not batches:
         return pa.RecordBatch.from_pylist([], schema=table.schema)
-    _check_finite(batches[0], columns, where)
+    _check_finite(batches[0], columns, where, finite)
     return batches[0]
 
 
-def _check_finite(batch: pa.RecordBatch, columns: Mapping[str, str], where: str) -> None:
-    # CsvExampleGen would store inf; the CSV checks reject it, with the line.
+def _check_finite(
+    batch: pa.RecordBatch, columns: Mapping[str, str], where: str, finite: Collection[str] = ()
+) -> None:
+    # CsvExampleGen would store inf (and NaN); the CSV checks reject them, with the line.
     for name in batch.schema.names:
         if columns[name] == FLOAT:
             column = batch.column(name)
-            if column.null_count < len(column) and pc.any(pc.is_inf(column)).as_py():
+            if column.null_count == len(column):
+                continue
+            if pc.any(pc.is_inf(column)).as_py():
                 raise ArrowCsvError(f"{where}: column {name!r} holds an infinite value")
+            if name in finite and pc.any(pc.is_nan(column)).as_py():
+                raise ArrowCsvError(f"{where}: column {name!r} holds NaN (the schema disallows it)")
 
 
 # --- tf.Example wire format, built column-wise with numpy -------------------

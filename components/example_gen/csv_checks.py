@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
-import tensorflow as tf
+from components import csv_text
 
 # Schema feature types (tensorflow_metadata FeatureType names).
 INT, FLOAT, BYTES = "INT", "FLOAT", "BYTES"
@@ -41,12 +41,14 @@ class CsvProblem:
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
-def _cell_problem(value: str, kind: str) -> str | None:
+def _cell_problem(value: str, kind: str, finite: bool = False) -> str | None:
     """Why CsvExampleGen would not read `value` as `kind`, or None.
 
     Mirrors tfx_bsl's type inference: Python's int()/float() on the raw cell
     (surrounding spaces allowed, a blank-but-not-empty cell is text), and
     integers must fit int64, or the whole column silently becomes text.
+    Infinities are refused in every FLOAT column (no model can use them), NaN
+    where the schema says so (`finite`: float_domain { disallow_nan: true }).
     """
     if value == "":
         return None  # missing value; presence is checked by the schema later
@@ -54,8 +56,15 @@ def _cell_problem(value: str, kind: str) -> str | None:
         if kind == INT:
             if not INT64_MIN <= int(value) <= INT64_MAX:
                 return f"{value!r} does not fit a 64-bit integer (schema type INT)"
-        elif kind == FLOAT and not math.isfinite(float(value)) and value.lower() != "nan":
-            return f"{value!r} is not a finite number (schema type FLOAT)"
+        elif kind == FLOAT:
+            number = float(value)
+            if math.isinf(number):
+                return f"{value!r} is not a finite number (schema type FLOAT)"
+            if finite and math.isnan(number):
+                return (
+                    f"{value!r} is not a number, and the schema disallows NaN in this column "
+                    "(float_domain { disallow_nan: true })"
+                )
     except ValueError:
         if kind == INT:
             # CsvExampleGen reads "3.0" as a float; an INT column must not hold it.
@@ -70,18 +79,26 @@ def check_csv_text(
     columns: Mapping[str, str],
     required: Iterable[str] | None = None,
     max_problems: int = MAX_REPORTED_PROBLEMS,
+    *,
+    finite: Collection[str] = (),
+    cell_chars: dict[str, int] | None = None,
 ) -> tuple[int, list[CsvProblem]]:
     """Checks one CSV file's lines. Returns (data row count, problems).
 
     Args:
       path: the file's name, used in messages only.
-      lines: the file's text lines (with or without line endings).
+      lines: the file's text lines (with or without line endings); a
+        csv_text.TextLines also gets bytes not valid in its encoding reported.
       columns: expected column name -> schema type (INT, FLOAT or BYTES).
       required: columns that must be in the header (default: all of `columns`).
       max_problems: stop collecting after this many problems.
+      finite: FLOAT columns in which NaN is a problem (the schema's disallow_nan).
+      cell_chars: if given, filled with the longest cell (in characters) per
+        BYTES column, for the gate's warning about absurd cells.
     """
     problems: list[CsvProblem] = []
     required = list(columns if required is None else required)
+    text = lines if isinstance(lines, csv_text.TextLines) else None
     reader = csv.reader(lines, strict=True)
     try:
         header = next(reader)
@@ -89,6 +106,10 @@ def check_csv_text(
         return 0, [CsvProblem(path, None, None, "file is empty: expected a header line")]
     except csv.Error as e:
         return 0, [CsvProblem(path, 1, None, f"unreadable header: {e}")]
+    except csv_text.CsvTextError as e:
+        return 0, [_problem(e)]
+    if text is not None and 1 in text.invalid:
+        return 0, [_invalid_bytes(text, 1, 1, None)]
     header = [h.strip() for h in header]
     missing = [c for c in required if c not in header]
     for name in missing:
@@ -102,10 +123,12 @@ def check_csv_text(
         return 0, problems
 
     typed = [
-        (i, name, columns[name])
+        (i, name, columns[name], name in finite)
         for i, name in enumerate(header)
         if columns.get(name) in (INT, FLOAT)
     ]
+    strings = [(i, name) for i, name in enumerate(header) if columns.get(name) == BYTES]
+    longest = [0] * len(strings)
     rows = 0
     line_start = 2
     while len(problems) < max_problems:
@@ -116,8 +139,19 @@ def check_csv_text(
         except csv.Error as e:
             problems.append(CsvProblem(path, line_start, None, f"malformed CSV: {e}"))
             break
+        except csv_text.CsvTextError as e:
+            problems.append(_problem(e))
+            break
         line = line_start
         line_start = reader.line_num + 1
+        if text is not None and text.invalid:
+            found = text.invalid_between(line, reader.line_num)
+            if found:
+                column = next(
+                    (h for h, c in zip(header, row, strict=False) if csv_text.has_escapes(c)), None
+                )
+                problems.append(_invalid_bytes(text, line, reader.line_num, column))
+                continue
         if not row:
             continue  # blank line: CsvExampleGen skips these too
         rows += 1
@@ -126,34 +160,69 @@ def check_csv_text(
                 CsvProblem(path, line, None, f"has {len(row)} fields, the header has {len(header)}")
             )
             continue
-        for i, name, kind in typed:
-            message = _cell_problem(row[i], kind)
+        if cell_chars is not None:
+            for k, (i, _) in enumerate(strings):
+                if len(row[i]) > longest[k]:
+                    longest[k] = len(row[i])
+        for i, name, kind, nan_is_problem in typed:
+            message = _cell_problem(row[i], kind, nan_is_problem)
             if message:
                 problems.append(CsvProblem(path, line, name, message))
                 if len(problems) >= max_problems:
                     break
     if rows == 0 and not problems:
         problems.append(CsvProblem(path, None, None, "file has a header but no data rows"))
+    if cell_chars is not None:
+        for (_, name), n in zip(strings, longest, strict=True):
+            cell_chars[name] = max(cell_chars.get(name, 0), n)
     return rows, problems
 
 
+def _invalid_bytes(
+    text: csv_text.TextLines, first: int, last: int, column: str | None
+) -> CsvProblem:
+    line, offset, bad = text.invalid_between(first, last)
+    return _problem(csv_text.invalid_bytes(text.path, line, column, offset, bad, text.encoding))
+
+
+def _problem(e: csv_text.CsvTextError) -> CsvProblem:
+    if isinstance(e.column, int):  # a field of the header, which names no column yet
+        return CsvProblem(e.path or "", e.line, None, f"field {e.column + 1}: {e.detail}")
+    return CsvProblem(e.path or "", e.line, e.column, e.detail)
+
+
 def check_csv_files(
-    paths: Iterable[str], columns: Mapping[str, str], required: Iterable[str] | None = None
+    paths: Iterable[str],
+    columns: Mapping[str, str],
+    required: Iterable[str] | None = None,
+    *,
+    encoding: str = csv_text.DEFAULT_ENCODING,
+    finite: Collection[str] = (),
+    cell_chars: dict[str, int] | None = None,
 ) -> int:
     """Checks every file; returns the total row count or raises CsvInputError.
 
     All files of a drop are checked before raising, so one run reports every
-    broken file instead of one per attempt.
+    broken file instead of one per attempt. Files are opened with csv_text: a
+    UTF-8 byte-order mark is skipped, bytes not valid in `encoding` and
+    compressed files are problems. `finite` and `cell_chars`: see check_csv_text.
     """
     paths = list(paths)
     if not paths:
         raise CsvInputError("no CSV files to check")
+    try:
+        csv_text.check_encoding(encoding)
+    except csv_text.CsvTextError as e:
+        raise CsvInputError(f"{e}; the dataset's encoding is set in its config") from e
     total, problems = 0, []
     first_header: tuple[str, list[str]] | None = None
     for path in paths:
         # CsvExampleGen reads all files of a split with the first file's header.
-        with tf.io.gfile.GFile(path, "r") as text:
-            header = next(csv.reader([text.readline()]), [])
+        try:
+            header = csv_text.read_header(path, encoding)
+        except csv_text.CsvTextError as e:
+            problems.append(_problem(e))
+            continue
         if first_header is None:
             first_header = (path, header)
         elif header and header != first_header[1]:
@@ -166,12 +235,10 @@ def check_csv_files(
                 )
             )
             continue
-        # GFile reads local paths and remote URIs (s3://, gs://) alike.
-        with tf.io.gfile.GFile(path, "r") as text:
-            try:
-                rows, found = check_csv_text(path, text, columns, required)
-            except UnicodeDecodeError as e:
-                rows, found = 0, [CsvProblem(path, None, None, f"not UTF-8 text: {e}")]
+        text = csv_text.TextLines(path, encoding)
+        rows, found = check_csv_text(
+            path, text, columns, required, finite=finite, cell_chars=cell_chars
+        )
         total += rows
         problems.extend(found)
     if problems:

@@ -23,9 +23,11 @@ configs and splits behave exactly as in CsvExampleGen. What differs:
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import math
 import os
+from collections.abc import Collection
 from typing import Any
 
 import apache_beam as beam
@@ -37,7 +39,9 @@ from tfx.components.util import examples_utils
 from tfx.dsl.io import fileio
 from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_component_specs
+from tfx_bsl.coders import csv_decoder
 
+from components import csv_text
 from components.example_gen import arrow_csv, csv_checks, csv_ingest
 from components.example_gen.driver import (  # noqa: F401 - the artifact's properties, by name
     CONTENT_SHA256,
@@ -57,6 +61,8 @@ from components.example_gen.driver import (  # noqa: F401 - the artifact's prope
 COMPONENT_ID = "CsvExampleGen"
 
 CSV_READER = "csv_reader"  # which reader wrote the examples: "arrow" or "tfx"
+# JSON {BYTES column: characters of its longest cell}, for the gate's absurd-cell warning.
+LONGEST_CELLS = "longest_cells"
 
 # Default shard sizing: one shard per this much raw CSV per split. GZIP'd
 # tf.Examples come out at ~0.3-0.4x the CSV's size (measured on taxi data), so
@@ -70,14 +76,66 @@ def _columns_from_custom_config(exec_properties: dict[str, Any]) -> dict[str, st
     return {k: str(v) for k, v in columns.items()}
 
 
+def _text_options(exec_properties: dict[str, Any]) -> tuple[str, frozenset[str]]:
+    """(the CSV text encoding, FLOAT columns where NaN is refused) from the custom config."""
+    struct = custom_struct(exec_properties)
+    encoding = str(struct.get("encoding") or csv_text.DEFAULT_ENCODING)
+    return encoding, frozenset(str(c) for c in struct.get("nan_free") or ())
+
+
+def _set_longest_cells(examples, longest: dict[str, int]) -> None:
+    examples.set_string_custom_property(LONGEST_CELLS, json.dumps(longest, sort_keys=True))
+
+
+class _ReadCsvRecords(beam.DoFn):
+    """TFX's _ReadCsvRecordsFromTextFile, opening files through csv_text: a UTF-8
+    byte-order mark is skipped with the header line, and lines are decoded in the
+    dataset's encoding (the CSV checks have already named any invalid byte)."""
+
+    def __init__(self, encoding: str) -> None:
+        self._encoding = encoding
+
+    def process(self, path: str):
+        lines = iter(csv_text.TextLines(path, self._encoding, strict=True))
+        next(lines, None)  # the header
+        buffer = csv_executor._CsvLineBuffer()  # noqa: SLF001 - TFX's multi-line record buffer
+        for line in lines:
+            buffer.write(line)
+            if buffer.is_complete_line():
+                yield buffer.read()
+        if not buffer.is_empty():
+            raise csv_checks.CsvInputError(f"{path}: a quoted field is not closed")
+
+
 @beam.ptransform_fn
 def _CheckedCsvToExample(  # noqa: N802 - Beam PTransform naming
     pipeline: beam.Pipeline, exec_properties: dict[str, Any], split_pattern: str
 ) -> beam.PCollection:
+    """TFX's _CsvToExample (same type inference and examples), reading text through csv_text."""
     pattern = os.path.join(exec_properties[standard_component_specs.INPUT_BASE_KEY], split_pattern)
-    if not fileio.glob(pattern):
+    files = fileio.glob(pattern)
+    if not files:
         raise csv_checks.CsvInputError(f"no CSV files match {pattern}")
-    return pipeline | "CsvToExample" >> csv_executor._CsvToExample(exec_properties, split_pattern)
+    encoding, _ = _text_options(exec_properties)
+    # Parsed as the CSV checks parse it (TFX splits the raw line at commas, with
+    # a byte-order mark glued to the first name); the checks made sure all files share it.
+    column_names = [c.rstrip("\r\n") for c in csv_text.read_header(files[0], encoding)]
+    parsed = (
+        pipeline
+        | "CreateFilenames" >> beam.Create(files)
+        | "ReadFromText" >> beam.ParDo(_ReadCsvRecords(encoding))
+        | "ParseCSVLine" >> beam.ParDo(csv_decoder.ParseCSVLine(delimiter=","))
+        | "ExtractParsedCSVLines" >> beam.Keys()
+    )
+    column_infos = beam.pvalue.AsSingleton(
+        parsed
+        | "InferColumnTypes"
+        >> beam.CombineGlobally(csv_decoder.ColumnTypeInferrer(column_names, skip_blank_lines=True))
+    )
+    return parsed | "ToTFExample" >> beam.ParDo(
+        csv_executor._ParsedCsvToTfExample(),  # noqa: SLF001 - TFX's own row encoder
+        column_infos,
+    )
 
 
 def shards_for(raw_bytes: int, fraction: float, configured: int = 0) -> int:
@@ -142,7 +200,13 @@ class Executor(csv_executor.Executor):
             )
         columns = _columns_from_custom_config(exec_properties)
         if columns:
-            examples.set_int_custom_property(ROW_COUNT, csv_checks.check_csv_files(files, columns))
+            encoding, nan_free = _text_options(exec_properties)
+            longest: dict[str, int] = {}
+            rows = csv_checks.check_csv_files(
+                files, columns, encoding=encoding, finite=nan_free, cell_chars=longest
+            )
+            examples.set_int_custom_property(ROW_COUNT, rows)
+            _set_longest_cells(examples, longest)
         raw_bytes = exec_properties.get(RAW_BYTES) or sum(fileio.stat(f).length for f in files)
         configured = int(custom_struct(exec_properties).get("num_shards") or 0)
         if output_config.split_config.splits:
@@ -232,14 +296,15 @@ class _ArrowIngest:
 
         # Headers only, before Beam starts; rows are checked as they are read, and
         # any doubt there fails the Beam run, which sends the input to the checks.
-        header = arrow_csv.read_header(files[0])
+        encoding, nan_free = _text_options(props)
+        header = arrow_csv.read_header(files[0], encoding)
         missing = [c for c in columns if c not in header]
         if missing:
             raise arrow_csv.ArrowCsvError(f"columns missing from the header: {missing}")
         sizes = {f: fileio.stat(f).length for f in files}
         starts = {f: arrow_csv.data_start(f) for f in files}
         for path in files:
-            if arrow_csv.read_header(path) != header:
+            if arrow_csv.read_header(path, encoding) != header:
                 raise arrow_csv.ArrowCsvError(f"{path}: header differs")
             if starts[path] >= sizes[path]:
                 raise arrow_csv.ArrowCsvError(f"{path}: no data rows")
@@ -270,11 +335,16 @@ class _ArrowIngest:
             columns=columns,
             data_starts=starts,
             empty_columns=tuple(
-                csv_ingest.empty_in_first_block(f, starts[f], header, columns) for f in first_files
+                csv_ingest.empty_in_first_block(
+                    f, starts[f], header, columns, encoding=encoding, finite=nan_free
+                )
+                for f in first_files
             ),
             boundaries=tuple(buckets),
             split_uris=tuple(uris),
             shards=tasks,
+            encoding=encoding,
+            finite=nan_free,
         )
         plan = csv_ingest.plan_tasks([(f, starts[f], sizes[f], i) for f, i in inputs], tasks)
         make_pipeline = self.executor._make_beam_pipeline  # noqa: SLF001 - TFX's own
@@ -296,6 +366,7 @@ class _ArrowIngest:
             counts = csv_ingest.run(make_pipeline(), plan, spec)
 
         self.examples.set_int_custom_property(ROW_COUNT, sum(counts.rows.values()))
+        _set_longest_cells(self.examples, counts.longest)
         self.examples.set_int_custom_property(TFRECORD_SHARDS, tasks * len(split_names))
         self.examples.set_string_custom_property(CSV_READER, "arrow")
         examples_utils.set_payload_format(
@@ -321,6 +392,8 @@ def checked_csv_example_gen(
     version: int | None = None,
     num_shards: int = 0,
     csv_reader: str = DEFAULT_CSV_READER,
+    encoding: str = csv_text.DEFAULT_ENCODING,
+    nan_free: Collection[str] = (),
 ) -> FileBasedExampleGen:
     """A CSV ExampleGen whose input is checked against `columns` (name -> schema type).
 
@@ -329,10 +402,18 @@ def checked_csv_example_gen(
       num_shards: TFRecord files per output split; 0 sizes them for the data.
       csv_reader: "arrow" (pyarrow.csv + native tf.Example encoding, same examples
         and splits as TFX's) or "tfx" (TFX's CsvExampleGen reader).
+      encoding: of the CSV text (components/csv_text.py); examples hold UTF-8.
+      nan_free: FLOAT columns in which NaN stops the ingest (the schema's
+        float_domain { disallow_nan: true }); infinities stop it in any column.
     """
     if csv_reader not in CSV_READERS:
         raise ValueError(f"csv_reader must be one of {CSV_READERS}, not {csv_reader!r}")
+    encoding = csv_text.check_encoding(encoding)
     options: dict[str, Any] = {"columns": columns, "num_shards": num_shards}
+    if encoding != csv_text.DEFAULT_ENCODING:
+        options["encoding"] = encoding
+    if nan_free:
+        options["nan_free"] = sorted(nan_free)
     if version is not None:
         options["version"] = version
     if csv_reader != DEFAULT_CSV_READER:

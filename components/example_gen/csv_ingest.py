@@ -21,6 +21,7 @@ task (its byte ranges) runs on its own worker, and there is no shuffle.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import zlib
@@ -124,13 +125,19 @@ def read_blocks(piece: Piece, data_start: int, block_bytes: int = 0) -> Iterator
 
 
 def empty_in_first_block(
-    path: str, data_start: int, header: Sequence[str], columns: dict[str, str]
+    path: str,
+    data_start: int,
+    header: Sequence[str],
+    columns: dict[str, str],
+    *,
+    encoding: str = "utf-8",
+    finite: frozenset[str] = frozenset(),
 ) -> frozenset[str]:
     """Columns without a value in the first block of `path`: the guess, before the
     run, of which columns have no value at all (checked against the run's counts)."""
     piece = Piece(path, data_start, data_start + GUESS_BYTES, 0)
     first = next(read_blocks(piece, data_start, GUESS_BYTES), b"")
-    batch = arrow_csv.parse_block(first, header, columns, path)
+    batch = arrow_csv.parse_block(first, header, columns, path, encoding=encoding, finite=finite)
     return frozenset(c for c in header if batch.column(c).null_count == batch.num_rows)
 
 
@@ -290,6 +297,8 @@ class IngestSpec:
     split_uris: tuple[str, ...]
     shards: int
     gzip_level: int = GZIP_LEVEL
+    encoding: str = "utf-8"  # of the CSV text; blocks are transcoded to UTF-8
+    finite: frozenset[str] = frozenset()  # FLOAT columns where NaN is refused
 
 
 # Beam counters a task reports: rows per file, values per (input split, column).
@@ -304,6 +313,11 @@ def values_counter(input_index: int, column: str) -> str:
     return f"values:{input_index}:{column}"
 
 
+def longest_distribution(column: str) -> str:
+    """The longest cell (characters) of a BYTES column, for the gate's absurd-cell warning."""
+    return f"longest:{column}"
+
+
 @dataclass
 class _Encoded:
     """One block, encoded: its rows, values per column and framed records per output split."""
@@ -312,6 +326,7 @@ class _Encoded:
     rows: int
     values: dict[str, int]
     splits: list[tuple[int, pa.Buffer, int]]
+    longest: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 # Blocks encoded at once, and held at most (CSV, examples and their split copies).
@@ -357,13 +372,22 @@ class IngestTask(beam.DoFn):
 
     def _encode(self, piece: Piece, block: bytes) -> _Encoded:
         spec = self._spec
-        batch = arrow_csv.parse_block(block, spec.header, spec.columns, piece.path)
+        batch = arrow_csv.parse_block(
+            block,
+            spec.header,
+            spec.columns,
+            piece.path,
+            encoding=spec.encoding,
+            finite=spec.finite,
+        )
         out = _Encoded(piece, batch.num_rows, {}, [])
         if batch.num_rows == 0:
             return out
         for name in spec.header:
             column = batch.column(name)
             out.values[name] = len(column) - column.null_count
+            if spec.columns[name] == arrow_csv.BYTES and out.values[name]:
+                out.longest[name] = pc.max(pc.utf8_length(column)).as_py() or 0
         empty = spec.empty_columns[piece.input_index]
         framed, keys = framed_examples(batch, spec.columns, empty, bool(spec.boundaries))
         if not spec.boundaries:
@@ -386,6 +410,10 @@ class IngestTask(beam.DoFn):
         for name, values in encoded.values.items():
             key = values_counter(encoded.piece.input_index, name)
             counter(METRICS_NAMESPACE, key).inc(values)
+        for name, longest in encoded.longest.items():
+            beam.metrics.Metrics.distribution(METRICS_NAMESPACE, longest_distribution(name)).update(
+                longest
+            )
         for split, data, count in encoded.splits:
             writers[split].write(data, count)
 
@@ -394,6 +422,7 @@ class IngestTask(beam.DoFn):
 class IngestCounts:
     rows: dict[str, int]  # per file
     values: dict[tuple[int, str], int]  # per (input split, column)
+    longest: dict[str, int] = dataclasses.field(default_factory=dict)  # BYTES column -> chars
 
     def empty_columns(self, input_splits: int, header: Sequence[str]) -> list[frozenset[str]]:
         return [
@@ -437,4 +466,10 @@ def run(pipeline: beam.Pipeline, plan: list[list[Piece]], spec: IngestSpec) -> I
             _, index, column = name.split(":", 2)
             key = (int(index), column)
             counts.values[key] = counts.values.get(key, 0) + value
+    for metric in found["distributions"]:
+        value = metric.committed if metric.committed is not None else metric.attempted
+        name = metric.key.metric.name
+        if name.startswith("longest:") and value is not None and value.count:
+            column = name.removeprefix("longest:")
+            counts.longest[column] = max(counts.longest.get(column, 0), int(value.max))
     return counts

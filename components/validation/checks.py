@@ -446,6 +446,35 @@ def _compared(compared, schema, environment, kind: str, where: str, **other):
     return findings, [m for ms in measured.values() for m in ms]
 
 
+# A categorical (BYTES) cell longer than this is reported: a vocabulary entry of
+# megabytes is a broken export (a whole file pasted into a cell, a lost quote),
+# not a category, and it costs memory in every step that reads the examples.
+LONG_CELL_CHARS = 64 * 1024
+LONG_CELL = "STRING_CELL_TOO_LONG"
+
+
+def long_cell_findings(
+    longest: Mapping[str, int], where: str, limit: int = LONG_CELL_CHARS
+) -> list[Finding]:
+    """A warning per column whose longest cell (characters, from ExampleGen) exceeds `limit`."""
+    return [
+        Finding(
+            SCHEMA,
+            name,
+            LONG_CELL,
+            f"its longest cell has {n:,} characters; a categorical value that long is "
+            "most likely a broken export (a missing quote, pasted content): check the file",
+            measured=float(n),
+            threshold=float(limit),
+            measure="characters",
+            where=where,
+            severity=WARN,
+        )
+        for name, n in sorted(longest.items())
+        if n > limit
+    ]
+
+
 def evaluate(
     current: Mapping[str, statistics_pb2.DatasetFeatureStatisticsList],
     schema: schema_pb2.Schema,
@@ -458,13 +487,15 @@ def evaluate(
     serving_rows: int | None = None,
     serving_source: str = "serving data",
     no_serving: str = "no serving data found",
+    longest_cells: Mapping[str, int] | None = None,
 ) -> GateResult:
     """Runs the schema, drift and skew checks; returns every finding and the decision.
 
     `current` and `baseline` map split name -> statistics. Drift compares the
     `train` splits of this span and the previous one; skew compares this
     span's `train` split with the serving statistics (`no_serving` says why
-    there are none, for the notes).
+    there are none, for the notes). `longest_cells` (BYTES column -> characters
+    of its longest cell, recorded by ExampleGen) adds a warning per absurd cell.
     """
     schema = with_comparators(schema, settings)
     # TFDV rejects an environment the schema does not declare; a schema without
@@ -510,6 +541,7 @@ def evaluate(
         notes.append(f"skew: training data compared with {serving_rows} serving requests")
     else:
         notes.append(f"skew: {no_serving}, skew not checked")
+    findings += long_cell_findings(longest_cells or {}, f"span {current_span} raw CSV")
     warn = set(settings.warn_only)
     for f in findings:
         if f.kind in warn or f.anomaly in warn or f"{f.kind}:{f.feature}" in warn:

@@ -185,6 +185,18 @@ def _load_stats(artifact: types.Artifact) -> dict[str, statistics_pb2.DatasetFea
     return out
 
 
+def _longest_cells(artifacts: list[types.Artifact] | None) -> dict[str, int]:
+    """BYTES column -> characters of its longest cell, as CsvExampleGen recorded them."""
+    from components.example_gen.csv_example_gen import LONGEST_CELLS
+
+    longest: dict[str, int] = {}
+    for a in artifacts or []:
+        raw = custom_str(a, LONGEST_CELLS)
+        for name, n in (json.loads(raw) if raw else {}).items():
+            longest[name] = max(longest.get(name, 0), int(n))
+    return longest
+
+
 def _span(artifacts: list[types.Artifact] | None) -> int | None:
     spans = [custom_int(a, SPAN_PROPERTY) for a in artifacts or []]
     spans = [s for s in spans if s is not None]
@@ -236,6 +248,7 @@ class ValidationGateExecutor(base_executor.BaseExecutor):
             serving_rows=rows,
             serving_source=f"serving data {pattern}",
             no_serving=no_serving,
+            longest_cells=_longest_cells(input_dict.get(EXAMPLES_KEY)),
         )
         # Reports are named by the pipeline run; orchestrators that give the
         # executor no run id (TFX's legacy Airflow launcher) get the output's folder name.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from pathlib import Path
 
 from pipeline.config import PROJECT_ROOT, PipelineConfig
@@ -35,3 +36,35 @@ def write_span(data_root: Path, span: int, *, start: int = 0, rows: int = SAMPLE
         dst.write(src.readline())
         dst.writelines(itertools.islice(src, start, start + rows))
     return folder / "data.csv"
+
+
+def split_examples(pipeline_root: str) -> dict[str, Counter]:
+    """Split folder name -> the serialized (deterministic) examples CsvExampleGen wrote."""
+    import tensorflow as tf
+
+    splits: dict[str, Counter] = {}
+    for folder in Path(pipeline_root).glob("CsvExampleGen/examples/*/Split-*"):
+        shards = sorted(str(p) for p in folder.glob("*"))
+        records = tf.data.TFRecordDataset(shards, compression_type="GZIP")
+        splits[folder.name] = Counter(
+            tf.train.Example.FromString(r.numpy()).SerializeToString(deterministic=True)
+            for r in records
+        )
+    return splits
+
+
+def live_examples(metadata_path: str) -> list:
+    """Examples artifacts that are LIVE in the run's ML Metadata (none if it does not exist)."""
+    from ml_metadata.metadata_store import metadata_store
+    from ml_metadata.proto import metadata_store_pb2
+
+    if not Path(metadata_path).exists():
+        return []
+    cfg = metadata_store_pb2.ConnectionConfig()
+    cfg.sqlite.filename_uri = metadata_path
+    store = metadata_store.MetadataStore(cfg)
+    return [
+        a
+        for a in store.get_artifacts_by_type("Examples")
+        if a.state == metadata_store_pb2.Artifact.LIVE
+    ]

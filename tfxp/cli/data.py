@@ -231,6 +231,14 @@ def _columns(config: PipelineConfig) -> dict[str, str]:
     return schema_column_types(load_schema(config.schema_file))
 
 
+def _text_checks(config: PipelineConfig) -> dict:
+    """How a drop's text is read and which columns must be NaN-free (as ExampleGen checks)."""
+    from components.schema_importer import load_schema, schema_nan_free_columns
+
+    nan_free = schema_nan_free_columns(load_schema(config.schema_file))
+    return {"encoding": config.csv_encoding, "nan_free": nan_free}
+
+
 def _report_published(span, started: float) -> None:
     import time
 
@@ -239,6 +247,18 @@ def _report_published(span, started: float) -> None:
         f"in {time.perf_counter() - started:.1f}s"
     )
     print("next: `tfxp run` trains on it (the latest span); `tfxp data list` shows it")
+
+
+def _with_source_paths(message: str, sources) -> str:
+    """Problems name the user's files, not their copies in the hidden incoming folder."""
+    import re
+
+    by_name = {os.path.basename(str(s)): str(s) for s in sources}
+    return re.sub(
+        r"\S*/\.incoming-[0-9a-f]+/([^\s:]+)",
+        lambda m: by_name.get(m.group(1), m.group(0)),
+        message,
+    )
 
 
 def cmd_add(args: argparse.Namespace) -> int:
@@ -251,9 +271,11 @@ def cmd_add(args: argparse.Namespace) -> int:
             config.data_root,
             lambda folder: copy_files(args.files, folder),
             columns=_columns(config),
+            **_text_checks(config),
         )
     except (SpanError, ValueError) as e:
-        print(f"ERROR: {e}\nnothing was added to {config.data_root}", file=sys.stderr)
+        message = _with_source_paths(str(e), args.files)
+        print(f"ERROR: {message}\nnothing was added to {config.data_root}", file=sys.stderr)
         return 1
     _report_published(span, started)
     return 0
@@ -283,6 +305,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
             ),
             columns=_columns(config),
             check=args.check,
+            **_text_checks(config),
         )
     except (SpanError, ValueError) as e:
         print(f"ERROR: {e}\nnothing was added to {config.data_root}", file=sys.stderr)
