@@ -68,7 +68,7 @@ def _tfx_examples(path: str, encoding="utf-8") -> list[bytes]:
     import tensorflow as tf
     from google.protobuf import json_format
 
-    from components import csv_example_gen
+    from components.example_gen import csv_example_gen
 
     config = csv_example_gen.packed_custom_config({"columns": {}, "encoding": encoding})
     props = {
