@@ -237,7 +237,10 @@ def compile_pipeline(config: KubeflowConfig) -> dict[str, Any]:
 
     pipeline = build_pipeline(config)
     runner = v2.KubeflowV2DagRunner(
-        config=v2.KubeflowV2DagRunnerConfig(default_image=config.image),
+        config=v2.KubeflowV2DagRunnerConfig(
+            default_image=config.image,
+            use_pipeline_spec_2_1=True,
+        ),
     )
     try:
         job = runner.run(pipeline, write_out=False)
