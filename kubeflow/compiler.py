@@ -33,6 +33,14 @@ import re
 from typing import Any
 
 from kubeflow.config import KubeflowConfig, KubeflowConfigError, memory_gb
+from kubeflow.spec_fixes import (
+    DATA_ROOT_PARAMETER,
+    add_missing_dependencies,
+    custom_artifact_titles,
+    declare_runtime_parameters,
+    retitle_custom_artifact_types,
+    set_parameter_defaults,
+)
 
 # Node id -> replaced node: only ever the one resolver (see the module docstring).
 _STOCK_STRATEGY_NAMES = ("LatestBlessedModelStrategy", "LatestArtifactStrategy")
@@ -190,6 +198,8 @@ def build_pipeline(config: KubeflowConfig) -> Any:
         # The serving requests ship inside the data folder: data/<dataset>/serving/.
         moves[serving] = config.container_data_root + serving[len(pipeline_config.data_root) :]
     _retarget_paths(pipeline, moves)
+    # Issue 17: `data_root` is a runtime parameter of the job (kubeflow/spec_fixes.py).
+    declare_runtime_parameters(pipeline, config.container_data_root)
     return lower_for_kubeflow(pipeline, config)
 
 
@@ -247,6 +257,10 @@ def compile_pipeline(config: KubeflowConfig) -> dict[str, Any]:
     except (TypeError, ValueError, NotImplementedError) as e:
         raise KubeflowCompileError(f"the KFP v2 compiler rejected the pipeline: {e}") from e
     spec = job["pipelineSpec"]
+    # Issue 17, see kubeflow/spec_fixes.py: what TFX leaves out or names unimportably.
+    add_missing_dependencies(spec)
+    retitle_custom_artifact_types(spec, custom_artifact_titles(pipeline))
+    set_parameter_defaults(spec, {DATA_ROOT_PARAMETER: config.container_data_root})
     _apply_resources(spec, config)
     # Lets a bare PipelineSpec (what `deploy` uploads) carry the root too.
     spec["defaultPipelineRoot"] = config.pipeline_root
