@@ -353,6 +353,8 @@ def summarize(job: dict[str, Any]) -> dict[str, Any]:
         "schemaVersion": spec.get("schemaVersion"),
         "defaultPipelineRoot": spec.get("defaultPipelineRoot"),
         "runtimeConfig": job.get("runtimeConfig", {}),
+        # The job's runtime parameters (issue 17: data_root).
+        "runtimeParameters": spec["root"].get("inputDefinitions", {}).get("parameters", {}),
         "tasks": tasks,
     }
     text = json.dumps(summary, sort_keys=True)

@@ -143,7 +143,8 @@ def test_taxi_job_runs_every_task_to_a_pushed_model(taxi):
         if task.kind == "resolver":
             assert all(v == [] for v in task.outputs.values()), task.name
     examples = taxi.kfp.output(d.EXAMPLE_GEN, "examples")
-    assert examples["metadata"]["span"] == 1  # from the ExampleGen driver (preCacheCheck)
+    # From the ExampleGen driver (preCacheCheck), a custom property as TFX's V2 driver sets it.
+    assert examples["metadata"]["custom:span"] == 1
     assert json.loads(examples["metadata"]["split_names"]) == ["train", "eval"]
 
 
@@ -174,7 +175,7 @@ def test_drifted_span_blocks_the_gate_and_nothing_downstream_runs(taxi):
     run = taxi.drifted
     assert run.arguments["data_root"] == str(taxi.tmp / "drifted")
     # The runtime parameter reached ExampleGen: the newest span of that folder.
-    assert run.output(d.EXAMPLE_GEN, "examples")["metadata"]["span"] == 2
+    assert run.output(d.EXAMPLE_GEN, "examples")["metadata"]["custom:span"] == 2
     # The drift baseline: the first run's statistics, found in the pipeline root's registry.
     [baseline] = run.tasks[d.PREVIOUS_STATISTICS_RESOLVER].outputs["statistics"]
     assert baseline["uri"] == taxi.kfp.output(d.STATISTICS_GEN, "statistics")["uri"]
