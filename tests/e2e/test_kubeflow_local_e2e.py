@@ -46,19 +46,18 @@ def _compile(out: Path, root: Path, *flags: str) -> Path:
 
 
 @dataclass
-class TaxiRuns:
+class TaxiKfp:
     tmp: Path
+    data: Path
+    root: Path
     package: Path
-    kfp: LocalRun
-    local: object  # RunSummary of the LocalDagRunner run
-    local_root: Path
-    drifted: LocalRun
+    run: LocalRun
 
 
+# One pipeline run per fixture: a test's timeout covers at most one run's set-up.
 @pytest.fixture(scope="module")
-def taxi(tmp_path_factory) -> TaxiRuns:
-    from pipeline.runner import run_local
-
+def taxi(tmp_path_factory) -> TaxiKfp:
+    """Generated span 1 and serving requests, compiled for them, run with run-local."""
     tmp = tmp_path_factory.mktemp("kfp-taxi")
     data = tmp / "data"
     write_generated(data / "span-1", ROWS, seed=1)
@@ -67,20 +66,29 @@ def taxi(tmp_path_factory) -> TaxiRuns:
     package = _compile(
         tmp / "taxi.json", root, "--data-root", str(data), "--train-steps", str(TRAIN_STEPS)
     )
-    kfp = run_local_job(str(package), str(root), **QUIET)
+    return TaxiKfp(tmp, data, root, package, run_local_job(str(package), str(root), **QUIET))
 
-    config = small_config(tmp / "local", data_root=str(data), train_steps=TRAIN_STEPS)
-    local = run_local(config, run_id="local", **QUIET)
 
-    # Span 2, drifted, in another folder: passed as the runtime parameter.
-    drifted_data = tmp / "drifted"
-    shutil.copytree(data / "span-1", drifted_data / "span-1")
+@pytest.fixture(scope="module")
+def local_root(taxi) -> Path:
+    """The pipeline root of a LocalDagRunner run of the same data and steps."""
+    from pipeline.runner import run_local
+
+    config = small_config(taxi.tmp / "local", data_root=str(taxi.data), train_steps=TRAIN_STEPS)
+    run_local(config, run_id="local", **QUIET)
+    return Path(config.pipeline_root)
+
+
+@pytest.fixture(scope="module")
+def drifted(taxi) -> LocalRun:
+    """Span 2, drifted, in another folder passed as the runtime parameter; same pipeline root."""
+    folder = taxi.tmp / "drifted"
+    shutil.copytree(taxi.data / "span-1", folder / "span-1")
     drift = Drift(shift={"fare": 10.0}, reweight={"payment_type": {"Cash": 3.0}})
-    write_generated(drifted_data / "span-2", ROWS, seed=2, drift=drift)
-    drifted = run_local_job(
-        str(package), str(root), arguments={"data_root": str(drifted_data)}, **QUIET
+    write_generated(folder / "span-2", ROWS, seed=2, drift=drift)
+    return run_local_job(
+        str(taxi.package), str(taxi.root), arguments={"data_root": str(folder)}, **QUIET
     )
-    return TaxiRuns(tmp, package, kfp, local, Path(config.pipeline_root), drifted)
 
 
 def _failure(run: LocalRun) -> str:
@@ -137,48 +145,46 @@ def _local_artifact(root: Path, node: str, key: str) -> Path:
 
 
 def test_taxi_job_runs_every_task_to_a_pushed_model(taxi):
-    _check_complete_run(taxi.kfp)
+    _check_complete_run(taxi.run)
     # The first run on an empty pipeline root: the resolvers found nothing.
-    for task in taxi.kfp.tasks.values():
+    for task in taxi.run.tasks.values():
         if task.kind == "resolver":
             assert all(v == [] for v in task.outputs.values()), task.name
-    examples = taxi.kfp.output(d.EXAMPLE_GEN, "examples")
+    examples = taxi.run.output(d.EXAMPLE_GEN, "examples")
     # From the ExampleGen driver (preCacheCheck), a custom property as TFX's V2 driver sets it.
     assert examples["metadata"]["custom:span"] == 1
     assert json.loads(examples["metadata"]["split_names"]) == ["train", "eval"]
 
 
-def test_taxi_job_matches_a_local_dag_runner_run(taxi):
+def test_taxi_job_matches_a_local_dag_runner_run(taxi, local_root):
     from pipeline.summary import read_eval_metrics
 
-    kfp_examples = Path(taxi.kfp.output(d.EXAMPLE_GEN, "examples")["uri"])
-    local_examples = _local_artifact(taxi.local_root, d.EXAMPLE_GEN, "examples")
+    kfp_examples = Path(taxi.run.output(d.EXAMPLE_GEN, "examples")["uri"])
+    local_examples = _local_artifact(local_root, d.EXAMPLE_GEN, "examples")
     for split in ("train", "eval"):
         kfp_count = _count_examples(kfp_examples / f"Split-{split}")
         assert kfp_count == _count_examples(local_examples / f"Split-{split}"), split
         assert kfp_count > 0
-    kfp_schema = Path(taxi.kfp.output(d.SCHEMA_IMPORTER, "schema")["uri"]) / "schema.pbtxt"
-    local_schema = _local_artifact(taxi.local_root, d.SCHEMA_IMPORTER, "schema") / "schema.pbtxt"
+    kfp_schema = Path(taxi.run.output(d.SCHEMA_IMPORTER, "schema")["uri"]) / "schema.pbtxt"
+    local_schema = _local_artifact(local_root, d.SCHEMA_IMPORTER, "schema") / "schema.pbtxt"
     assert kfp_schema.read_text() == local_schema.read_text()
 
-    kfp_metrics = read_eval_metrics(taxi.kfp.output(d.EVALUATOR, "evaluation")["uri"])
-    local_metrics = read_eval_metrics(
-        str(_local_artifact(taxi.local_root, d.EVALUATOR, "evaluation"))
-    )
+    kfp_metrics = read_eval_metrics(taxi.run.output(d.EVALUATOR, "evaluation")["uri"])
+    local_metrics = read_eval_metrics(str(_local_artifact(local_root, d.EVALUATOR, "evaluation")))
     assert kfp_metrics["example_count"] == local_metrics["example_count"]
     # Same data, steps and code; training is not seeded: within noise.
     for metric in ("binary_accuracy", "auc"):
         assert kfp_metrics[metric] == pytest.approx(local_metrics[metric], abs=0.05), metric
 
 
-def test_drifted_span_blocks_the_gate_and_nothing_downstream_runs(taxi):
-    run = taxi.drifted
+def test_drifted_span_blocks_the_gate_and_nothing_downstream_runs(taxi, drifted):
+    run = drifted
     assert run.arguments["data_root"] == str(taxi.tmp / "drifted")
     # The runtime parameter reached ExampleGen: the newest span of that folder.
     assert run.output(d.EXAMPLE_GEN, "examples")["metadata"]["custom:span"] == 2
     # The drift baseline: the first run's statistics, found in the pipeline root's registry.
     [baseline] = run.tasks[d.PREVIOUS_STATISTICS_RESOLVER].outputs["statistics"]
-    assert baseline["uri"] == taxi.kfp.output(d.STATISTICS_GEN, "statistics")["uri"]
+    assert baseline["uri"] == taxi.run.output(d.STATISTICS_GEN, "statistics")["uri"]
     assert run.failed_task == d.VALIDATION_GATE
     log = Path(run.tasks[d.VALIDATION_GATE].log).read_text()
     assert "validation gate blocked the run" in log
