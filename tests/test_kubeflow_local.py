@@ -7,6 +7,7 @@ check (slow: it imports every executor) is at the end of this file.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -274,6 +275,17 @@ def test_every_module_the_specs_name_imports_in_the_image(tmp_path):
         config = KubeflowConfig(image=IMAGE, pipeline_root="gs://b/r", dataset=dataset)
         paths.update(spec_code_paths(compile_pipeline(config)["pipelineSpec"]))
     assert "trainer.image_train.run_fn" in paths and "trainer.train.run_fn" in paths
+    # The Dockerfile's build-time import check covers the project's modules the specs name,
+    # so a broken image fails `docker build`, not a pod.
+    dockerfile = (PROJECT_ROOT / "Dockerfile").read_text().replace("\\\n", "")
+    [checked] = [
+        m for m in re.findall(r'python -c "import ([^"]+)"', dockerfile) if "components." in m
+    ]
+    checked_modules = {m.strip() for m in checked.split(",")}
+    for path in paths:
+        if path.startswith(("components.", "trainer.")):
+            module = path.rsplit(".", 1)[0]
+            assert module in checked_modules, f"add {module} to the Dockerfile's import check"
     tree = image_tree(tmp_path / "pipeline")
     # Every name imports; and the check catches one the image does not have.
     assert unimportable([*sorted(paths), "trainer.missing_module.run_fn"], tree) == {
