@@ -194,11 +194,26 @@ def test_drifted_span_blocks_the_gate_and_nothing_downstream_runs(taxi, drifted)
         assert not (Path(run.run_root) / node).exists()
 
 
-def test_digits_job_runs_every_task_to_a_pushed_model(tmp_path):
+def test_digits_job_runs_every_task_to_a_pushed_model(tmp_path, monkeypatch, capsys):
+    """As a new user would: compile, then `python -m kubeflow run-local`."""
+    from kubeflow import local_run
+    from kubeflow.__main__ import main
+
     root = tmp_path / "kfp-root"
     package = _compile(tmp_path / "digits.json", root, "--dataset", "digits")
-    run = run_local_job(str(package), str(root), **QUIET)
+    runs = []
+    real = local_run.run_local_job
+    monkeypatch.setattr(
+        local_run, "run_local_job", lambda *a, **k: runs.append(real(*a, **k)) or runs[-1]
+    )
+    capsys.readouterr()
+    assert main(["run-local", "--package", str(package)]) == 0  # root: the spec's
+    out = capsys.readouterr().out
+    [run] = runs
     _check_complete_run(run)
+    assert run.pipeline_root == str(root)
+    assert f"pushed model: {root}/serving/" in out
+    assert "previous_span_statistics_resolver" in out and "statistics: nothing" in out
     assert run.arguments["data_root"] == "/pipeline/data/digits"  # the image's, by default
     examples = run.output(d.IMAGE_EXAMPLE_GEN, "examples")
     assert json.loads(examples["metadata"]["split_names"]) == ["train", "eval"]
