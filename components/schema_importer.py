@@ -61,5 +61,9 @@ def CuratedSchemaImporter(  # noqa: N802 - TFX component naming
             f"(sha256 {actual[:12]} != {content_sha256[:12]}); rebuild the pipeline and rerun."
         )
     parsed = load_schema(schema_file)
+    # KFP's launcher creates only the parent of an output artifact's folder
+    # (LocalDagRunner creates the folder itself): on a local or mounted
+    # pipeline root the folder may not exist yet.
+    fileio.makedirs(schema.uri)
     with fileio.open(os.path.join(schema.uri, SCHEMA_FILE_NAME), "w") as f:
         f.write(text_format.MessageToString(parsed))

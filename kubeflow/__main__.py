@@ -1,7 +1,8 @@
-"""`python -m kubeflow compile|deploy`: the pipeline on Kubeflow Pipelines.
+"""`python -m kubeflow compile|deploy|run-local`: the pipeline on Kubeflow Pipelines.
 
-  compile  build the KFP v2 PipelineJob JSON from the one pipeline definition (offline)
-  deploy   compile (or take --package), upload as a pipeline or a new version, start a run
+  compile    build the KFP v2 PipelineJob JSON from the one pipeline definition (offline)
+  deploy     compile (or take --package), upload as a pipeline or a new version, start a run
+  run-local  run a compiled PipelineJob here, task by task, with KFP's local orchestrator
 
 Settings come from flags, else environment variables (KFP_IMAGE,
 KFP_PIPELINE_ROOT, KFP_HOST, KFP_NAMESPACE, KFP_TOKEN). See kubeflow/README.md.
@@ -166,7 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{compile,deploy}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{compile,deploy,run-local}")
     comp = sub.add_parser("compile", help="compile the pipeline to a KFP v2 PipelineJob JSON")
     _add_compile_flags(comp)
     comp.set_defaults(func=cmd_compile)
@@ -187,19 +188,26 @@ def build_parser() -> argparse.ArgumentParser:
         "--dry-run", action="store_true", help="compile and validate only; contact no server"
     )
     dep.set_defaults(func=cmd_deploy)
+
+    from kubeflow import local_run
+
+    loc = sub.add_parser("run-local", help="run a compiled PipelineJob here, task by task")
+    local_run.add_arguments(loc)
+    loc.set_defaults(func=local_run.cmd_run_local)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     from kubeflow.compiler import KubeflowCompileError
     from kubeflow.deploy import KubeflowDeployError
+    from kubeflow.local_run import LocalRunError
 
     args = build_parser().parse_args(argv)
     warnings.filterwarnings("ignore")  # TF/Google client deprecation noise, not ours
     logging.getLogger().setLevel(logging.ERROR)  # Beam/absl start-up chatter
     try:
         return args.func(args)
-    except (KubeflowConfigError, KubeflowCompileError, KubeflowDeployError) as e:
+    except (KubeflowConfigError, KubeflowCompileError, KubeflowDeployError, LocalRunError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
 

@@ -26,6 +26,14 @@ import re
 from typing import Any
 
 from kubeflow.config import KubeflowConfig, KubeflowConfigError, memory_gb
+from kubeflow.spec_fixes import (
+    DATA_ROOT_PARAMETER,
+    add_missing_dependencies,
+    custom_artifact_titles,
+    declare_runtime_parameters,
+    retitle_custom_artifact_types,
+    set_parameter_defaults,
+)
 from tfxp.local.preflight import PreflightError, preflight
 
 
@@ -86,6 +94,8 @@ def build_pipeline(config: KubeflowConfig) -> Any:
         # The serving requests ship inside the data folder: data/<dataset>/serving/.
         moves[serving] = config.container_data_root + serving[len(pipeline_config.data_root) :]
     _retarget_paths(pipeline, moves)
+    # Issue 17: `data_root` is a runtime parameter of the job (kubeflow/spec_fixes.py).
+    declare_runtime_parameters(pipeline, config.container_data_root)
     return pipeline
 
 
@@ -133,13 +143,20 @@ def compile_pipeline(config: KubeflowConfig) -> dict[str, Any]:
 
     pipeline = build_pipeline(config)
     runner = v2.KubeflowV2DagRunner(
-        config=v2.KubeflowV2DagRunnerConfig(default_image=config.image),
+        config=v2.KubeflowV2DagRunnerConfig(
+            default_image=config.image,
+            use_pipeline_spec_2_1=True,
+        ),
     )
     try:
         job = runner.run(pipeline, write_out=False)
     except (TypeError, ValueError, NotImplementedError) as e:
         raise KubeflowCompileError(f"the KFP v2 compiler rejected the pipeline: {e}") from e
     spec = job["pipelineSpec"]
+    # Issue 17, see kubeflow/spec_fixes.py: what TFX leaves out or names unimportably.
+    add_missing_dependencies(spec)
+    retitle_custom_artifact_types(spec, custom_artifact_titles(pipeline))
+    set_parameter_defaults(spec, {DATA_ROOT_PARAMETER: config.container_data_root})
     _apply_resources(spec, config)
     # Lets a bare PipelineSpec (what `deploy` uploads) carry the root too.
     spec["defaultPipelineRoot"] = config.pipeline_root
@@ -232,6 +249,8 @@ def summarize(job: dict[str, Any]) -> dict[str, Any]:
         "schemaVersion": spec.get("schemaVersion"),
         "defaultPipelineRoot": spec.get("defaultPipelineRoot"),
         "runtimeConfig": job.get("runtimeConfig", {}),
+        # The job's runtime parameters (issue 17: data_root).
+        "runtimeParameters": spec["root"].get("inputDefinitions", {}).get("parameters", {}),
         "tasks": tasks,
     }
     text = json.dumps(summary, sort_keys=True)

@@ -149,10 +149,14 @@ def test_paths_in_the_spec_are_the_containers(compiled):
     job, _ = compiled
 
     def param(task: str, name: str) -> str:
-        value = _tasks(job)[task]["inputs"]["parameters"][name]["runtimeValue"]
-        return value["constantValue"]["stringValue"]
+        return _tasks(job)[task]["inputs"]["parameters"][name]["runtimeValue"]["constant"]
 
-    assert param("CsvExampleGen", "input_base") == f"{CONTAINER_PROJECT_ROOT}/data/taxi"
+    # ExampleGen reads the runtime parameter data_root; its default is the image's data.
+    assert _tasks(job)["CsvExampleGen"]["inputs"]["parameters"]["input_base"] == {
+        "componentInputParameter": "data_root"
+    }
+    root_parameters = job["pipelineSpec"]["root"]["inputDefinitions"]["parameters"]
+    assert root_parameters["data_root"]["defaultValue"] == f"{CONTAINER_PROJECT_ROOT}/data/taxi"
     assert (
         param("CuratedSchemaImporter", "schema_file")
         == f"{CONTAINER_PROJECT_ROOT}/schema/taxi/schema.pbtxt"

@@ -66,3 +66,26 @@ def test_file_sha256_matches_hashlib(tmp_path):
     assert file_sha256(str(data)) == hashlib.sha256(payload).hexdigest()
     data.write_bytes(payload + b" ")
     assert file_sha256(str(data)) == hashlib.sha256(payload + b" ").hexdigest()
+
+
+def test_importer_creates_its_output_folder(tmp_path):
+    """As under KFP (run-local), the output artifact's folder need not exist yet."""
+    from tfx.types import standard_artifacts
+
+    from components.schema_importer import (
+        SCHEMA_FILE_NAME,
+        CuratedSchemaImporter,
+        file_sha256,
+    )
+    from pipeline.config import PipelineConfig
+
+    schema_file = PipelineConfig().schema_file
+    schema = standard_artifacts.Schema()
+    schema.uri = str(tmp_path / "run" / "CuratedSchemaImporter" / "schema")
+    executor = CuratedSchemaImporter.EXECUTOR_SPEC.executor_class()
+    executor.Do(
+        {},
+        {"schema": [schema]},
+        {"schema_file": schema_file, "content_sha256": file_sha256(schema_file)},
+    )
+    assert (Path(schema.uri) / SCHEMA_FILE_NAME).is_file()

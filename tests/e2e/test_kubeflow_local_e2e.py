@@ -1,0 +1,219 @@
+"""The compiled Kubeflow PipelineJob, run task by task under KFP's local orchestrator (run-local).
+
+Taxi: generated span 1 and serving requests under tmp, compiled with
+`python -m kubeflow compile` (the file a user deploys; pipeline root a tmp
+folder standing for the bucket), run with `run-local`, and compared with a
+LocalDagRunner run of the same data. Then a drifted span 2, in another
+folder given as the `data_root` runtime parameter (as
+`kfp.Client.create_run_from_pipeline_package(..., arguments=...)` passes it),
+on the same pipeline root: the drift baseline resolver finds the first run's
+statistics, the gate blocks, and nothing downstream runs.
+
+Digits: compiled with its default data root (the image's /pipeline/data/digits),
+run to a pushed model.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from e2e_support import small_config
+from test_validation_e2e import write_generated
+
+from data.generate import Drift
+from kubeflow.local_run import LocalRun, run_local_job
+from pipeline import definition as d
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+IMAGE = "registry.example.com/ml/tfx-pipeline:test"
+ROWS = 2000
+TRAIN_STEPS = 40
+QUIET = {"printer": lambda _: None}
+
+
+def _compile(out: Path, root: Path, *flags: str) -> Path:
+    from kubeflow.__main__ import main
+
+    args = ["compile", "--image", IMAGE, "--pipeline-root", str(root), "-o", str(out), *flags]
+    assert main(args) == 0
+    return out
+
+
+@dataclass
+class TaxiKfp:
+    tmp: Path
+    data: Path
+    root: Path
+    package: Path
+    run: LocalRun
+
+
+# One pipeline run per fixture: a test's timeout covers at most one run's set-up.
+@pytest.fixture(scope="module")
+def taxi(tmp_path_factory) -> TaxiKfp:
+    """Generated span 1 and serving requests, compiled for them, run with run-local."""
+    tmp = tmp_path_factory.mktemp("kfp-taxi")
+    data = tmp / "data"
+    write_generated(data / "span-1", ROWS, seed=1)
+    write_generated(data / "serving", 1000, seed=9, label=False)
+    root = tmp / "kfp-root"
+    package = _compile(
+        tmp / "taxi.json", root, "--data-root", str(data), "--train-steps", str(TRAIN_STEPS)
+    )
+    return TaxiKfp(tmp, data, root, package, run_local_job(str(package), str(root), **QUIET))
+
+
+@pytest.fixture(scope="module")
+def local_root(taxi) -> Path:
+    """The pipeline root of a LocalDagRunner run of the same data and steps."""
+    from tfxp.local.runner import run_local
+
+    config = small_config(taxi.tmp / "local", data_root=str(taxi.data), train_steps=TRAIN_STEPS)
+    run_local(config, run_id="local", **QUIET)
+    return Path(config.pipeline_root)
+
+
+@pytest.fixture(scope="module")
+def drifted(taxi) -> LocalRun:
+    """Span 2, drifted, in another folder passed as the runtime parameter; same pipeline root."""
+    folder = taxi.tmp / "drifted"
+    shutil.copytree(taxi.data / "span-1", folder / "span-1")
+    drift = Drift(shift={"fare": 10.0}, reweight={"payment_type": {"Cash": 3.0}})
+    write_generated(folder / "span-2", ROWS, seed=2, drift=drift)
+    return run_local_job(
+        str(taxi.package), str(taxi.root), arguments={"data_root": str(folder)}, **QUIET
+    )
+
+
+def _failure(run: LocalRun) -> str:
+    if run.succeeded:
+        return ""
+    task = run.tasks[run.failed_task]
+    return f"{task.name} failed, log {task.log}:\n" + Path(task.log).read_text()[-3000:]
+
+
+def _check_complete_run(run: LocalRun) -> None:
+    from kfp.local import executor_output_utils
+
+    assert run.succeeded, _failure(run)
+    for task in run.tasks.values():
+        if task.kind == "resolver":
+            assert task.state == "resolved", task.name
+            continue
+        assert task.state == "complete" and task.returncode == 0, task.name
+        # The ExecutorOutput each TFX entrypoint wrote parses, and names every output.
+        written = executor_output_utils.load_executor_output(task.executor_output)
+        assert set(written.artifacts) == set(task.outputs), task.name
+        for key, artifacts in task.outputs.items():
+            [artifact] = artifacts
+            # The URI KFP assigned: <root>/<run>/<task>/<output key>, with files in it.
+            assert artifact["uri"] == str(Path(run.run_root) / task.name / key)
+            files = [p for p in Path(artifact["uri"]).rglob("*") if p.is_file()]
+            assert files, f"{task.name}.{key}: no files at {artifact['uri']}"
+    blessing = run.output(d.EVALUATOR, "blessing")
+    assert blessing["metadata"]["blessed"] == 1
+    assert (Path(blessing["uri"]) / "BLESSED").is_file()
+    pushed = run.output(d.PUSHER, "pushed_model")
+    assert pushed["metadata"]["pushed"] == 1
+    destination = Path(pushed["metadata"]["pushed_destination"])
+    assert destination.parent == Path(run.pipeline_root) / "serving"
+    assert (destination / "saved_model.pb").is_file()
+
+
+def _count_examples(split_dir: Path) -> int:
+    count = 0
+    for shard in split_dir.glob("*.gz"):
+        with gzip.open(shard, "rb") as f:
+            data = f.read()
+        pos = 0
+        while pos < len(data):  # TFRecord: length (8), crc (4), payload, crc (4)
+            length = int.from_bytes(data[pos : pos + 8], "little")
+            pos += 12 + length + 4
+            count += 1
+    return count
+
+
+def _local_artifact(root: Path, node: str, key: str) -> Path:
+    [uri] = [p for p in (root / node / key).iterdir() if p.is_dir()]
+    return uri
+
+
+def test_taxi_job_runs_every_task_to_a_pushed_model(taxi):
+    _check_complete_run(taxi.run)
+    # The first run on an empty pipeline root: the resolvers found nothing.
+    for task in taxi.run.tasks.values():
+        if task.kind == "resolver":
+            assert all(v == [] for v in task.outputs.values()), task.name
+    examples = taxi.run.output(d.EXAMPLE_GEN, "examples")
+    # From the ExampleGen driver (preCacheCheck), a custom property as TFX's V2 driver sets it.
+    assert examples["metadata"]["custom:span"] == 1
+    assert json.loads(examples["metadata"]["split_names"]) == ["train", "eval"]
+
+
+def test_taxi_job_matches_a_local_dag_runner_run(taxi, local_root):
+    from tfxp.metadata.summary import read_eval_metrics
+
+    kfp_examples = Path(taxi.run.output(d.EXAMPLE_GEN, "examples")["uri"])
+    local_examples = _local_artifact(local_root, d.EXAMPLE_GEN, "examples")
+    for split in ("train", "eval"):
+        kfp_count = _count_examples(kfp_examples / f"Split-{split}")
+        assert kfp_count == _count_examples(local_examples / f"Split-{split}"), split
+        assert kfp_count > 0
+    kfp_schema = Path(taxi.run.output(d.SCHEMA_IMPORTER, "schema")["uri"]) / "schema.pbtxt"
+    local_schema = _local_artifact(local_root, d.SCHEMA_IMPORTER, "schema") / "schema.pbtxt"
+    assert kfp_schema.read_text() == local_schema.read_text()
+
+    kfp_metrics = read_eval_metrics(taxi.run.output(d.EVALUATOR, "evaluation")["uri"])
+    local_metrics = read_eval_metrics(str(_local_artifact(local_root, d.EVALUATOR, "evaluation")))
+    assert kfp_metrics["example_count"] == local_metrics["example_count"]
+    # Same data, steps and code; training is not seeded: within noise.
+    for metric in ("binary_accuracy", "auc"):
+        assert kfp_metrics[metric] == pytest.approx(local_metrics[metric], abs=0.05), metric
+
+
+def test_drifted_span_blocks_the_gate_and_nothing_downstream_runs(taxi, drifted):
+    run = drifted
+    assert run.arguments["data_root"] == str(taxi.tmp / "drifted")
+    # The runtime parameter reached ExampleGen: the newest span of that folder.
+    assert run.output(d.EXAMPLE_GEN, "examples")["metadata"]["custom:span"] == 2
+    # The drift baseline: the first run's statistics, found in the pipeline root's registry.
+    [baseline] = run.tasks[d.PREVIOUS_STATISTICS_RESOLVER].outputs["statistics"]
+    assert baseline["uri"] == taxi.run.output(d.STATISTICS_GEN, "statistics")["uri"]
+    assert run.failed_task == d.VALIDATION_GATE
+    log = Path(run.tasks[d.VALIDATION_GATE].log).read_text()
+    assert "validation gate blocked the run" in log
+    assert "drift fare: Jensen-Shannon" in log
+    for node in (d.TRANSFORM, d.TRAINER, d.EVALUATOR, d.PUSHER):
+        assert run.tasks[node].state == "not run"
+        assert not (Path(run.run_root) / node).exists()
+
+
+def test_digits_job_runs_every_task_to_a_pushed_model(tmp_path, monkeypatch, capsys):
+    """As a new user would: compile, then `python -m kubeflow run-local`."""
+    from kubeflow import local_run
+    from kubeflow.__main__ import main
+
+    root = tmp_path / "kfp-root"
+    package = _compile(tmp_path / "digits.json", root, "--dataset", "digits")
+    runs = []
+    real = local_run.run_local_job
+    monkeypatch.setattr(
+        local_run, "run_local_job", lambda *a, **k: runs.append(real(*a, **k)) or runs[-1]
+    )
+    capsys.readouterr()
+    assert main(["run-local", "--package", str(package)]) == 0  # root: the spec's
+    out = capsys.readouterr().out
+    [run] = runs
+    _check_complete_run(run)
+    assert run.pipeline_root == str(root)
+    assert f"pushed model: {root}/serving/" in out
+    assert "previous_span_statistics_resolver" in out and "statistics: nothing" in out
+    assert run.arguments["data_root"] == "/pipeline/data/digits"  # the image's, by default
+    examples = run.output(d.IMAGE_EXAMPLE_GEN, "examples")
+    assert json.loads(examples["metadata"]["split_names"]) == ["train", "eval"]
