@@ -40,6 +40,7 @@ def _airflow_env(tmp: Path, config) -> dict[str, str]:
     return env
 
 
+@pytest.mark.timeout(900)
 def test_dag_has_every_component_in_order(tmp_path: Path):
     """Parses the DAG file as Airflow would and reads its tasks and edges."""
     config = small_config(tmp_path)
@@ -87,6 +88,7 @@ def test_dag_has_every_component_in_order(tmp_path: Path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)
 def test_airflow_dags_test_runs_the_pipeline(tmp_path: Path):
     """One `airflow dags test` run on a 3,000-row sample; then ML Metadata is checked."""
     from ml_metadata.metadata_store import metadata_store

@@ -12,7 +12,7 @@ from ml_metadata.proto import metadata_store_pb2
 
 from pipeline.runner import PipelineRunError, run_local
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 
 def _run_expecting_failure(tmp: Path) -> str:

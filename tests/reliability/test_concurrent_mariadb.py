@@ -20,7 +20,7 @@ from reliability_support import write_sample  # noqa: E402
 
 from pipeline.config import PROJECT_ROOT  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 
 def test_two_concurrent_runs_on_mariadb_both_complete(tmp_path, mariadb_server):  # noqa: F811

@@ -22,7 +22,7 @@ from reliability_support import write_sample
 from pipeline.config import PROJECT_ROOT, PipelineConfig
 from pipeline.runner import PipelineRunError, run_local
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 def _config(tmp: Path, rows: int = 2000) -> PipelineConfig:

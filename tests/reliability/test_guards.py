@@ -14,6 +14,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import child  # tests/child.py (tests/ is on sys.path via its conftest)
 import pytest
 
 from pipeline.config import PROJECT_ROOT, PipelineConfig
@@ -73,7 +74,7 @@ def test_second_run_waits_for_the_lock_holder(tmp_path):
         text=True,
         cwd=PROJECT_ROOT,
     )
-    assert holder.stdout.readline().strip() == "locked"
+    assert child.readline(holder, timeout=120).strip() == "locked"
     messages: list[str] = []
     started = time.monotonic()
     with run_lock(config, "second", messages.append):
@@ -99,7 +100,7 @@ def test_lock_of_a_killed_run_is_released(tmp_path):
         text=True,
         cwd=PROJECT_ROOT,
     )
-    assert holder.stdout.readline().strip() == "locked"
+    assert child.readline(holder, timeout=120).strip() == "locked"
     holder.send_signal(signal.SIGKILL)
     holder.wait(timeout=30)
     messages: list[str] = []
@@ -125,7 +126,7 @@ def test_push_killed_mid_copy_leaves_only_complete_versions(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=PROJECT_ROOT
     )
-    assert proc.stdout.readline().strip() == "start"
+    assert child.readline(proc, timeout=120).strip() == "start"
     # Wait until the copy is under way, then kill it.
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
