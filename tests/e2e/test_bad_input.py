@@ -15,7 +15,8 @@ from pipeline.runner import PipelineRunError, run_local
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 
-def _run_expecting_failure(tmp: Path) -> str:
+def _run_expecting_failure(tmp: Path, *, failed_in: str | None = None) -> str:
+    """Runs, expects PipelineRunError; with `failed_in`, that node's execution must be FAILED."""
     config = small_config(tmp)
     with pytest.raises(PipelineRunError) as info:
         run_local(config, printer=lambda _: None)
@@ -32,7 +33,26 @@ def _run_expecting_failure(tmp: Path) -> str:
         assert live == [], "a failed ExampleGen must not publish Examples"
         states = {e.last_known_state for e in store.get_executions()}
         assert metadata_store_pb2.Execution.COMPLETE not in states
+    if failed_in:
+        assert Path(config.metadata_path).exists(), "the failure left no ML Metadata record"
+        assert failed_executions(config.metadata_path, failed_in) == ["FAILED"]
     return message
+
+
+def failed_executions(metadata_path: str, node_id: str) -> list[str]:
+    """States of every execution of pipeline node `node_id` (by its node context)."""
+    cfg = metadata_store_pb2.ConnectionConfig()
+    cfg.sqlite.filename_uri = metadata_path
+    store = metadata_store.MetadataStore(cfg)
+    node_contexts = [
+        c for c in store.get_contexts_by_type("node") if c.name.endswith(f".{node_id}")
+    ]
+    assert node_contexts, f"no node context for {node_id} in ML Metadata"
+    return [
+        metadata_store_pb2.Execution.State.Name(e.last_known_state)
+        for c in node_contexts
+        for e in store.get_executions_by_context(c.id)
+    ]
 
 
 def _edit(csv_path: Path, line_no: int, fn) -> None:
@@ -44,7 +64,7 @@ def _edit(csv_path: Path, line_no: int, fn) -> None:
 def test_malformed_row_names_file_and_line(tmp_path):
     csv_path = write_sample(tmp_path / "data", rows=200)
     _edit(csv_path, 57, lambda line: line.rsplit(",", 3)[0] + "\n")  # drop 3 fields
-    message = _run_expecting_failure(tmp_path)
+    message = _run_expecting_failure(tmp_path, failed_in="CsvExampleGen")
     assert f"{csv_path}:57" in message
     assert "fields" in message and "CsvExampleGen" in message
 
@@ -71,7 +91,7 @@ def test_text_in_numeric_column_names_line_and_column(tmp_path):
         return ",".join(fields) + "\n"
 
     _edit(csv_path, 10, put_text)
-    message = _run_expecting_failure(tmp_path)
+    message = _run_expecting_failure(tmp_path, failed_in="CsvExampleGen")
     assert f"{csv_path}:10 column 'fare'" in message and "'twelve'" in message
 
 
