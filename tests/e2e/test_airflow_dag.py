@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -87,21 +88,46 @@ def test_dag_has_every_component_in_order(tmp_path: Path):
     }
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(1800)
-def test_airflow_dags_test_runs_the_pipeline(tmp_path: Path):
-    """One `airflow dags test` run on a 3,000-row sample; then ML Metadata is checked."""
-    from ml_metadata.metadata_store import metadata_store
-    from ml_metadata.proto import metadata_store_pb2
-
-    write_sample(tmp_path / "data")
-    config = small_config(tmp_path)
-    env = _airflow_env(tmp_path, config)
-
+@pytest.fixture(scope="module")
+def migrated_airflow_db(tmp_path_factory) -> Path:
+    """One `airflow db migrate` (tens of seconds) for every run here; each copies the file."""
+    tmp = tmp_path_factory.mktemp("airflow-db")
+    env = _airflow_env(tmp, small_config(tmp))
     migrate = subprocess.run(
         [str(AIRFLOW), "db", "migrate"], env=env, capture_output=True, text=True, timeout=600
     )
     assert migrate.returncode == 0, migrate.stderr[-3000:]
+    return tmp / "airflow-home" / "airflow.db"
+
+
+def _airflow_home(tmp: Path, config, migrated_db: Path) -> dict[str, str]:
+    env = _airflow_env(tmp, config)
+    home = Path(env["AIRFLOW_HOME"])
+    home.mkdir(parents=True)
+    shutil.copy(migrated_db, home / "airflow.db")
+    return env
+
+
+def _read_only_store(config):
+    from ml_metadata.metadata_store import metadata_store
+    from ml_metadata.proto import metadata_store_pb2
+
+    connection = metadata_store_pb2.ConnectionConfig()
+    connection.sqlite.filename_uri = config.metadata_path
+    connection.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
+    return metadata_store.MetadataStore(connection)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_airflow_dags_test_runs_the_pipeline(tmp_path: Path, migrated_airflow_db: Path):
+    """One `airflow dags test` run on a 3,000-row sample; then ML Metadata is checked."""
+    from ml_metadata.proto import metadata_store_pb2
+
+    write_sample(tmp_path / "data")
+    config = small_config(tmp_path)
+    env = _airflow_home(tmp_path, config, migrated_airflow_db)
+
     run = subprocess.run(
         [str(AIRFLOW), "dags", "test", DAG_ID, "2026-01-01"],
         env=env,
@@ -112,11 +138,7 @@ def test_airflow_dags_test_runs_the_pipeline(tmp_path: Path):
     log = run.stdout[-4000:] + run.stderr[-4000:]
     assert run.returncode == 0, log
 
-    connection = metadata_store_pb2.ConnectionConfig()
-    connection.sqlite.filename_uri = config.metadata_path
-    connection.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
-    store = metadata_store.MetadataStore(connection)
-
+    store = _read_only_store(config)
     states = {
         e.properties["component_id"].string_value: metadata_store_pb2.Execution.State.Name(
             e.last_known_state
@@ -144,3 +166,56 @@ def test_airflow_dags_test_runs_the_pipeline(tmp_path: Path):
     assert os.listdir(config.serving_dir)  # the pushed SavedModel version
     # The validation gate ran under Airflow too and wrote its report.
     assert [n for n in os.listdir(config.report_dir) if n.endswith(".html")], log
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_gate_blocks_a_drifted_span_under_airflow(tmp_path: Path, migrated_airflow_db: Path):
+    """Span 1 recorded by a local run; span 2 (fares shifted, Cash tripled) under Airflow:
+    `airflow dags test` fails at ValidationGate and nothing downstream of it ran."""
+    from ml_metadata.proto import metadata_store_pb2
+    from test_validation_e2e import write_generated
+
+    from data.generate import Drift
+    from pipeline import definition as d
+    from pipeline.runner import run_local
+
+    data = tmp_path / "data"
+    write_generated(data / "span-1", 2000, seed=1)
+    write_generated(data / "serving", 1000, seed=9, label=False)
+    config = small_config(tmp_path)
+    # The drift baseline: span 1's statistics in the same ML Metadata store.
+    run_local(config.replace(span=1), to_nodes=[d.VALIDATION_GATE], printer=lambda _: None)
+    drift = Drift(shift={"fare": 10.0}, reweight={"payment_type": {"Cash": 3.0}})
+    write_generated(data / "span-2", 2000, seed=2, drift=drift)
+
+    env = _airflow_home(tmp_path, config, migrated_airflow_db)
+    run = subprocess.run(
+        [str(AIRFLOW), "dags", "test", DAG_ID, "2026-01-01"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    log = run.stdout[-6000:] + run.stderr[-6000:]
+    assert run.returncode != 0, log
+    assert "validation gate blocked the run" in run.stdout + run.stderr, log
+    assert "drift fare" in run.stdout + run.stderr, log
+
+    store = _read_only_store(config)
+    airflow_runs = [
+        e
+        for e in store.get_executions()
+        if "component_id" in e.properties  # TFX's Airflow launcher sets it; LocalDagRunner not
+    ]
+    states = {
+        e.properties["component_id"].string_value: metadata_store_pb2.Execution.State.Name(
+            e.last_known_state
+        )
+        for e in airflow_runs
+    }
+    assert states.get(d.VALIDATION_GATE) not in (None, "COMPLETE", "CACHED"), states
+    downstream = {d.TRANSFORM, d.TRAINER, d.EVALUATOR, d.PUSHER}
+    assert not downstream & set(states), f"ran after the gate blocked: {states}"
+    assert store.get_artifacts_by_type("Model") == []
+    assert not os.path.exists(config.serving_dir) or os.listdir(config.serving_dir) == []
