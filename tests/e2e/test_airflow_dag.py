@@ -6,11 +6,12 @@ temporary folder, so nothing is written to ~/airflow.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
-import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -88,26 +89,6 @@ def test_dag_has_every_component_in_order(tmp_path: Path):
     }
 
 
-@pytest.fixture(scope="module")
-def migrated_airflow_db(tmp_path_factory) -> Path:
-    """One `airflow db migrate` (tens of seconds) for every run here; each copies the file."""
-    tmp = tmp_path_factory.mktemp("airflow-db")
-    env = _airflow_env(tmp, small_config(tmp))
-    migrate = subprocess.run(
-        [str(AIRFLOW), "db", "migrate"], env=env, capture_output=True, text=True, timeout=600
-    )
-    assert migrate.returncode == 0, migrate.stderr[-3000:]
-    return tmp / "airflow-home" / "airflow.db"
-
-
-def _airflow_home(tmp: Path, config, migrated_db: Path) -> dict[str, str]:
-    env = _airflow_env(tmp, config)
-    home = Path(env["AIRFLOW_HOME"])
-    home.mkdir(parents=True)
-    shutil.copy(migrated_db, home / "airflow.db")
-    return env
-
-
 def _read_only_store(config):
     from ml_metadata.metadata_store import metadata_store
     from ml_metadata.proto import metadata_store_pb2
@@ -118,104 +99,152 @@ def _read_only_store(config):
     return metadata_store.MetadataStore(connection)
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(1800)
-def test_airflow_dags_test_runs_the_pipeline(tmp_path: Path, migrated_airflow_db: Path):
-    """One `airflow dags test` run on a 3,000-row sample; then ML Metadata is checked."""
+def _states(store, after_id: int = 0) -> dict[str, str]:
+    """component id -> state of the executions (newer than `after_id`) TFX's Airflow launcher made."""
     from ml_metadata.proto import metadata_store_pb2
 
-    write_sample(tmp_path / "data")
-    config = small_config(tmp_path)
-    env = _airflow_home(tmp_path, config, migrated_airflow_db)
-
-    run = subprocess.run(
-        [str(AIRFLOW), "dags", "test", DAG_ID, "2026-01-01"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    log = run.stdout[-4000:] + run.stderr[-4000:]
-    assert run.returncode == 0, log
-
-    store = _read_only_store(config)
-    states = {
+    return {
         e.properties["component_id"].string_value: metadata_store_pb2.Execution.State.Name(
             e.last_known_state
         )
-        for e in store.get_executions()
+        for e in sorted(store.get_executions(), key=lambda e: e.id)
+        if e.id > after_id
     }
+
+
+def _write_fares_times_ten(data_root: Path, span: int, source: Path) -> None:
+    """`source`'s rows with every fare multiplied by ten: the same shape, drifted content."""
+    with source.open(newline="") as f:
+        rows = list(csv.reader(f))
+    fare = rows[0].index("fare")
+    for row in rows[1:]:
+        if row[fare]:
+            row[fare] = f"{float(row[fare]) * 10:.2f}"
+    (data_root / f"span-{span}").mkdir(parents=True)
+    with (data_root / f"span-{span}" / "data.csv").open("w", newline="") as f:
+        csv.writer(f, lineterminator="\n").writerows(rows)
+
+
+@dataclass
+class AirflowRuns:
+    config: object
+    first: subprocess.CompletedProcess  # span 1: the whole pipeline
+    first_states: dict[str, str]
+    blessed: list[int]
+    pushed: list[int]
+    served: list[str]
+    reports: list[str]
+    drifted: subprocess.CompletedProcess  # span 2, fares x10: blocked at the gate
+    drifted_states: dict[str, str]
+    models_after_drifted: int
+
+
+@pytest.fixture(scope="module")
+def airflow_runs(tmp_path_factory) -> AirflowRuns:
+    """Two `airflow dags test` runs on one store: span 1 (3,000 rows) goes all the way;
+    span 2, the same rows with fares times ten, must stop at the validation gate."""
+    tmp = tmp_path_factory.mktemp("airflow")
+    span1 = write_sample(tmp / "data")
+    config = small_config(tmp)
+    env = _airflow_env(tmp, config)
+
+    migrate = subprocess.run(
+        [str(AIRFLOW), "db", "migrate"], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert migrate.returncode == 0, migrate.stderr[-3000:]
+
+    def dags_test(date: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [str(AIRFLOW), "dags", "test", DAG_ID, date],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1200,
+        )
+
+    first = dags_test("2026-01-01")
+    store = _read_only_store(config)
+    first_states = _states(store)
+    last_id = max((e.id for e in store.get_executions()), default=0)
+    blessed = [
+        b.custom_properties["blessed"].int_value
+        for b in store.get_artifacts_by_type("ModelBlessing")
+    ]
+    pushed = [
+        p.custom_properties["pushed"].int_value for p in store.get_artifacts_by_type("PushedModel")
+    ]
+    served = os.listdir(config.serving_dir) if os.path.isdir(config.serving_dir) else []
+    reports = (
+        [n for n in os.listdir(config.report_dir) if n.endswith(".html")]
+        if os.path.isdir(config.report_dir)
+        else []
+    )
+    del store
+
+    _write_fares_times_ten(tmp / "data", 2, span1)
+    drifted = dags_test("2026-01-02")
+    store = _read_only_store(config)
+    return AirflowRuns(
+        config,
+        first,
+        first_states,
+        blessed,
+        pushed,
+        served,
+        reports,
+        drifted,
+        _states(store, after_id=last_id),
+        len(store.get_artifacts_by_type("Model")),
+    )
+
+
+def _log(run: subprocess.CompletedProcess) -> str:
+    return run.stdout[-4000:] + run.stderr[-4000:]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(2400)
+def test_airflow_dags_test_runs_the_pipeline(airflow_runs: AirflowRuns):
+    """`airflow dags test` on a 3,000-row sample; then ML Metadata is checked."""
     from pipeline.definition import (
         BASELINE_RESOLVER,
         PREVIOUS_STATISTICS_RESOLVER,
         create_pipeline,
     )
 
-    expected = {node.id for node in create_pipeline(config).components}
+    log = _log(airflow_runs.first)
+    assert airflow_runs.first.returncode == 0, log
+    states = airflow_runs.first_states
+    expected = {node.id for node in create_pipeline(airflow_runs.config).components}
     assert set(states) == expected, log
     for component, state in states.items():
         # TFX's Airflow launcher records a resolver's execution as CACHED.
         resolvers = (BASELINE_RESOLVER, PREVIOUS_STATISTICS_RESOLVER)
         allowed = {"COMPLETE", "CACHED"} if component in resolvers else {"COMPLETE"}
         assert state in allowed, (component, state, log)
-
-    blessings = store.get_artifacts_by_type("ModelBlessing")
-    assert [b.custom_properties["blessed"].int_value for b in blessings] == [1]
-    pushed = store.get_artifacts_by_type("PushedModel")
-    assert [p.custom_properties["pushed"].int_value for p in pushed] == [1]
-    assert os.listdir(config.serving_dir)  # the pushed SavedModel version
+    assert airflow_runs.blessed == [1]
+    assert airflow_runs.pushed == [1]
+    assert airflow_runs.served  # the pushed SavedModel version
     # The validation gate ran under Airflow too and wrote its report.
-    assert [n for n in os.listdir(config.report_dir) if n.endswith(".html")], log
+    assert airflow_runs.reports, log
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1800)
-def test_gate_blocks_a_drifted_span_under_airflow(tmp_path: Path, migrated_airflow_db: Path):
-    """Span 1 recorded by a local run; span 2 (fares shifted, Cash tripled) under Airflow:
-    `airflow dags test` fails at ValidationGate and nothing downstream of it ran."""
-    from ml_metadata.proto import metadata_store_pb2
-    from test_validation_e2e import write_generated
-
-    from data.generate import Drift
+@pytest.mark.timeout(2400)
+def test_gate_blocks_a_drifted_span_under_airflow(airflow_runs: AirflowRuns):
+    """Span 2 drifted from span 1: `airflow dags test` fails at ValidationGate, and nothing
+    downstream of the gate ran (no Transform, Trainer, Evaluator or Pusher execution, no
+    new model)."""
     from pipeline import definition as d
-    from pipeline.runner import run_local
 
-    data = tmp_path / "data"
-    write_generated(data / "span-1", 2000, seed=1)
-    write_generated(data / "serving", 1000, seed=9, label=False)
-    config = small_config(tmp_path)
-    # The drift baseline: span 1's statistics in the same ML Metadata store.
-    run_local(config.replace(span=1), to_nodes=[d.VALIDATION_GATE], printer=lambda _: None)
-    drift = Drift(shift={"fare": 10.0}, reweight={"payment_type": {"Cash": 3.0}})
-    write_generated(data / "span-2", 2000, seed=2, drift=drift)
+    run = airflow_runs.drifted
+    out = run.stdout + run.stderr
+    assert run.returncode != 0, _log(run)
+    assert "validation gate blocked the run" in out, _log(run)
+    assert "drift fare" in out and "(span 2 vs span 1" in out, _log(run)
 
-    env = _airflow_home(tmp_path, config, migrated_airflow_db)
-    run = subprocess.run(
-        [str(AIRFLOW), "dags", "test", DAG_ID, "2026-01-01"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    log = run.stdout[-6000:] + run.stderr[-6000:]
-    assert run.returncode != 0, log
-    assert "validation gate blocked the run" in run.stdout + run.stderr, log
-    assert "drift fare" in run.stdout + run.stderr, log
-
-    store = _read_only_store(config)
-    airflow_runs = [
-        e
-        for e in store.get_executions()
-        if "component_id" in e.properties  # TFX's Airflow launcher sets it; LocalDagRunner not
-    ]
-    states = {
-        e.properties["component_id"].string_value: metadata_store_pb2.Execution.State.Name(
-            e.last_known_state
-        )
-        for e in airflow_runs
-    }
+    states = airflow_runs.drifted_states
     assert states.get(d.VALIDATION_GATE) not in (None, "COMPLETE", "CACHED"), states
     downstream = {d.TRANSFORM, d.TRAINER, d.EVALUATOR, d.PUSHER}
     assert not downstream & set(states), f"ran after the gate blocked: {states}"
-    assert store.get_artifacts_by_type("Model") == []
-    assert not os.path.exists(config.serving_dir) or os.listdir(config.serving_dir) == []
+    assert airflow_runs.models_after_drifted == 1  # span 1's model only
