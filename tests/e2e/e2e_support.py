@@ -35,3 +35,22 @@ def write_span(data_root: Path, span: int, *, start: int = 0, rows: int = SAMPLE
         dst.write(src.readline())
         dst.writelines(itertools.islice(src, start, start + rows))
     return folder / "data.csv"
+
+
+def failed_executions(metadata_path: str, node_id: str) -> list[str]:
+    """States of every execution of pipeline node `node_id` (by its node context)."""
+    from ml_metadata.metadata_store import metadata_store
+    from ml_metadata.proto import metadata_store_pb2
+
+    cfg = metadata_store_pb2.ConnectionConfig()
+    cfg.sqlite.filename_uri = metadata_path
+    store = metadata_store.MetadataStore(cfg)
+    node_contexts = [
+        c for c in store.get_contexts_by_type("node") if c.name.endswith(f".{node_id}")
+    ]
+    assert node_contexts, f"no node context for {node_id} in ML Metadata"
+    return [
+        metadata_store_pb2.Execution.State.Name(e.last_known_state)
+        for c in node_contexts
+        for e in store.get_executions_by_context(c.id)
+    ]

@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from e2e_support import small_config, write_sample
+from e2e_support import failed_executions, small_config, write_sample
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
@@ -37,22 +37,6 @@ def _run_expecting_failure(tmp: Path, *, failed_in: str | None = None) -> str:
         assert Path(config.metadata_path).exists(), "the failure left no ML Metadata record"
         assert failed_executions(config.metadata_path, failed_in) == ["FAILED"]
     return message
-
-
-def failed_executions(metadata_path: str, node_id: str) -> list[str]:
-    """States of every execution of pipeline node `node_id` (by its node context)."""
-    cfg = metadata_store_pb2.ConnectionConfig()
-    cfg.sqlite.filename_uri = metadata_path
-    store = metadata_store.MetadataStore(cfg)
-    node_contexts = [
-        c for c in store.get_contexts_by_type("node") if c.name.endswith(f".{node_id}")
-    ]
-    assert node_contexts, f"no node context for {node_id} in ML Metadata"
-    return [
-        metadata_store_pb2.Execution.State.Name(e.last_known_state)
-        for c in node_contexts
-        for e in store.get_executions_by_context(c.id)
-    ]
 
 
 def _edit(csv_path: Path, line_no: int, fn) -> None:

@@ -9,10 +9,9 @@ user code (the preprocessing_fn raises), with everything upstream complete.
 from __future__ import annotations
 
 import pytest
-from e2e_support import small_config, write_sample
+from e2e_support import failed_executions, small_config, write_sample
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
-from test_bad_input import failed_executions
 
 from pipeline.runner import PipelineRunError, run_local
 
