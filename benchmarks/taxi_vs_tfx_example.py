@@ -385,6 +385,20 @@ def _read_example_results(result: RunResult, workdir: Path) -> None:
                             metrics[name] = float(value["doubleValue"])
         result.binary_accuracy = metrics.get("binary_accuracy")
         result.extra["metrics"] = metrics
+    if "example_count" not in result.extra.get("metrics", {}):
+        # The example's eval config has no ExampleCount metric: count what its Evaluator
+        # read, the eval split of its ExampleGen output.
+        examples = [
+            a for a in store.get_artifacts_by_type("Examples") if "/CsvExampleGen/" in a.uri
+        ]
+        if examples:
+            import glob
+
+            import tensorflow as tf
+
+            eval_files = glob.glob(os.path.join(examples[0].uri, "Split-eval", "*"))
+            count = sum(1 for _ in tf.data.TFRecordDataset(eval_files, compression_type="GZIP"))
+            result.extra.setdefault("metrics", {})["example_count"] = float(count)
     blessing = latest("ModelBlessing")
     if blessing is not None:
         result.blessed = bool(_custom_property(blessing, "blessed"))
