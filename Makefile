@@ -11,16 +11,21 @@ setup:
 run: setup
 	$(PY) local_runner.py $(ARGS)
 
+# pytest-xdist over every core (at most 4: each worker may hold a TensorFlow pipeline).
+# loadgroup keeps the tests of a shared module/session fixture on one worker
+# (tests/conftest.py groups them), so each expensive run happens once.
+XDIST := -n auto --maxprocesses=4 --dist loadgroup
+
 ## Every test, end-to-end included (what CI runs).
 test: setup
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	.venv/bin/lint-imports
-	$(PY) -m pytest $(ARGS)
+	$(PY) -m pytest $(XDIST) --durations=30 $(ARGS)
 
 ## Unit tests only (seconds to a few minutes).
 test-fast: setup
-	$(PY) -m pytest -m "not slow" $(ARGS)
+	$(PY) -m pytest $(XDIST) -m "not slow" $(ARGS)
 
 lint: setup
 	$(PY) -m ruff check . && $(PY) -m ruff format --check . && .venv/bin/lint-imports

@@ -22,6 +22,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -75,13 +76,20 @@ print(json.dumps(out))
 """
 
 
+CHILD_TIMEOUT = 3600.0  # seconds per child process; TFX's reader takes minutes per 1M rows
+
+
 def _child(args: list[str]) -> tuple[float, float, str]:
     """Runs a Python child; returns wall seconds, its own peak RSS in MB (the
     ru_maxrss that wait4 reports for it) and its stdout."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         proc = subprocess.Popen([sys.executable, *args], cwd=ROOT, stdout=out, stderr=err)
+        # wait4 has no timeout: a watchdog kills a child that hangs.
+        watchdog = threading.Timer(CHILD_TIMEOUT, proc.kill)
+        watchdog.start()
         _, status, usage = os.wait4(proc.pid, 0)
+        watchdog.cancel()
         wall = time.perf_counter() - start
         proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
@@ -105,6 +113,7 @@ def main() -> None:
             [sys.executable, "-m", "data.generate", str(span), "--rows", str(args.rows)],
             cwd=ROOT,
             check=True,
+            timeout=CHILD_TIMEOUT,
         )
     csv_mb = sum(f.stat().st_size for f in span.glob("*.csv")) / 1e6
     results = {}

@@ -43,7 +43,7 @@ print("RESULT " + json.dumps({{"run_seconds": took, "component_seconds": node.se
 # A fresh wrapper per measurement: RUSAGE_CHILDREN's maxrss is a running maximum
 # over every child a process ever waited for, so each child gets its own parent.
 _WRAPPER = (
-    "import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]); "
+    "import resource, subprocess, sys; r = subprocess.run(sys.argv[1:], timeout=3600); "
     "print('MAXRSS', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); "
     "sys.exit(r.returncode)"
 )
@@ -58,6 +58,7 @@ def _child(cmd: list[str], env: dict | None = None) -> tuple[float, int, str]:
         text=True,
         env={**os.environ, **(env or {})},
         cwd=ROOT,
+        timeout=3700,
     )
     wall = time.perf_counter() - started
     if proc.returncode != 0:
@@ -91,6 +92,7 @@ def bench_ingest(rows: int, tmp: Path) -> dict:
         check=True,
         capture_output=True,
         cwd=ROOT,
+        timeout=3600,
     )
     csv_bytes = sum(f.stat().st_size for f in (data / "span-1").iterdir())
     run = tmp / "ingest" / "run"

@@ -14,8 +14,16 @@ in a temporary directory), then times full passes over every record, best of
   d  ours: trainer.input.input_fn (evaluation order: no shuffle, no cache)
   e  ours through tf.data service, two local workers (distributed_epoch)
 
-plus our training configuration (record shuffle, non-deterministic; and
-with block shuffle) and our cached passes, and prints the ratios d/a, d/b, d/c. One script, one run; not a test.
+plus
+
+  t  ours in the Trainer's training configuration: exactly the input_fn settings
+     trainer/train.py's run_fn passes with default hyperparameters (record
+     shuffle, 10,000-record buffer, cache, deterministic order, seed); its
+     first pass reads the shards (cold), later passes come from the cache (warm)
+
+and variants (non-deterministic, block shuffle, cached evaluation order), and
+prints the ratios d/a, d/b, d/c and t/c (cold and warm). The target (>= 5x
+TFX's accessor) applies to d and t alike. One script, one run; not a test.
 """
 
 from __future__ import annotations
@@ -160,6 +168,25 @@ def ours(files: list[str], batch_size: int, **kwargs) -> tf.data.Dataset:
     )
 
 
+def trainer_training_settings() -> dict:
+    """The input_fn keywords trainer/train.py's run_fn uses for training, default hyperparameters.
+
+    Mirrors `run_fn`'s `dataset(..., training=True)` (no augment, no tf.data service).
+    """
+    from trainer.train import Hyperparameters
+
+    hp = Hyperparameters()
+    return {
+        "shuffle": True,
+        "shuffle_buffer": hp.shuffle_buffer,
+        "shuffle_block": hp.shuffle_block,
+        "cache": hp.cache,
+        "deterministic": hp.deterministic,
+        "seed": hp.seed,
+        "threadpool_size": hp.threadpool_size,
+    }
+
+
 def time_passes(
     dataset: tf.data.Dataset, records: int, repeats: int, drop_first: bool = False
 ) -> dict:
@@ -223,11 +250,14 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()
     n, bs = args.records, args.batch_size
     cluster = data_service.start_cluster(args.workers)
+    training = trainer_training_settings()
+    log(f"  the Trainer's training settings: {training}")
     runs: list[tuple[str, str, Callable[[], tf.data.Dataset]]] = [
         ("a", "raw read floor (interleave + batch, no parse)", lambda: raw_floor(files, bs)),
         ("b", "tutorial: map(parse_single_example) -> batch", lambda: tutorial(files, bs)),
         ("c", "TFX data accessor (tfx_bsl TFExampleRecord)", lambda: tfx_accessor(data_dir, bs)),
         ("d", "ours: input_fn (eval order, no cache)", lambda: ours(files, bs)),
+        ("t", "ours: the Trainer's training settings", lambda: ours(files, bs, **training)),
         (
             "d_train",
             "ours: training config (shuffle, non-deterministic)",
@@ -247,8 +277,11 @@ def main(argv: list[str] | None = None) -> int:
     ]
     results: dict[str, dict] = {}
     for key, label, build in runs:
-        repeats = args.repeats + 1 if key == "d_cached" else args.repeats
-        result = time_passes(build(), n, repeats, drop_first=key == "d_cached")
+        cached = key in ("d_cached", "t")
+        repeats = args.repeats + 1 if cached else args.repeats
+        result = time_passes(build(), n, repeats, drop_first=cached)
+        if key == "t":  # the first (cold) pass reads the shards; training's first epoch does too
+            result["cold_records_per_s"] = round(n / result["fill_s"])
         results[key] = {"label": label, **result}
         log(f"  {key:9s} {result['records_per_s']:>11,} records/s  passes {result['passes_s']}")
     cluster.stop()
@@ -258,6 +291,8 @@ def main(argv: list[str] | None = None) -> int:
         "d/a": round(rate["d"] / rate["a"], 2),
         "d/b": round(rate["d"] / rate["b"], 2),
         "d/c": round(rate["d"] / rate["c"], 2),
+        "t_cold/c": round(results["t"]["cold_records_per_s"] / rate["c"], 2),
+        "t_warm/c": round(rate["t"] / rate["c"], 2),
         "d_train/a": round(rate["d_train"] / rate["a"], 2),
         "e/d": round(rate["e"] / rate["d"], 2),
     }
@@ -273,7 +308,11 @@ def main(argv: list[str] | None = None) -> int:
         "tensorflow": tf.__version__,
         "results": results,
         "ratios": ratios,
-        "targets": {"d/a >= 0.9": ratios["d/a"] >= 0.9, "d/c >= 5": ratios["d/c"] >= 5},
+        "targets": {
+            "d/a >= 0.9": ratios["d/a"] >= 0.9,
+            "d/c >= 5": ratios["d/c"] >= 5,
+            "t_cold/c >= 5": ratios["t_cold/c"] >= 5,
+        },
     }
     if args.json:
         print(json.dumps(report, indent=2))
@@ -287,10 +326,12 @@ def main(argv: list[str] | None = None) -> int:
             )
         print()
         print("  ".join(f"{k} = {v:.2f}" for k, v in ratios.items()))
+        t = results["t"]
         print(
-            f"targets: d/a >= 0.9: {report['targets']['d/a >= 0.9']}, "
-            f"d/c >= 5: {report['targets']['d/c >= 5']}"
+            f"t (training settings): cold first pass {t['cold_records_per_s']:,} records/s, "
+            f"warm (cached) {t['records_per_s']:,} records/s"
         )
+        print("targets: " + ", ".join(f"{k}: {v}" for k, v in report["targets"].items()))
         print(
             f"{report['cpus']} CPUs; load average before {report['loadavg_before']}, "
             f"after {report['loadavg_after']}"

@@ -38,7 +38,9 @@ def _free_port() -> int:
 
 def _run(args: list[str], env: dict[str, str]) -> tuple[float, dict]:
     started = time.perf_counter()
-    done = subprocess.run([TFXP, *args, "--json"], env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [TFXP, *args, "--json"], env=env, capture_output=True, text=True, timeout=1800
+    )
     wall = time.perf_counter() - started
     if done.returncode != 0:
         sys.exit(f"tfxp {' '.join(args)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
@@ -59,7 +61,10 @@ def main() -> None:
             dst.writelines(itertools.islice(src, args.rows + 1))
         port = _free_port()
         started = subprocess.run(
-            [SCRIPT, "start", str(tmp / "seaweedfs"), str(port)], capture_output=True, text=True
+            [SCRIPT, "start", str(tmp / "seaweedfs"), str(port)],
+            capture_output=True,
+            text=True,
+            timeout=180,
         )
         if started.returncode != 0:
             sys.exit(f"could not start SeaweedFS:\n{started.stderr}")
@@ -73,6 +78,7 @@ def main() -> None:
                 env=env,
                 capture_output=True,
                 text=True,
+                timeout=600,
             )
             if up.returncode != 0:
                 sys.exit(up.stderr)
@@ -95,7 +101,9 @@ def main() -> None:
                 env,
             )
         finally:
-            subprocess.run([SCRIPT, "stop", str(tmp / "seaweedfs")], capture_output=True)
+            subprocess.run(
+                [SCRIPT, "stop", str(tmp / "seaweedfs")], capture_output=True, timeout=120
+            )
 
     print(f"rows {args.rows}, train steps {args.train_steps}")
     print(f"{'component':<26}{'local s':>9}{'s3 s':>9}")

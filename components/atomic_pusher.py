@@ -28,7 +28,9 @@ from typing import Any
 
 from absl import logging
 from tfx import types
+from tfx.components.pusher import component as tfx_pusher_component
 from tfx.components.pusher import executor as tfx_pusher
+from tfx.dsl.components.base import executor_spec
 from tfx.dsl.io import fileio
 from tfx.proto import pusher_pb2
 from tfx.types import artifact_utils, standard_component_specs
@@ -142,3 +144,13 @@ class Executor(tfx_pusher.Executor):
         logging.info("Model published atomically to %s.", serving_path)
         io_utils.copy_dir(model_path, model_push.uri)
         self._MarkPushed(model_push, pushed_destination=serving_path, pushed_version=version)
+
+
+class Pusher(tfx_pusher_component.Pusher):
+    """TFX's Pusher component with the atomic executor above.
+
+    A subclass rather than `custom_executor_spec=`, which TFX deprecates with a
+    warning printed on every pipeline construction.
+    """
+
+    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(Executor)

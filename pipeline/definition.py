@@ -6,8 +6,7 @@ import functools
 from typing import Any
 
 import tensorflow_model_analysis as tfma
-from tfx.components import Evaluator, ExampleValidator, Pusher, StatisticsGen, Trainer, Transform
-from tfx.dsl.components.base import executor_spec
+from tfx.components import Evaluator, ExampleValidator, StatisticsGen, Trainer, Transform
 from tfx.dsl.components.common.resolver import Resolver
 from tfx.dsl.input_resolution.strategies.latest_artifact_strategy import LatestArtifactStrategy
 from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import (
@@ -150,14 +149,13 @@ def create_pipeline(
         baseline_model=baseline_resolver.outputs["model"],
         eval_config=eval_config(config),
     )
-    pusher = Pusher(
+    # Copy aside, then rename: servers never see a half-written version.
+    pusher = atomic_pusher.Pusher(
         model=trainer.outputs["model"],
         model_blessing=evaluator.outputs["blessing"],
         push_destination=pusher_pb2.PushDestination(
             filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=config.serving_dir)
         ),
-        # Copy aside, then rename: servers never see a half-written version.
-        custom_executor_spec=executor_spec.ExecutorClassSpec(atomic_pusher.Executor),
     )
     return tfx_pipeline.Pipeline(
         pipeline_name=config.pipeline_name,

@@ -48,6 +48,35 @@ class MariaDB:
             self.user,
         ]
 
+    def new_database(self, prefix: str) -> MariaDB:
+        """The same server with a database of its own (fresh, unique name), for one test.
+
+        Tests that count runs or executions must not see other tests' runs,
+        which share this session's server and its default database.
+        """
+        import uuid
+
+        name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+        created = subprocess.run(
+            [
+                str(SCRIPT),
+                "start",
+                str(self.directory),
+                str(self.port),
+                name,
+                self.user,
+                self.password,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if created.returncode != 0:
+            pytest.fail(
+                f"could not create database {name}:\n{created.stderr[-3000:]}", pytrace=False
+            )
+        return MariaDB(self.host, self.port, name, self.user, self.password, self.directory)
+
     def location(self):
         from tfxp.metadata.store import StoreLocation
 

@@ -93,7 +93,9 @@ class SeaweedFS:
         subprocess.run([str(SCRIPT), "stop", str(self.directory)], capture_output=True, timeout=60)
 
     def running(self) -> bool:
-        return subprocess.run([str(SCRIPT), "status", str(self.directory)]).returncode == 0
+        return (
+            subprocess.run([str(SCRIPT), "status", str(self.directory)], timeout=30).returncode == 0
+        )
 
 
 @pytest.fixture(scope="session")

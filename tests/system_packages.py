@@ -26,6 +26,8 @@ def ensure_installed(installed: bool, script: str, what: str) -> None:
             f"`sudo scripts/{script} install`",
             pytrace=False,
         )
-    done = subprocess.run([str(SCRIPTS / script), "install"], capture_output=True, text=True)
+    done = subprocess.run(
+        [str(SCRIPTS / script), "install"], capture_output=True, text=True, timeout=900
+    )
     if done.returncode != 0:
         pytest.fail(f"scripts/{script} install failed:\n{done.stderr[-2000:]}", pytrace=False)

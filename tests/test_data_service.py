@@ -9,6 +9,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import child
 import pytest
 import tensorflow as tf
 
@@ -129,14 +130,14 @@ def test_command_serves_until_interrupted(shards):
         text=True,
     )
     try:
-        lines = [proc.stdout.readline() for _ in range(3)]
+        lines = [child.readline(proc, timeout=120) for _ in range(3)]
         assert f"dispatcher at grpc://localhost:{port}" in lines[0], lines
         assert "2 worker(s)" in lines[1], lines
         served = _local(shards, data_service_address=f"localhost:{port}")
         assert served == _local(shards)
     finally:
         proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=30)
+        out, _ = child.finish(proc, timeout=30)
     assert proc.returncode == 0
     assert "stopped" in out
 

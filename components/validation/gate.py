@@ -36,6 +36,7 @@ from tfx.types import artifact_utils, component_spec, standard_artifacts
 from tfx.types.system_artifacts import Statistics as StatisticsSystemType
 from tfx.utils import io_utils
 
+from components.native_stderr import native_stderr_to_log
 from components.properties import custom_int, custom_str
 from components.validation.checks import (
     BLOCK,
@@ -231,25 +232,29 @@ class ValidationGateExecutor(base_executor.BaseExecutor):
         baseline = _load_stats(baseline_artifact) if baseline_artifact else None
         pattern = exec_properties.get("serving_data") or ""
         files = serving_files(pattern)
-        serving, rows = serving_statistics(files, schema) if files else (None, None)
+        # TFDV's C++ warnings (a GetByPath() line per feature absent from one
+        # side) go to the run's log file, not the terminal.
+        with native_stderr_to_log("TFDV"):
+            serving, rows = serving_statistics(files, schema) if files else (None, None)
         # Said in the notes either way: a dataset without serving data (config
         # serving_data="") is not the same as requests missing from where they should be.
         no_serving = (
             f"no serving data found at {pattern}" if pattern else "no serving data for this dataset"
         )
-        result = evaluate(
-            current,
-            schema,
-            settings,
-            baseline=baseline,
-            serving=serving,
-            current_span=_span(input_dict.get(EXAMPLES_KEY)),
-            baseline_span=_span(input_dict.get(BASELINE_EXAMPLES_KEY)),
-            serving_rows=rows,
-            serving_source=f"serving data {pattern}",
-            no_serving=no_serving,
-            longest_cells=_longest_cells(input_dict.get(EXAMPLES_KEY)),
-        )
+        with native_stderr_to_log("TFDV"):
+            result = evaluate(
+                current,
+                schema,
+                settings,
+                baseline=baseline,
+                serving=serving,
+                current_span=_span(input_dict.get(EXAMPLES_KEY)),
+                baseline_span=_span(input_dict.get(BASELINE_EXAMPLES_KEY)),
+                serving_rows=rows,
+                serving_source=f"serving data {pattern}",
+                no_serving=no_serving,
+                longest_cells=_longest_cells(input_dict.get(EXAMPLES_KEY)),
+            )
         # Reports are named by the pipeline run; orchestrators that give the
         # executor no run id (TFX's legacy Airflow launcher) get the output's folder name.
         out = artifact_utils.get_single_instance(output_dict[RESULT_KEY])

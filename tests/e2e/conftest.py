@@ -19,11 +19,13 @@ class TaxiRuns:
     first: RunSummary
     cached: RunSummary
     trainer_code_changed: RunSummary
+    retrained: RunSummary  # `--no-cache` on the first run's data, code and config
 
 
 @pytest.fixture(scope="session")
 def taxi_runs(tmp_path_factory: pytest.TempPathFactory) -> TaxiRuns:
-    """Three runs on one store: fresh, unchanged (cached), trainer code edited."""
+    """Four runs on one store: fresh, unchanged (cached), trainer code edited, and
+    a `--no-cache` retrain of the first (same data, code, hyperparameters)."""
     import pipeline.definition as definition
     from tfxp.local.runner import run_local
 
@@ -43,7 +45,8 @@ def taxi_runs(tmp_path_factory: pytest.TempPathFactory) -> TaxiRuns:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(definition, "code_fingerprint", edited)
         changed = run_local(config, printer=lambda _: None)
-    return TaxiRuns(config, first, cached, changed)
+    retrained = run_local(config.replace(enable_cache=False), printer=lambda _: None)
+    return TaxiRuns(config, first, cached, changed, retrained)
 
 
 @pytest.fixture()

@@ -68,3 +68,22 @@ def live_examples(metadata_path: str) -> list:
         for a in store.get_artifacts_by_type("Examples")
         if a.state == metadata_store_pb2.Artifact.LIVE
     ]
+
+
+def failed_executions(metadata_path: str, node_id: str) -> list[str]:
+    """States of every execution of pipeline node `node_id` (by its node context)."""
+    from ml_metadata.metadata_store import metadata_store
+    from ml_metadata.proto import metadata_store_pb2
+
+    cfg = metadata_store_pb2.ConnectionConfig()
+    cfg.sqlite.filename_uri = metadata_path
+    store = metadata_store.MetadataStore(cfg)
+    node_contexts = [
+        c for c in store.get_contexts_by_type("node") if c.name.endswith(f".{node_id}")
+    ]
+    assert node_contexts, f"no node context for {node_id} in ML Metadata"
+    return [
+        metadata_store_pb2.Execution.State.Name(e.last_known_state)
+        for c in node_contexts
+        for e in store.get_executions_by_context(c.id)
+    ]

@@ -6,10 +6,12 @@ temporary folder, so nothing is written to ~/airflow.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -40,6 +42,7 @@ def _airflow_env(tmp: Path, config) -> dict[str, str]:
     return env
 
 
+@pytest.mark.timeout(900)
 def test_dag_has_every_component_in_order(tmp_path: Path):
     """Parses the DAG file as Airflow would and reads its tasks and edges."""
     config = small_config(tmp_path)
@@ -87,59 +90,162 @@ def test_dag_has_every_component_in_order(tmp_path: Path):
     }
 
 
-@pytest.mark.slow
-def test_airflow_dags_test_runs_the_pipeline(tmp_path: Path):
-    """One `airflow dags test` run on a 3,000-row sample; then ML Metadata is checked."""
+def _read_only_store(config):
     from ml_metadata.metadata_store import metadata_store
     from ml_metadata.proto import metadata_store_pb2
 
-    write_sample(tmp_path / "data")
-    config = small_config(tmp_path)
-    env = _airflow_env(tmp_path, config)
+    connection = metadata_store_pb2.ConnectionConfig()
+    connection.sqlite.filename_uri = config.metadata_path
+    connection.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
+    return metadata_store.MetadataStore(connection)
+
+
+def _states(store, after_id: int = 0) -> dict[str, str]:
+    """component id -> state of the executions (newer than `after_id`) TFX's Airflow launcher made."""
+    from ml_metadata.proto import metadata_store_pb2
+
+    return {
+        e.properties["component_id"].string_value: metadata_store_pb2.Execution.State.Name(
+            e.last_known_state
+        )
+        for e in sorted(store.get_executions(), key=lambda e: e.id)
+        if e.id > after_id
+    }
+
+
+def _write_fares_times_ten(data_root: Path, span: int, source: Path) -> None:
+    """`source`'s rows with every fare multiplied by ten: the same shape, drifted content."""
+    with source.open(newline="") as f:
+        rows = list(csv.reader(f))
+    fare = rows[0].index("fare")
+    for row in rows[1:]:
+        if row[fare]:
+            row[fare] = f"{float(row[fare]) * 10:.2f}"
+    (data_root / f"span-{span}").mkdir(parents=True)
+    with (data_root / f"span-{span}" / "data.csv").open("w", newline="") as f:
+        csv.writer(f, lineterminator="\n").writerows(rows)
+
+
+@dataclass
+class AirflowRuns:
+    config: object
+    first: subprocess.CompletedProcess  # span 1: the whole pipeline
+    first_states: dict[str, str]
+    blessed: list[int]
+    pushed: list[int]
+    served: list[str]
+    reports: list[str]
+    drifted: subprocess.CompletedProcess  # span 2, fares x10: blocked at the gate
+    drifted_states: dict[str, str]
+    models_after_drifted: int
+
+
+@pytest.fixture(scope="module")
+def airflow_runs(tmp_path_factory) -> AirflowRuns:
+    """Two `airflow dags test` runs on one store: span 1 (3,000 rows) goes all the way;
+    span 2, the same rows with fares times ten, must stop at the validation gate."""
+    tmp = tmp_path_factory.mktemp("airflow")
+    span1 = write_sample(tmp / "data")
+    config = small_config(tmp)
+    env = _airflow_env(tmp, config)
 
     migrate = subprocess.run(
         [str(AIRFLOW), "db", "migrate"], env=env, capture_output=True, text=True, timeout=600
     )
     assert migrate.returncode == 0, migrate.stderr[-3000:]
-    run = subprocess.run(
-        [str(AIRFLOW), "dags", "test", DAG_ID, "2026-01-01"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    log = run.stdout[-4000:] + run.stderr[-4000:]
-    assert run.returncode == 0, log
 
-    connection = metadata_store_pb2.ConnectionConfig()
-    connection.sqlite.filename_uri = config.metadata_path
-    connection.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
-    store = metadata_store.MetadataStore(connection)
-
-    states = {
-        e.properties["component_id"].string_value: metadata_store_pb2.Execution.State.Name(
-            e.last_known_state
+    def dags_test(date: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [str(AIRFLOW), "dags", "test", DAG_ID, date],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1200,
         )
-        for e in store.get_executions()
-    }
+
+    first = dags_test("2026-01-01")
+    store = _read_only_store(config)
+    first_states = _states(store)
+    last_id = max((e.id for e in store.get_executions()), default=0)
+    blessed = [
+        b.custom_properties["blessed"].int_value
+        for b in store.get_artifacts_by_type("ModelBlessing")
+    ]
+    pushed = [
+        p.custom_properties["pushed"].int_value for p in store.get_artifacts_by_type("PushedModel")
+    ]
+    served = os.listdir(config.serving_dir) if os.path.isdir(config.serving_dir) else []
+    reports = (
+        [n for n in os.listdir(config.report_dir) if n.endswith(".html")]
+        if os.path.isdir(config.report_dir)
+        else []
+    )
+    del store
+
+    _write_fares_times_ten(tmp / "data", 2, span1)
+    drifted = dags_test("2026-01-02")
+    store = _read_only_store(config)
+    return AirflowRuns(
+        config,
+        first,
+        first_states,
+        blessed,
+        pushed,
+        served,
+        reports,
+        drifted,
+        _states(store, after_id=last_id),
+        len(store.get_artifacts_by_type("Model")),
+    )
+
+
+def _log(run: subprocess.CompletedProcess) -> str:
+    return run.stdout[-4000:] + run.stderr[-4000:]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(2400)
+def test_airflow_dags_test_runs_the_pipeline(airflow_runs: AirflowRuns):
+    """`airflow dags test` on a 3,000-row sample; then ML Metadata is checked."""
     from pipeline.definition import (
         BASELINE_RESOLVER,
         PREVIOUS_STATISTICS_RESOLVER,
         create_pipeline,
     )
 
-    expected = {node.id for node in create_pipeline(config).components}
+    log = _log(airflow_runs.first)
+    assert airflow_runs.first.returncode == 0, log
+    states = airflow_runs.first_states
+    expected = {node.id for node in create_pipeline(airflow_runs.config).components}
     assert set(states) == expected, log
     for component, state in states.items():
         # TFX's Airflow launcher records a resolver's execution as CACHED.
         resolvers = (BASELINE_RESOLVER, PREVIOUS_STATISTICS_RESOLVER)
         allowed = {"COMPLETE", "CACHED"} if component in resolvers else {"COMPLETE"}
         assert state in allowed, (component, state, log)
-
-    blessings = store.get_artifacts_by_type("ModelBlessing")
-    assert [b.custom_properties["blessed"].int_value for b in blessings] == [1]
-    pushed = store.get_artifacts_by_type("PushedModel")
-    assert [p.custom_properties["pushed"].int_value for p in pushed] == [1]
-    assert os.listdir(config.serving_dir)  # the pushed SavedModel version
+    assert airflow_runs.blessed == [1]
+    assert airflow_runs.pushed == [1]
+    assert airflow_runs.served  # the pushed SavedModel version
     # The validation gate ran under Airflow too and wrote its report.
-    assert [n for n in os.listdir(config.report_dir) if n.endswith(".html")], log
+    assert airflow_runs.reports, log
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(2400)
+def test_gate_blocks_a_drifted_span_under_airflow(airflow_runs: AirflowRuns):
+    """Span 2 drifted from span 1: `airflow dags test` fails at ValidationGate, and nothing
+    downstream of the gate ran (no Transform, Trainer, Evaluator or Pusher execution, no
+    new model)."""
+    from pipeline import definition as d
+
+    run = airflow_runs.drifted
+    out = run.stdout + run.stderr
+    assert run.returncode != 0, _log(run)
+    assert "validation gate blocked the run" in out, _log(run)
+    assert "drift fare" in out and "(span 2 vs span 1" in out, _log(run)
+
+    states = airflow_runs.drifted_states
+    assert states.get(d.VALIDATION_GATE) not in (None, "COMPLETE", "CACHED"), states
+    downstream = {d.TRANSFORM, d.TRAINER, d.EVALUATOR, d.PUSHER}
+    assert not downstream & set(states), f"ran after the gate blocked: {states}"
+    assert airflow_runs.models_after_drifted == 1  # span 1's model only

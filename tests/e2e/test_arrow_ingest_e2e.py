@@ -15,7 +15,8 @@ from ml_metadata.proto import metadata_store_pb2
 from components.example_gen import arrow_csv, csv_example_gen, csv_ingest
 from tfxp.local.runner import run_local
 
-pytestmark = pytest.mark.slow
+# The first test of a module also pays for its module fixture's whole runs.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 @pytest.fixture(scope="module")

@@ -6,16 +6,17 @@ import shutil
 from pathlib import Path
 
 import pytest
-from e2e_support import small_config, write_sample
+from e2e_support import failed_executions, small_config, write_sample
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
 from tfxp.local.runner import PipelineRunError, run_local
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 
-def _run_expecting_failure(tmp: Path) -> str:
+def _run_expecting_failure(tmp: Path, *, failed_in: str | None = None) -> str:
+    """Runs, expects PipelineRunError; with `failed_in`, that node's execution must be FAILED."""
     config = small_config(tmp)
     with pytest.raises(PipelineRunError) as info:
         run_local(config, printer=lambda _: None)
@@ -32,6 +33,9 @@ def _run_expecting_failure(tmp: Path) -> str:
         assert live == [], "a failed ExampleGen must not publish Examples"
         states = {e.last_known_state for e in store.get_executions()}
         assert metadata_store_pb2.Execution.COMPLETE not in states
+    if failed_in:
+        assert Path(config.metadata_path).exists(), "the failure left no ML Metadata record"
+        assert failed_executions(config.metadata_path, failed_in) == ["FAILED"]
     return message
 
 
@@ -44,7 +48,7 @@ def _edit(csv_path: Path, line_no: int, fn) -> None:
 def test_malformed_row_names_file_and_line(tmp_path):
     csv_path = write_sample(tmp_path / "data", rows=200)
     _edit(csv_path, 57, lambda line: line.rsplit(",", 3)[0] + "\n")  # drop 3 fields
-    message = _run_expecting_failure(tmp_path)
+    message = _run_expecting_failure(tmp_path, failed_in="CsvExampleGen")
     assert f"{csv_path}:57" in message
     assert "fields" in message and "CsvExampleGen" in message
 
@@ -71,7 +75,7 @@ def test_text_in_numeric_column_names_line_and_column(tmp_path):
         return ",".join(fields) + "\n"
 
     _edit(csv_path, 10, put_text)
-    message = _run_expecting_failure(tmp_path)
+    message = _run_expecting_failure(tmp_path, failed_in="CsvExampleGen")
     assert f"{csv_path}:10 column 'fare'" in message and "'twelve'" in message
 
 

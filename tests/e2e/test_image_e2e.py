@@ -25,7 +25,8 @@ from pipeline import definition as d
 from pipeline.config import DATASETS, PROJECT_ROOT, PipelineConfig
 from tfxp.metadata.summary import RunSummary
 
-pytestmark = pytest.mark.slow
+# The first test of a module also pays for its module fixture's whole runs.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 DIGITS = PROJECT_ROOT / "data" / "digits" / "span-1"
 OWN_IMAGES_EVERY = 2  # span 2 holds every other digit, redrawn as 24x24 RGB

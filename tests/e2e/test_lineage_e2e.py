@@ -24,7 +24,8 @@ from mariadb_server import mariadb_server  # noqa: E402, F401
 from pipeline.config import PipelineConfig  # noqa: E402
 from tfxp.metadata.summary import RunSummary  # noqa: E402
 
-pytestmark = pytest.mark.slow
+# The first test of a module also pays for its module fixture's whole runs.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 ROWS = 2000
 
 

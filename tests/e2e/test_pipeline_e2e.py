@@ -14,7 +14,8 @@ from ml_metadata.proto import metadata_store_pb2
 
 from pipeline import definition as d
 
-pytestmark = pytest.mark.slow
+# The first test of a module also pays for its module fixture's whole runs.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 WORK_NODES = [
     d.EXAMPLE_GEN,

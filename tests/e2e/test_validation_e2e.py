@@ -23,7 +23,8 @@ from pipeline import definition as d
 from pipeline.config import PipelineConfig
 from tfxp.metadata.summary import RunSummary
 
-pytestmark = pytest.mark.slow
+# The first test of a module also pays for its module fixture's whole runs.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 ROWS = 2000
 QUIET = {"printer": lambda _: None}
 TO_GATE = {"to_nodes": [d.VALIDATION_GATE], **QUIET}

@@ -22,7 +22,7 @@ from reliability_support import write_sample
 from pipeline.config import PROJECT_ROOT, PipelineConfig
 from tfxp.local.runner import PipelineRunError, run_local
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 def _config(tmp: Path, rows: int = 2000) -> PipelineConfig:
@@ -85,6 +85,30 @@ def test_corrupt_shard_is_named_by_the_consumer_and_by_verify(tmp_path, damage):
     assert report.returncode == 1
     assert "Split-train/" in report.stdout and "CORRUPT" in report.stdout
     assert "Split-eval/" in report.stdout  # the intact shard is reported too, as ok
+
+
+def test_verify_counts_records_against_the_statistics(tmp_path):
+    """Fault: a shard lost records but is otherwise perfect (valid GZIP, valid TFRecord
+    framing and CRCs). Only the count against StatisticsGen's num_examples can tell."""
+    import tensorflow as tf
+
+    config = _config(tmp_path)
+    run_local(config, to_nodes=["StatisticsGen"], printer=lambda _: None)
+    shard = _shard(config, "train")
+    records = list(tf.data.TFRecordDataset(shard, compression_type="GZIP").as_numpy_iterator())
+    kept = records[: len(records) - 7]
+    with tf.io.TFRecordWriter(shard, options="GZIP") as writer:
+        for record in kept:
+            writer.write(record)
+    # The rewritten shard reads cleanly: framing alone cannot catch this.
+    assert sum(1 for _ in tf.data.TFRecordDataset(shard, compression_type="GZIP")) == len(kept)
+
+    report = _verify(config)
+    assert report.returncode == 1, report.stdout + report.stderr
+    assert "CORRUPT:" not in report.stdout  # every shard is readable ...
+    missing = [line for line in report.stdout.splitlines() if "statistics recorded" in line]
+    assert len(missing) == 1 and missing[0].strip().startswith("split train:"), report.stdout
+    assert "verdict: CORRUPT" in report.stdout
 
 
 def test_every_kind_of_edit_reexecutes_what_depends_on_it(tmp_path, monkeypatch):

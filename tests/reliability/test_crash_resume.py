@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import child  # tests/child.py (tests/ is on sys.path via its conftest)
 import pytest
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
@@ -22,7 +23,7 @@ from reliability_support import write_sample
 
 from pipeline.config import PROJECT_ROOT
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 def _cmd(tmp: Path) -> list[str]:
@@ -55,14 +56,14 @@ def _start_and_signal(tmp: Path, component: str, sig: int, delay: float) -> subp
         stderr=subprocess.PIPE,
         text=True,
     )
-    for line in proc.stdout:
+    for line in child.lines(proc, timeout=600):
         if line.rstrip().endswith(f"] {component} ..."):
             time.sleep(delay)
             proc.send_signal(sig)
             break
     else:
-        proc.wait()
-        pytest.fail(f"{component} never started: {proc.stderr.read()[-2000:]}")
+        _, err = child.finish(proc, timeout=60)
+        pytest.fail(f"{component} never started: {err[-2000:]}")
     return proc
 
 
@@ -128,7 +129,7 @@ def test_sigkill_then_rerun_resumes_without_using_partial_output(tmp_path, compo
 def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path):
     write_sample(tmp_path)
     proc = _start_and_signal(tmp_path, "Transform", signal.SIGINT, delay=1.0)
-    _, err = proc.communicate(timeout=120)
+    _, err = child.finish(proc, timeout=120)
     assert proc.returncode == 1
     assert "interrupted during Transform" in err
     assert "rerunning the same command resumes" in err

@@ -14,6 +14,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import child  # tests/child.py (tests/ is on sys.path via its conftest)
 import pytest
 
 from pipeline.config import PROJECT_ROOT, PipelineConfig
@@ -73,7 +74,7 @@ def test_second_run_waits_for_the_lock_holder(tmp_path):
         text=True,
         cwd=PROJECT_ROOT,
     )
-    assert holder.stdout.readline().strip() == "locked"
+    assert child.readline(holder, timeout=120).strip() == "locked"
     messages: list[str] = []
     started = time.monotonic()
     with run_lock(config, "second", messages.append):
@@ -99,7 +100,7 @@ def test_lock_of_a_killed_run_is_released(tmp_path):
         text=True,
         cwd=PROJECT_ROOT,
     )
-    assert holder.stdout.readline().strip() == "locked"
+    assert child.readline(holder, timeout=120).strip() == "locked"
     holder.send_signal(signal.SIGKILL)
     holder.wait(timeout=30)
     messages: list[str] = []
@@ -108,38 +109,60 @@ def test_lock_of_a_killed_run_is_released(tmp_path):
     assert messages == []
 
 
-def test_push_killed_mid_copy_leaves_only_complete_versions(tmp_path):
-    """Fault: SIGKILL while a model is copied to serving. Promise: no partial version."""
-    model = tmp_path / "model"
+FILES = 1000  # ~128 MB in many files: the copy takes long enough to be caught mid-way
+
+
+def _model_dir(tmp: Path) -> Path:
+    model = tmp / "model"
     (model / "variables").mkdir(parents=True)
-    for i in range(400):
-        (model / "variables" / f"shard-{i:04d}").write_bytes(os.urandom(256 * 1024))
+    for i in range(FILES):
+        (model / "variables" / f"shard-{i:04d}").write_bytes(os.urandom(128 * 1024))
     (model / "saved_model.pb").write_bytes(b"pb")
+    return model
+
+
+def _files_copied(serving: Path) -> tuple[list[Path], int]:
+    """The hidden copies under `serving`, and how many variable files the first one holds."""
+    incoming = sorted(p for p in serving.iterdir() if p.name.startswith(".incoming-"))
+    variables = incoming[0] / "variables" if incoming else None
+    return incoming, len(list(variables.iterdir())) if variables and variables.is_dir() else 0
+
+
+def test_push_killed_mid_copy_leaves_only_complete_versions(tmp_path):
+    """Fault: SIGKILL while a model is copied to serving. Promise: no partial version.
+
+    The test fails, rather than passing vacuously, when the kill did not land
+    mid-copy (the copy had finished, or never started).
+    """
+    model = _model_dir(tmp_path)
     serving = tmp_path / "serving"
     script = (
         "from components.atomic_pusher import publish_model\n"
-        "import sys\n"
         "print('start', flush=True)\n"
         f"publish_model({str(model)!r}, {str(serving)!r})\n"
     )
     proc = subprocess.Popen(
         [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=PROJECT_ROOT
     )
-    assert proc.stdout.readline().strip() == "start"
-    # Wait until the copy is under way, then kill it.
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if serving.exists() and any(p.name.startswith(".incoming-") for p in serving.iterdir()):
+    assert child.readline(proc, timeout=120).strip() == "start"
+    # Kill as soon as some, not all, of the variables are in the copy.
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if serving.exists() and _files_copied(serving)[1] > 0:
             break
-        time.sleep(0.01)
+        time.sleep(0.002)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
-    versions = [p for p in serving.iterdir() if p.name.isdigit()]
-    for v in versions:  # whatever is visible to a model server is complete
-        assert (v / "saved_model.pb").exists()
-        assert len(list((v / "variables").iterdir())) == 400
-    if not versions:  # the usual case: killed mid-copy, the partial copy stays hidden
-        assert any(p.name.startswith(".incoming-") for p in serving.iterdir())
+    assert proc.returncode == -signal.SIGKILL, "publish_model ended before the kill"
+
+    incoming, copied = _files_copied(serving)
+    assert incoming and 0 < copied < FILES, (
+        f"the kill did not land mid-copy ({copied} of {FILES} files in a hidden copy): "
+        "this run proves nothing; the machine may be too slow or too fast for the test"
+    )
+    # Whatever a model server can see is complete; here, that is nothing at all.
+    versions = [p.name for p in serving.iterdir() if not p.name.startswith(".")]
+    assert versions == [], f"a version is visible although the copy was cut: {versions}"
 
 
 def test_publish_never_reuses_a_version(tmp_path):

@@ -25,12 +25,14 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import child
 import pytest
 from e2e_support import write_sample
 
 from pipeline.config import PROJECT_ROOT
 
-pytestmark = pytest.mark.slow
+# The first test of a module also pays for its module fixture's whole runs.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
 TFXP = str(Path(sys.executable).parent / "tfxp")
 STEPS = ["--train-steps", "40", "--eval-steps", "2"]
@@ -98,16 +100,16 @@ def bucket_runs(seaweedfs, tmp_path_factory) -> BucketRuns:
     )
     seen = []
     try:
-        for line in proc.stdout:
+        for line in child.lines(proc, timeout=900):
             seen.append(line)
             if re.match(r"\[\d+/\d+\] Transform \.\.\.", line):
                 seaweedfs.stop()
                 break
-        out, err = proc.communicate(timeout=600)
+        out, err = child.finish(proc, timeout=600)
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.wait()
+            proc.wait(timeout=60)
         if not seaweedfs.running():
             seaweedfs.start()
     serving_keys = seaweedfs.keys("tfxp-e2e", "runs/taxi/serving/")

@@ -17,7 +17,8 @@ import pytest
 
 from pipeline.config import PROJECT_ROOT
 
-pytestmark = pytest.mark.slow
+# The first test of a module also pays for its module fixture's whole runs.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 BUCKET = "tfxp-io"
 

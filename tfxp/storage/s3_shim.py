@@ -71,6 +71,7 @@ class S3Relay:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            timeout = 300  # a client that stops sending mid-request frees its thread
 
             def log_message(self, fmt: str, *args) -> None:  # quiet: TF's client is chatty
                 log.debug("s3 relay: " + fmt, *args)
@@ -215,6 +216,18 @@ def _read_chunked(h: BaseHTTPRequestHandler) -> bytes:
 
 _relay: subprocess.Popen | None = None
 _endpoint: str | None = None
+RELAY_START_TIMEOUT = 60.0  # seconds; it only imports boto3 and binds a port
+
+
+def _first_line(proc: subprocess.Popen, timeout: float) -> str:
+    """The child's first line of stdout, or "" if it says nothing within `timeout`."""
+    got: list[str] = []
+    reader = threading.Thread(
+        target=lambda: got.append(proc.stdout.readline() if proc.stdout else ""), daemon=True
+    )
+    reader.start()
+    reader.join(timeout)
+    return got[0].strip() if got else ""
 
 
 def start_relay(upstream: str, region: str) -> str:
@@ -238,9 +251,13 @@ def start_relay(upstream: str, region: str) -> str:
         text=True,
         cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
     )
-    line = _relay.stdout.readline().strip() if _relay.stdout else ""
+    line = _first_line(_relay, RELAY_START_TIMEOUT)
     if not line.startswith("http://"):
-        raise RuntimeError(f"the S3 relay for TensorFlow did not start (said {line!r})")
+        _relay.kill()
+        raise RuntimeError(
+            f"the S3 relay for TensorFlow did not start within {RELAY_START_TIMEOUT:.0f} s "
+            f"(said {line!r})"
+        )
     _endpoint = line
     return _endpoint
 

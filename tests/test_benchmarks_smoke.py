@@ -1,0 +1,154 @@
+"""Every benchmark still runs: each on tiny sizes (the numbers are meaningless; the code paths are not).
+
+Benchmarks are not tests (they measure, they do not assert targets), but a
+benchmark nobody runs rots. These run each one end to end where that takes
+seconds, and otherwise its argument parsing, its checks of what it depends
+on and its report (the whole-pipeline ones: `taxi_vs_tfx_example.py` runs
+three pipelines, `object_storage.py` two plus a server).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import PROJECT_ROOT
+
+BENCHMARKS = PROJECT_ROOT / "benchmarks"
+
+
+def _run(script: str, *args: str, cwd: Path | None = None, timeout: float = 240):
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), *args],
+        cwd=cwd or PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    return done
+
+
+def _module(script: str):
+    spec = importlib.util.spec_from_file_location(script.removesuffix(".py"), BENCHMARKS / script)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in BENCHMARKS.glob("*.py")))
+def test_every_benchmark_parses_its_arguments(script):
+    assert "usage:" in _run(script, "--help").stdout
+
+
+def test_taxi_benchmark_checks_the_example_it_drives():
+    done = _run("taxi_vs_tfx_example.py", "--check-example")
+    assert "_create_pipeline, _pipeline_name, _beam_pipeline_args present" in done.stdout
+
+
+def test_taxi_benchmark_fails_clearly_when_the_example_changes(tmp_path, monkeypatch):
+    bench = _module("taxi_vs_tfx_example.py")
+    fake = tmp_path / "tfx"
+    example = fake / bench.EXAMPLE_REL_DIR
+    (example / "data" / "simple").mkdir(parents=True)
+    (example / "data" / "simple" / "data.csv").write_text("x\n")
+    (example / bench.EXAMPLE_PIPELINE).write_text("def _create_pipeline(): pass\n")
+    (example / bench.EXAMPLE_MODULE).write_text("x = 1\n")
+    monkeypatch.setattr(bench, "_tfx_dir", lambda: fake)
+    with pytest.raises(
+        SystemExit, match=r"no longer defines \['_pipeline_name', '_beam_pipeline_args'\]"
+    ):
+        bench.check_example()
+
+
+def test_taxi_benchmark_report_has_both_anchors_counts_and_examples_seen():
+    bench = _module("taxi_vs_tfx_example.py")
+
+    def result(name, wall, count, steps, batch, acc):
+        r = bench.RunResult(name, wall, 0, "", "", binary_accuracy=acc, blessed=True, pushed=True)
+        r.extra = {"metrics": {"example_count": count}, "train_steps": steps, "train_batch": batch}
+        return r
+
+    ours = result("ours", 30.0, 4966, 200, 256, 0.885)
+    anchors = {
+        "example": result("example", 150.0, 4966, 1000, 40, 0.78),
+        "example_inprocess": result("example_inprocess", 100.0, 4966, 1000, 40, 0.78),
+    }
+    verdict = bench.compare(ours, anchors)
+    assert verdict["wall_ratio"] == verdict["wall_ratio_vs_example_inprocess"] == 0.3
+    assert verdict["wall_ratio_vs_example"] == 0.2
+    assert verdict["eval_counts_equal"] is True
+    assert verdict["training_examples_seen"] == {
+        "ours": 51200,
+        "example": 40000,
+        "example_inprocess": 40000,
+    }
+    text = bench.render(ours, anchors, verdict, "ours-first")
+    assert "0.300 (headline)" in text and "200 x 256 = 51,200" in text
+    anchors["example"].extra["metrics"]["example_count"] = 5000
+    assert bench.compare(ours, anchors)["eval_counts_equal"] is False
+
+
+def test_input_pipeline_benchmark_on_a_few_records():
+    done = _run(
+        "input_pipeline.py",
+        *("--records", "3000", "--shards", "2", "--repeats", "1", "--workers", "1", "--json"),
+    )
+    report = json.loads(done.stdout)
+    assert set(report["results"]) >= {"a", "b", "c", "d", "t", "e"}
+    assert report["results"]["t"]["cold_records_per_s"] > 0
+    assert {"d/c", "t_cold/c", "t_warm/c"} <= set(report["ratios"])
+
+
+def test_input_pipeline_training_row_is_what_the_trainer_passes():
+    from trainer.train import Hyperparameters
+
+    settings = _module("input_pipeline.py").trainer_training_settings()
+    hp = Hyperparameters()
+    assert settings["shuffle"] is True
+    assert (settings["cache"], settings["deterministic"], settings["seed"]) == (
+        hp.cache,
+        hp.deterministic,
+        hp.seed,
+    )
+    assert (settings["shuffle_buffer"], settings["shuffle_block"]) == (
+        hp.shuffle_buffer,
+        hp.shuffle_block,
+    )
+
+
+def test_generator_benchmark_on_a_few_rows():
+    done = _run("generator.py", "--rows", "2000", "--ingest-rows", "0", "--json")
+    assert "rows_per_s" in done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_csv_ingest_benchmark_on_a_few_rows(tmp_path):
+    done = _run("csv_ingest.py", "--rows", "300", "--work", str(tmp_path), timeout=800)
+    assert "arrow" in done.stdout and "tfx" in done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_image_benchmarks_on_a_few_images(tmp_path):
+    work = str(tmp_path / "images")
+    _run("image_ingest.py", "--count", "40", "--size", "16", "--work", work, timeout=600)
+    _run(
+        "image_read.py",
+        "--work",
+        work,
+        "--images",
+        "40",
+        "--size",
+        "16",
+        "--batch",
+        "8",
+        timeout=400,
+    )
