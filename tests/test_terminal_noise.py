@@ -71,7 +71,7 @@ def test_tfdv_cpp_warnings_go_to_the_log_not_the_terminal():
 def test_validation_gate_wraps_tfdv_in_the_redirect():
     import inspect
 
-    from components import validation_gate
+    from components.validation import gate as validation_gate
 
     source = inspect.getsource(validation_gate.ValidationGateExecutor.Do)
     assert source.count('native_stderr_to_log("TFDV")') == 2
