@@ -58,6 +58,13 @@ def example_gen_id(config: PipelineConfig) -> str:
     return IMAGE_EXAMPLE_GEN if config.example_gen == "image" else EXAMPLE_GEN
 
 
+def _value_threshold(t) -> tfma.GenericValueThreshold:
+    # A ceiling for error metrics (regression's RMSE), else a floor (accuracy, AUC).
+    if t.upper_bound is not None:
+        return tfma.GenericValueThreshold(upper_bound={"value": t.upper_bound})
+    return tfma.GenericValueThreshold(lower_bound={"value": t.lower_bound})
+
+
 def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
     t = config.thresholds
     return tfma.EvalConfig(
@@ -80,13 +87,17 @@ def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
                     tfma.MetricConfig(
                         class_name=t.metric,
                         threshold=tfma.MetricThreshold(
-                            value_threshold=tfma.GenericValueThreshold(
-                                lower_bound={"value": t.lower_bound}
-                            ),
+                            value_threshold=_value_threshold(t),
                             # Ignored on the first run, when no blessed baseline exists.
                             change_threshold=tfma.GenericChangeThreshold(
-                                direction=tfma.MetricDirection.HIGHER_IS_BETTER,
-                                absolute={"value": t.min_change},
+                                direction=tfma.MetricDirection.LOWER_IS_BETTER
+                                if t.upper_bound is not None
+                                else tfma.MetricDirection.HIGHER_IS_BETTER,
+                                absolute={
+                                    "value": -t.min_change
+                                    if t.upper_bound is not None
+                                    else t.min_change
+                                },
                             ),
                         ),
                     ),
@@ -115,6 +126,9 @@ def create_pipeline(
         raise ValueError("an image dataset needs `image` options (ImageOptions)")
     # The image options reach Transform and the Trainer through custom_config.
     image_config = {"image": config.image.to_dict()} if config.image else {}
+    # So do a tabular dataset's feature treatments (the generic trainer, trainer/tabular).
+    if config.tabular is not None:
+        image_config["tabular"] = config.tabular.to_dict()
     make_example_gen = (
         functools.partial(
             image_example_gen,
