@@ -12,7 +12,12 @@ from pipeline.config import DATASETS, dataset_config
 
 
 def _add_config_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dataset", default="taxi", choices=sorted(DATASETS), help="dataset config")
+    p.add_argument(
+        "--dataset",
+        default="taxi",
+        choices=sorted(DATASETS),
+        help="a dataset: schema/<NAME>/dataset.yaml (`tfxp init` makes one)",
+    )
     p.add_argument("--data-root", help="raw data folder holding span-<N>/ drops")
     p.add_argument("--run-dir", help="where the pipeline root, ML Metadata and pushed models go")
     # Object storage (s3://, gs://): see README "Object storage".
@@ -184,6 +189,9 @@ def build_parser() -> argparse.ArgumentParser:
     ver.add_argument("--json", action="store_true")
     ver.set_defaults(func=cmd_verify)
 
+    from tfxp.dataset_init import register as register_init
+
+    register_init(sub)
     from pipeline.data_cli import register as register_data
 
     register_data(sub)
