@@ -349,18 +349,31 @@ def cmd_add(args: argparse.Namespace) -> int:
     return 0
 
 
+def _resampler(config: PipelineConfig):
+    from pathlib import Path
+
+    from data.generate import TaxiModel
+
+    if config.example_gen != "csv":
+        raise SpanError(f"{config.pipeline_name} is not a CSV dataset: nothing to resample")
+    spans = [s for s in list_spans(config.data_root) if s.files]
+    if not spans:
+        raise SpanError(f"no span under {config.data_root} to resample rows from")
+    return TaxiModel(list(spans[-1].files), Path(config.schema_file), whole_rows=True)
+
+
 def cmd_generate(args: argparse.Namespace) -> int:
     import time
 
     from data.generate import drift_from_args, generate, progress_printer
 
     config = _dataset_config(args, args.dataset)
-    if args.dataset != "taxi":
-        print("ERROR: the generator models the taxi data only", file=sys.stderr)
-        return 1
     started = time.perf_counter()
     drift = drift_from_args(args)
     try:
+        model = None
+        if args.dataset != "taxi":  # other tables: their latest span's rows, resampled whole
+            model = _resampler(config)
         span = publish_span(
             config.data_root,
             lambda folder: generate(
@@ -369,6 +382,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
                 seed=args.seed,
                 drift=drift,
                 rows_per_file=args.rows_per_file,
+                model=model,
                 progress=progress_printer(sys.stdout),
             ),
             columns=_columns(config),
@@ -442,7 +456,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     common(add)
     add.set_defaults(func=cmd_add)
 
-    gen = dsub.add_parser("generate", help="generate a taxi-like span of any size")
+    gen = dsub.add_parser(
+        "generate",
+        help="generate a span of any size: taxi-like trips, or another table's rows resampled",
+    )
     gen.add_argument("dataset", choices=sorted(DATASETS))
     add_generate_flags(gen)
     gen.add_argument(

@@ -30,8 +30,13 @@ class PredictResult:
     model_dir: str
     probabilities: list[float]
     output: str | None
+    # Tabular datasets (trainer/tabular): the output columns and each row's cells.
+    columns: tuple[str, ...] = ()
+    scored: list[list[str]] | None = None
 
     def __str__(self) -> str:
+        if self.scored is not None:
+            return _render_tabular(self)
         n = len(self.probabilities)
         positives = sum(p >= 0.5 for p in self.probabilities)
         lines = [
@@ -139,9 +144,22 @@ def predict_csv(
             raise PredictError(
                 f"{csv_path}: the model rejected rows from line {first}: {e.message.splitlines()[0]}"
             ) from e
-        probabilities.extend(float(p) for p in tf.reshape(next(iter(out.values())), [-1]).numpy())
+        if config.tabular is not None:
+            scored.extend(_tabular_cells(config.tabular, out))
+            # One number per row (the line count of a rejected batch): the value or top probability.
+            probabilities.extend(
+                float(r[0]) if not classes else max(map(float, r[:-1]))
+                for r in scored[len(probabilities) :]
+            )
+        else:
+            probabilities.extend(
+                float(p) for p in tf.reshape(next(iter(out.values())), [-1]).numpy()
+            )
         batch.clear()
 
+    classes = list(config.tabular.classes) if config.tabular is not None else []
+    columns = tabular_columns(config.tabular) if config.tabular is not None else ()
+    scored: list[list[str]] = []
     for row in rows:
         batch.append(_example(header, row, types))
         if output:
@@ -154,8 +172,63 @@ def predict_csv(
         tmp = output + ".tmp"
         with open(tmp, "w", newline="", encoding="utf-8") as f:
             writer = csv.writer(f)
-            writer.writerow([*header, "probability", "prediction"])
-            for row, p in zip(all_rows, probabilities, strict=True):
-                writer.writerow([*row, f"{p:.6f}", int(p >= 0.5)])
+            if config.tabular is not None:
+                writer.writerow([*header, *columns])
+                writer.writerows(
+                    [*row, *cells] for row, cells in zip(all_rows, scored, strict=True)
+                )
+            else:
+                writer.writerow([*header, "probability", "prediction"])
+                for row, p in zip(all_rows, probabilities, strict=True):
+                    writer.writerow([*row, f"{p:.6f}", int(p >= 0.5)])
         os.replace(tmp, output)  # never leave a half-written predictions file
+    if config.tabular is not None:
+        return PredictResult(csv_path, model_dir, probabilities, output, columns, scored)
     return PredictResult(csv_path, model_dir, probabilities, output)
+
+
+def tabular_columns(options) -> tuple[str, ...]:
+    """Output columns of a tabular model: one probability per class and the class, or the value."""
+    if options.task == "regression":
+        return ("prediction",)
+    if options.task == "binary":
+        return (f"probability_{options.classes[1]}", "prediction")
+    return (*(f"probability_{c}" for c in options.classes), "prediction")
+
+
+def _tabular_cells(options, out) -> list[list[str]]:
+    """serving_default's outputs (trainer/tabular/train.py) -> CSV cells per row."""
+    if options.task == "regression":
+        return [[f"{v:.6g}"] for v in out["predictions"].numpy().reshape(-1)]
+    key = "logistic" if options.task == "binary" else "probabilities"
+    scores = out[key].numpy()
+    names = [c.decode() for c in out["class"].numpy()]
+    return [[*(f"{p:.6f}" for p in row), c] for row, c in zip(scores, names, strict=True)]
+
+
+def _render_tabular(result: PredictResult) -> str:
+    rows = result.scored or []
+    n = len(rows)
+    lines = [f"scored {n} rows of {result.csv_path} with {result.model_dir}"]
+    if result.columns == ("prediction",):
+        values = [float(r[0]) for r in rows]
+        if values:
+            lines.append(
+                f"predicted values: mean {sum(values) / n:.4g}, min {min(values):.4g}, "
+                f"max {max(values):.4g}"
+            )
+    else:
+        counts: dict[str, int] = {}
+        for r in rows:
+            counts[r[-1]] = counts.get(r[-1], 0) + 1
+        lines.append(
+            "predicted classes: " + ", ".join(f"{c} {k}" for c, k in sorted(counts.items()))
+        )
+    if result.output:
+        lines.append(f"predictions written to {result.output}")
+    else:
+        lines.append("  row  " + "  ".join(result.columns))
+        lines += [f"  {i + 1:>3}  " + "  ".join(r) for i, r in enumerate(rows[:20])]
+        if n > 20:
+            lines.append(f"  ... {n - 20} more (use --output to write them all)")
+    return "\n".join(lines)

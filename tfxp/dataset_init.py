@@ -561,7 +561,8 @@ def run_init(args: argparse.Namespace, out=sys.stdout) -> int:
         for source, new in inferred.renamed.items():
             print(
                 f"column {source!r} is not a valid feature name (letters, digits and _, not "
-                f"starting with a digit): renamed to {new!r} in the data and the schema",
+                f"starting with a digit): renamed to {new!r} in the data and the schema; later "
+                "drops (`tfxp data add`) and files to score (`tfxp predict`) use the new name",
                 file=out,
             )
     if spans:
