@@ -8,14 +8,15 @@ import sys
 import warnings
 from collections.abc import Sequence
 
-from pipeline.config import DATASETS, dataset_config
+from pipeline.config import dataset_config
+from pipeline.datasets import dataset_names
 
 
 def _add_config_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--dataset",
         default="taxi",
-        choices=sorted(DATASETS),
+        choices=dataset_names(),
         help="a dataset: schema/<NAME>/dataset.yaml (`tfxp init` makes one)",
     )
     p.add_argument("--data-root", help="raw data folder holding span-<N>/ drops")

@@ -21,7 +21,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pipeline.config import DATASETS, PipelineConfig, dataset_config
+from pipeline.config import PipelineConfig, dataset_config
+from pipeline.datasets import dataset_names
 from pipeline.spans import SpanError, copy_files, leftover_incoming, list_spans, publish_span
 
 
@@ -297,7 +298,7 @@ def _dataset_config(args: argparse.Namespace, name: str) -> PipelineConfig:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    names = [args.dataset] if args.dataset else sorted(DATASETS)
+    names = [args.dataset] if args.dataset else dataset_names()
     out: dict[str, Any] = {}
     texts = []
     from pipeline.storage import StorageError
@@ -445,13 +446,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--run-dir", help="run dir whose metadata.sqlite records ingestions")
 
     ls = dsub.add_parser("list", help="spans with rows, bytes, fingerprint, runs and models")
-    ls.add_argument("--dataset", choices=sorted(DATASETS), help="one dataset (default: all)")
+    ls.add_argument("--dataset", choices=dataset_names(), help="one dataset (default: all)")
     ls.add_argument("--json", action="store_true")
     common(ls)
     ls.set_defaults(func=cmd_list)
 
     add = dsub.add_parser("add", help="publish CSV files as the next span, atomically")
-    add.add_argument("dataset", choices=sorted(DATASETS))
+    add.add_argument("dataset", choices=dataset_names())
     add.add_argument("files", nargs="+", help="the drop's CSV files (one header)")
     common(add)
     add.set_defaults(func=cmd_add)
@@ -460,7 +461,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "generate",
         help="generate a span of any size: taxi-like trips, or another table's rows resampled",
     )
-    gen.add_argument("dataset", choices=sorted(DATASETS))
+    gen.add_argument("dataset", choices=dataset_names())
     add_generate_flags(gen)
     gen.add_argument(
         "--check",
@@ -479,7 +480,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "environment (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, ...).",
     )
     up.add_argument("destination", help="s3://BUCKET/path (or gs://BUCKET/path)")
-    up.add_argument("--dataset", default="taxi", choices=sorted(DATASETS))
+    up.add_argument("--dataset", default="taxi", choices=dataset_names())
     up.add_argument("--source-root", help="local dataset folder (default: the dataset's)")
     up.add_argument("--source-span", type=int, help="local span to copy (default: the latest)")
     up.add_argument("--span", type=int, help="span number in the bucket (default: next free)")
