@@ -64,6 +64,19 @@ _EVAL_KEYS = {"metric", "lower_bound", "upper_bound", "min_change", "extra_metri
 _FEATURE_KEYS = {"treatment", "buckets", "top_k", "oov_buckets"}
 
 
+VALID_FEATURE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def feature_name(header: str) -> str:
+    """A valid feature name for a CSV header: letters, digits and _, not starting with a digit.
+
+    `tfxp init` renames such columns in the data and schema; `tfxp predict` maps a
+    file's original header names to them.
+    """
+    name = re.sub(r"[^A-Za-z0-9_]+", "_", header.strip()).strip("_") or "column"
+    return "c_" + name if name[0].isdigit() else name
+
+
 class DatasetFileError(ValueError):
     """A dataset file that cannot be used; the message names the file and the key."""
 

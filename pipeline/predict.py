@@ -114,6 +114,42 @@ def predict_csv(
         raise PredictError(f"{csv_path}: no such file")
     schema = load_schema(config.schema_file)
     types = schema_column_types(schema)
+    renamed = _with_feature_names(csv_path, types)
+    try:
+        return _predict(config, renamed or csv_path, types, output, model_dir, shown=csv_path)
+    except (PredictError, csv_checks.CsvInputError) as e:
+        if not renamed:
+            raise
+        raise type(e)(str(e).replace(renamed, csv_path)) from e  # name the user's file
+    finally:
+        if renamed:
+            os.remove(renamed)
+
+
+def _with_feature_names(csv_path: str, types: dict[str, str]) -> str | None:
+    """A copy of the file with `tfxp init`'s renamed column names (pipeline.datasets.feature_name)
+    in the header, when its header still has the original ones; else None."""
+    import tempfile
+
+    from pipeline.datasets import feature_name
+
+    with open(csv_path, newline="", encoding="utf-8") as f:
+        first = f.readline()
+        header = next(csv.reader([first]), [])
+        names = [
+            feature_name(h) if h.strip() not in types and feature_name(h) in types else h.strip()
+            for h in header
+        ]
+        if names == [h.strip() for h in header]:
+            return None
+        fd, path = tempfile.mkstemp(suffix=".csv")
+        with os.fdopen(fd, "w", newline="", encoding="utf-8") as out:
+            csv.writer(out).writerow(names)
+            out.write(f.read())
+    return path
+
+
+def _predict(config, csv_path, types, output, model_dir, shown) -> PredictResult:
     # Serving rows need every feature but the label; check before loading the model.
     required = [n for n in types if n != config.label_key]
     csv_checks.check_csv_files([csv_path], types, required=required)
@@ -183,8 +219,8 @@ def predict_csv(
                     writer.writerow([*row, f"{p:.6f}", int(p >= 0.5)])
         os.replace(tmp, output)  # never leave a half-written predictions file
     if config.tabular is not None:
-        return PredictResult(csv_path, model_dir, probabilities, output, columns, scored)
-    return PredictResult(csv_path, model_dir, probabilities, output)
+        return PredictResult(shown, model_dir, probabilities, output, columns, scored)
+    return PredictResult(shown, model_dir, probabilities, output)
 
 
 def tabular_columns(options) -> tuple[str, ...]:

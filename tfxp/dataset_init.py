@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import re
 import shutil
 import sys
 import uuid
@@ -30,16 +29,17 @@ from pipeline.datasets import (
     NAME_RE,
     SCHEMA_FILE,
     TASKS,
+    VALID_FEATURE_NAME,
     VALIDATION_FILE,
     dataset_dirs,
     dataset_files,
+    feature_name,
 )
 
 # Columns with at most this many distinct integers are categories (vocabulary), not numbers.
 CATEGORICAL_INT_MAX = 20
 # A label with at most this many distinct values may be a multiclass label.
 MULTICLASS_MAX = 50
-FEATURE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DEFAULT_TRAIN_STEPS = 400
 DEFAULT_BATCH_SIZE = 64
 
@@ -79,16 +79,6 @@ class Inferred:
 
 # ---------------------------------------------------------------------------
 # Reading and inferring (nothing is written here).
-
-
-def feature_name(header: str) -> str:
-    """A valid feature name for a CSV header: letters, digits and _, not starting with a digit."""
-    name = re.sub(r"[^A-Za-z0-9_]+", "_", header.strip()).strip("_")
-    if not name:
-        name = "column"
-    if name[0].isdigit():
-        name = "c_" + name
-    return name
 
 
 def _header(path: Path) -> list[str]:
@@ -205,7 +195,7 @@ def infer(
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    renamed = {h: feature_name(h) for h in header if not FEATURE_NAME.match(h)}
+    renamed = {h: feature_name(h) for h in header if not VALID_FEATURE_NAME.match(h)}
     names = [renamed.get(h, h) for h in header]
     clash = sorted({n for n in names if names.count(n) > 1})
     if clash:
