@@ -370,7 +370,7 @@ def dataset_yaml(inferred: Inferred, data_root: str | None) -> str:
     q = _yaml_str
     lines = [
         f"# Dataset file of {inferred.name!r}, written by `tfxp init` from {inferred.rows} rows.",
-        "# Edit it, not code: `tfxp run --dataset NAME` reads it on every run (pipeline/datasets.py).",
+        f"# Edit it, not code: `tfxp run --dataset {inferred.name}` reads it on every run.",
         f"name: {inferred.name}",
     ]
     if data_root:
