@@ -130,3 +130,20 @@ def test_cli_reports_errors_without_a_traceback(tmp_path, home, capsys):
     assert main(["init", "bad", "--csv", str(path), "--label", "nope"]) == 1
     err = capsys.readouterr().err
     assert "ERROR: label column 'nope' is not in" in err and "nothing was written" in err
+
+
+def test_link_and_exclude(tmp_path, home):
+    path = table(tmp_path / "t.csv")
+    args = _args(tmp_path, "linked", [path], "bought", link=True, exclude=["rooms"])
+    assert run_init(args, out=io.StringIO()) == 0
+    span_file = tmp_path / "data" / "linked" / "span-1" / "t.csv"
+    assert span_file.is_symlink() and span_file.resolve() == path.resolve()
+    features = load_dataset_file(home / "linked" / "dataset.yaml").tabular.features
+    assert "rooms" not in features and "id" not in features and "size" in features
+
+
+def test_link_refuses_files_whose_header_must_be_renamed(tmp_path, home):
+    path = _csv(tmp_path / "t.csv", "a b,y", [f"{i % 5},{'xy'[i % 2]}" for i in range(20)])
+    with pytest.raises(InitError, match="--link"):
+        run_init(_args(tmp_path, "x", [path], "y", link=True), out=io.StringIO())
+    assert not home.exists()
