@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pipeline.config import PipelineConfig, dataset_config
-from pipeline.datasets import dataset_names
+from pipeline.datasets import dataset_names, rename_header
 from pipeline.spans import SpanError, copy_files, leftover_incoming, list_spans, publish_span
 
 
@@ -337,12 +337,15 @@ def cmd_add(args: argparse.Namespace) -> int:
 
     config = _dataset_config(args, args.dataset)
     started = time.perf_counter()
+    columns = _columns(config)
+
+    def fill(folder) -> None:
+        copy_files(args.files, folder)
+        for f in folder.glob("*.csv"):  # original names of columns `tfxp init` renamed
+            rename_header(f, columns)
+
     try:
-        span = publish_span(
-            config.data_root,
-            lambda folder: copy_files(args.files, folder),
-            columns=_columns(config),
-        )
+        span = publish_span(config.data_root, fill, columns=columns)
     except (SpanError, ValueError) as e:
         print(f"ERROR: {e}\nnothing was added to {config.data_root}", file=sys.stderr)
         return 1

@@ -77,6 +77,33 @@ def feature_name(header: str) -> str:
     return "c_" + name if name[0].isdigit() else name
 
 
+def feature_header(header: list[str], columns: dict[str, str] | Any) -> list[str]:
+    """A CSV header with original column names `tfxp init` renamed mapped to their feature names."""
+    return [
+        feature_name(h) if h.strip() not in columns and feature_name(h) in columns else h.strip()
+        for h in header
+    ]
+
+
+def rename_header(path: str | os.PathLike, columns: dict[str, str]) -> bool:
+    """Rewrites a CSV file's header in place with `feature_header`; True if it changed."""
+    import csv
+    import shutil
+
+    path = Path(path)
+    with path.open(newline="", encoding="utf-8") as f:
+        header = next(csv.reader([f.readline()]), [])
+        names = feature_header(header, columns)
+        if names == [h.strip() for h in header]:
+            return False
+        tmp = path.with_name(path.name + ".renaming")
+        with tmp.open("w", newline="", encoding="utf-8") as out:
+            csv.writer(out, lineterminator="\n").writerow(names)
+            shutil.copyfileobj(f, out)
+    os.replace(tmp, path)
+    return True
+
+
 class DatasetFileError(ValueError):
     """A dataset file that cannot be used; the message names the file and the key."""
 

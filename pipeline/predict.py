@@ -131,15 +131,11 @@ def _with_feature_names(csv_path: str, types: dict[str, str]) -> str | None:
     in the header, when its header still has the original ones; else None."""
     import tempfile
 
-    from pipeline.datasets import feature_name
+    from pipeline.datasets import feature_header
 
     with open(csv_path, newline="", encoding="utf-8") as f:
-        first = f.readline()
-        header = next(csv.reader([first]), [])
-        names = [
-            feature_name(h) if h.strip() not in types and feature_name(h) in types else h.strip()
-            for h in header
-        ]
+        header = next(csv.reader([f.readline()]), [])
+        names = feature_header(header, types)
         if names == [h.strip() for h in header]:
             return None
         fd, path = tempfile.mkstemp(suffix=".csv")

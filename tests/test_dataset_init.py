@@ -147,3 +147,17 @@ def test_link_refuses_files_whose_header_must_be_renamed(tmp_path, home):
     with pytest.raises(InitError, match="--link"):
         run_init(_args(tmp_path, "x", [path], "y", link=True), out=io.StringIO())
     assert not home.exists()
+
+
+def test_data_add_maps_original_column_names_to_the_renamed_ones(tmp_path, home, capsys):
+    from pipeline.cli import main
+
+    header = "mean radius,colour,kind"
+    rows = [f"{i / 3:.3f},{['red', 'blue'][i % 2]},{['a', 'b', 'c'][i % 3]}" for i in range(ROWS)]
+    path = _csv(tmp_path / "t.csv", header, rows)
+    assert run_init(_args(tmp_path, "shop", [path], "kind"), out=io.StringIO()) == 0
+    drop = _csv(tmp_path / "drop.csv", header, rows[:10])
+    assert main(["data", "add", "shop", str(drop)]) == 0, capsys.readouterr().err
+    span = tmp_path / "data" / "shop" / "span-2" / "drop.csv"
+    assert span.read_text().splitlines()[0] == "mean_radius,colour,kind"
+    assert drop.read_text().splitlines()[0] == header  # the user's file is untouched

@@ -551,8 +551,8 @@ def run_init(args: argparse.Namespace, out=sys.stdout) -> int:
         for source, new in inferred.renamed.items():
             print(
                 f"column {source!r} is not a valid feature name (letters, digits and _, not "
-                f"starting with a digit): renamed to {new!r} in the data and the schema; later "
-                "drops (`tfxp data add`) and files to score (`tfxp predict`) use the new name",
+                f"starting with a digit): renamed to {new!r} in the data and the schema "
+                "(`tfxp data add` and `tfxp predict` map the old name to it)",
                 file=out,
             )
     if spans:
