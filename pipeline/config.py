@@ -1,7 +1,8 @@
 """Typed configuration of a pipeline run.
 
 A dataset is a dataset file (schema/<NAME>/dataset.yaml, read by
-pipeline/datasets.py) beside its curated schema, never a copy of the pipeline. Runners build a `PipelineConfig` and hand it to
+pipeline/datasets.py) beside its curated schema, never a copy of the pipeline.
+Runners build a `PipelineConfig` and hand it to
 `pipeline.definition.create_pipeline`.
 """
 

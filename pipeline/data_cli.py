@@ -375,9 +375,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     drift = drift_from_args(args)
     try:
-        model = None
-        if args.dataset != "taxi":  # other tables: their latest span's rows, resampled whole
-            model = _resampler(config)
+        model = None  # the taxi trips' own generator
+        if config.tabular is not None or config.example_gen != "csv":
+            model = _resampler(config)  # any other table: its latest span's rows, resampled whole
         span = publish_span(
             config.data_root,
             lambda folder: generate(

@@ -161,3 +161,20 @@ def test_data_add_maps_original_column_names_to_the_renamed_ones(tmp_path, home,
     span = tmp_path / "data" / "shop" / "span-2" / "drop.csv"
     assert span.read_text().splitlines()[0] == "mean_radius,colour,kind"
     assert drop.read_text().splitlines()[0] == header  # the user's file is untouched
+
+
+def test_data_generate_resamples_the_datasets_own_rows_with_drift(tmp_path, home, capsys):
+    from pipeline.cli import main
+
+    path = table(tmp_path / "t.csv")
+    assert run_init(_args(tmp_path, "gen", [path], "bought"), out=io.StringIO()) == 0
+    code = main(["data", "generate", "gen", "--rows", "100", "--nulls", "colour=0.5"])
+    assert code == 0, capsys.readouterr().err
+    (part,) = (tmp_path / "data" / "gen" / "span-2").glob("*.csv")
+    lines = part.read_text().splitlines()
+    assert lines[0] == "id,size,colour,rooms,bought,price" and len(lines) == 101
+    source = {tuple(r.split(",")) for r in path.read_text().splitlines()[1:]}
+    rows = [tuple(r.split(",")) for r in lines[1:]]
+    # Whole rows of the source (the label's relation kept), colour blanked for about half.
+    assert all((r[:2] + ("",) + r[3:]) in {s[:2] + ("",) + s[3:] for s in source} for r in rows)
+    assert 25 < sum(r[2] == "" for r in rows) < 75
