@@ -178,3 +178,10 @@ def test_data_generate_resamples_the_datasets_own_rows_with_drift(tmp_path, home
     # Whole rows of the source (the label's relation kept), colour blanked for about half.
     assert all((r[:2] + ("",) + r[3:]) in {s[:2] + ("",) + s[3:] for s in source} for r in rows)
     assert 25 < sum(r[2] == "" for r in rows) < 75
+
+
+def test_force_never_rewrites_a_dataset_init_did_not_write(tmp_path, home):
+    path = table(tmp_path / "t.csv")
+    with pytest.raises(InitError, match="not written by `tfxp init`"):
+        run_init(_args(tmp_path, "taxi", [path], "bought", force=True), out=io.StringIO())
+    assert not home.exists() and not (tmp_path / "data").exists()

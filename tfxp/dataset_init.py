@@ -42,6 +42,7 @@ CATEGORICAL_INT_MAX = 20
 MULTICLASS_MAX = 50
 DEFAULT_TRAIN_STEPS = 400
 DEFAULT_BATCH_SIZE = 64
+INIT_MARK = "written by `tfxp init`"  # in the dataset files --force may rewrite
 
 
 class InitError(ValueError):
@@ -369,7 +370,7 @@ def _significant(x: float) -> float:
 def dataset_yaml(inferred: Inferred, data_root: str | None) -> str:
     q = _yaml_str
     lines = [
-        f"# Dataset file of {inferred.name!r}, written by `tfxp init` from {inferred.rows} rows.",
+        f"# Dataset file of {inferred.name!r}, {INIT_MARK} from {inferred.rows} rows.",
         f"# Edit it, not code: `tfxp run --dataset {inferred.name}` reads it on every run.",
         f"name: {inferred.name}",
     ]
@@ -522,6 +523,11 @@ def run_init(args: argparse.Namespace, out=sys.stdout) -> int:
         raise InitError(
             f"dataset {name!r} exists ({where}); pick another name, or pass --force to rewrite "
             "its schema, validation.yaml and dataset.yaml (the data is never touched)"
+        )
+    if existing and args.force and INIT_MARK not in existing.read_text(encoding="utf-8"):
+        raise InitError(
+            f"dataset {name!r} ({existing}) was not written by `tfxp init`: --force only "
+            "rewrites init's own files; pick another name"
         )
     files, header = check_files(args.csv)
     inferred, arrays = infer(name, files, header, args.label, args.task, args.exclude or ())
