@@ -40,7 +40,11 @@ from pipeline.datasets import (
 CATEGORICAL_INT_MAX = 20
 # A label with at most this many distinct values may be a multiclass label.
 MULTICLASS_MAX = 50
-DEFAULT_TRAIN_STEPS = 400
+# Train steps: about this many passes over the training split (2/3 of the rows), within
+# bounds. Measured on scikit-learn's diabetes (442 rows): RMSE 56 after 15 passes, 67
+# after 65 (the small tower overfits a small table); wine and breast cancer lose nothing.
+TRAIN_EPOCHS = 15
+MIN_TRAIN_STEPS, MAX_TRAIN_STEPS = 50, 5000
 DEFAULT_BATCH_SIZE = 64
 INIT_MARK = "written by `tfxp init`"  # in the dataset files --force may rewrite
 
@@ -405,7 +409,13 @@ def dataset_yaml(inferred: Inferred, data_root: str | None) -> str:
         lines += [f"  - {q(c.name)}  # {c.note}" for c in excluded]
     else:
         lines.append("exclude: []")
-    lines += ["", f"train_steps: {DEFAULT_TRAIN_STEPS}", "eval_steps: 5", "hyperparameters:"]
+    lines += [
+        "",
+        f"# About {TRAIN_EPOCHS} passes over the training split (2/3 of the rows).",
+        f"train_steps: {train_steps(inferred.rows)}",
+        "eval_steps: 5",
+        "hyperparameters:",
+    ]
     lines += [
         f"  batch_size: {DEFAULT_BATCH_SIZE}",
         "  learning_rate: 0.003",
@@ -434,6 +444,11 @@ def dataset_yaml(inferred: Inferred, data_root: str | None) -> str:
             f"  extra_metrics: {extra}",
         ]
     return "\n".join(lines) + "\n"
+
+
+def train_steps(rows: int, batch_size: int = DEFAULT_BATCH_SIZE) -> int:
+    steps = math.ceil(TRAIN_EPOCHS * (rows * 2 // 3) / batch_size)
+    return min(MAX_TRAIN_STEPS, max(MIN_TRAIN_STEPS, steps))
 
 
 def _kind_word(kind: str) -> str:

@@ -14,6 +14,7 @@ import csv
 import io
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -35,7 +36,6 @@ METRIC = {
     "binary": "binary_accuracy",
     "regression": "root_mean_squared_error",
 }
-TRAIN_STEPS = "300"
 
 
 def write_table(name: str, path: Path) -> tuple[list[str], list]:
@@ -88,8 +88,9 @@ class TableRuns:
     first: RunSummary
     predict_output: str
     predictions: list[dict]
-    second: RunSummary | None = None
-    cached: RunSummary | None = None
+    home: Path
+    config: Any
+    rows: list[dict]
 
 
 @pytest.fixture(scope="module", params=sorted(CASES))
@@ -109,7 +110,8 @@ def table_runs(request, tmp_path_factory) -> TableRuns:
     assert code == 0, err
 
     with dataset_path(home):
-        config = dataset_config(name).replace(run_dir=str(run), train_steps=int(TRAIN_STEPS))
+        # Train steps as `tfxp init` chose them (about 15 passes over the training rows).
+        config = dataset_config(name).replace(run_dir=str(run))
     quiet = {"printer": lambda _: None}
     first = run_local(config, **quiet)
 
@@ -130,22 +132,29 @@ def table_runs(request, tmp_path_factory) -> TableRuns:
     assert code == 0, err
     with out.open() as f:
         predictions = list(csv.DictReader(f))
-    result = TableRuns(name, task, labels, init_out, first, predict_out, predictions)
+    return TableRuns(
+        name, task, labels, init_out, first, predict_out, predictions, home, config, rows
+    )
 
-    if name != "wine-int":  # the label variant needs no second span
-        # Span 2: the same rows in another order (new bytes, same distribution: no drift).
-        drop = tmp / "drop" / "more.csv"
-        drop.parent.mkdir()
-        reordered = rows[::-1]
-        with drop.open("w", newline="") as f:
-            writer = csv.DictWriter(f, list(rows[0]))
-            writer.writeheader()
-            writer.writerows(reordered)
-        code, _, err = tfxp(home, "data", "add", name, str(drop))
-        assert code == 0, err
-        result.second = run_local(config, **quiet)
-        result.cached = run_local(config, **quiet)
-    return result
+
+@pytest.fixture(scope="module")
+def second_span(table_runs) -> tuple[RunSummary, RunSummary]:
+    """Span 2 via `tfxp data add`, its run, and an unchanged rerun (a fixture of its own, so
+    each test's timeout covers at most two runs)."""
+    from pipeline.runner import run_local
+
+    t = table_runs
+    # The same rows in another order: new bytes, the same distribution (no drift).
+    drop = Path(t.config.run_dir).parent / "drop" / "more.csv"
+    drop.parent.mkdir()
+    with drop.open("w", newline="") as f:
+        writer = csv.DictWriter(f, list(t.rows[0]))
+        writer.writeheader()
+        writer.writerows(t.rows[::-1])
+    code, _, err = tfxp(t.home, "data", "add", t.name, str(drop))
+    assert code == 0, err
+    quiet = {"printer": lambda _: None}
+    return run_local(t.config, **quiet), run_local(t.config, **quiet)
 
 
 def test_init_prints_what_it_inferred(table_runs):
@@ -189,12 +198,11 @@ def test_predict_scores_rows_without_label(table_runs):
                 assert abs(sum(float(r[k]) for k in probability_columns) - 1.0) < 1e-3
 
 
-def test_second_span_trains_and_an_unchanged_rerun_is_cached(table_runs):
-    if table_runs.second is None:
+def test_second_span_trains_and_an_unchanged_rerun_is_cached(table_runs, request):
+    if table_runs.name == "wine-int":
         pytest.skip("label variant: one span only")
-    second = table_runs.second
+    second, cached = request.getfixturevalue("second_span")
     assert {c.state for c in second.components} <= {"COMPLETE", "CACHED", "RESOLVED"}
     assert "CsvExampleGen" in second.executed and "Trainer" in second.executed
     assert "CuratedSchemaImporter" in second.cached  # the schema did not change
-    cached = table_runs.cached
     assert not cached.executed, cached.render()
