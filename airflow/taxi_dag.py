@@ -27,7 +27,8 @@ from tfx.orchestration.airflow.airflow_dag_runner import (  # noqa: E402
     AirflowPipelineConfig,
 )
 
-from pipeline.config import PROJECT_ROOT, PipelineConfig, dataset_config  # noqa: E402
+from pipeline.config import PROJECT_ROOT, PipelineConfig  # noqa: E402
+from pipeline.datasets import dataset_config  # noqa: E402
 from pipeline.definition import AIRFLOW, create_pipeline  # noqa: E402
 from pipeline.overrides import pipeline_config  # noqa: E402
 from tfxp.local.preflight import preflight  # noqa: E402

@@ -60,7 +60,8 @@ def tutorial_write(files: list[Path], out: Path, compression: str | None) -> Non
 
 def ours(data_root: Path, run_dir: Path, image_format: str, level: int | None) -> list[Path]:
     from pipeline import definition as d
-    from pipeline.config import DATASETS, ImageOptions
+    from pipeline.config import ImageOptions
+    from pipeline.datasets import DATASETS
     from tfxp.local.runner import run_local
 
     config = DATASETS["digits"].replace(

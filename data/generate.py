@@ -108,11 +108,21 @@ def _schema_specs(path: Path) -> dict[str, ColumnSpec]:
 class TaxiModel:
     """Column tokens and values of the source data, grouped for joint sampling."""
 
-    def __init__(self, source: Path = EMBEDDED_CSV, schema: Path = SCHEMA_FILE) -> None:
-        with source.open(newline="") as f:
-            reader = csv.reader(f)
-            self.header = [h.strip() for h in next(reader)]
-            rows = [r for r in reader if r]
+    def __init__(
+        self,
+        source: Path | Sequence[Path] = EMBEDDED_CSV,
+        schema: Path = SCHEMA_FILE,
+        *,
+        whole_rows: bool = False,
+    ) -> None:
+        """`whole_rows`: any dataset's rows resampled whole (their joint distribution, the
+        label's relation included), without the taxi groups or smoothing."""
+        rows = []
+        for path in [source] if isinstance(source, Path) else source:
+            with Path(path).open(newline="") as f:
+                reader = csv.reader(f)
+                self.header = [h.strip() for h in next(reader)]
+                rows += [r for r in reader if r]
         self.n = len(rows)
         self.specs = _schema_specs(schema)
         self.tokens: dict[str, np.ndarray] = {}
@@ -123,8 +133,9 @@ class TaxiModel:
             if self.specs.get(name, ColumnSpec(name, "BYTES")).kind in ("INT", "FLOAT"):
                 self.values[name] = np.array([float(c) if c else np.nan for c in col])
         self.decimals = {name: _decimals(self.tokens[name]) for name in self.values}
-        self.groups = [g for g in (TIME, PLACE, TRIP) if g]
-        grouped = set(TIME) | set(PLACE) | set(TRIP)
+        self.smoothed = {} if whole_rows else SMOOTHED
+        self.groups = [tuple(self.header)] if whole_rows else [TIME, PLACE, TRIP]
+        grouped = {c for g in self.groups for c in g}
         # Columns of another dataset layout: drawn on their own.
         self.groups += [(c,) for c in self.header if c not in grouped]
 
@@ -199,15 +210,15 @@ def make_chunk(
         else:
             idx = np.minimum(np.searchsorted(cdf, rng.random(rows), side="right"), model.n - 1)
         factor = None
-        if set(group) & set(SMOOTHED):
+        if set(group) & set(model.smoothed):
             factor = np.exp(rng.normal(0.0, SMOOTH_SIGMA, size=rows))
         for name in group:
             if name not in model.tokens:
                 continue
             numeric = None
-            if factor is not None and name in SMOOTHED:
+            if factor is not None and name in model.smoothed:
                 numeric = model.values[name][idx] * factor
-                decimals = SMOOTHED[name]
+                decimals = model.smoothed[name]
             elif name in drift.shift or name in drift.scale:
                 numeric = model.values[name][idx].copy()
                 decimals = model.decimals[name]

@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from pipeline.config import PROJECT_ROOT, PipelineConfig, dataset_config
+from pipeline.config import PROJECT_ROOT, PipelineConfig
+from pipeline.datasets import dataset_config
 from pipeline.overrides import pipeline_config
 
 # The image the Dockerfile builds (its `org.opencontainers.image.title` label).

@@ -1,7 +1,8 @@
 """Typed configuration of a pipeline run.
 
-A dataset is a config (plus a curated schema and trainer functions), never a
-copy of the pipeline. Runners build a `PipelineConfig` and hand it to
+A dataset is a dataset file (schema/<NAME>/dataset.yaml, read by
+pipeline/datasets.py) beside its curated schema, never a copy of the pipeline.
+Runners build a `PipelineConfig` and hand it to
 `pipeline.definition.create_pipeline`.
 """
 
@@ -30,7 +31,9 @@ class EvalThresholds:
 
     metric: str = "BinaryAccuracy"
     # Absolute floor: the model must beat always predicting "not a big tipper".
-    lower_bound: float = 0.6
+    lower_bound: float | None = 0.6
+    # A ceiling instead, for metrics where lower is better (e.g. RootMeanSquaredError).
+    upper_bound: float | None = None
     # Change vs the latest blessed model: no worse than this (negative = allowed drop).
     min_change: float = -1e-10
     # Reported beside `metric`, without a threshold (AUC only makes sense for binary labels).
@@ -123,6 +126,8 @@ class PipelineConfig:
     image: ImageOptions | None = None
     # The SavedModel signature the Evaluator feeds serialized tf.Examples to.
     eval_signature: str = "serving_default"
+    # The generic tabular trainer's options (pipeline.datasets.TabularOptions), or None.
+    tabular: Any = None
 
     @property
     def local_dir(self) -> str:
@@ -165,45 +170,3 @@ class PipelineConfig:
 
     def replace(self, **changes: Any) -> PipelineConfig:
         return dataclasses.replace(self, **changes)
-
-
-DATASETS: dict[str, PipelineConfig] = {
-    "taxi": PipelineConfig(),
-    # scikit-learn's 1,797 handwritten 8x8 digits as PNG class folders
-    # (data/digits/span-1/<digit>/*.png, made by `python -m data.images digits`).
-    "digits": PipelineConfig(
-        pipeline_name="digits",
-        data_root=str(PROJECT_ROOT / "data" / "digits"),
-        span_pattern="span-{SPAN}/*/*",
-        version_pattern="span-{SPAN}/version-{VERSION}/*/*",
-        schema_file=str(PROJECT_ROOT / "schema" / "digits" / "schema.pbtxt"),
-        validation_file=str(PROJECT_ROOT / "schema" / "digits" / "validation.yaml"),
-        # Serving requests are image bytes, not CSV rows: no serving data to check skew on.
-        serving_data="",
-        run_dir=str(PROJECT_ROOT / "runs" / "digits"),
-        preprocessing_fn="trainer.image_preprocessing.preprocessing_fn",
-        run_fn="trainer.image_train.run_fn",
-        label_key="label",
-        transformed_label_key="label_xf",
-        train_steps=300,
-        eval_steps=2,
-        # Flips stay off: a mirrored 2, 3, 5 or 7 is no longer that digit.
-        hyperparameters={"flip": False},
-        thresholds=EvalThresholds(
-            metric="SparseCategoricalAccuracy", lower_bound=0.9, extra_metrics=()
-        ),
-        example_gen="image",
-        image=ImageOptions(class_names=tuple(str(d) for d in range(10))),
-        # serving_default takes encoded image bytes; TFMA feeds tf.Examples.
-        eval_signature="serving_examples",
-    ),
-}
-
-
-def dataset_config(name: str) -> PipelineConfig:
-    try:
-        return DATASETS[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown dataset {name!r}; known: {', '.join(sorted(DATASETS))}"
-        ) from None

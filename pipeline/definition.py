@@ -57,6 +57,13 @@ from pipeline.node_ids import (  # noqa: F401 - the ids are the definition's voc
 from pipeline.spans import input_pattern
 
 
+def _value_threshold(t) -> tfma.GenericValueThreshold:
+    # A ceiling for error metrics (regression's RMSE), else a floor (accuracy, AUC).
+    if t.upper_bound is not None:
+        return tfma.GenericValueThreshold(upper_bound={"value": t.upper_bound})
+    return tfma.GenericValueThreshold(lower_bound={"value": t.lower_bound})
+
+
 def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
     t = config.thresholds
     return tfma.EvalConfig(
@@ -79,13 +86,17 @@ def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
                     tfma.MetricConfig(
                         class_name=t.metric,
                         threshold=tfma.MetricThreshold(
-                            value_threshold=tfma.GenericValueThreshold(
-                                lower_bound={"value": t.lower_bound}
-                            ),
+                            value_threshold=_value_threshold(t),
                             # Ignored on the first run, when no blessed baseline exists.
                             change_threshold=tfma.GenericChangeThreshold(
-                                direction=tfma.MetricDirection.HIGHER_IS_BETTER,
-                                absolute={"value": t.min_change},
+                                direction=tfma.MetricDirection.LOWER_IS_BETTER
+                                if t.upper_bound is not None
+                                else tfma.MetricDirection.HIGHER_IS_BETTER,
+                                absolute={
+                                    "value": -t.min_change
+                                    if t.upper_bound is not None
+                                    else t.min_change
+                                },
                             ),
                         ),
                     ),
@@ -313,6 +324,9 @@ def _training(config: PipelineConfig, training_examples, schema_importer):
     """Transform and Trainer, keyed for the cache by their code's fingerprints."""
     # The image options reach Transform and the Trainer through custom_config.
     image_config = {"image": config.image.to_dict()} if config.image else {}
+    # So do a tabular dataset's feature treatments (the generic trainer, trainer/tabular).
+    if config.tabular is not None:
+        image_config["tabular"] = config.tabular.to_dict()
     transform = Transform(
         examples=training_examples,
         schema=schema_importer.outputs["schema"],

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.config import PipelineConfig, dataset_config
+from pipeline.config import PipelineConfig
+from pipeline.datasets import dataset_config
 
 # What a runner may override: the config's own field names.
 OVERRIDABLE = (

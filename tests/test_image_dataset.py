@@ -10,7 +10,8 @@ import tensorflow_model_analysis as tfma
 from components.example_gen.image_example_gen import COMPONENT_ID, ImageExampleGen
 from components.schema_importer import load_schema
 from pipeline import definition as d
-from pipeline.config import DATASETS, PipelineConfig
+from pipeline.config import PipelineConfig
+from pipeline.datasets import DATASETS
 from pipeline.spans import SpanError, select_spans
 from tfxp.predict import PredictError, predict_csv
 

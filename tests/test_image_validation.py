@@ -25,7 +25,7 @@ from components.validation.checks import (
     split_statistics,
     with_comparators,
 )
-from pipeline.config import DATASETS
+from pipeline.datasets import DATASETS
 
 DIGITS = DATASETS["digits"]
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import dataset_config
+from pipeline.datasets import dataset_config
 from pipeline.overrides import pipeline_config
 from tfxp.local.preflight import PreflightError, preflight
 

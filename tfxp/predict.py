@@ -32,8 +32,13 @@ class PredictResult:
     model_dir: str
     probabilities: list[float]
     output: str | None
+    # Tabular datasets (trainer/tabular): the output columns and each row's cells.
+    columns: tuple[str, ...] = ()
+    scored: list[list[str]] | None = None
 
     def __str__(self) -> str:
+        if self.scored is not None:
+            return _render_tabular(self)
         n = len(self.probabilities)
         positives = sum(p >= 0.5 for p in self.probabilities)
         lines = [
@@ -113,6 +118,48 @@ def predict_csv(
         raise PredictError(f"{csv_path}: no such file")
     schema = load_schema(config.schema_file)
     types = schema_column_types(schema)
+    renamed = _with_feature_names(csv_path, types, config.csv_encoding)
+    nan_free = schema_nan_free_columns(schema)
+    try:
+        return _predict(
+            config, renamed or csv_path, types, nan_free, output, model_dir, shown=csv_path
+        )
+    except (PredictError, csv_checks.CsvInputError) as e:
+        if not renamed:
+            raise
+        raise type(e)(str(e).replace(renamed, csv_path)) from e  # name the user's file
+    finally:
+        if renamed:
+            os.remove(renamed)
+
+
+def _with_feature_names(csv_path: str, types: dict[str, str], encoding: str) -> str | None:
+    """A copy of the file with `tfxp init`'s renamed column names (pipeline.datasets.feature_name)
+    in the header, when its header still has the original ones; else None."""
+    import io
+    import shutil
+    import tempfile
+
+    from pipeline.datasets import feature_header
+
+    try:
+        header = csv_text.read_header(csv_path, encoding)
+    except csv_text.CsvTextError:
+        return None  # the CSV checks name what is wrong with the file
+    names = feature_header(header, types)
+    if names == [h.strip() for h in header]:
+        return None
+    fd, path = tempfile.mkstemp(suffix=".csv")
+    with open(csv_path, "rb") as src, os.fdopen(fd, "wb") as out:
+        src.readline()  # the old header (and any byte-order mark)
+        text = io.StringIO()
+        csv.writer(text, lineterminator="\n").writerow(names)
+        out.write(text.getvalue().encode(encoding))
+        shutil.copyfileobj(src, out)
+    return path
+
+
+def _predict(config, csv_path, types, nan_free, output, model_dir, shown) -> PredictResult:
     # Serving rows need every feature but the label; check before loading the model.
     required = [n for n in types if n != config.label_key]
     csv_checks.check_csv_files(
@@ -120,7 +167,7 @@ def predict_csv(
         types,
         required=required,
         encoding=config.csv_encoding,
-        finite=schema_nan_free_columns(schema),
+        finite=nan_free,
     )
 
     model_dir = model_dir or latest_pushed_model(config.serving_dir)
@@ -150,9 +197,22 @@ def predict_csv(
             raise PredictError(
                 f"{csv_path}: the model rejected rows from line {first}: {e.message.splitlines()[0]}"
             ) from e
-        probabilities.extend(float(p) for p in tf.reshape(next(iter(out.values())), [-1]).numpy())
+        if config.tabular is not None:
+            scored.extend(_tabular_cells(config.tabular, out))
+            # One number per row (the line count of a rejected batch): the value or top probability.
+            probabilities.extend(
+                float(r[0]) if not classes else max(map(float, r[:-1]))
+                for r in scored[len(probabilities) :]
+            )
+        else:
+            probabilities.extend(
+                float(p) for p in tf.reshape(next(iter(out.values())), [-1]).numpy()
+            )
         batch.clear()
 
+    classes = list(config.tabular.classes) if config.tabular is not None else []
+    columns = tabular_columns(config.tabular) if config.tabular is not None else ()
+    scored: list[list[str]] = []
     for line, row in rows:
         batch.append(_example(header, row, types))
         lines.append(line)
@@ -177,8 +237,63 @@ def predict_csv(
         tmp = output + ".tmp"
         with open(tmp, "w", newline="", encoding="utf-8") as f:
             writer = csv.writer(f)
-            writer.writerow([*header, "probability", "prediction"])
-            for row, p in zip(all_rows, probabilities, strict=True):
-                writer.writerow([*row, f"{p:.6f}", int(p >= 0.5)])
+            if config.tabular is not None:
+                writer.writerow([*header, *columns])
+                writer.writerows(
+                    [*row, *cells] for row, cells in zip(all_rows, scored, strict=True)
+                )
+            else:
+                writer.writerow([*header, "probability", "prediction"])
+                for row, p in zip(all_rows, probabilities, strict=True):
+                    writer.writerow([*row, f"{p:.6f}", int(p >= 0.5)])
         os.replace(tmp, output)  # never leave a half-written predictions file
-    return PredictResult(csv_path, model_dir, probabilities, output)
+    if config.tabular is not None:
+        return PredictResult(shown, model_dir, probabilities, output, columns, scored)
+    return PredictResult(shown, model_dir, probabilities, output)
+
+
+def tabular_columns(options) -> tuple[str, ...]:
+    """Output columns of a tabular model: one probability per class and the class, or the value."""
+    if options.task == "regression":
+        return ("prediction",)
+    if options.task == "binary":
+        return (f"probability_{options.classes[1]}", "prediction")
+    return (*(f"probability_{c}" for c in options.classes), "prediction")
+
+
+def _tabular_cells(options, out) -> list[list[str]]:
+    """serving_default's outputs (trainer/tabular/train.py) -> CSV cells per row."""
+    if options.task == "regression":
+        return [[f"{v:.6g}"] for v in out["predictions"].numpy().reshape(-1)]
+    key = "logistic" if options.task == "binary" else "probabilities"
+    scores = out[key].numpy()
+    names = [c.decode() for c in out["class"].numpy()]
+    return [[*(f"{p:.6f}" for p in row), c] for row, c in zip(scores, names, strict=True)]
+
+
+def _render_tabular(result: PredictResult) -> str:
+    rows = result.scored or []
+    n = len(rows)
+    lines = [f"scored {n} rows of {result.csv_path} with {result.model_dir}"]
+    if result.columns == ("prediction",):
+        values = [float(r[0]) for r in rows]
+        if values:
+            lines.append(
+                f"predicted values: mean {sum(values) / n:.4g}, min {min(values):.4g}, "
+                f"max {max(values):.4g}"
+            )
+    else:
+        counts: dict[str, int] = {}
+        for r in rows:
+            counts[r[-1]] = counts.get(r[-1], 0) + 1
+        lines.append(
+            "predicted classes: " + ", ".join(f"{c} {k}" for c, k in sorted(counts.items()))
+        )
+    if result.output:
+        lines.append(f"predictions written to {result.output}")
+    else:
+        lines.append("  row  " + "  ".join(result.columns))
+        lines += [f"  {i + 1:>3}  " + "  ".join(r) for i, r in enumerate(rows[:20])]
+        if n > 20:
+            lines.append(f"  ... {n - 20} more (use --output to write them all)")
+    return "\n".join(lines)

@@ -90,7 +90,7 @@ def serving_data_sha256(pattern: str) -> str:
     return files_sha256(files)[0] if files else ""
 
 
-def _as_lists(column: pa.Array, kind: str) -> pa.Array:
+def as_lists(column: pa.Array, kind: str) -> pa.Array:
     """One-value lists, and an empty list for a missing cell: what TFDV sees for a
     CsvExampleGen example, so serving and training statistics are comparable."""
     from components.example_gen.csv_checks import BYTES, FLOAT
@@ -139,7 +139,7 @@ def serving_statistics(
     )
     tables = [pa.Table.from_batches(list(read_batches(p, columns, header))) for p in paths]
     table = pa.concat_tables(tables).combine_chunks()
-    arrays = [_as_lists(table.column(n).combine_chunks(), columns[n]) for n in table.column_names]
+    arrays = [as_lists(table.column(n).combine_chunks(), columns[n]) for n in table.column_names]
     batch = pa.RecordBatch.from_arrays(arrays, table.column_names)
     options = stats_options.StatsOptions(schema=schema)
     return stats_impl.generate_statistics_in_memory(batch, options), table.num_rows

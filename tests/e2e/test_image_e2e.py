@@ -22,7 +22,8 @@ from ml_metadata.proto import metadata_store_pb2
 from components.example_gen import image_example_gen as ieg
 from data.images import encode_png
 from pipeline import definition as d
-from pipeline.config import DATASETS, PROJECT_ROOT, PipelineConfig
+from pipeline.config import PROJECT_ROOT, PipelineConfig
+from pipeline.datasets import DATASETS
 from tfxp.metadata.summary import RunSummary
 
 # The first test of a module also pays for its module fixture's whole runs.

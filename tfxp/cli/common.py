@@ -5,14 +5,20 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pipeline.config import DATASETS, PipelineConfig
+from pipeline.config import PipelineConfig
+from pipeline.datasets import dataset_names
 from pipeline.overrides import pipeline_config
 from tfxp.metadata.store import StoreLocation, add_mysql_flags, location_from
 
 
 def add_config_flags(p: argparse.ArgumentParser, *, store: bool = False) -> None:
     """The dataset and where things are; with `store`, the ML Metadata store's flags too."""
-    p.add_argument("--dataset", default="taxi", choices=sorted(DATASETS), help="dataset config")
+    p.add_argument(
+        "--dataset",
+        default="taxi",
+        choices=dataset_names(),
+        help="a dataset: schema/<NAME>/dataset.yaml (`tfxp init` makes one)",
+    )
     p.add_argument("--data-root", help="raw data folder holding span-<N>/ drops")
     p.add_argument("--run-dir", help="where the pipeline root, ML Metadata and pushed models go")
     # Object storage (s3://, gs://): see README "Object storage".

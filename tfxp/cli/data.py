@@ -20,7 +20,8 @@ import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pipeline.config import DATASETS, PipelineConfig
+from pipeline.config import PipelineConfig
+from pipeline.datasets import dataset_names, rename_header
 from pipeline.overrides import pipeline_config
 from pipeline.spans import SpanError, list_spans
 from tfxp.cli.common import store_location
@@ -207,7 +208,7 @@ def _dataset_config(args: argparse.Namespace, name: str) -> PipelineConfig:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    names = [args.dataset] if args.dataset else sorted(DATASETS)
+    names = [args.dataset] if args.dataset else dataset_names()
     out: dict[str, Any] = {}
     texts = []
     from tfxp.storage.storage import StorageError
@@ -266,13 +267,15 @@ def cmd_add(args: argparse.Namespace) -> int:
 
     config = _dataset_config(args, args.dataset)
     started = time.perf_counter()
+    columns = _columns(config)
+
+    def fill(folder) -> None:
+        copy_files(args.files, folder)
+        for f in folder.glob("*.csv"):  # original names of columns `tfxp init` renamed
+            rename_header(f, columns)
+
     try:
-        span = publish_span(
-            config.data_root,
-            lambda folder: copy_files(args.files, folder),
-            columns=_columns(config),
-            **_text_checks(config),
-        )
+        span = publish_span(config.data_root, fill, columns=columns, **_text_checks(config))
     except (SpanError, ValueError) as e:
         message = _with_source_paths(str(e), args.files)
         print(f"ERROR: {message}\nnothing was added to {config.data_root}", file=sys.stderr)
@@ -281,18 +284,31 @@ def cmd_add(args: argparse.Namespace) -> int:
     return 0
 
 
+def _resampler(config: PipelineConfig):
+    from pathlib import Path
+
+    from data.generate import TaxiModel
+
+    if config.example_gen != "csv":
+        raise SpanError(f"{config.pipeline_name} is not a CSV dataset: nothing to resample")
+    spans = [s for s in list_spans(config.data_root) if s.files]
+    if not spans:
+        raise SpanError(f"no span under {config.data_root} to resample rows from")
+    return TaxiModel(list(spans[-1].files), Path(config.schema_file), whole_rows=True)
+
+
 def cmd_generate(args: argparse.Namespace) -> int:
     import time
 
     from data.generate import drift_from_args, generate, progress_printer
 
     config = _dataset_config(args, args.dataset)
-    if args.dataset != "taxi":
-        print("ERROR: the generator models the taxi data only", file=sys.stderr)
-        return 1
     started = time.perf_counter()
     drift = drift_from_args(args)
     try:
+        model = None  # the taxi trips' own generator
+        if config.tabular is not None or config.example_gen != "csv":
+            model = _resampler(config)  # any other table: its latest span's rows, resampled whole
         span = publish_span(
             config.data_root,
             lambda folder: generate(
@@ -301,6 +317,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
                 seed=args.seed,
                 drift=drift,
                 rows_per_file=args.rows_per_file,
+                model=model,
                 progress=progress_printer(sys.stdout),
             ),
             columns=_columns(config),
@@ -364,7 +381,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--run-dir", help="run dir whose metadata.sqlite records ingestions")
 
     ls = dsub.add_parser("list", help="spans with rows, bytes, fingerprint, runs and models")
-    ls.add_argument("--dataset", choices=sorted(DATASETS), help="one dataset (default: all)")
+    ls.add_argument("--dataset", choices=dataset_names(), help="one dataset (default: all)")
     ls.add_argument("--json", action="store_true")
     common(ls)
     add_mysql_flags(
@@ -373,13 +390,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     ls.set_defaults(func=cmd_list)
 
     add = dsub.add_parser("add", help="publish CSV files as the next span, atomically")
-    add.add_argument("dataset", choices=sorted(DATASETS))
+    add.add_argument("dataset", choices=dataset_names())
     add.add_argument("files", nargs="+", help="the drop's CSV files (one header)")
     common(add)
     add.set_defaults(func=cmd_add)
 
-    gen = dsub.add_parser("generate", help="generate a taxi-like span of any size")
-    gen.add_argument("dataset", choices=sorted(DATASETS))
+    gen = dsub.add_parser(
+        "generate",
+        help="generate a span of any size: taxi-like trips, or another table's rows resampled",
+    )
+    gen.add_argument("dataset", choices=dataset_names())
     add_generate_flags(gen)
     gen.add_argument(
         "--check",
@@ -398,7 +418,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "environment (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, ...).",
     )
     up.add_argument("destination", help="s3://BUCKET/path (or gs://BUCKET/path)")
-    up.add_argument("--dataset", default="taxi", choices=sorted(DATASETS))
+    up.add_argument("--dataset", default="taxi", choices=dataset_names())
     up.add_argument("--source-root", help="local dataset folder (default: the dataset's)")
     up.add_argument("--source-span", type=int, help="local span to copy (default: the latest)")
     up.add_argument("--span", type=int, help="span number in the bucket (default: next free)")

@@ -18,7 +18,7 @@ import argparse
 import os
 import sys
 
-from pipeline.config import DATASETS, dataset_config
+from pipeline.datasets import dataset_config, dataset_names
 from tfxp.metadata.store import (
     MetadataStoreError,
     add_store_flags,
@@ -151,7 +151,7 @@ def _common(p: argparse.ArgumentParser, *, dataset_flag: bool = True) -> None:
         p.add_argument(
             "--dataset",
             default="taxi",
-            choices=sorted(DATASETS),
+            choices=dataset_names(),
             help="which pipeline's runs (default taxi)",
         )
     p.add_argument("--json", action="store_true", help="stable JSON (sorted keys) for scripts")
@@ -191,7 +191,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     _graph_flag(model)
     model.set_defaults(func=_run(cmd_lineage_model))
     data = lsub.add_parser("data", help="the models trained on one span")
-    data.add_argument("dataset", choices=sorted(DATASETS))
+    data.add_argument("dataset", choices=dataset_names())
     data.add_argument("span", type=int)
     data.add_argument("--version", type=int, help="only this version of the span")
     _common(data, dataset_flag=False)

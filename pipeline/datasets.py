@@ -1,0 +1,293 @@
+"""Datasets are files: `schema/<NAME>/dataset.yaml` beside the curated schema.
+
+A dataset file holds everything that varies between datasets (where the data
+is, the label and task, each feature's treatment, the Evaluator's metric and
+thresholds, training steps and hyperparameters); this module finds the files
+and turns each into a `PipelineConfig`. `tfxp init` writes them for a user's
+CSV; taxi and digits are dataset files too. A dataset may still name its own
+trainer code by importable path (`preprocessing_fn:`, `run_fn:`); otherwise the
+generic tabular trainer (`trainer/tabular/`) reads the `features:` treatments
+through custom_config.
+
+Where datasets are found: every folder of `TFXP_DATASET_PATH` (os.pathsep
+separated; `tfxp init` writes into the first), then the project's `schema/`.
+The first file of a name wins.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pipeline.config import PROJECT_ROOT, EvalThresholds, ImageOptions, PipelineConfig
+
+DATASET_FILE = "dataset.yaml"
+SCHEMA_FILE = "schema.pbtxt"
+VALIDATION_FILE = "validation.yaml"
+DATASET_PATH_ENV = "TFXP_DATASET_PATH"
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+
+TASKS = ("binary", "multiclass", "regression")
+TREATMENTS = ("zscore", "bucketize", "vocabulary")
+GENERIC_PREPROCESSING_FN = "trainer.tabular.preprocessing.preprocessing_fn"
+GENERIC_RUN_FN = "trainer.tabular.train.run_fn"
+
+_KEYS = {
+    "name",
+    "description",
+    "kind",
+    "data_root",
+    "span_pattern",
+    "version_pattern",
+    "serving_data",
+    "label",
+    "transformed_label",
+    "task",
+    "classes",
+    "features",
+    "exclude",
+    "preprocessing_fn",
+    "run_fn",
+    "train_steps",
+    "eval_steps",
+    "hyperparameters",
+    "evaluation",
+    "eval_signature",
+    "image",
+}
+_EVAL_KEYS = {"metric", "lower_bound", "upper_bound", "min_change", "extra_metrics"}
+_FEATURE_KEYS = {"treatment", "buckets", "top_k", "oov_buckets"}
+
+
+VALID_FEATURE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def feature_name(header: str) -> str:
+    """A valid feature name for a CSV header: letters, digits and _, not starting with a digit.
+
+    `tfxp init` renames such columns in the data and schema; `tfxp predict` maps a
+    file's original header names to them.
+    """
+    name = re.sub(r"[^A-Za-z0-9_]+", "_", header.strip()).strip("_") or "column"
+    return "c_" + name if name[0].isdigit() else name
+
+
+def feature_header(header: list[str], columns: dict[str, str] | Any) -> list[str]:
+    """A CSV header with original column names `tfxp init` renamed mapped to their feature names."""
+    return [
+        feature_name(h) if h.strip() not in columns and feature_name(h) in columns else h.strip()
+        for h in header
+    ]
+
+
+def rename_header(path: str | os.PathLike, columns: dict[str, str]) -> bool:
+    """Rewrites a CSV file's header in place with `feature_header`; True if it changed."""
+    import csv
+    import shutil
+
+    path = Path(path)
+    with path.open(newline="", encoding="utf-8") as f:
+        header = next(csv.reader([f.readline()]), [])
+        names = feature_header(header, columns)
+        if names == [h.strip() for h in header]:
+            return False
+        tmp = path.with_name(path.name + ".renaming")
+        with tmp.open("w", newline="", encoding="utf-8") as out:
+            csv.writer(out, lineterminator="\n").writerow(names)
+            shutil.copyfileobj(f, out)
+    os.replace(tmp, path)
+    return True
+
+
+class DatasetFileError(ValueError):
+    """A dataset file that cannot be used; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class TabularOptions:
+    """The generic tabular trainer's options (trainer/tabular), sent through custom_config."""
+
+    label: str
+    task: str
+    # Classification: the label's values, in output order (binary: [negative, positive]).
+    classes: tuple[str, ...] = ()
+    # Feature name -> {"treatment": zscore|bucketize|vocabulary, "buckets", "top_k", "oov_buckets"}.
+    features: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "task": self.task,
+            "classes": list(self.classes),
+            "features": {k: dict(v) for k, v in self.features.items()},
+        }
+
+
+def dataset_dirs() -> list[Path]:
+    """Folders holding `<NAME>/dataset.yaml`, searched in order."""
+    extra = [Path(p) for p in os.environ.get(DATASET_PATH_ENV, "").split(os.pathsep) if p]
+    return [*extra, PROJECT_ROOT / "schema"]
+
+
+def dataset_files() -> dict[str, Path]:
+    """Dataset name -> its dataset file (the first found along `dataset_dirs`)."""
+    found: dict[str, Path] = {}
+    for root in dataset_dirs():
+        for path in sorted(root.glob(f"*/{DATASET_FILE}")) if root.is_dir() else ():
+            found.setdefault(path.parent.name, path)
+    return found
+
+
+def _path(value: str, base: Path) -> str:
+    if "://" in value:
+        return value
+    return str((base / os.path.expanduser(value)).resolve())
+
+
+def _check_keys(raw: dict, allowed: set[str], where: str) -> None:
+    unknown = sorted(set(raw) - allowed)
+    if unknown:
+        raise DatasetFileError(f"{where}: unknown key(s) {unknown}; known: {sorted(allowed)}")
+
+
+def _thresholds(raw: Any, where: str, task: str | None) -> EvalThresholds:
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise DatasetFileError(f"{where}: expected a mapping of {sorted(_EVAL_KEYS)}")
+    _check_keys(raw, _EVAL_KEYS, where)
+    defaults = EvalThresholds()
+    if task == "regression":
+        defaults = EvalThresholds(
+            metric="RootMeanSquaredError", lower_bound=None, upper_bound=None, extra_metrics=()
+        )
+    elif task == "multiclass":
+        defaults = EvalThresholds(metric="SparseCategoricalAccuracy", extra_metrics=())
+    return EvalThresholds(
+        metric=str(raw.get("metric", defaults.metric)),
+        lower_bound=raw.get("lower_bound", defaults.lower_bound),
+        upper_bound=raw.get("upper_bound", defaults.upper_bound),
+        min_change=float(raw.get("min_change", defaults.min_change)),
+        extra_metrics=tuple(raw.get("extra_metrics", defaults.extra_metrics) or ()),
+    )
+
+
+def _tabular(raw: dict, where: str) -> TabularOptions:
+    label = raw.get("label")
+    task = raw.get("task")
+    if task not in TASKS:
+        raise DatasetFileError(f"{where}: task must be one of {list(TASKS)}, not {task!r}")
+    classes = tuple(str(c) for c in raw.get("classes") or ())
+    if task != "regression" and len(classes) < 2:
+        raise DatasetFileError(f"{where}: a {task} task needs `classes:` (the label's values)")
+    if task == "binary" and len(classes) != 2:
+        raise DatasetFileError(f"{where}: a binary task has 2 classes, not {len(classes)}")
+    features = raw.get("features") or {}
+    if not isinstance(features, dict) or not features:
+        raise DatasetFileError(f"{where}: `features:` maps each feature to its treatment")
+    excluded = set(raw.get("exclude") or ())
+    parsed: dict[str, dict[str, Any]] = {}
+    for name, spec in features.items():
+        spec = {"treatment": spec} if isinstance(spec, str) else dict(spec or {})
+        _check_keys(spec, _FEATURE_KEYS, f"{where}: features.{name}")
+        if spec.get("treatment") not in TREATMENTS:
+            raise DatasetFileError(
+                f"{where}: features.{name}.treatment must be one of {list(TREATMENTS)}, "
+                f"not {spec.get('treatment')!r}"
+            )
+        if name == label:
+            raise DatasetFileError(f"{where}: the label {label!r} cannot also be a feature")
+        if name not in excluded:
+            parsed[str(name)] = spec
+    return TabularOptions(label=str(label), task=task, classes=classes, features=parsed)
+
+
+def load_dataset_file(path: str | os.PathLike) -> PipelineConfig:
+    """The `PipelineConfig` a dataset file describes; schema and thresholds beside it."""
+    path = Path(path)
+    folder = path.parent
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as e:
+        raise DatasetFileError(f"{path}: cannot read the dataset file: {e}") from e
+    if not isinstance(raw, dict):
+        raise DatasetFileError(f"{path}: expected a mapping (see schema/taxi/{DATASET_FILE})")
+    _check_keys(raw, _KEYS, str(path))
+    name = str(raw.get("name", folder.name))
+    if name != folder.name:
+        raise DatasetFileError(f"{path}: name {name!r} differs from its folder {folder.name!r}")
+    label = raw.get("label")
+    if not label:
+        raise DatasetFileError(f"{path}: `label:` (the label column) is required")
+    kind = raw.get("kind", "tabular")
+    if kind not in ("tabular", "image"):
+        raise DatasetFileError(f"{path}: kind must be tabular or image, not {kind!r}")
+
+    generic = kind == "tabular" and "preprocessing_fn" not in raw and "run_fn" not in raw
+    tabular = _tabular(raw, str(path)) if generic else None
+    image = None
+    if kind == "image":
+        options = dict(raw.get("image") or {})
+        if "class_names" not in options:
+            raise DatasetFileError(f"{path}: an image dataset needs image.class_names")
+        options["class_names"] = tuple(str(c) for c in options["class_names"])
+        image = ImageOptions(**options)
+
+    changes: dict[str, Any] = {
+        "pipeline_name": name,
+        "data_root": _path(str(raw.get("data_root", f"data/{name}")), PROJECT_ROOT),
+        "schema_file": str(folder / SCHEMA_FILE),
+        "validation_file": str(folder / VALIDATION_FILE),
+        "run_dir": str(PROJECT_ROOT / "runs" / name),
+        "label_key": str(label),
+        "transformed_label_key": str(raw.get("transformed_label", f"{label}_xf")),
+        "thresholds": _thresholds(
+            raw.get("evaluation"), f"{path}: evaluation", tabular.task if tabular else None
+        ),
+        "example_gen": "image" if kind == "image" else "csv",
+        "image": image,
+        "tabular": tabular,
+    }
+    for key in ("span_pattern", "version_pattern", "eval_signature", "serving_data"):
+        if key in raw:
+            changes[key] = raw[key]
+    for key in ("train_steps", "eval_steps"):
+        if key in raw:
+            changes[key] = int(raw[key])
+    if "hyperparameters" in raw:
+        changes["hyperparameters"] = dict(raw["hyperparameters"] or {})
+    changes["preprocessing_fn"] = raw.get("preprocessing_fn", GENERIC_PREPROCESSING_FN)
+    changes["run_fn"] = raw.get("run_fn", GENERIC_RUN_FN)
+    return PipelineConfig(**changes)
+
+
+def load_datasets() -> dict[str, PipelineConfig]:
+    """Every dataset with a dataset file, by name."""
+    return {name: load_dataset_file(path) for name, path in sorted(dataset_files().items())}
+
+
+def dataset_names() -> list[str]:
+    return sorted(dataset_files())
+
+
+def dataset_config(name: str) -> PipelineConfig:
+    files = dataset_files()
+    if name not in files:
+        raise ValueError(
+            f"unknown dataset {name!r}; known: {', '.join(sorted(files))} "
+            f"(`tfxp init {name} --csv FILE.csv --label COLUMN` makes one)"
+        )
+    return load_dataset_file(files[name])
+
+
+def __getattr__(name: str) -> Any:
+    # DATASETS is read when asked for: a dataset `tfxp init` just wrote is known
+    # without a restart.
+    if name == "DATASETS":
+        return load_datasets()
+    raise AttributeError(name)

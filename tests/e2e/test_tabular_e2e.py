@@ -1,0 +1,208 @@
+"""Your own table, no code: `tfxp init` -> `tfxp run` -> `tfxp predict` -> `tfxp data add` -> rerun.
+
+Tables scikit-learn ships, written to CSV here with a column of strings and
+blank cells added: wine (multiclass, string and integer labels), breast
+cancer (binary; its column names have spaces, so they are renamed) and
+diabetes (regression). No per-dataset Python: every dataset is made by
+`tfxp init` and trained by the generic tabular trainer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pipeline.datasets import DATASET_PATH_ENV
+from tfxp.metadata.summary import RunSummary
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+# name -> (scikit-learn loader, label column, label values' names or None, task)
+CASES = {
+    "wine": ("load_wine", "cultivar", {0: "barolo", 1: "grignolino", 2: "barbera"}, "multiclass"),
+    "wine-int": ("load_wine", "cultivar", None, "multiclass"),
+    "cancer": ("load_breast_cancer", "diagnosis", {0: "malignant", 1: "benign"}, "binary"),
+    "diabetes": ("load_diabetes", "progression", None, "regression"),
+}
+METRIC = {
+    "multiclass": "sparse_categorical_accuracy",
+    "binary": "binary_accuracy",
+    "regression": "root_mean_squared_error",
+}
+
+
+def write_table(name: str, path: Path) -> tuple[list[str], list]:
+    """The scikit-learn table as CSV, plus a string column and blank cells; returns (header, labels)."""
+    import sklearn.datasets
+
+    loader, label, names, _ = CASES[name]
+    data = getattr(sklearn.datasets, loader)()
+    rng = np.random.default_rng(7)
+    x = data.data
+    y = [
+        names[int(v)] if names else (int(v) if name != "diabetes" else float(v))
+        for v in data.target
+    ]
+    header = [*data.feature_names, "site", label]
+    site = rng.choice(["north", "south", "east"], len(y))
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        for i in range(len(y)):
+            cells = [f"{v:.6g}" for v in x[i]]
+            if rng.random() < 0.1:
+                cells[0] = ""  # blank numeric cell: mean + is-missing indicator
+            writer.writerow([*cells, "" if rng.random() < 0.05 else site[i], y[i]])
+    return header, y
+
+
+@contextlib.contextmanager
+def dataset_path(home: Path):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(DATASET_PATH_ENV, str(home))
+        yield
+
+
+def tfxp(home: Path, *args: str) -> tuple[int, str, str]:
+    from tfxp.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with dataset_path(home), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return code, out.getvalue(), err.getvalue()
+
+
+@dataclass
+class TableRuns:
+    name: str
+    task: str
+    labels: list
+    init_output: str
+    first: RunSummary
+    predict_output: str
+    predictions: list[dict]
+    home: Path
+    config: Any
+    rows: list[dict]
+
+
+@pytest.fixture(scope="module", params=sorted(CASES))
+def table_runs(request, tmp_path_factory) -> TableRuns:
+    from pipeline.datasets import dataset_config
+    from tfxp.local.runner import run_local
+
+    name = request.param
+    task = CASES[name][3]
+    tmp = tmp_path_factory.mktemp(name)
+    home, data, run = tmp / "schema", tmp / "data", tmp / "run"
+    _, labels = write_table(name, tmp / f"{name}.csv")
+    code, init_out, err = tfxp(
+        home, "init", name, "--csv", str(tmp / f"{name}.csv"), "--label", CASES[name][1],
+        "--data-root", str(data),
+    )  # fmt: skip
+    assert code == 0, err
+
+    with dataset_path(home):
+        # Train steps as `tfxp init` chose them (about 15 passes over the training rows).
+        config = dataset_config(name).replace(run_dir=str(run))
+    quiet = {"printer": lambda _: None}
+    first = run_local(config, **quiet)
+
+    # Rows to score: the published span's rows (renamed header) without the label.
+    (span_file,) = (data / "span-1").glob("*.csv")
+    with span_file.open() as f:
+        rows = list(csv.DictReader(f))
+    label = config.label_key
+    requests = tmp / "requests.csv"
+    with requests.open("w", newline="") as f:
+        writer = csv.DictWriter(f, [k for k in rows[0] if k != label])
+        writer.writeheader()
+        writer.writerows({k: v for k, v in r.items() if k != label} for r in rows[:40])
+    out = tmp / "predictions.csv"
+    code, predict_out, err = tfxp(
+        home, "predict", "--dataset", name, "--run-dir", str(run), str(requests), "-o", str(out)
+    )
+    assert code == 0, err
+    with out.open() as f:
+        predictions = list(csv.DictReader(f))
+    return TableRuns(
+        name, task, labels, init_out, first, predict_out, predictions, home, config, rows
+    )
+
+
+@pytest.fixture(scope="module")
+def second_span(table_runs) -> tuple[RunSummary, RunSummary]:
+    """Span 2 via `tfxp data add`, its run, and an unchanged rerun (a fixture of its own, so
+    each test's timeout covers at most two runs)."""
+    from tfxp.local.runner import run_local
+
+    t = table_runs
+    # The same rows in another order: new bytes, the same distribution (no drift).
+    drop = Path(t.config.run_dir).parent / "drop" / "more.csv"
+    drop.parent.mkdir()
+    with drop.open("w", newline="") as f:
+        writer = csv.DictWriter(f, list(t.rows[0]))
+        writer.writeheader()
+        writer.writerows(t.rows[::-1])
+    code, _, err = tfxp(t.home, "data", "add", t.name, str(drop))
+    assert code == 0, err
+    quiet = {"printer": lambda _: None}
+    return run_local(t.config, **quiet), run_local(t.config, **quiet)
+
+
+def test_init_prints_what_it_inferred(table_runs):
+    out = table_runs.init_output
+    assert f"task: {table_runs.task}" in out
+    assert "site" in out and "vocabulary" in out and "zscore" in out
+    assert "blanks -> mean + is-missing indicator" in out
+    assert f"next: tfxp run --dataset {table_runs.name}" in out
+    if table_runs.name == "cancer":  # "mean radius" is not a valid feature name
+        assert "'mean radius' is not a valid feature name" in out and "'mean_radius'" in out
+
+
+def test_run_pushes_a_blessed_model_beating_the_trivial_baseline(table_runs):
+    first = table_runs.first
+    assert first.blessed and first.pushed, first.render()
+    value = first.metrics[METRIC[table_runs.task]]
+    if table_runs.task == "regression":
+        baseline = float(np.std(table_runs.labels))  # RMSE of predicting the mean
+        assert value < 0.85 * baseline, (value, baseline)
+    else:
+        _, counts = np.unique(table_runs.labels, return_counts=True)
+        majority = counts.max() / counts.sum()
+        assert value > majority + 0.5 * (1 - majority), (value, majority)
+
+
+def test_predict_scores_rows_without_label(table_runs):
+    rows = table_runs.predictions
+    assert len(rows) == 40
+    assert "scored 40 rows" in table_runs.predict_output
+    if table_runs.task == "regression":
+        values = [float(r["prediction"]) for r in rows]
+        assert len(set(values)) > 1  # not a constant model
+    else:
+        classes = {str(v) for v in table_runs.labels}
+        assert {r["prediction"] for r in rows} <= classes
+        probability_columns = [k for k in rows[0] if k.startswith("probability_")]
+        assert probability_columns
+        if table_runs.task == "multiclass":
+            assert len(probability_columns) == len(classes)
+            for r in rows:
+                assert abs(sum(float(r[k]) for k in probability_columns) - 1.0) < 1e-3
+
+
+def test_second_span_trains_and_an_unchanged_rerun_is_cached(table_runs, request):
+    if table_runs.name == "wine-int":
+        pytest.skip("label variant: one span only")
+    second, cached = request.getfixturevalue("second_span")
+    assert {c.state for c in second.components} <= {"COMPLETE", "CACHED", "RESOLVED"}
+    assert "CsvExampleGen" in second.executed and "Trainer" in second.executed
+    assert "CuratedSchemaImporter" in second.cached  # the schema did not change
+    assert not cached.executed, cached.render()

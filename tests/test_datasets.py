@@ -1,0 +1,128 @@
+"""Datasets are files: the loader of schema/<NAME>/dataset.yaml (pipeline/datasets.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import PROJECT_ROOT, EvalThresholds, ImageOptions, PipelineConfig
+from pipeline.datasets import (
+    DATASET_PATH_ENV,
+    GENERIC_PREPROCESSING_FN,
+    GENERIC_RUN_FN,
+    DatasetFileError,
+    dataset_config,
+    dataset_names,
+    load_dataset_file,
+)
+
+TABLE = """\
+name: {name}
+data_root: {root}
+label: kind
+task: multiclass
+classes: [a, b, c]
+features:
+  size: {{treatment: zscore}}
+  colour: vocabulary
+  id: {{treatment: zscore}}
+exclude: [id]
+train_steps: 50
+hyperparameters: {{batch_size: 8}}
+"""
+
+
+def _write(home: Path, name: str, text: str) -> Path:
+    folder = home / name
+    folder.mkdir(parents=True)
+    (folder / "dataset.yaml").write_text(text)
+    return folder / "dataset.yaml"
+
+
+def test_taxi_dataset_file_is_the_default_config():
+    # The taxi pipeline, its golden Kubeflow spec and its cache keys stay as they were.
+    assert dataset_config("taxi") == PipelineConfig()
+
+
+def test_digits_dataset_file_matches_its_former_config():
+    digits = dataset_config("digits")
+    assert digits.pipeline_name == "digits"
+    assert digits.data_root == str(PROJECT_ROOT / "data" / "digits")
+    assert digits.span_pattern == "span-{SPAN}/*/*"
+    assert digits.serving_data == ""
+    assert digits.preprocessing_fn == "trainer.image_preprocessing.preprocessing_fn"
+    assert digits.run_fn == "trainer.image_train.run_fn"
+    assert (digits.label_key, digits.transformed_label_key) == ("label", "label_xf")
+    assert (digits.train_steps, digits.eval_steps) == (300, 2)
+    assert digits.hyperparameters == {"flip": False}
+    assert digits.thresholds == EvalThresholds(
+        metric="SparseCategoricalAccuracy", lower_bound=0.9, extra_metrics=()
+    )
+    assert digits.image == ImageOptions(class_names=tuple(str(d) for d in range(10)))
+    assert digits.eval_signature == "serving_examples"
+    assert digits.tabular is None
+
+
+def test_datasets_are_found_from_files(tmp_path, monkeypatch):
+    monkeypatch.setenv(DATASET_PATH_ENV, str(tmp_path))
+    assert "mine" not in dataset_names()
+    _write(tmp_path, "mine", TABLE.format(name="mine", root=tmp_path / "data"))
+    assert {"taxi", "digits", "mine"} <= set(dataset_names())
+    import pipeline.datasets
+
+    assert "mine" in pipeline.datasets.DATASETS  # read on access, no restart
+    config = dataset_config("mine")
+    assert config.pipeline_name == "mine"
+    assert config.data_root == str(tmp_path / "data")
+    assert config.schema_file == str(tmp_path / "mine" / "schema.pbtxt")
+    assert config.run_dir == str(PROJECT_ROOT / "runs" / "mine")
+    assert (config.preprocessing_fn, config.run_fn) == (GENERIC_PREPROCESSING_FN, GENERIC_RUN_FN)
+    assert (config.label_key, config.transformed_label_key) == ("kind", "kind_xf")
+    assert config.train_steps == 50 and config.hyperparameters == {"batch_size": 8}
+    assert config.thresholds.metric == "SparseCategoricalAccuracy"
+    options = config.tabular.to_dict()
+    assert options["classes"] == ["a", "b", "c"]
+    # Excluded columns are not features; a bare string is a treatment.
+    assert options["features"] == {
+        "size": {"treatment": "zscore"},
+        "colour": {"treatment": "vocabulary"},
+    }
+
+
+def test_regression_defaults_to_an_rmse_ceiling(tmp_path):
+    path = _write(
+        tmp_path,
+        "prices",
+        "label: price\ntask: regression\nfeatures: {rooms: zscore}\n"
+        "evaluation: {upper_bound: 12.5}\n",
+    )
+    config = load_dataset_file(path)
+    assert config.thresholds.metric == "RootMeanSquaredError"
+    assert config.thresholds.upper_bound == 12.5 and config.thresholds.lower_bound is None
+    from pipeline.definition import eval_config
+
+    threshold = eval_config(config).metrics_specs[0].metrics[-1].threshold
+    assert threshold.value_threshold.upper_bound.value == 12.5
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("label: y\ntask: guess\nfeatures: {a: zscore}\n", "task must be one of"),
+        ("label: y\ntask: binary\nfeatures: {a: zscore}\n", "needs `classes:`"),
+        ("label: y\ntask: regression\nfeatures: {a: scale}\n", "treatment must be one of"),
+        ("label: y\ntask: regression\nfeatures: {a: zscore}\nsteps: 3\n", "unknown key(s)"),
+        ("task: regression\nfeatures: {a: zscore}\n", "`label:`"),
+        ("name: other\nlabel: y\ntask: regression\nfeatures: {a: zscore}\n", "differs"),
+    ],
+)
+def test_bad_dataset_files_name_the_problem(tmp_path, text, message):
+    path = _write(tmp_path, "bad", text)
+    with pytest.raises(DatasetFileError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_dataset_file(path)
+
+
+def test_unknown_dataset_says_how_to_make_one():
+    with pytest.raises(ValueError, match="tfxp init nope"):
+        dataset_config("nope")

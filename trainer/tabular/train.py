@@ -1,0 +1,147 @@
+"""TFX Trainer entry point (`run_fn`) of the generic tabular trainer.
+
+Signatures of the SavedModel (raw tf.Examples in, transform graph inside):
+  serving_default     serialized raw tf.Examples without the label ->
+                      binary:     logistic [None, 1] (P(classes[1])), class [None] (string)
+                      multiclass: probabilities [None, classes], class [None] (string)
+                      regression: predictions [None, 1]
+                      (TFMA finds its prediction under these standard keys.)
+  transform_features  serialized raw tf.Examples -> transformed features (TFMA)
+Training reuses the project's input pipeline, hyperparameters, input-wait
+monitor and transform signature (trainer/input.py, trainer/train.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_transform as tft
+import tf_keras as keras
+from absl import logging
+
+from trainer.input import input_fn
+from trainer.input_wait import InputWaitMonitor
+from trainer.tabular.features import TabularSpec, missing_name, tabular_spec
+from trainer.tabular.model import build_model
+from trainer.train import (
+    INPUT_WAIT_FILE,
+    SERVING_SIGNATURE,
+    TRANSFORM_SIGNATURE,
+    Hyperparameters,
+    _EpochTimer,
+    _transform_signature,
+)
+
+# Batches read to estimate the regression label's mean and spread.
+LABEL_SCALE_BATCHES = 20
+
+
+def serving_outputs(spec: TabularSpec, output: tf.Tensor) -> dict[str, tf.Tensor]:
+    """The model's output under the keys TFMA and `tfxp predict` read."""
+    if spec.task == "regression":
+        return {"predictions": output}
+    classes = tf.constant(list(spec.classes))
+    if spec.task == "binary":
+        index = tf.cast(tf.reshape(output, [-1]) >= 0.5, tf.int64)
+        return {"logistic": output, "class": tf.gather(classes, index)}
+    return {"probabilities": output, "class": tf.gather(classes, tf.argmax(output, axis=-1))}
+
+
+def _examples_signature(model, tf_transform_output: tft.TFTransformOutput, spec: TabularSpec):
+    model.tft_layer_serving = tf_transform_output.transform_features_layer()
+    raw_spec = tf_transform_output.raw_feature_spec()
+    raw_spec.pop(spec.label, None)
+
+    @tf.function(
+        input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")],
+        autograph=False,
+    )
+    def serve(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
+        transformed = model.tft_layer_serving(tf.io.parse_example(serialized, raw_spec))
+        transformed.pop(spec.label_xf, None)
+        return serving_outputs(spec, model(transformed))
+
+    return serve
+
+
+def label_scale(
+    dataset: tf.data.Dataset, batches: int = LABEL_SCALE_BATCHES
+) -> tuple[float, float]:
+    """Mean and standard deviation of the labels of the first `batches` batches."""
+    labels = np.concatenate([np.reshape(y, [-1]) for _, y in dataset.take(batches)])
+    return float(labels.mean()), float(labels.std() or 1.0)
+
+
+def run_fn(fn_args: Any) -> None:
+    """Trains the model on transformed examples and exports it for serving."""
+    spec = tabular_spec(fn_args.custom_config)
+    hp = Hyperparameters.from_custom_config(fn_args.custom_config)
+    logging.info("tabular: %s; hyperparameters: %s", spec, json.dumps(asdict(hp)))
+    keras.utils.set_random_seed(hp.seed)
+    tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
+    feature_spec = tf_transform_output.transformed_feature_spec()
+
+    def dataset(patterns: list[str], batch_size: int, training: bool) -> tf.data.Dataset:
+        return input_fn(
+            patterns,
+            feature_spec,
+            spec.label_xf,
+            batch_size,
+            shuffle=training,
+            shuffle_buffer=hp.shuffle_buffer,
+            shuffle_block=hp.shuffle_block,
+            cache=hp.cache,
+            deterministic=hp.deterministic,
+            seed=hp.seed,
+            threadpool_size=hp.threadpool_size,
+        )
+
+    train_data = dataset(fn_args.train_files, hp.batch_size, training=True)
+    mean, std = (0.0, 1.0)
+    if spec.task == "regression":
+        # A plain read (no cache, no shuffle): a partial pass must not fill the training cache.
+        mean, std = label_scale(
+            input_fn(fn_args.train_files, feature_spec, spec.label_xf, hp.batch_size, shuffle=False)
+        )
+    model = build_model(
+        spec,
+        vocab_sizes={
+            f.name: tf_transform_output.vocabulary_size_by_name(f.name) + f.oov_buckets
+            for f in spec.features
+            if f.treatment == "vocabulary"
+        },
+        missing_indicators=[f.name for f in spec.features if missing_name(f.name) in feature_spec],
+        label_mean=mean,
+        label_std=std,
+        hidden_units=hp.hidden_units,
+        learning_rate=hp.learning_rate,
+    )
+    model.summary(print_fn=logging.info)
+
+    train_steps = max(1, int(fn_args.train_steps))
+    epochs = min(5, train_steps)
+    input_wait = InputWaitMonitor()
+    model.fit(
+        input_wait.wrap(train_data),
+        epochs=epochs,
+        steps_per_epoch=max(1, train_steps // epochs),
+        validation_data=dataset(fn_args.eval_files, hp.eval_batch_size, training=False),
+        validation_steps=max(1, int(fn_args.eval_steps)),
+        callbacks=[_EpochTimer(), input_wait],
+        verbose=0,
+    )
+    run_dir = getattr(fn_args, "model_run_dir", None)
+    if run_dir:
+        input_wait.write_json(os.path.join(run_dir, INPUT_WAIT_FILE))
+    signatures = {
+        SERVING_SIGNATURE: _examples_signature(model, tf_transform_output, spec),
+        TRANSFORM_SIGNATURE: _transform_signature(model, tf_transform_output),
+    }
+    model.save(
+        fn_args.serving_model_dir, save_format="tf", signatures=signatures, save_traces=False
+    )
