@@ -103,6 +103,21 @@ def predict_csv(
     output: str | None = None,
     model_dir: str | None = None,
 ) -> PredictResult:
+    types = _checked_column_types(config, csv_path)
+    model_dir = model_dir or latest_pushed_model(config.serving_dir)
+    serve = _serving_signature(model_dir)
+    header, rows = _rows(csv_path, config.csv_encoding)
+    probabilities, lines, all_rows = _score(
+        serve, csv_path, header, rows, types, keep_rows=bool(output)
+    )
+    _refuse_unscorable(csv_path, lines, probabilities)
+    if output:
+        _write_predictions(output, header, all_rows, probabilities)
+    return PredictResult(csv_path, model_dir, probabilities, output)
+
+
+def _checked_column_types(config: PipelineConfig, csv_path: str) -> dict[str, str]:
+    """Column -> schema type, once the CSV passed the ingest's checks."""
     if config.example_gen != "csv":
         raise PredictError(
             f"`tfxp predict` scores CSV rows; {config.pipeline_name!r} is an image dataset. Its "
@@ -122,19 +137,33 @@ def predict_csv(
         encoding=config.csv_encoding,
         finite=schema_nan_free_columns(schema),
     )
+    return types
 
-    model_dir = model_dir or latest_pushed_model(config.serving_dir)
+
+def _serving_signature(model_dir: str):
     import tensorflow as tf
 
     try:
         model = tf.saved_model.load(model_dir)
-        serve = model.signatures[SIGNATURE]
+        return model.signatures[SIGNATURE]
     except (OSError, KeyError, ValueError) as e:
         raise PredictError(
             f"{model_dir}: not a SavedModel with a {SIGNATURE!r} signature: {e}"
         ) from e
 
-    header, rows = _rows(csv_path, config.csv_encoding)
+
+def _score(
+    serve,
+    csv_path: str,
+    header: list[str],
+    rows: Iterator[tuple[int, list[str]]],
+    types: dict[str, str],
+    *,
+    keep_rows: bool,
+) -> tuple[list[float], list[int], list[list[str]]]:
+    """(probability, line) of every row, in BATCH_SIZE batches; and the rows if `keep_rows`."""
+    import tensorflow as tf
+
     probabilities: list[float] = []
     batch: list[bytes] = []
     all_rows: list[list[str]] = []
@@ -156,11 +185,15 @@ def predict_csv(
     for line, row in rows:
         batch.append(_example(header, row, types))
         lines.append(line)
-        if output:
+        if keep_rows:
             all_rows.append(row)
         if len(batch) >= BATCH_SIZE:
             flush()
     flush()
+    return probabilities, lines, all_rows
+
+
+def _refuse_unscorable(csv_path: str, lines: list[int], probabilities: list[float]) -> None:
     # A NaN cell where the schema allows it can still give the model nothing to
     # score: such rows are refused by line, never printed or written as NaN.
     unscorable = [(i, line) for i, line in enumerate(lines) if not math.isfinite(probabilities[i])]
@@ -173,12 +206,14 @@ def predict_csv(
             "NaN): fix or remove them and rerun. Nothing was written."
         )
 
-    if output:
-        tmp = output + ".tmp"
-        with open(tmp, "w", newline="", encoding="utf-8") as f:
-            writer = csv.writer(f)
-            writer.writerow([*header, "probability", "prediction"])
-            for row, p in zip(all_rows, probabilities, strict=True):
-                writer.writerow([*row, f"{p:.6f}", int(p >= 0.5)])
-        os.replace(tmp, output)  # never leave a half-written predictions file
-    return PredictResult(csv_path, model_dir, probabilities, output)
+
+def _write_predictions(
+    output: str, header: list[str], rows: list[list[str]], probabilities: list[float]
+) -> None:
+    tmp = output + ".tmp"
+    with open(tmp, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow([*header, "probability", "prediction"])
+        for row, p in zip(rows, probabilities, strict=True):
+            writer.writerow([*row, f"{p:.6f}", int(p >= 0.5)])
+    os.replace(tmp, output)  # never leave a half-written predictions file
