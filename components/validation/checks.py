@@ -475,6 +475,16 @@ def long_cell_findings(
     ]
 
 
+def _declared_environments(schema: schema_pb2.Schema) -> tuple[str | None, str | None]:
+    """(training, serving) environment names to validate in, None where undeclared."""
+    # TFDV rejects an environment the schema does not declare; a schema without
+    # environments validates every feature everywhere.
+    environments = set(schema.default_environment)
+    training = TRAINING if TRAINING in environments else None
+    serving_env = SERVING if SERVING in environments else None
+    return training, serving_env
+
+
 def _drift(
     compared: statistics_pb2.DatasetFeatureStatisticsList,
     schema: schema_pb2.Schema,
@@ -558,14 +568,8 @@ def evaluate(
     of its longest cell, recorded by ExampleGen) adds a warning per absurd cell.
     """
     schema = with_comparators(schema, settings)
-    # TFDV rejects an environment the schema does not declare; a schema without
-    # environments validates every feature everywhere.
-    environments = set(schema.default_environment)
-    training = TRAINING if TRAINING in environments else None
-    serving_env = SERVING if SERVING in environments else None
+    training, serving_env = _declared_environments(schema)
     findings = _schema_findings(current, schema, training)
-    measurements: list[Measurement] = []
-    notes: list[str] = []
     compared = current.get(COMPARED_SPLIT) or next(iter(current.values()))
     # 2. Drift: this span vs the previous one.
     found, measurements, note = _drift(
