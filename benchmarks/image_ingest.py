@@ -99,41 +99,28 @@ def count_and_raw_size(files: list[Path], compressed: bool) -> tuple[int, int]:
     return n, raw
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--count", type=int, default=10_000)
-    parser.add_argument("--size", type=int, default=224)
-    parser.add_argument("--work", default="/tmp/image-bench")
-    args = parser.parse_args()
-
+def _synthetic_pngs(work: Path, count: int, size: int) -> tuple[Path, list[Path]]:
+    """(dataset root, its PNG files), written once and reused while count and size match."""
     from data.images import write_synthetic
 
-    work = Path(args.work)
-    data = work / f"images-{args.count}-{args.size}"
+    data = work / f"images-{count}-{size}"
     span = data / "span-1"
-    if not span.is_dir() or sum(1 for _ in span.glob("*/*.png")) != args.count:
+    if not span.is_dir() or sum(1 for _ in span.glob("*/*.png")) != count:
         shutil.rmtree(data, ignore_errors=True)
-        print(f"writing {args.count:,} synthetic {args.size}x{args.size} RGB PNGs to {span} ...")
+        print(f"writing {count:,} synthetic {size}x{size} RGB PNGs to {span} ...")
         start = time.perf_counter()
         write_synthetic(
             span,
-            args.count,
-            size=args.size,
+            count,
+            size=size,
             progress=lambda n, b: print(f"  {n:,} images, {b / 1e6:.0f} MB", flush=True),
         )
         print(f"  done in {time.perf_counter() - start:.0f}s")
-    files = sorted(span.glob("*/*.png"))
-    # Every file read once before any clock starts: no writer pays for the
-    # first read from disk (the page cache then serves all of them alike).
-    for f in files:
-        f.read_bytes()
-    # Imports (TFX, TFMA, TensorFlow: ~10 s) happen before any clock starts.
-    import pipeline.definition  # noqa: F401
-    import tfxp.local.runner  # noqa: F401
+    return data, sorted(span.glob("*/*.png"))
 
-    input_mb = sum(f.stat().st_size for f in files) / 1e6
-    print(f"input: {len(files):,} PNG files, {input_mb:.0f} MB\n")
 
+def _time_writers(work: Path, data: Path, files: list[Path]) -> list[tuple]:
+    """(writer, seconds, bytes on disk, bytes without GZIP, files) of each writer timed."""
     results = []
 
     def record(name, seconds, out_files, compressed):
@@ -166,6 +153,29 @@ def main() -> int:
             [out],
             bool(compression),
         )
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--count", type=int, default=10_000)
+    parser.add_argument("--size", type=int, default=224)
+    parser.add_argument("--work", default="/tmp/image-bench")
+    args = parser.parse_args()
+
+    work = Path(args.work)
+    data, files = _synthetic_pngs(work, args.count, args.size)
+    # Every file read once before any clock starts: no writer pays for the
+    # first read from disk (the page cache then serves all of them alike).
+    for f in files:
+        f.read_bytes()
+    # Imports (TFX, TFMA, TensorFlow: ~10 s) happen before any clock starts.
+    import pipeline.definition  # noqa: F401
+    import tfxp.local.runner  # noqa: F401
+
+    input_mb = sum(f.stat().st_size for f in files) / 1e6
+    print(f"input: {len(files):,} PNG files, {input_mb:.0f} MB\n")
+    results = _time_writers(work, data, files)
 
     anchor = results[3][1]  # the tutorial as written (no compression)
     print(

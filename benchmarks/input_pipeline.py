@@ -222,7 +222,7 @@ def _summary(seconds: list[float], cpu: list[float], records: int) -> dict:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--shards", type=int, default=16)
@@ -231,8 +231,89 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", help="keep the generated shards here between runs")
     parser.add_argument("--workers", type=int, default=2, help="tf.data service workers for (e)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON only")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
 
+
+def _pipelines(
+    files: list[str], data_dir: Path, bs: int, workers: int, address: str, training: dict
+) -> list[tuple[str, str, Callable[[], tf.data.Dataset]]]:
+    """(key, label, dataset builder) of every pipeline timed, in the report's order."""
+    return [
+        ("a", "raw read floor (interleave + batch, no parse)", lambda: raw_floor(files, bs)),
+        ("b", "tutorial: map(parse_single_example) -> batch", lambda: tutorial(files, bs)),
+        ("c", "TFX data accessor (tfx_bsl TFExampleRecord)", lambda: tfx_accessor(data_dir, bs)),
+        ("d", "ours: input_fn (eval order, no cache)", lambda: ours(files, bs)),
+        ("t", "ours: the Trainer's training settings", lambda: ours(files, bs, **training)),
+        (
+            "d_train",
+            "ours: training config (shuffle, non-deterministic)",
+            lambda: ours(files, bs, shuffle=True, deterministic=False),
+        ),
+        (
+            "d_block",
+            "ours: training config, shuffle_block=64",
+            lambda: ours(files, bs, shuffle=True, deterministic=False, shuffle_block=64),
+        ),
+        ("d_cached", "ours: cache=True, warm passes", lambda: ours(files, bs, cache=True)),
+        (
+            "e",
+            f"ours via tf.data service, {workers} local workers",
+            lambda: ours(files, bs, data_service_address=address),
+        ),
+    ]
+
+
+def _time_all(runs, n: int, repeats: int, log: Callable[..., None]) -> dict[str, dict]:
+    results: dict[str, dict] = {}
+    for key, label, build in runs:
+        # Cached pipelines get one more pass: the first fills the cache and is reported apart.
+        cached = key in ("d_cached", "t")
+        result = time_passes(build(), n, repeats + 1 if cached else repeats, drop_first=cached)
+        if key == "t":  # the first (cold) pass reads the shards; training's first epoch does too
+            result["cold_records_per_s"] = round(n / result["fill_s"])
+        results[key] = {"label": label, **result}
+        log(f"  {key:9s} {result['records_per_s']:>11,} records/s  passes {result['passes_s']}")
+    return results
+
+
+def _ratios(results: dict[str, dict]) -> dict[str, float]:
+    rate = {k: v["records_per_s"] for k, v in results.items()}
+    return {
+        "d/a": round(rate["d"] / rate["a"], 2),
+        "d/b": round(rate["d"] / rate["b"], 2),
+        "d/c": round(rate["d"] / rate["c"], 2),
+        "t_cold/c": round(results["t"]["cold_records_per_s"] / rate["c"], 2),
+        "t_warm/c": round(rate["t"] / rate["c"], 2),
+        "d_train/a": round(rate["d_train"] / rate["a"], 2),
+        "e/d": round(rate["e"] / rate["d"], 2),
+    }
+
+
+def _print_report(report: dict) -> None:
+    results, ratios = report["results"], report["ratios"]
+    print()
+    print(f"{'':9s} {'pipeline':52s} {'records/s':>11s} {'best s':>7s} {'CPU us/rec':>10s}")
+    for key, r in results.items():
+        print(
+            f"{key:9s} {r['label']:52s} {r['records_per_s']:>11,} {r['best_s']:>7.2f} "
+            f"{r['us_cpu_per_record']:>10.2f}"
+        )
+    print()
+    print("  ".join(f"{k} = {v:.2f}" for k, v in ratios.items()))
+    t = results["t"]
+    print(
+        f"t (training settings): cold first pass {t['cold_records_per_s']:,} records/s, "
+        f"warm (cached) {t['records_per_s']:,} records/s"
+    )
+    print("targets: " + ", ".join(f"{k}: {v}" for k, v in report["targets"].items()))
+    print(
+        f"{report['cpus']} CPUs; load average before {report['loadavg_before']}, "
+        f"after {report['loadavg_after']}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse_args(argv)
     tmp = None
     if args.data_dir:
         data_dir = Path(args.data_dir)
@@ -252,50 +333,11 @@ def main(argv: list[str] | None = None) -> int:
     cluster = data_service.start_cluster(args.workers)
     training = trainer_training_settings()
     log(f"  the Trainer's training settings: {training}")
-    runs: list[tuple[str, str, Callable[[], tf.data.Dataset]]] = [
-        ("a", "raw read floor (interleave + batch, no parse)", lambda: raw_floor(files, bs)),
-        ("b", "tutorial: map(parse_single_example) -> batch", lambda: tutorial(files, bs)),
-        ("c", "TFX data accessor (tfx_bsl TFExampleRecord)", lambda: tfx_accessor(data_dir, bs)),
-        ("d", "ours: input_fn (eval order, no cache)", lambda: ours(files, bs)),
-        ("t", "ours: the Trainer's training settings", lambda: ours(files, bs, **training)),
-        (
-            "d_train",
-            "ours: training config (shuffle, non-deterministic)",
-            lambda: ours(files, bs, shuffle=True, deterministic=False),
-        ),
-        (
-            "d_block",
-            "ours: training config, shuffle_block=64",
-            lambda: ours(files, bs, shuffle=True, deterministic=False, shuffle_block=64),
-        ),
-        ("d_cached", "ours: cache=True, warm passes", lambda: ours(files, bs, cache=True)),
-        (
-            "e",
-            f"ours via tf.data service, {args.workers} local workers",
-            lambda: ours(files, bs, data_service_address=cluster.address),
-        ),
-    ]
-    results: dict[str, dict] = {}
-    for key, label, build in runs:
-        cached = key in ("d_cached", "t")
-        repeats = args.repeats + 1 if cached else args.repeats
-        result = time_passes(build(), n, repeats, drop_first=cached)
-        if key == "t":  # the first (cold) pass reads the shards; training's first epoch does too
-            result["cold_records_per_s"] = round(n / result["fill_s"])
-        results[key] = {"label": label, **result}
-        log(f"  {key:9s} {result['records_per_s']:>11,} records/s  passes {result['passes_s']}")
+    runs = _pipelines(files, data_dir, bs, args.workers, cluster.address, training)
+    results = _time_all(runs, n, args.repeats, log)
     cluster.stop()
 
-    rate = {k: v["records_per_s"] for k, v in results.items()}
-    ratios = {
-        "d/a": round(rate["d"] / rate["a"], 2),
-        "d/b": round(rate["d"] / rate["b"], 2),
-        "d/c": round(rate["d"] / rate["c"], 2),
-        "t_cold/c": round(results["t"]["cold_records_per_s"] / rate["c"], 2),
-        "t_warm/c": round(rate["t"] / rate["c"], 2),
-        "d_train/a": round(rate["d_train"] / rate["a"], 2),
-        "e/d": round(rate["e"] / rate["d"], 2),
-    }
+    ratios = _ratios(results)
     report = {
         "records": n,
         "shards": len(files),
@@ -317,25 +359,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
     else:
-        print()
-        print(f"{'':9s} {'pipeline':52s} {'records/s':>11s} {'best s':>7s} {'CPU us/rec':>10s}")
-        for key, r in results.items():
-            print(
-                f"{key:9s} {r['label']:52s} {r['records_per_s']:>11,} {r['best_s']:>7.2f} "
-                f"{r['us_cpu_per_record']:>10.2f}"
-            )
-        print()
-        print("  ".join(f"{k} = {v:.2f}" for k, v in ratios.items()))
-        t = results["t"]
-        print(
-            f"t (training settings): cold first pass {t['cold_records_per_s']:,} records/s, "
-            f"warm (cached) {t['records_per_s']:,} records/s"
-        )
-        print("targets: " + ", ".join(f"{k}: {v}" for k, v in report["targets"].items()))
-        print(
-            f"{report['cpus']} CPUs; load average before {report['loadavg_before']}, "
-            f"after {report['loadavg_after']}"
-        )
+        _print_report(report)
     if tmp is not None:
         tmp.cleanup()
     return 0

@@ -177,6 +177,13 @@ def _api_error(action: str, host: str, e: Exception) -> KubeflowDeployError:
     return KubeflowDeployError(f"{action} failed: {name}: {e}")
 
 
+class _Progress:
+    """The server call under way, which an error message names ("uploading pipeline ... failed")."""
+
+    def __init__(self) -> None:
+        self.step = "connecting"
+
+
 def deploy(job: dict[str, Any], target: DeployTarget) -> DeployResult:
     """Uploads `job`'s PipelineSpec (new pipeline or new version) and starts a run."""
     import kfp
@@ -194,7 +201,7 @@ def deploy(job: dict[str, Any], target: DeployTarget) -> DeployResult:
 
     # kfp prints its own "... details: URL" lines; we print ours.
     quiet = contextlib.redirect_stdout(io.StringIO())
-    step = "connecting"
+    progress = _Progress()
     try:
         with quiet, tempfile.TemporaryDirectory() as tmp:
             client = kfp.Client(
@@ -203,40 +210,14 @@ def deploy(job: dict[str, Any], target: DeployTarget) -> DeployResult:
                 existing_token=target.token,
             )
             upload = write_upload_file(spec, tmp)
-            step = f"looking up pipeline {name!r}"
-            pipeline_id = client.get_pipeline_id(name)
-            created = pipeline_id is None
-            if created:
-                step = f"uploading pipeline {name!r}"
-                pipeline = client.upload_pipeline(
-                    upload,
-                    pipeline_name=name,
-                    description=f"TFX pipeline {name!r} ({version_name})",
-                    namespace=target.namespace,
-                )
-                pipeline_id = pipeline.pipeline_id
-                step = f"finding the first version of pipeline {name!r}"
-                versions = client.list_pipeline_versions(
-                    pipeline_id, page_size=1, sort_by="created_at desc"
-                ).pipeline_versions
-                if not versions:
-                    raise KubeflowDeployError(
-                        f"the server created pipeline {pipeline_id} but lists no version of it"
-                    )
-                version = versions[0]
-            else:
-                step = f"uploading a new version of pipeline {name!r}"
-                version = client.upload_pipeline_version(
-                    upload,
-                    pipeline_version_name=version_name,
-                    pipeline_id=pipeline_id,
-                    description=f"spec sha256 {spec_digest(spec)[:12]}",
-                )
-            step = "creating the experiment"
+            pipeline_id, created, version = _upload(
+                client, upload, spec, name, version_name, target.namespace, progress
+            )
+            progress.step = "creating the experiment"
             experiment = client.create_experiment(
                 target.experiment or name, namespace=target.namespace
             )
-            step = "starting the run"
+            progress.step = "starting the run"
             run = client.run_pipeline(
                 experiment_id=experiment.experiment_id,
                 job_name=run_name,
@@ -247,7 +228,7 @@ def deploy(job: dict[str, Any], target: DeployTarget) -> DeployResult:
     except KubeflowDeployError:
         raise
     except Exception as e:  # kfp raises ApiException, urllib3 errors, ValueError
-        raise _api_error(step, host, e) from None
+        raise _api_error(progress.step, host, e) from None
     if not run.run_id:
         raise KubeflowDeployError("the server accepted the run but returned no run id")
     return DeployResult(
@@ -259,3 +240,44 @@ def deploy(job: dict[str, Any], target: DeployTarget) -> DeployResult:
         run_id=run.run_id,
         run_url=f"{host}/#/runs/details/{run.run_id}",
     )
+
+
+def _upload(
+    client,
+    upload: str,
+    spec: dict[str, Any],
+    name: str,
+    version_name: str,
+    namespace: str | None,
+    progress: _Progress,
+) -> tuple[str, bool, Any]:
+    """(pipeline id, whether it was created, its new version): a new pipeline the
+    first time, a new version of it afterwards."""
+    progress.step = f"looking up pipeline {name!r}"
+    pipeline_id = client.get_pipeline_id(name)
+    if pipeline_id is not None:
+        progress.step = f"uploading a new version of pipeline {name!r}"
+        version = client.upload_pipeline_version(
+            upload,
+            pipeline_version_name=version_name,
+            pipeline_id=pipeline_id,
+            description=f"spec sha256 {spec_digest(spec)[:12]}",
+        )
+        return pipeline_id, False, version
+    progress.step = f"uploading pipeline {name!r}"
+    pipeline = client.upload_pipeline(
+        upload,
+        pipeline_name=name,
+        description=f"TFX pipeline {name!r} ({version_name})",
+        namespace=namespace,
+    )
+    pipeline_id = pipeline.pipeline_id
+    progress.step = f"finding the first version of pipeline {name!r}"
+    versions = client.list_pipeline_versions(
+        pipeline_id, page_size=1, sort_by="created_at desc"
+    ).pipeline_versions
+    if not versions:
+        raise KubeflowDeployError(
+            f"the server created pipeline {pipeline_id} but lists no version of it"
+        )
+    return pipeline_id, True, versions[0]

@@ -69,12 +69,41 @@ def test_tfdv_cpp_warnings_go_to_the_log_not_the_terminal():
 
 
 def test_validation_gate_wraps_tfdv_in_the_redirect():
+    import ast
     import inspect
 
     from components.validation import gate as validation_gate
 
-    source = inspect.getsource(validation_gate.ValidationGateExecutor.Do)
-    assert source.count('native_stderr_to_log("TFDV")') == 2
+    # The gate's calls into TFDV: computing the serving statistics and running the checks.
+    tfdv_calls = {"serving_statistics", "evaluate"}
+    tree = ast.parse(inspect.getsource(validation_gate))
+
+    def redirected(node: ast.With) -> bool:
+        return any(
+            isinstance(c := item.context_expr, ast.Call)
+            and isinstance(c.func, ast.Name)
+            and c.func.id == "native_stderr_to_log"
+            and [ast.literal_eval(a) for a in c.args] == ["TFDV"]
+            for item in node.items
+        )
+
+    inside, outside = [], []
+
+    def walk(node: ast.AST, in_redirect: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            here = in_redirect or (isinstance(child, ast.With) and redirected(child))
+            if (
+                isinstance(child, ast.Call)
+                and isinstance(child.func, ast.Name)
+                and child.func.id in tfdv_calls
+            ):
+                (inside if here else outside).append(f"{child.func.id} line {child.lineno}")
+            walk(child, here)
+
+    walk(tree, False)
+    assert not outside, f"TFDV called outside native_stderr_to_log: {outside}"
+    # Both calls are found (else the check above would pass vacuously).
+    assert sorted(c.split()[0] for c in inside) == ["evaluate", "serving_statistics"], inside
 
 
 def test_building_the_pipeline_logs_no_deprecation_warning(caplog):

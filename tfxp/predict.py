@@ -169,20 +169,51 @@ def _predict(config, csv_path, types, nan_free, output, model_dir, shown) -> Pre
         encoding=config.csv_encoding,
         finite=nan_free,
     )
-
     model_dir = model_dir or latest_pushed_model(config.serving_dir)
+    serve = _serving_signature(model_dir)
+    header, rows = _rows(csv_path, config.csv_encoding)
+    probabilities, scored, lines, all_rows = _score(
+        serve, csv_path, header, rows, types, config.tabular, keep_rows=bool(output)
+    )
+    _refuse_unscorable(csv_path, lines, probabilities)
+    columns = tabular_columns(config.tabular) if config.tabular is not None else ()
+    if output:
+        _write_predictions(output, header, all_rows, probabilities, columns, scored)
+    if config.tabular is not None:
+        return PredictResult(shown, model_dir, probabilities, output, columns, scored)
+    return PredictResult(shown, model_dir, probabilities, output)
+
+
+def _serving_signature(model_dir: str):
     import tensorflow as tf
 
     try:
         model = tf.saved_model.load(model_dir)
-        serve = model.signatures[SIGNATURE]
+        return model.signatures[SIGNATURE]
     except (OSError, KeyError, ValueError) as e:
         raise PredictError(
             f"{model_dir}: not a SavedModel with a {SIGNATURE!r} signature: {e}"
         ) from e
 
-    header, rows = _rows(csv_path, config.csv_encoding)
+
+def _score(
+    serve,
+    csv_path: str,
+    header: list[str],
+    rows: Iterator[tuple[int, list[str]]],
+    types: dict[str, str],
+    tabular,
+    *,
+    keep_rows: bool,
+) -> tuple[list[float], list[list[str]], list[int], list[list[str]]]:
+    """Every row scored in BATCH_SIZE batches: (one number per row: the probability,
+    the value or the top class probability; a tabular model's output cells per row;
+    each row's line; the rows themselves if `keep_rows`)."""
+    import tensorflow as tf
+
+    classes = list(tabular.classes) if tabular is not None else []
     probabilities: list[float] = []
+    scored: list[list[str]] = []
     batch: list[bytes] = []
     all_rows: list[list[str]] = []
     lines: list[int] = []
@@ -197,9 +228,8 @@ def _predict(config, csv_path, types, nan_free, output, model_dir, shown) -> Pre
             raise PredictError(
                 f"{csv_path}: the model rejected rows from line {first}: {e.message.splitlines()[0]}"
             ) from e
-        if config.tabular is not None:
-            scored.extend(_tabular_cells(config.tabular, out))
-            # One number per row (the line count of a rejected batch): the value or top probability.
+        if tabular is not None:
+            scored.extend(_tabular_cells(tabular, out))
             probabilities.extend(
                 float(r[0]) if not classes else max(map(float, r[:-1]))
                 for r in scored[len(probabilities) :]
@@ -210,46 +240,43 @@ def _predict(config, csv_path, types, nan_free, output, model_dir, shown) -> Pre
             )
         batch.clear()
 
-    classes = list(config.tabular.classes) if config.tabular is not None else []
-    columns = tabular_columns(config.tabular) if config.tabular is not None else ()
-    scored: list[list[str]] = []
     for line, row in rows:
         batch.append(_example(header, row, types))
         lines.append(line)
-        if output:
+        if keep_rows:
             all_rows.append(row)
         if len(batch) >= BATCH_SIZE:
             flush()
     flush()
+    return probabilities, scored, lines, all_rows
+
+
+def _refuse_unscorable(csv_path: str, lines: list[int], probabilities: list[float]) -> None:
     # A NaN cell where the schema allows it can still give the model nothing to
     # score: such rows are refused by line, never printed or written as NaN.
-    unscorable = [(i, line) for i, line in enumerate(lines) if not math.isfinite(probabilities[i])]
+    unscorable = [line for i, line in enumerate(lines) if not math.isfinite(probabilities[i])]
     if unscorable:
-        shown = ", ".join(str(line) for _, line in unscorable[:20])
+        listed = ", ".join(str(line) for line in unscorable[:20])
         more = f" and {len(unscorable) - 20} more" if len(unscorable) > 20 else ""
         raise PredictError(
             f"{csv_path}: the model cannot score {len(unscorable)} row(s) (its output is not a "
-            f"number), at line(s) {shown}{more}; they hold values the model cannot use (e.g. "
+            f"number), at line(s) {listed}{more}; they hold values the model cannot use (e.g. "
             "NaN): fix or remove them and rerun. Nothing was written."
         )
 
-    if output:
-        tmp = output + ".tmp"
-        with open(tmp, "w", newline="", encoding="utf-8") as f:
-            writer = csv.writer(f)
-            if config.tabular is not None:
-                writer.writerow([*header, *columns])
-                writer.writerows(
-                    [*row, *cells] for row, cells in zip(all_rows, scored, strict=True)
-                )
-            else:
-                writer.writerow([*header, "probability", "prediction"])
-                for row, p in zip(all_rows, probabilities, strict=True):
-                    writer.writerow([*row, f"{p:.6f}", int(p >= 0.5)])
-        os.replace(tmp, output)  # never leave a half-written predictions file
-    if config.tabular is not None:
-        return PredictResult(shown, model_dir, probabilities, output, columns, scored)
-    return PredictResult(shown, model_dir, probabilities, output)
+
+def _write_predictions(output, header, rows, probabilities, columns, scored) -> None:
+    tmp = output + ".tmp"
+    with open(tmp, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        if columns:
+            writer.writerow([*header, *columns])
+            writer.writerows([*row, *cells] for row, cells in zip(rows, scored, strict=True))
+        else:
+            writer.writerow([*header, "probability", "prediction"])
+            for row, p in zip(rows, probabilities, strict=True):
+                writer.writerow([*row, f"{p:.6f}", int(p >= 0.5)])
+    os.replace(tmp, output)  # never leave a half-written predictions file
 
 
 def tabular_columns(options) -> tuple[str, ...]:

@@ -324,48 +324,55 @@ def example_parts(
             plan.append(("const", piece))
             total += len(piece)
             continue
-        column = batch.column(name)
-        kind = columns[name]
-        present = (
-            None if column.null_count == 0 else column.is_valid().to_numpy(zero_copy_only=False)
-        )
-        p = np.ones(n, dtype=bool) if present is None else present
-        if kind == INT:
-            values = column.fill_null(0).to_numpy().astype(np.int64, copy=False)
-            m = np.broadcast_to(_vlen(values.view(np.uint64)), (n,))
-            list_len = np.where(p, 2 + m, 0)  # 0x0a varint(m) varints
-            tag = b"\x1a"
-        elif kind == FLOAT:
-            values = column.cast(pa.float32(), safe=False).fill_null(0).to_numpy()
-            list_len = np.where(p, 6, 0)  # 0x0a 0x04 float32
-            tag = b"\x12"
-        else:
-            values = column.cast(pa.large_binary()).fill_null(b"")
-            offsets = np.frombuffer(values.buffers()[1], dtype=np.int64)[
-                values.offset : values.offset + n + 1
-            ]
-            m = np.diff(offsets)
-            list_len = np.where(p, 1 + _vlen(m) + m, 0)  # 0x0a varint(len) value
-            tag = b"\x0a"
-        feature_len = 1 + _vlen(list_len) + list_len
-        entry_len = len(head) + _vlen(feature_len) + feature_len
+        item = _column_plan(batch.column(name), columns[name], head, n)
+        entry_len = item[-1]
         total += 1 + _vlen(entry_len) + entry_len
-        plan.append(
-            (
-                kind,
-                head,
-                tag,
-                present,
-                values,
-                m if kind != FLOAT else None,
-                list_len,
-                feature_len,
-                entry_len,
-            )
-        )
+        plan.append(item)
     if (total >= 1 << 31).any():
         raise ArrowCsvError("an example is larger than 2 GB")
+    # Second pass: the bytes, in the order the lengths were planned.
+    return _encode_plan(plan, total, n), 1 + _vlen(total) + total
 
+
+def _column_plan(column: pa.Array, kind: str, head: bytes, n: int) -> tuple:
+    """One column's values and length fields, each a whole-column numpy operation:
+    (kind, head, tag, present, values, m, list_len, feature_len, entry_len)."""
+    present = None if column.null_count == 0 else column.is_valid().to_numpy(zero_copy_only=False)
+    p = np.ones(n, dtype=bool) if present is None else present
+    if kind == INT:
+        values = column.fill_null(0).to_numpy().astype(np.int64, copy=False)
+        m = np.broadcast_to(_vlen(values.view(np.uint64)), (n,))
+        list_len = np.where(p, 2 + m, 0)  # 0x0a varint(m) varints
+        tag = b"\x1a"
+    elif kind == FLOAT:
+        values = column.cast(pa.float32(), safe=False).fill_null(0).to_numpy()
+        list_len = np.where(p, 6, 0)  # 0x0a 0x04 float32
+        tag = b"\x12"
+    else:
+        values = column.cast(pa.large_binary()).fill_null(b"")
+        offsets = np.frombuffer(values.buffers()[1], dtype=np.int64)[
+            values.offset : values.offset + n + 1
+        ]
+        m = np.diff(offsets)
+        list_len = np.where(p, 1 + _vlen(m) + m, 0)  # 0x0a varint(len) value
+        tag = b"\x0a"
+    feature_len = 1 + _vlen(list_len) + list_len
+    entry_len = len(head) + _vlen(feature_len) + feature_len
+    return (
+        kind,
+        head,
+        tag,
+        present,
+        values,
+        m if kind != FLOAT else None,
+        list_len,
+        feature_len,
+        entry_len,
+    )
+
+
+def _encode_plan(plan: list[tuple], total: np.ndarray, n: int) -> list[pa.Array]:
+    """The large_binary arrays whose row-wise concatenation is each serialized example."""
     arrays: list[pa.Array] = []
     segment = _Segment(n)
     segment.const(b"\x0a")
@@ -389,13 +396,15 @@ def example_parts(
             segment.const(b"\x04", present)
             segment.raw(values.astype("<f4", copy=False).view(np.uint8).reshape(n, 4), present)
         else:
+            # BYTES values are an Arrow array already: the segment so far ends
+            # before them, and a new one starts after.
             segment.varint(m, present)
             arrays.append(segment.build())
             arrays.append(values)
             segment = _Segment(n)
     if segment.parts:
         arrays.append(segment.build())
-    return arrays, 1 + _vlen(total) + total
+    return arrays
 
 
 def _varint_bytes(value: int) -> bytes:

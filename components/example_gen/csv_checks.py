@@ -96,32 +96,12 @@ def check_csv_text(
       cell_chars: if given, filled with the longest cell (in characters) per
         BYTES column, for the gate's warning about absurd cells.
     """
-    problems: list[CsvProblem] = []
     required = list(columns if required is None else required)
     text = lines if isinstance(lines, csv_text.TextLines) else None
     reader = csv.reader(lines, strict=True)
-    try:
-        header = next(reader)
-    except StopIteration:
-        return 0, [CsvProblem(path, None, None, "file is empty: expected a header line")]
-    except csv.Error as e:
-        return 0, [CsvProblem(path, 1, None, f"unreadable header: {e}")]
-    except csv_text.CsvTextError as e:
-        return 0, [_problem(e)]
-    if text is not None and 1 in text.invalid:
-        return 0, [_invalid_bytes(text, 1, 1, None)]
-    header = [h.strip() for h in header]
-    missing = [c for c in required if c not in header]
-    for name in missing:
-        problems.append(
-            CsvProblem(path, 1, name, "column is missing from the header (the schema requires it)")
-        )
-    duplicates = sorted({h for h in header if header.count(h) > 1})
-    for name in duplicates:
-        problems.append(CsvProblem(path, 1, name, "column appears more than once in the header"))
+    header, problems = _check_header(path, reader, text, required)
     if problems:
         return 0, problems
-
     typed = [
         (i, name, columns[name], name in finite)
         for i, name in enumerate(header)
@@ -129,6 +109,60 @@ def check_csv_text(
     ]
     strings = [(i, name) for i, name in enumerate(header) if columns.get(name) == BYTES]
     longest = [0] * len(strings)
+    rows, problems = _check_rows(
+        path, reader, text, header, typed, strings, longest, max_problems, cell_chars is not None
+    )
+    if rows == 0 and not problems:
+        problems.append(CsvProblem(path, None, None, "file has a header but no data rows"))
+    if cell_chars is not None:
+        for (_, name), n in zip(strings, longest, strict=True):
+            cell_chars[name] = max(cell_chars.get(name, 0), n)
+    return rows, problems
+
+
+def _check_header(
+    path: str, reader, text: csv_text.TextLines | None, required: list[str]
+) -> tuple[list[str], list[CsvProblem]]:
+    """(the stripped header, its problems); the rows are not checked if it has any."""
+    try:
+        header = next(reader)
+    except StopIteration:
+        return [], [CsvProblem(path, None, None, "file is empty: expected a header line")]
+    except csv.Error as e:
+        return [], [CsvProblem(path, 1, None, f"unreadable header: {e}")]
+    except csv_text.CsvTextError as e:
+        return [], [_problem(e)]
+    if text is not None and 1 in text.invalid:
+        return [], [_invalid_bytes(text, 1, 1, None)]
+    header = [h.strip() for h in header]
+    problems = [
+        CsvProblem(path, 1, name, "column is missing from the header (the schema requires it)")
+        for name in required
+        if name not in header
+    ]
+    duplicates = sorted({h for h in header if header.count(h) > 1})
+    for name in duplicates:
+        problems.append(CsvProblem(path, 1, name, "column appears more than once in the header"))
+    return header, problems
+
+
+def _check_rows(
+    path: str,
+    reader,
+    text: csv_text.TextLines | None,
+    header: list[str],
+    typed: list[tuple[int, str, str, bool]],
+    strings: list[tuple[int, str]],
+    longest: list[int],
+    max_problems: int,
+    track_longest: bool,
+) -> tuple[int, list[CsvProblem]]:
+    """(data rows, problems) of the lines after the header; fills `longest` per BYTES column.
+
+    The hot loop of the checks: everything per row stays inline here (no
+    per-row function call but the cell check), so keep it that way.
+    """
+    problems: list[CsvProblem] = []
     rows = 0
     line_start = 2
     while len(problems) < max_problems:
@@ -160,7 +194,7 @@ def check_csv_text(
                 CsvProblem(path, line, None, f"has {len(row)} fields, the header has {len(header)}")
             )
             continue
-        if cell_chars is not None:
+        if track_longest:
             for k, (i, _) in enumerate(strings):
                 if len(row[i]) > longest[k]:
                     longest[k] = len(row[i])
@@ -170,11 +204,6 @@ def check_csv_text(
                 problems.append(CsvProblem(path, line, name, message))
                 if len(problems) >= max_problems:
                     break
-    if rows == 0 and not problems:
-        problems.append(CsvProblem(path, None, None, "file has a header but no data rows"))
-    if cell_chars is not None:
-        for (_, name), n in zip(strings, longest, strict=True):
-            cell_chars[name] = max(cell_chars.get(name, 0), n)
     return rows, problems
 
 

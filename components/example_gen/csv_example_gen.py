@@ -278,53 +278,15 @@ class _ArrowIngest:
         columns = _columns_from_custom_config(props)
         self._check_config(input_config, output_config, columns)
         split_names = example_gen_utils.generate_output_split_names(input_config, output_config)
-        base = props[standard_component_specs.INPUT_BASE_KEY]
-        inputs = []  # (file, input split index)
-        for index, split in enumerate(input_config.splits):
-            inputs.extend(
-                (f, index) for f in sorted(fileio.glob(os.path.join(base, split.pattern)))
-            )
-        files = sorted({f for f, _ in inputs})
-        if not files:
-            raise arrow_csv.ArrowCsvError("no files")  # the checks path reports it
-        remote = [f for f in files if "://" in f]
-        if remote:  # pyarrow's CSV reader and the byte ranges read local files only
-            raise arrow_csv.ArrowCsvError(f"files in object storage: {remote[:3]}")
-        compressed = [f for f in files if f.endswith((".gz", ".bz2", ".zst", ".zip", ".deflate"))]
-        if compressed:  # TFX's reader decompresses by file name; the byte ranges would not
-            raise arrow_csv.ArrowCsvError(f"compressed CSV: {compressed[:3]}")
-
+        inputs, files = _input_files(props[standard_component_specs.INPUT_BASE_KEY], input_config)
         # Headers only, before Beam starts; rows are checked as they are read, and
         # any doubt there fails the Beam run, which sends the input to the checks.
         encoding, nan_free = _text_options(props)
-        header = arrow_csv.read_header(files[0], encoding)
-        missing = [c for c in columns if c not in header]
-        if missing:
-            raise arrow_csv.ArrowCsvError(f"columns missing from the header: {missing}")
-        sizes = {f: fileio.stat(f).length for f in files}
-        starts = {f: arrow_csv.data_start(f) for f in files}
-        for path in files:
-            if arrow_csv.read_header(path, encoding) != header:
-                raise arrow_csv.ArrowCsvError(f"{path}: header differs")
-            if starts[path] >= sizes[path]:
-                raise arrow_csv.ArrowCsvError(f"{path}: no data rows")
-
-        first_files = []
-        for index in range(len(input_config.splits)):
-            split_files = [f for f, i in inputs if i == index]
-            if not split_files:
-                raise arrow_csv.ArrowCsvError(f"no files for input split {index}")
-            first_files.append(split_files[0])
+        header, sizes, starts = _check_headers(files, columns, encoding)
+        first_files = _first_file_of_each_split(inputs, len(input_config.splits))
         raw_bytes = props.get(RAW_BYTES) or sum(sizes.values())
         configured = int(custom_struct(props).get("num_shards") or 0)
-        buckets: list[int] = []
-        if output_config.split_config.splits:
-            assert len(input_config.splits) == 1, "one input split when output splits are set"
-            for s in output_config.split_config.splits:
-                buckets.append((buckets[-1] if buckets else 0) + s.hash_buckets)
-            fractions = [s.hash_buckets / buckets[-1] for s in output_config.split_config.splits]
-        else:
-            fractions = [1.0 / len(split_names)] * len(split_names)
+        buckets, fractions = _hash_buckets(input_config, output_config, split_names)
         # Task t writes shard t of every split (no shuffle), so every split gets
         # as many shards as the largest one needs (num_shards, when set, exactly).
         tasks = max(shards_for(raw_bytes, f, configured) for f in fractions)
@@ -347,27 +309,35 @@ class _ArrowIngest:
             finite=nan_free,
         )
         plan = csv_ingest.plan_tasks([(f, starts[f], sizes[f], i) for f, i in inputs], tasks)
+        counts = self._write(plan, spec, files, len(input_config.splits))
+        self._record(counts, tasks * len(split_names))
+
+    def _write(self, plan, spec: csv_ingest.IngestSpec, files: list[str], input_splits: int):
+        """Runs the Beam ingest (twice if the first block guessed the empty columns wrong)."""
         make_pipeline = self.executor._make_beam_pipeline  # noqa: SLF001 - TFX's own
         counts = csv_ingest.run(make_pipeline(), plan, spec)
         empty_rows = [f for f in files if counts.rows.get(f, 0) == 0]
         if empty_rows:
-            csv_ingest.remove_outputs(uris)
+            csv_ingest.remove_outputs(spec.split_uris)
             raise arrow_csv.ArrowCsvError(f"no data rows in {empty_rows}")
         # A column without a single value in an input split is untyped in
         # CsvExampleGen's examples (`Feature()`), which changes the bytes and so
         # the split. The guess from the first block is checked against the
         # counts of the whole input; if wrong (rare), the examples are written again.
-        empty = counts.empty_columns(len(input_config.splits), header)
+        empty = counts.empty_columns(input_splits, spec.header)
         if tuple(empty) != spec.empty_columns:
             logging.info(
                 "columns without values %s, not %s: writing again", empty, spec.empty_columns
             )
             spec = dataclasses.replace(spec, empty_columns=tuple(empty))
             counts = csv_ingest.run(make_pipeline(), plan, spec)
+        return counts
 
+    def _record(self, counts, shards: int) -> None:
+        """The examples artifact's properties, as TFX's reader would set them plus ours."""
         self.examples.set_int_custom_property(ROW_COUNT, sum(counts.rows.values()))
         _set_longest_cells(self.examples, counts.longest)
-        self.examples.set_int_custom_property(TFRECORD_SHARDS, tasks * len(split_names))
+        self.examples.set_int_custom_property(TFRECORD_SHARDS, shards)
         self.examples.set_string_custom_property(CSV_READER, "arrow")
         examples_utils.set_payload_format(
             self.examples, example_gen_pb2.PayloadFormat.FORMAT_TF_EXAMPLE
@@ -376,6 +346,65 @@ class _ArrowIngest:
             self.examples,
             write_split.to_file_format_str(example_gen_pb2.FileFormat.FORMAT_TFRECORDS_GZIP),
         )
+
+
+def _input_files(base: str, input_config) -> tuple[list[tuple[str, int]], list[str]]:
+    """((file, input split index) pairs, the sorted distinct files): local plain CSV only."""
+    inputs = []  # (file, input split index)
+    for index, split in enumerate(input_config.splits):
+        inputs.extend((f, index) for f in sorted(fileio.glob(os.path.join(base, split.pattern))))
+    files = sorted({f for f, _ in inputs})
+    if not files:
+        raise arrow_csv.ArrowCsvError("no files")  # the checks path reports it
+    remote = [f for f in files if "://" in f]
+    if remote:  # pyarrow's CSV reader and the byte ranges read local files only
+        raise arrow_csv.ArrowCsvError(f"files in object storage: {remote[:3]}")
+    compressed = [f for f in files if f.endswith((".gz", ".bz2", ".zst", ".zip", ".deflate"))]
+    if compressed:  # TFX's reader decompresses by file name; the byte ranges would not
+        raise arrow_csv.ArrowCsvError(f"compressed CSV: {compressed[:3]}")
+    return inputs, files
+
+
+def _check_headers(
+    files: list[str], columns, encoding: str
+) -> tuple[list[str], dict[str, int], dict[str, int]]:
+    """(header, file -> size, file -> offset of its first data row); every file the same header."""
+    header = arrow_csv.read_header(files[0], encoding)
+    missing = [c for c in columns if c not in header]
+    if missing:
+        raise arrow_csv.ArrowCsvError(f"columns missing from the header: {missing}")
+    sizes = {f: fileio.stat(f).length for f in files}
+    starts = {f: arrow_csv.data_start(f) for f in files}
+    for path in files:
+        if arrow_csv.read_header(path, encoding) != header:
+            raise arrow_csv.ArrowCsvError(f"{path}: header differs")
+        if starts[path] >= sizes[path]:
+            raise arrow_csv.ArrowCsvError(f"{path}: no data rows")
+    return header, sizes, starts
+
+
+def _first_file_of_each_split(inputs: list[tuple[str, int]], input_splits: int) -> list[str]:
+    """The file whose first block guesses each input split's empty columns."""
+    first_files = []
+    for index in range(input_splits):
+        split_files = [f for f, i in inputs if i == index]
+        if not split_files:
+            raise arrow_csv.ArrowCsvError(f"no files for input split {index}")
+        first_files.append(split_files[0])
+    return first_files
+
+
+def _hash_buckets(input_config, output_config, split_names) -> tuple[list[int], list[float]]:
+    """(cumulative hash-bucket boundaries of the output splits, each split's share of rows)."""
+    buckets: list[int] = []
+    if output_config.split_config.splits:
+        assert len(input_config.splits) == 1, "one input split when output splits are set"
+        for s in output_config.split_config.splits:
+            buckets.append((buckets[-1] if buckets else 0) + s.hash_buckets)
+        fractions = [s.hash_buckets / buckets[-1] for s in output_config.split_config.splits]
+    else:
+        fractions = [1.0 / len(split_names)] * len(split_names)
+    return buckets, fractions
 
 
 class CheckedCsvExampleGen(FileBasedExampleGen):

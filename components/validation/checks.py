@@ -475,6 +475,76 @@ def long_cell_findings(
     ]
 
 
+def _declared_environments(schema: schema_pb2.Schema) -> tuple[str | None, str | None]:
+    """(training, serving) environment names to validate in, None where undeclared."""
+    # TFDV rejects an environment the schema does not declare; a schema without
+    # environments validates every feature everywhere.
+    environments = set(schema.default_environment)
+    training = TRAINING if TRAINING in environments else None
+    serving_env = SERVING if SERVING in environments else None
+    return training, serving_env
+
+
+def _drift(
+    compared: statistics_pb2.DatasetFeatureStatisticsList,
+    schema: schema_pb2.Schema,
+    training: str | None,
+    baseline: Mapping[str, statistics_pb2.DatasetFeatureStatisticsList] | None,
+    *,
+    current_span: int | None,
+    baseline_span: int | None,
+) -> tuple[list[Finding], list[Measurement], str]:
+    """Drift findings, measurements and the note saying what was compared (or why not)."""
+    if not baseline:
+        return (
+            [],
+            [],
+            f"drift: no baseline: ML Metadata holds no statistics of a span before span "
+            f"{current_span} (the first span, or earlier spans were only ingested); "
+            "drift not checked",
+        )
+    previous = baseline.get(COMPARED_SPLIT) or next(iter(baseline.values()))
+    # On Kubeflow the baseline is the previous run's statistics, span unknown.
+    before = "the previous run's span" if baseline_span is None else f"span {baseline_span}"
+    where = f"span {current_span} vs {before}, {COMPARED_SPLIT} split"
+    found, measured = _compared(
+        compared, schema, training, DRIFT, where, previous_statistics=previous
+    )
+    return found, measured, f"drift: span {current_span} compared with {before}"
+
+
+def _skew(
+    compared: statistics_pb2.DatasetFeatureStatisticsList,
+    schema: schema_pb2.Schema,
+    training: str | None,
+    serving_env: str | None,
+    serving: statistics_pb2.DatasetFeatureStatisticsList | None,
+    *,
+    serving_rows: int | None,
+    serving_source: str,
+    no_serving: str,
+) -> tuple[list[Finding], list[Measurement], str]:
+    """Skew findings (training vs serving, and serving vs the schema) and the note."""
+    if serving is None:
+        return [], [], f"skew: {no_serving}, skew not checked"
+    where = f"{COMPARED_SPLIT} split vs {serving_source}"
+    found, measured = _compared(compared, schema, training, SKEW, where, serving_statistics=serving)
+    # The serving requests themselves against the schema, label excluded.
+    import tensorflow_data_validation as tfdv
+
+    anomalies = tfdv.validate_statistics(serving, schema, environment=serving_env)
+    found = found + _findings(anomalies, SKEW, serving_source, comparators_only=False)
+    return found, measured, f"skew: training data compared with {serving_rows} serving requests"
+
+
+def _downgrade_warn_only(findings: list[Finding], settings: ValidationSettings) -> None:
+    """Turns the findings the config lists in warn_only (kind, anomaly or kind:feature) into warnings."""
+    warn = set(settings.warn_only)
+    for f in findings:
+        if f.kind in warn or f.anomaly in warn or f"{f.kind}:{f.feature}" in warn:
+            f.severity = WARN
+
+
 def evaluate(
     current: Mapping[str, statistics_pb2.DatasetFeatureStatisticsList],
     schema: schema_pb2.Schema,
@@ -498,54 +568,31 @@ def evaluate(
     of its longest cell, recorded by ExampleGen) adds a warning per absurd cell.
     """
     schema = with_comparators(schema, settings)
-    # TFDV rejects an environment the schema does not declare; a schema without
-    # environments validates every feature everywhere.
-    environments = set(schema.default_environment)
-    training = TRAINING if TRAINING in environments else None
-    serving_env = SERVING if SERVING in environments else None
+    training, serving_env = _declared_environments(schema)
     findings = _schema_findings(current, schema, training)
-    measurements: list[Measurement] = []
-    notes: list[str] = []
     compared = current.get(COMPARED_SPLIT) or next(iter(current.values()))
     # 2. Drift: this span vs the previous one.
-    if baseline:
-        previous = baseline.get(COMPARED_SPLIT) or next(iter(baseline.values()))
-        # On Kubeflow the baseline is the previous run's statistics, span unknown.
-        before = "the previous run's span" if baseline_span is None else f"span {baseline_span}"
-        where = f"span {current_span} vs {before}, {COMPARED_SPLIT} split"
-        found, measured = _compared(
-            compared, schema, training, DRIFT, where, previous_statistics=previous
-        )
-        findings += found
-        measurements += measured
-        notes.append(f"drift: span {current_span} compared with {before}")
-    else:
-        notes.append(
-            f"drift: no baseline: ML Metadata holds no statistics of a span before span "
-            f"{current_span} (the first span, or earlier spans were only ingested); "
-            "drift not checked"
-        )
+    found, measurements, note = _drift(
+        compared, schema, training, baseline, current_span=current_span, baseline_span=baseline_span
+    )
+    findings += found
+    notes = [note]
     # 3. Skew: training data vs serving requests (SERVING environment: no label).
-    if serving is not None:
-        where = f"{COMPARED_SPLIT} split vs {serving_source}"
-        found, measured = _compared(
-            compared, schema, training, SKEW, where, serving_statistics=serving
-        )
-        findings += found
-        measurements += measured
-        # The serving requests themselves against the schema, label excluded.
-        import tensorflow_data_validation as tfdv
-
-        anomalies = tfdv.validate_statistics(serving, schema, environment=serving_env)
-        findings += _findings(anomalies, SKEW, serving_source, comparators_only=False)
-        notes.append(f"skew: training data compared with {serving_rows} serving requests")
-    else:
-        notes.append(f"skew: {no_serving}, skew not checked")
+    found, measured, note = _skew(
+        compared,
+        schema,
+        training,
+        serving_env,
+        serving,
+        serving_rows=serving_rows,
+        serving_source=serving_source,
+        no_serving=no_serving,
+    )
+    findings += found
+    measurements += measured
+    notes.append(note)
     findings += long_cell_findings(longest_cells or {}, f"span {current_span} raw CSV")
-    warn = set(settings.warn_only)
-    for f in findings:
-        if f.kind in warn or f.anomaly in warn or f"{f.kind}:{f.feature}" in warn:
-            f.severity = WARN
+    _downgrade_warn_only(findings, settings)
     decision = BLOCK if any(f.severity == BLOCK for f in findings) else (WARN if findings else PASS)
     return GateResult(
         decision,

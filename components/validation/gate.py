@@ -212,6 +212,69 @@ def _write_atomic(path: str, data: str) -> None:
     fileio.rename(tmp, path, overwrite=True)
 
 
+def _check(
+    input_dict: dict[str, list[types.Artifact]],
+    exec_properties: dict[str, Any],
+    settings: ValidationSettings,
+) -> tuple[
+    GateResult,
+    dict[str, statistics_pb2.DatasetFeatureStatisticsList],
+    dict[str, statistics_pb2.DatasetFeatureStatisticsList] | None,
+    statistics_pb2.DatasetFeatureStatisticsList | None,
+]:
+    """Runs every TFDV check of the gate: (result, current, baseline, serving statistics)."""
+    stats_artifact = artifact_utils.get_single_instance(input_dict[STATISTICS_KEY])
+    schema = io_utils.SchemaReader().read(
+        io_utils.get_only_uri_in_dir(artifact_utils.get_single_uri(input_dict[SCHEMA_KEY]))
+    )
+    current = _load_stats(stats_artifact)
+    baselines = list(input_dict.get(BASELINE_KEY) or [])
+    baseline_artifact = baselines[0] if baselines else None
+    baseline = _load_stats(baseline_artifact) if baseline_artifact else None
+    pattern = exec_properties.get("serving_data") or ""
+    files = serving_files(pattern)
+    # TFDV's C++ warnings (a GetByPath() line per feature absent from one
+    # side) go to the run's log file, not the terminal.
+    with native_stderr_to_log("TFDV"):
+        serving, rows = serving_statistics(files, schema) if files else (None, None)
+    # Said in the notes either way: a dataset without serving data (config
+    # serving_data="") is not the same as requests missing from where they should be.
+    no_serving = (
+        f"no serving data found at {pattern}" if pattern else "no serving data for this dataset"
+    )
+    with native_stderr_to_log("TFDV"):
+        result = evaluate(
+            current,
+            schema,
+            settings,
+            baseline=baseline,
+            serving=serving,
+            current_span=_span(input_dict.get(EXAMPLES_KEY)),
+            baseline_span=_span(input_dict.get(BASELINE_EXAMPLES_KEY)),
+            serving_rows=rows,
+            serving_source=f"serving data {pattern}",
+            no_serving=no_serving,
+            longest_cells=_longest_cells(input_dict.get(EXAMPLES_KEY)),
+        )
+    return result, current, baseline, serving
+
+
+def _publish(
+    out: types.Artifact, result: GateResult, findings: str, html: str, report_path: str
+) -> None:
+    """Writes the findings and report into the output artifact and records the decision on it."""
+    _write_atomic(os.path.join(out.uri, FINDINGS_FILE), findings)
+    _write_atomic(os.path.join(out.uri, REPORT_FILE), html)
+    out.set_string_custom_property("decision", result.decision)
+    out.set_int_custom_property("blocking", len(result.blocking))
+    out.set_int_custom_property("warnings", len(result.warnings))
+    out.set_string_custom_property("report", report_path)
+    out.set_string_custom_property(
+        "findings", "\n".join(f.line() for f in result.findings) or "none"
+    )
+    out.set_string_custom_property("notes", "\n".join(result.notes))
+
+
 class ValidationGateExecutor(base_executor.BaseExecutor):
     def Do(  # noqa: N802 - TFX API
         self,
@@ -222,48 +285,9 @@ class ValidationGateExecutor(base_executor.BaseExecutor):
         from components.validation.report import render_report
 
         settings = ValidationSettings.from_json(exec_properties["settings"])
-        stats_artifact = artifact_utils.get_single_instance(input_dict[STATISTICS_KEY])
-        schema = io_utils.SchemaReader().read(
-            io_utils.get_only_uri_in_dir(artifact_utils.get_single_uri(input_dict[SCHEMA_KEY]))
-        )
-        current = _load_stats(stats_artifact)
-        baselines = list(input_dict.get(BASELINE_KEY) or [])
-        baseline_artifact = baselines[0] if baselines else None
-        baseline = _load_stats(baseline_artifact) if baseline_artifact else None
-        pattern = exec_properties.get("serving_data") or ""
-        files = serving_files(pattern)
-        # TFDV's C++ warnings (a GetByPath() line per feature absent from one
-        # side) go to the run's log file, not the terminal.
-        with native_stderr_to_log("TFDV"):
-            serving, rows = serving_statistics(files, schema) if files else (None, None)
-        # Said in the notes either way: a dataset without serving data (config
-        # serving_data="") is not the same as requests missing from where they should be.
-        no_serving = (
-            f"no serving data found at {pattern}" if pattern else "no serving data for this dataset"
-        )
-        with native_stderr_to_log("TFDV"):
-            result = evaluate(
-                current,
-                schema,
-                settings,
-                baseline=baseline,
-                serving=serving,
-                current_span=_span(input_dict.get(EXAMPLES_KEY)),
-                baseline_span=_span(input_dict.get(BASELINE_EXAMPLES_KEY)),
-                serving_rows=rows,
-                serving_source=f"serving data {pattern}",
-                no_serving=no_serving,
-                longest_cells=_longest_cells(input_dict.get(EXAMPLES_KEY)),
-            )
-        # Reports are named by the pipeline run; orchestrators that give the
-        # executor no run id (TFX's legacy Airflow launcher) get the output's folder name.
+        result, current, baseline, serving = _check(input_dict, exec_properties, settings)
         out = artifact_utils.get_single_instance(output_dict[RESULT_KEY])
-        run_id = (self._context.pipeline_run_id if self._context else None) or (
-            "execution-" + os.path.basename(os.path.normpath(out.uri))
-        )
-        pipeline = ""
-        if self._context and self._context.pipeline_info is not None:
-            pipeline = self._context.pipeline_info.id
+        run_id, pipeline = self._run_names(out)
         html = render_report(
             result,
             current=current,
@@ -285,16 +309,19 @@ class ValidationGateExecutor(base_executor.BaseExecutor):
             raise GateBlockedError(
                 result.message() + (f"\n  report: {report_path}" if report_path else "")
             )
-        _write_atomic(os.path.join(out.uri, FINDINGS_FILE), findings)
-        _write_atomic(os.path.join(out.uri, REPORT_FILE), html)
-        out.set_string_custom_property("decision", result.decision)
-        out.set_int_custom_property("blocking", len(result.blocking))
-        out.set_int_custom_property("warnings", len(result.warnings))
-        out.set_string_custom_property("report", report_path)
-        out.set_string_custom_property(
-            "findings", "\n".join(f.line() for f in result.findings) or "none"
+        _publish(out, result, findings, html, report_path)
+
+    def _run_names(self, out: types.Artifact) -> tuple[str, str]:
+        """(run id, pipeline name) that name the report."""
+        # Reports are named by the pipeline run; orchestrators that give the
+        # executor no run id (TFX's legacy Airflow launcher) get the output's folder name.
+        run_id = (self._context.pipeline_run_id if self._context else None) or (
+            "execution-" + os.path.basename(os.path.normpath(out.uri))
         )
-        out.set_string_custom_property("notes", "\n".join(result.notes))
+        pipeline = ""
+        if self._context and self._context.pipeline_info is not None:
+            pipeline = self._context.pipeline_info.id
+        return run_id, pipeline
 
 
 class ValidationGate(base_component.BaseComponent):
