@@ -192,18 +192,14 @@ def _sort_classes(values: list[str], kind: str) -> list[str]:
     return sorted(values, key=float) if kind != "BYTES" else sorted(values)
 
 
-def infer(
-    name: str,
-    files: list[Path],
-    header: list[str],
-    label: str,
-    task: str | None = None,
-    exclude: Sequence[str] = (),
-):
-    """Types, treatments and the task, from the data. Returns (Inferred, typed Arrow table)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
+def _resolve_columns(
+    files: list[Path], header: list[str], label: str, exclude: Sequence[str]
+) -> tuple[dict[str, str], list[str], str, set[str]]:
+    """Feature names for the header, and the label and exclusions by those names.
 
+    Returns (renamed, names, label, excluded). The user may name a column by its
+    CSV header or by its feature name, so both resolve; checked before any reading.
+    """
     renamed = {h: feature_name(h) for h in header if not VALID_FEATURE_NAME.match(h)}
     names = [renamed.get(h, h) for h in header]
     clash = sorted({n for n in names if names.count(n) > 1})
@@ -224,12 +220,15 @@ def infer(
     excluded = {by_any[e] for e in exclude}
     if label in excluded:
         raise InitError(f"--exclude {label}: that is the label column")
+    return renamed, names, label, excluded
 
-    table = _read_table(files, header)
-    if table.num_rows < 10:
-        raise InitError(
-            f"{table.num_rows} data rows: too few to train and evaluate on (at least 10)"
-        )
+
+def _profile_columns(
+    table, header: list[str], names: list[str], renamed: dict[str, str]
+) -> tuple[list[Column], dict]:
+    """Each column's kind, blanks and distinct values; returns (columns, typed arrays by name)."""
+    import pyarrow.compute as pc
+
     columns: list[Column] = []
     arrays = {}
     for source, column_name in zip(header, names, strict=True):
@@ -242,20 +241,26 @@ def infer(
         columns.append(col)
         if source in renamed:
             col.note = f"renamed from {source!r}"
+    return columns, arrays
 
-    rows = table.num_rows
-    lab = next(c for c in columns if c.name == label)
+
+def _check_label(lab: Column, label_values, rows: int) -> None:
+    """A label that is blank somewhere or constant cannot be learned from."""
     if lab.missing:
         raise InitError(
-            f"label column {label!r} is blank in {lab.missing} of {rows} rows; fill or drop them "
-            "(a row without a label cannot be learned from)"
+            f"label column {lab.name!r} is blank in {lab.missing} of {rows} rows; fill or drop "
+            "them (a row without a label cannot be learned from)"
         )
     if lab.distinct < 2:
-        only = arrays[label][0].as_py() if rows else None
+        only = label_values[0].as_py() if rows else None
         raise InitError(
-            f"label column {label!r} has a single value ({only!r}) in every row: there is "
+            f"label column {lab.name!r} has a single value ({only!r}) in every row: there is "
             "nothing to predict; choose another label column"
         )
+
+
+def _choose_task(lab: Column, label_values, task: str | None) -> str:
+    """The task the user gave, or the one the label's values suggest; checked against them."""
     if task is None:
         if lab.distinct == 2:
             task = "binary"
@@ -266,34 +271,47 @@ def infer(
     if task not in TASKS:
         raise InitError(f"--task must be one of {', '.join(TASKS)}, not {task!r}")
     if task == "regression" and lab.kind == "BYTES":
-        sample = next(v for v in arrays[label].to_pylist() if v and not _is_number(v))
+        sample = next(v for v in label_values.to_pylist() if v and not _is_number(v))
         raise InitError(
-            f"label column {label!r} holds text (e.g. {sample!r}): a regression label must be "
-            "numeric; use --task multiclass (or binary) for categories"
+            f"label column {lab.name!r} holds text (e.g. {sample!r}): a regression label must "
+            "be numeric; use --task multiclass (or binary) for categories"
         )
     if task == "binary" and lab.distinct != 2:
         raise InitError(
-            f"--task binary: label column {label!r} has {lab.distinct} values, not 2; "
+            f"--task binary: label column {lab.name!r} has {lab.distinct} values, not 2; "
             "use --task multiclass"
         )
     if task == "multiclass" and lab.distinct > MULTICLASS_MAX:
         raise InitError(
-            f"label column {label!r} has {lab.distinct} values: too many classes for "
+            f"label column {lab.name!r} has {lab.distinct} values: too many classes for "
             f"multiclass (at most {MULTICLASS_MAX}); use --task regression for numbers"
         )
-    lab.treatment = "label"
-    inferred = Inferred(name, rows, columns, lab, task, renamed=renamed)
-    label_values = arrays[label]
-    if task == "regression":
+    return task
+
+
+def _label_baseline(inferred: Inferred, label_values, raw_label) -> None:
+    """What predicting without features scores (the mean, or the most frequent class).
+
+    dataset.yaml's Evaluator threshold is set from it: a model must beat it.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if inferred.task == "regression":
         values = pc.cast(label_values, pa.float64()).to_numpy(zero_copy_only=False)
         inferred.label_mean = float(values.mean())
         inferred.label_std = float(values.std())
     else:
-        counts = pc.value_counts(pc.utf8_trim_whitespace(table.column(lab.source).combine_chunks()))
+        # From the CSV's text (trimmed), so an integer label's classes are the strings
+        # the files hold, not numbers re-rendered.
+        counts = pc.value_counts(pc.utf8_trim_whitespace(raw_label))
         freq = {c["values"].as_py(): c["counts"].as_py() for c in counts}
-        inferred.classes = _sort_classes(list(freq), lab.kind)
-        inferred.majority = max(freq.values()) / rows
+        inferred.classes = _sort_classes(list(freq), inferred.label.kind)
+        inferred.majority = max(freq.values()) / inferred.rows
 
+
+def _assign_treatments(columns: list[Column], lab: Column, excluded: set[str], rows: int) -> None:
+    """Each non-label column's treatment, or why it is excluded."""
     for col in columns:
         if col is lab:
             continue
@@ -304,6 +322,7 @@ def infer(
             )
         elif col.missing == rows:
             col.treatment, col.note = "excluded", "blank in every row"
+        # Only from 20 rows on: in a tiny table every value may differ without being an id.
         elif col.distinct == rows - col.missing and col.kind != "FLOAT" and rows >= 20:
             col.treatment, col.note = "excluded", "a different value in every row (an id?)"
         elif col.distinct == 1:
@@ -312,6 +331,32 @@ def infer(
             col.treatment = "vocabulary"
         else:
             col.treatment = "zscore"
+
+
+def infer(
+    name: str,
+    files: list[Path],
+    header: list[str],
+    label: str,
+    task: str | None = None,
+    exclude: Sequence[str] = (),
+):
+    """Types, treatments and the task, from the data. Returns (Inferred, typed Arrow table)."""
+    renamed, names, label, excluded = _resolve_columns(files, header, label, exclude)
+    table = _read_table(files, header)
+    if table.num_rows < 10:
+        raise InitError(
+            f"{table.num_rows} data rows: too few to train and evaluate on (at least 10)"
+        )
+    columns, arrays = _profile_columns(table, header, names, renamed)
+    rows = table.num_rows
+    lab = next(c for c in columns if c.name == label)
+    _check_label(lab, arrays[label], rows)
+    task = _choose_task(lab, arrays[label], task)
+    lab.treatment = "label"
+    inferred = Inferred(name, rows, columns, lab, task, renamed=renamed)
+    _label_baseline(inferred, arrays[label], table.column(lab.source).combine_chunks())
+    _assign_treatments(columns, lab, excluded, rows)
     if not inferred.features:
         raise InitError("no feature columns left besides the label; check --exclude")
     return inferred, arrays
