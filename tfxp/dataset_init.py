@@ -573,8 +573,8 @@ def _target_dir(name: str) -> Path:
     return dataset_dirs()[0] / name
 
 
-def run_init(args: argparse.Namespace, out=sys.stdout) -> int:
-    name = args.name
+def _check_target(name: str, force: bool) -> Path:
+    """The name is usable and free (or, with --force, init's own); returns its folder."""
     if not NAME_RE.match(name):
         raise InitError(
             f"dataset name {name!r}: use lowercase letters, digits, - and _ (it names folders "
@@ -582,29 +582,23 @@ def run_init(args: argparse.Namespace, out=sys.stdout) -> int:
         )
     existing = dataset_files().get(name)
     target = _target_dir(name)
-    if (existing or (target / DATASET_FILE).exists()) and not args.force:
+    if (existing or (target / DATASET_FILE).exists()) and not force:
         where = existing.parent if existing else target
         raise InitError(
             f"dataset {name!r} exists ({where}); pick another name, or pass --force to rewrite "
             "its schema, validation.yaml and dataset.yaml (the data is never touched)"
         )
-    if existing and args.force and INIT_MARK not in existing.read_text(encoding="utf-8"):
+    # --force must not overwrite a dataset file someone wrote by hand.
+    if existing and force and INIT_MARK not in existing.read_text(encoding="utf-8"):
         raise InitError(
             f"dataset {name!r} ({existing}) was not written by `tfxp init`: --force only "
             "rewrites init's own files; pick another name"
         )
-    files, header = check_files(args.csv)
-    inferred, arrays = infer(name, files, header, args.label, args.task, args.exclude or ())
-    if args.link and inferred.renamed:
-        raise InitError(
-            f"--link: column names {sorted(inferred.renamed)} must be renamed in the data's "
-            "header, which a link cannot do; copy the files (drop --link) or fix the header"
-        )
-    data_root = args.data_root or str(PROJECT_ROOT / "data" / name)
-    remote = "://" in data_root
-    if not remote:
-        data_root = str(Path(data_root).resolve())
-    # Every check before any write: the data's own CSV checks (ExampleGen's rules).
+    return target
+
+
+def _check_csv(files: list[Path], inferred: Inferred) -> None:
+    """The data's own CSV checks (ExampleGen's rules), with the inferred column types."""
     from components.example_gen.csv_checks import CsvInputError, check_csv_files
 
     types = {c.source: c.kind for c in inferred.columns}
@@ -612,34 +606,51 @@ def run_init(args: argparse.Namespace, out=sys.stdout) -> int:
         check_csv_files([str(f) for f in files], types)
     except CsvInputError as e:
         raise InitError(str(e)) from e
-    schema = infer_schema(inferred, arrays)
 
-    from pipeline.spans import list_spans
 
-    spans = [] if remote else [s for s in list_spans(data_root) if s.files]
-    if inferred.renamed:
-        for source, new in inferred.renamed.items():
-            print(
-                f"column {source!r} is not a valid feature name (letters, digits and _, not "
-                f"starting with a digit): renamed to {new!r} in the data and the schema "
-                "(`tfxp data add` and `tfxp predict` map the old name to it)",
-                file=out,
-            )
+def _print_renames(inferred: Inferred, out) -> None:
+    for source, new in inferred.renamed.items():
+        print(
+            f"column {source!r} is not a valid feature name (letters, digits and _, not "
+            f"starting with a digit): renamed to {new!r} in the data and the schema "
+            "(`tfxp data add` and `tfxp predict` map the old name to it)",
+            file=out,
+        )
+
+
+def _place_data(
+    files: list[Path],
+    header: list[str],
+    inferred: Inferred,
+    data_root: str,
+    remote: bool,
+    spans: list,
+    link: bool,
+) -> str:
+    """Span 1 from the files, unless data_root already has spans; returns what was done."""
     if spans:
-        published = f"kept the {len(spans)} span(s) already in {data_root} (nothing copied)"
-    elif remote:
+        # Spans already there (kept data, or a --force rerun) are the data: add nothing.
+        return f"kept the {len(spans)} span(s) already in {data_root} (nothing copied)"
+    if remote:
         from tfxp.storage.storage import upload_span
 
         done = upload_span([str(f) for f in files], data_root, span=1)
-        published = f"uploaded {len(done.uris)} file(s) to {data_root}/span-1/"
-    else:
-        span = _publish(files, header, inferred, data_root, args.link)
-        how = "linked" if args.link else "copied"
-        published = f"{how} {len(span.files)} file(s) to {span.path}"
+        return f"uploaded {len(done.uris)} file(s) to {data_root}/span-1/"
+    span = _publish(files, header, inferred, data_root, link)
+    how = "linked" if link else "copied"
+    return f"{how} {len(span.files)} file(s) to {span.path}"
 
+
+def _write_dataset_files(name: str, target: Path, inferred: Inferred, schema, data_root: str):
+    """schema.pbtxt, validation.yaml and dataset.yaml into `target`.
+
+    Written to a sibling folder first and then moved in, so a failure while writing
+    (a full disk, a bad schema) leaves `target` as it was.
+    """
     from google.protobuf import text_format
 
     default_root = str(PROJECT_ROOT / "data" / name)
+    # The default data root is left out of dataset.yaml (the file reads data/NAME).
     relative = None if data_root == default_root else data_root
     incoming = target.parent / f".incoming-{name}-{uuid.uuid4().hex[:8]}"
     incoming.mkdir(parents=True)
@@ -658,6 +669,8 @@ def run_init(args: argparse.Namespace, out=sys.stdout) -> int:
     finally:
         shutil.rmtree(incoming, ignore_errors=True)
 
+
+def _print_summary(name: str, target: Path, inferred: Inferred, published: str, out) -> None:
     print(f"dataset {name}: {inferred.rows} rows, {len(inferred.columns)} columns", file=out)
     print(render_table(inferred), file=out)
     if inferred.task == "regression":
@@ -670,6 +683,33 @@ def run_init(args: argparse.Namespace, out=sys.stdout) -> int:
     print(f"      {target / VALIDATION_FILE}", file=out)
     print(f"      {target / DATASET_FILE}   <- edit this, not code", file=out)
     print(f"next: tfxp run --dataset {name}", file=out)
+
+
+def run_init(args: argparse.Namespace, out=sys.stdout) -> int:
+    name = args.name
+    target = _check_target(name, args.force)
+    files, header = check_files(args.csv)
+    inferred, arrays = infer(name, files, header, args.label, args.task, args.exclude or ())
+    if args.link and inferred.renamed:
+        raise InitError(
+            f"--link: column names {sorted(inferred.renamed)} must be renamed in the data's "
+            "header, which a link cannot do; copy the files (drop --link) or fix the header"
+        )
+    data_root = args.data_root or str(PROJECT_ROOT / "data" / name)
+    remote = "://" in data_root
+    if not remote:
+        data_root = str(Path(data_root).resolve())
+    # Every check before any write.
+    _check_csv(files, inferred)
+    schema = infer_schema(inferred, arrays)
+
+    from pipeline.spans import list_spans
+
+    spans = [] if remote else [s for s in list_spans(data_root) if s.files]
+    _print_renames(inferred, out)
+    published = _place_data(files, header, inferred, data_root, remote, spans, args.link)
+    _write_dataset_files(name, target, inferred, schema, data_root)
+    _print_summary(name, target, inferred, published, out)
     return 0
 
 
