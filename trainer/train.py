@@ -127,6 +127,19 @@ def _import_augment(dotted_path: str | None) -> BatchFn | None:
     return getattr(importlib.import_module(module), name)
 
 
+def _export(
+    model: keras.Model, tf_transform_output: tft.TFTransformOutput, serving_model_dir: str
+) -> None:
+    """Saves the trained model with its serving and transform signatures."""
+    signatures = {
+        SERVING_SIGNATURE: _examples_signature(model, tf_transform_output),
+        TRANSFORM_SIGNATURE: _transform_signature(model, tf_transform_output),
+    }
+    # save_traces=False: serving and TFMA use the signatures above, so Keras'
+    # per-layer traces (seconds of extra tracing at export) are never read.
+    model.save(serving_model_dir, save_format="tf", signatures=signatures, save_traces=False)
+
+
 def run_fn(fn_args: Any) -> None:
     """Trains the model on transformed examples and exports it for serving.
 
@@ -199,12 +212,4 @@ def run_fn(fn_args: Any) -> None:
         "yes" if report["input_bound"] else "no",
     )
 
-    signatures = {
-        SERVING_SIGNATURE: _examples_signature(model, tf_transform_output),
-        TRANSFORM_SIGNATURE: _transform_signature(model, tf_transform_output),
-    }
-    # save_traces=False: serving and TFMA use the signatures above, so Keras'
-    # per-layer traces (seconds of extra tracing at export) are never read.
-    model.save(
-        fn_args.serving_model_dir, save_format="tf", signatures=signatures, save_traces=False
-    )
+    _export(model, tf_transform_output, fn_args.serving_model_dir)
