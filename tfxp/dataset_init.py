@@ -685,7 +685,9 @@ def _print_summary(name: str, target: Path, inferred: Inferred, published: str, 
     print(f"next: tfxp run --dataset {name}", file=out)
 
 
-def run_init(args: argparse.Namespace, out=sys.stdout) -> int:
+def run_init(args: argparse.Namespace, out=None) -> int:
+    # sys.stdout looked up per call, not bound at import: callers (and tests) redirect it.
+    out = out or sys.stdout
     name = args.name
     target = _check_target(name, args.force)
     files, header = check_files(args.csv)
