@@ -15,7 +15,7 @@ import tf_keras as keras
 from absl import logging
 
 from trainer import features as f
-from trainer.input import DATA_SERVICE_MODES, BatchFn, input_fn
+from trainer.input import DATA_SERVICE_MODES, BatchFn, InputOptions, input_fn
 from trainer.input_wait import InputWaitMonitor
 from trainer.model import build_keras_model
 
@@ -66,6 +66,25 @@ class Hyperparameters:
         if "hidden_units" in raw:
             raw["hidden_units"] = tuple(raw["hidden_units"])
         return cls(**raw)
+
+    def input_options(self, training: bool, augment: BatchFn | None = None) -> InputOptions:
+        """How the Trainer reads: shuffled (and augmented) for training, as is for evaluation."""
+        return InputOptions(
+            shuffle=training,
+            shuffle_buffer=self.shuffle_buffer,
+            shuffle_block=self.shuffle_block,
+            cache=self.cache,
+            deterministic=self.deterministic,
+            seed=self.seed,
+            # Augmentation is for training only: evaluation sees the data as is.
+            augment=augment if training else None,
+            threadpool_size=self.threadpool_size,
+            # Evaluation stays local: it is small, and a service job per
+            # validation run would cost more than it saves.
+            data_service_address=self.data_service_address if training else None,
+            data_service_mode=self.data_service_mode,
+            data_service_job_name=self.data_service_job_name,
+        )
 
 
 def _examples_signature(model: keras.Model, tf_transform_output: tft.TFTransformOutput):
@@ -162,20 +181,7 @@ def run_fn(fn_args: Any) -> None:
             feature_spec,
             f.TRANSFORMED_LABEL_KEY,
             batch_size,
-            shuffle=training,
-            shuffle_buffer=hp.shuffle_buffer,
-            shuffle_block=hp.shuffle_block,
-            cache=hp.cache,
-            deterministic=hp.deterministic,
-            seed=hp.seed,
-            # Augmentation is for training only: evaluation sees the data as is.
-            augment=augment if training else None,
-            threadpool_size=hp.threadpool_size,
-            # Evaluation stays local: it is small, and a service job per
-            # validation run would cost more than it saves.
-            data_service_address=hp.data_service_address if training else None,
-            data_service_mode=hp.data_service_mode,
-            data_service_job_name=hp.data_service_job_name,
+            hp.input_options(training, augment),
         )
 
     vocab_sizes = {

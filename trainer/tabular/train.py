@@ -88,17 +88,7 @@ def run_fn(fn_args: Any) -> None:
 
     def dataset(patterns: list[str], batch_size: int, training: bool) -> tf.data.Dataset:
         return input_fn(
-            patterns,
-            feature_spec,
-            spec.label_xf,
-            batch_size,
-            shuffle=training,
-            shuffle_buffer=hp.shuffle_buffer,
-            shuffle_block=hp.shuffle_block,
-            cache=hp.cache,
-            deterministic=hp.deterministic,
-            seed=hp.seed,
-            threadpool_size=hp.threadpool_size,
+            patterns, feature_spec, spec.label_xf, batch_size, hp.input_options(training)
         )
 
     train_data = dataset(fn_args.train_files, hp.batch_size, training=True)
