@@ -14,7 +14,7 @@ run: setup
 # pytest-xdist over every core (at most 4: each worker may hold a TensorFlow pipeline).
 # loadgroup keeps the tests of a shared module/session fixture on one worker
 # (tests/conftest.py groups them), so each expensive run happens once.
-XDIST := -n auto --maxprocesses=4 --dist loadgroup
+XDIST := -n auto --maxprocesses=4 --dist loadgroup --no-loadscope-reorder
 
 ## Every test, end-to-end included (what CI runs).
 test: setup

@@ -1,13 +1,20 @@
 """Shared pytest setup: quiet TensorFlow and Keras 2 (tf_keras) before any TF import.
 
 Also keeps shared expensive fixtures computed once under pytest-xdist
-(`make test` runs `-n 2 --dist loadgroup`): every test that uses one of our
+(`make test` runs `-n auto --dist loadgroup`): every test that uses one of our
 module- or session-scoped fixtures is put in an xdist group named after that
 fixture's scope (its module, or the session fixture's name), so all of them run
 on one worker and the fixture is built once, not once per worker. Nothing to
 mark by hand: write a module/session fixture and its tests stay together.
-Fixtures that only start a private server (`PER_WORKER`) are cheap enough to
-start once per worker and do not pin their tests together.
+- Groups that share a test are merged (a test using a session fixture and its
+  module's fixture ties both to one worker), so no shared fixture is built twice.
+- A parametrized module fixture is built once per parameter: each parameter's
+  tests are a group of their own, and the parameters spread over the workers.
+- Fixtures that only start a private server (`PER_WORKER`) are cheap enough to
+  start once per worker and do not pin their tests together.
+Slow tests are sent to the workers first (`make test` keeps this order with
+--no-loadscope-reorder), so the many quick unit tests fill in at the end
+instead of one long pipeline test starting last on one worker.
 """
 
 import os
@@ -24,6 +31,7 @@ PER_WORKER = {"mariadb_server", "seaweedfs"}
 def _shared_fixture_groups(item: pytest.Item) -> set[str]:
     groups = set()
     info = getattr(item, "_fixtureinfo", None)
+    params = getattr(getattr(item, "callspec", None), "params", {})
     for name, defs in info.name2fixturedefs.items() if info else ():
         fixturedef = defs[-1]
         if fixturedef.scope == "function" or name in PER_WORKER:
@@ -33,14 +41,49 @@ def _shared_fixture_groups(item: pytest.Item) -> set[str]:
             continue  # pytest's own and plugins' fixtures
         if fixturedef.scope == "session":
             groups.add(name)
-        else:  # module / class / package: one instance per module at most
-            groups.add(item.nodeid.split("::")[0])
+        else:  # module / class / package: one instance per module (and parameter) at most
+            module = item.nodeid.split("::")[0]
+            groups.add(f"{module}[{params[name]}]" if name in params else module)
     return groups
+
+
+def _merged(groups: list[set[str]]) -> dict[str, str]:
+    """Group name -> the name of its connected component (groups sharing a test are one)."""
+    parent: dict[str, str] = {}
+
+    def root(name: str) -> str:
+        while parent.setdefault(name, name) != name:
+            name = parent[name]
+        return name
+
+    for names in groups:
+        first, *rest = sorted(names)
+        for other in rest:
+            parent[root(other)] = root(first)
+        root(first)
+    members: dict[str, list[str]] = {}
+    for name in parent:
+        members.setdefault(root(name), []).append(name)
+    return {name: "+".join(sorted(members[root(name)])) for name in parent}
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the marks (--dist loadgroup)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        groups = _shared_fixture_groups(item)
-        if groups and not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group("+".join(sorted(groups))))
+    groups = [_shared_fixture_groups(item) for item in items]
+    component = _merged([g for g in groups if g])
+    for item, names in zip(items, groups, strict=True):
+        if names and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(component[min(names)]))
+
+
+def _group(item: pytest.Item) -> str | None:
+    mark = item.get_closest_marker("xdist_group")
+    return mark.args[0] if mark else None
+
+
+@pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")
+def pytest_collection_modifyitems_slow_first(items: list[pytest.Item]) -> None:
+    """After pytest's own reordering: slow tests (with their whole group) first, stable."""
+    slow = {_group(i) for i in items if i.get_closest_marker("slow")}
+    slow.discard(None)
+    items.sort(key=lambda i: not (i.get_closest_marker("slow") or _group(i) in slow))

@@ -140,6 +140,7 @@ def enable_filesystems(uris: Iterable[str]) -> None:
         # TensorFlow's S3 client goes through the loopback relay (see s3_shim):
         # tensorflow-io 0.37.1 crashes on reads at the end of an object.
         os.environ["S3_ENDPOINT"] = start_relay(upstream, region)
+        share_beam_s3_clients()
         try:
             import tensorflow_io  # noqa: F401 - registers the s3:// filesystem with TensorFlow
         except ImportError as e:
@@ -147,6 +148,51 @@ def enable_filesystems(uris: Iterable[str]) -> None:
                 f"s3:// locations need tensorflow-io ({e}); reinstall with scripts/setup.sh"
             ) from None
         _s3_ready = True
+
+
+class _SharedBoto3:
+    """Stands for `boto3` inside Beam's S3 client: `session.Session().client(...)`
+    returns one client per arguments and AWS environment, made once.
+
+    Beam's S3 filesystem builds a new boto3 session and client for every file
+    operation (exists, match, open, rename, delete), and a new session re-reads
+    botocore's S3 service model: about a second of CPU per operation here,
+    minutes per component on a bucket (StatisticsGen of 3,000 rows: 98 s on
+    SeaweedFS vs 22 s locally). boto3 clients are thread-safe; sessions are not,
+    so clients are made under a lock. Beam keeps its per-download state in its
+    own wrapper object, which is still made per operation.
+    """
+
+    _ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+            "AWS_REGION", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")  # fmt: skip
+
+    def __init__(self, boto3) -> None:
+        import types
+
+        self._boto3 = boto3
+        self._clients: dict[tuple, object] = {}
+        self._lock = threading.Lock()
+        self.session = types.SimpleNamespace(Session=lambda: self)
+
+    def client(self, **kwargs):
+        key = repr((sorted(kwargs.items()), [os.environ.get(n) for n in self._ENV]))
+        with self._lock:
+            if key not in self._clients:
+                self._clients[key] = self._boto3.session.Session().client(**kwargs)
+            return self._clients[key]
+
+    def __getattr__(self, name: str):
+        return getattr(self._boto3, name)
+
+
+def share_beam_s3_clients() -> None:
+    """Makes Beam's S3 filesystem reuse its boto3 clients (see `_SharedBoto3`)."""
+    try:
+        from apache_beam.io.aws.clients.s3 import boto3_client
+    except ImportError:  # Beam without its AWS extra: no s3:// for Beam anyway
+        return
+    if boto3_client.boto3 is not None and not isinstance(boto3_client.boto3, _SharedBoto3):
+        boto3_client.boto3 = _SharedBoto3(boto3_client.boto3)
 
 
 # ---------------------------------------------------------------------------
