@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import itertools
 from collections import Counter
 from pathlib import Path
@@ -35,6 +36,22 @@ def write_span(data_root: Path, span: int, *, start: int = 0, rows: int = SAMPLE
     with EMBEDDED_CSV.open() as src, (folder / "data.csv").open("w") as dst:
         dst.write(src.readline())
         dst.writelines(itertools.islice(src, start, start + rows))
+    return folder / "data.csv"
+
+
+def write_scaled_fares(data_root: Path, span: int, source: Path, factor: float) -> Path:
+    """`source`'s rows with every fare times `factor` as `span-<span>/data.csv`: the same
+    shape, changed content (1.5: new data; 10: drifted past the gate's threshold)."""
+    with source.open(newline="") as f:
+        rows = list(csv.reader(f))
+    fare = rows[0].index("fare")
+    for row in rows[1:]:
+        if row[fare]:
+            row[fare] = f"{float(row[fare]) * factor:.2f}"
+    folder = data_root / f"span-{span}"
+    folder.mkdir(parents=True)
+    with (folder / "data.csv").open("w", newline="") as f:
+        csv.writer(f, lineterminator="\n").writerows(rows)
     return folder / "data.csv"
 
 

@@ -6,7 +6,6 @@ temporary folder, so nothing is written to ~/airflow.
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import subprocess
@@ -15,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from e2e_support import small_config, write_sample
+from e2e_support import small_config, write_sample, write_scaled_fares
 
 from pipeline.config import PROJECT_ROOT
 
@@ -113,19 +112,6 @@ def _states(store, after_id: int = 0) -> dict[str, str]:
     }
 
 
-def _write_fares_times_ten(data_root: Path, span: int, source: Path) -> None:
-    """`source`'s rows with every fare multiplied by ten: the same shape, drifted content."""
-    with source.open(newline="") as f:
-        rows = list(csv.reader(f))
-    fare = rows[0].index("fare")
-    for row in rows[1:]:
-        if row[fare]:
-            row[fare] = f"{float(row[fare]) * 10:.2f}"
-    (data_root / f"span-{span}").mkdir(parents=True)
-    with (data_root / f"span-{span}" / "data.csv").open("w", newline="") as f:
-        csv.writer(f, lineterminator="\n").writerows(rows)
-
-
 @dataclass
 class AirflowRuns:
     config: object
@@ -182,7 +168,7 @@ def airflow_runs(tmp_path_factory) -> AirflowRuns:
     )
     del store
 
-    _write_fares_times_ten(tmp / "data", 2, span1)
+    write_scaled_fares(tmp / "data", 2, span1, 10)
     drifted = dags_test("2026-01-02")
     store = _read_only_store(config)
     return AirflowRuns(

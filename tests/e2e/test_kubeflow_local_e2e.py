@@ -1,9 +1,10 @@
 """The compiled Kubeflow PipelineJob, run task by task under KFP's local orchestrator (run-local).
 
-Taxi: generated span 1 and serving requests under tmp, compiled with
-`python -m kubeflow compile` (the file a user deploys; pipeline root a tmp
-folder standing for the bucket), run with `run-local`, and compared with a
-LocalDagRunner run of the same data. Then a drifted span 2, in another
+Taxi: the data of the session's LocalDagRunner runs (`taxi_runs`: the
+embedded sample as span 1), compiled with `python -m kubeflow compile` (the
+file a user deploys; pipeline root a tmp folder standing for the bucket) for
+the same train steps, run with `run-local`, and compared with the first of
+those LocalDagRunner runs. Then a drifted span 2 (fares times ten), in another
 folder given as the `data_root` runtime parameter (as
 `kfp.Client.create_run_from_pipeline_package(..., arguments=...)` passes it),
 on the same pipeline root: the drift baseline resolver finds the first run's
@@ -22,18 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from e2e_support import small_config
-from test_validation_e2e import write_generated
+from e2e_support import write_scaled_fares
 
-from data.generate import Drift
 from kubeflow.local_run import LocalRun, run_local_job
 from pipeline import definition as d
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 IMAGE = "registry.example.com/ml/tfx-pipeline:test"
-ROWS = 2000
-TRAIN_STEPS = 40
 QUIET = {"printer": lambda _: None}
 
 
@@ -56,36 +53,28 @@ class TaxiKfp:
 
 # One pipeline run per fixture: a test's timeout covers at most one run's set-up.
 @pytest.fixture(scope="module")
-def taxi(tmp_path_factory) -> TaxiKfp:
-    """Generated span 1 and serving requests, compiled for them, run with run-local."""
+def taxi(tmp_path_factory, taxi_runs) -> TaxiKfp:
+    """The LocalDagRunner runs' span 1, compiled for it and their steps, run with run-local."""
     tmp = tmp_path_factory.mktemp("kfp-taxi")
-    data = tmp / "data"
-    write_generated(data / "span-1", ROWS, seed=1)
-    write_generated(data / "serving", 1000, seed=9, label=False)
+    data = Path(taxi_runs.config.data_root)  # only read: the runs' data stays as it was
     root = tmp / "kfp-root"
-    package = _compile(
-        tmp / "taxi.json", root, "--data-root", str(data), "--train-steps", str(TRAIN_STEPS)
-    )
+    steps = str(taxi_runs.config.train_steps)
+    package = _compile(tmp / "taxi.json", root, "--data-root", str(data), "--train-steps", steps)
     return TaxiKfp(tmp, data, root, package, run_local_job(str(package), str(root), **QUIET))
 
 
 @pytest.fixture(scope="module")
-def local_root(taxi) -> Path:
-    """The pipeline root of a LocalDagRunner run of the same data and steps."""
-    from tfxp.local.runner import run_local
-
-    config = small_config(taxi.tmp / "local", data_root=str(taxi.data), train_steps=TRAIN_STEPS)
-    run_local(config, run_id="local", **QUIET)
-    return Path(config.pipeline_root)
+def local_root(taxi_runs) -> Path:
+    """The pipeline root of the LocalDagRunner runs of the same data and steps."""
+    return Path(taxi_runs.config.pipeline_root)
 
 
 @pytest.fixture(scope="module")
 def drifted(taxi) -> LocalRun:
     """Span 2, drifted, in another folder passed as the runtime parameter; same pipeline root."""
     folder = taxi.tmp / "drifted"
-    shutil.copytree(taxi.data / "span-1", folder / "span-1")
-    drift = Drift(shift={"fare": 10.0}, reweight={"payment_type": {"Cash": 3.0}})
-    write_generated(folder / "span-2", ROWS, seed=2, drift=drift)
+    span1 = shutil.copytree(taxi.data / "span-1", folder / "span-1") / "data.csv"
+    write_scaled_fares(folder, 2, span1, 10)
     return run_local_job(
         str(taxi.package), str(taxi.root), arguments={"data_root": str(folder)}, **QUIET
     )
@@ -140,8 +129,9 @@ def _count_examples(split_dir: Path) -> int:
 
 
 def _local_artifact(root: Path, node: str, key: str) -> Path:
-    [uri] = [p for p in (root / node / key).iterdir() if p.is_dir()]
-    return uri
+    """The first LocalDagRunner run's output: the lowest execution id (later runs of the
+    session's fixture, re-executions and a `--no-cache` retrain, wrote higher ones)."""
+    return min((p for p in (root / node / key).iterdir() if p.is_dir()), key=lambda p: int(p.name))
 
 
 def test_taxi_job_runs_every_task_to_a_pushed_model(taxi):

@@ -7,7 +7,6 @@ command line, in-process.
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import json
 import os
@@ -16,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from e2e_support import small_config, write_span
+from e2e_support import small_config, write_scaled_fares, write_span
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from mariadb_server import mariadb_server  # noqa: E402, F401
@@ -44,21 +43,6 @@ class LineageRuns:
         return [self.span1.run_id, self.span2.run_id, self.cached.run_id]
 
 
-def write_changed_span(data_root: Path, span: int, source: Path) -> Path:
-    """`source`'s rows with every fare raised by half: new content, same shape."""
-    with source.open(newline="") as f:
-        rows = list(csv.reader(f))
-    fare = rows[0].index("fare")
-    for row in rows[1:]:
-        if row[fare]:
-            row[fare] = f"{float(row[fare]) * 1.5:.2f}"
-    folder = data_root / f"span-{span}"
-    folder.mkdir(parents=True)
-    with (folder / "data.csv").open("w", newline="") as f:
-        csv.writer(f, lineterminator="\n").writerows(rows)
-    return folder / "data.csv"
-
-
 @pytest.fixture(scope="module", params=["sqlite", "mariadb"])
 def runs(request, tmp_path_factory) -> LineageRuns:
     from tfxp.local.runner import run_local
@@ -74,7 +58,7 @@ def runs(request, tmp_path_factory) -> LineageRuns:
         flags, env = server.cli_flags(), {"MLMD_MYSQL_PASSWORD": server.password}
     quiet = {"printer": lambda _: None, "metadata_connection_config": connection}
     first = run_local(config, **quiet)
-    write_changed_span(tmp / "data", 2, span1)
+    write_scaled_fares(tmp / "data", 2, span1, 1.5)  # new content, same shape
     second = run_local(config, **quiet)
     cached = run_local(config, **quiet)
     return LineageRuns(request.param, config, flags, env, first, second, cached)

@@ -13,13 +13,12 @@ import glob
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from reliability_support import write_sample
 
-from pipeline.config import PROJECT_ROOT, PipelineConfig
+from pipeline.config import PipelineConfig
 from tfxp.local.runner import PipelineRunError, run_local
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -43,13 +42,17 @@ def _states(summary) -> dict[str, str]:
 
 
 def _verify(config: PipelineConfig) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tfxp.cli", "verify", "--run-dir", config.run_dir],
-        cwd=PROJECT_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    """`tfxp verify --run-dir RUN` in-process (a child would import TensorFlow again)."""
+    import contextlib
+    import io
+
+    from tfxp.cli import main
+
+    argv = ["verify", "--run-dir", config.run_dir]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
 
 
 def _shard(config: PipelineConfig, split: str) -> str:
