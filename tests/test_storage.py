@@ -142,3 +142,30 @@ def test_gs_with_a_silent_token_server_times_out_instead_of_hanging(monkeypatch,
 def test_unsupported_scheme_is_named():
     with pytest.raises(storage.StorageError, match="unsupported scheme 'hdfs://'"):
         storage.check_location(storage.Location("hdfs://nn/data", "data root", False))
+
+
+def test_beam_s3_filesystem_reuses_one_boto3_client_per_settings(monkeypatch):
+    """Beam's S3IO made a boto3 session per file operation; after the fix it gets a
+    shared client, a new one only when the credentials (or other settings) change."""
+    from apache_beam.io.aws import s3io
+    from apache_beam.io.aws.clients.s3 import boto3_client
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    monkeypatch.setattr(boto3_client, "boto3", boto3_client.boto3)  # restored afterwards
+    for name, value in (("AWS_ACCESS_KEY_ID", "a"), ("AWS_SECRET_ACCESS_KEY", "b")):
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    options = PipelineOptions([])
+
+    def boto3_of_one_operation():
+        return s3io.S3IO(options=options).client.client
+
+    assert boto3_of_one_operation() is not boto3_of_one_operation()  # Beam as shipped
+    storage.share_beam_s3_clients()
+    storage.share_beam_s3_clients()  # idempotent: not wrapped twice
+    first = s3io.S3IO(options=options)
+    second = s3io.S3IO(options=options)
+    assert first.client is not second.client  # Beam's per-download state stays separate
+    assert first.client.client is second.client.client
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "other")
+    assert boto3_of_one_operation() is not first.client.client
