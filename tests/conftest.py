@@ -31,8 +31,17 @@ PER_WORKER = {"mariadb_server", "seaweedfs"}
 def _shared_fixture_groups(item: pytest.Item) -> set[str]:
     groups = set()
     info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return groups
+    # The parameters of module-wide fixtures (direct and through other fixtures): a
+    # module fixture that depends on a parametrized one has an instance per parameter.
     params = getattr(getattr(item, "callspec", None), "params", {})
-    for name, defs in info.name2fixturedefs.items() if info else ():
+    shared = [
+        f"{n}={params[n]}"
+        for n in sorted(params)
+        if n in info.name2fixturedefs and info.name2fixturedefs[n][-1].scope != "function"
+    ]
+    for name, defs in info.name2fixturedefs.items():
         fixturedef = defs[-1]
         if fixturedef.scope == "function" or name in PER_WORKER:
             continue
@@ -43,7 +52,7 @@ def _shared_fixture_groups(item: pytest.Item) -> set[str]:
             groups.add(name)
         else:  # module / class / package: one instance per module (and parameter) at most
             module = item.nodeid.split("::")[0]
-            groups.add(f"{module}[{params[name]}]" if name in params else module)
+            groups.add(f"{module}[{','.join(shared)}]" if shared else module)
     return groups
 
 

@@ -28,7 +28,9 @@ from e2e_support import write_scaled_fares
 from kubeflow.local_run import LocalRun, run_local_job
 from pipeline import definition as d
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+# The first taxi test may also pay for the session's `taxi_runs` (four LocalDagRunner
+# runs) when no test before it did.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 IMAGE = "registry.example.com/ml/tfx-pipeline:test"
 QUIET = {"printer": lambda _: None}
@@ -51,7 +53,8 @@ class TaxiKfp:
     run: LocalRun
 
 
-# One pipeline run per fixture: a test's timeout covers at most one run's set-up.
+# One run-local job per fixture: a test's timeout covers at most one job's set-up
+# (and `taxi_runs`, see above).
 @pytest.fixture(scope="module")
 def taxi(tmp_path_factory, taxi_runs) -> TaxiKfp:
     """The LocalDagRunner runs' span 1, compiled for it and their steps, run with run-local."""

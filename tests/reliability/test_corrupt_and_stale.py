@@ -114,12 +114,18 @@ def test_verify_counts_records_against_the_statistics(tmp_path):
     assert "verdict: CORRUPT" in report.stdout
 
 
-def test_every_kind_of_edit_reexecutes_what_depends_on_it(tmp_path, monkeypatch):
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> tuple[PipelineConfig, object]:
+    """A run to the Trainer; the two tests below only add runs to its store (either order)."""
+    config = _config(tmp_path_factory.mktemp("trained"))
+    return config, run_local(config, to_nodes=["Trainer"], printer=lambda _: None)
+
+
+def test_every_kind_of_edit_reexecutes_what_depends_on_it(trained, monkeypatch):
     import pipeline.definition as definition
 
-    config = _config(tmp_path)
+    config, first = trained
     quiet = {"printer": lambda _: None}
-    first = run_local(config, to_nodes=["Trainer"], **quiet)
     assert _states(first)["Trainer"] == "COMPLETE"
 
     # Schema: even a comment changes the content hash the importer is keyed by.
@@ -156,9 +162,8 @@ def test_every_kind_of_edit_reexecutes_what_depends_on_it(tmp_path, monkeypatch)
     assert s["Trainer"] == "CACHED", s
 
 
-def test_partial_run_from_trainer_reuses_upstream_artifacts(tmp_path):
-    config = _config(tmp_path)
-    run_local(config, to_nodes=["Transform"], printer=lambda _: None)
+def test_partial_run_from_trainer_reuses_upstream_artifacts(trained):
+    config, _ = trained
     s = _states(
         run_local(
             config.replace(enable_cache=False),
