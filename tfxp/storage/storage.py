@@ -156,11 +156,11 @@ class _SharedBoto3:
 
     Beam's S3 filesystem builds a new boto3 session and client for every file
     operation (exists, match, open, rename, delete), and a new session re-reads
-    botocore's S3 service model: about a second of CPU per operation here,
-    minutes per component on a bucket (StatisticsGen of 3,000 rows: 98 s on
-    SeaweedFS vs 22 s locally). boto3 clients are thread-safe; sessions are not,
-    so clients are made under a lock. Beam keeps its per-download state in its
-    own wrapper object, which is still made per operation.
+    botocore's S3 service model: 0.23 s of CPU per operation measured here
+    (0.004 s with one client), and a small taxi run makes about a hundred of
+    them. boto3 clients are thread-safe; sessions are not, so clients are made
+    under a lock. Beam keeps its per-download state in its own wrapper object,
+    which is still made per operation.
     """
 
     _ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
