@@ -109,12 +109,64 @@ def _subprocess_env() -> dict[str, str]:
     return env
 
 
+class PeakRss:
+    """Samples the resident memory of a process tree; keeps each process's peak.
+
+    Beam's multi-processing mode and TFX's workers are children of the pipeline process, so
+    one figure for the parent would hide them: this keeps the peak of every process seen and
+    of the whole tree at one instant.
+    """
+
+    def __init__(self, pid: int, interval: float = 0.25) -> None:
+        import threading
+
+        self._pid, self._interval = pid, interval
+        self.per_process: dict[int, int] = {}
+        self.tree_peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        import psutil
+
+        try:
+            root = psutil.Process(self._pid)
+        except psutil.NoSuchProcess:
+            return
+        while not self._stop.wait(self._interval):
+            total = 0
+            try:
+                processes = [root, *root.children(recursive=True)]
+            except psutil.NoSuchProcess:
+                return
+            for proc in processes:
+                try:
+                    rss = proc.memory_info().rss
+                except psutil.Error:
+                    continue
+                total += rss
+                self.per_process[proc.pid] = max(self.per_process.get(proc.pid, 0), rss)
+            self.tree_peak = max(self.tree_peak, total)
+
+    def stop(self) -> dict[str, float]:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        mb = 1024 * 1024
+        return {
+            "peak_rss_mb_max_process": max(self.per_process.values(), default=0) / mb,
+            "peak_rss_mb_tree": self.tree_peak / mb,
+            "processes_seen": len(self.per_process),
+        }
+
+
 def _run_timed(
     name: str, cmd: list[str], cwd: Path, log_dir: Path, timeout: float = RUN_TIMEOUT
 ) -> RunResult:
     """Runs `cmd` with stdout/stderr to log files; returns its whole-process wall time.
 
     A run still going after `timeout` seconds is killed and reported as failed (exit 124).
+    The peak resident memory of every process in its tree is sampled (`PeakRss`).
     """
     stdout_log = log_dir / f"{name}.stdout.log"
     stderr_log = log_dir / f"{name}.stderr.log"
@@ -124,17 +176,24 @@ def _run_timed(
     print(f"[{name}]        {stderr_log}", flush=True)
     with stdout_log.open("wb") as out, stderr_log.open("wb") as err:
         started = time.perf_counter()
+        proc = subprocess.Popen(
+            cmd, cwd=cwd, env=_subprocess_env(), stdout=out, stderr=err, start_new_session=True
+        )
+        memory = PeakRss(proc.pid)
         try:
-            returncode = subprocess.run(
-                cmd, cwd=cwd, env=_subprocess_env(), stdout=out, stderr=err, timeout=timeout
-            ).returncode
+            returncode = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)  # the whole tree: Beam workers too
+            proc.wait()
             returncode = 124
             err.write(f"\nbenchmark: killed after {timeout:.0f} s (--timeout)\n".encode())
         wall = time.perf_counter() - started
+        rss = memory.stop()
     status = "ok" if returncode == 0 else f"FAILED (exit {returncode})"
     print(f"[{name}] {status} in {wall:.1f}s", flush=True)
-    return RunResult(name, wall, returncode, str(stdout_log), str(stderr_log))
+    result = RunResult(name, wall, returncode, str(stdout_log), str(stderr_log))
+    result.extra.update(rss)
+    return result
 
 
 def _tail(path: str, lines: int = LOG_TAIL_LINES) -> str:
@@ -172,11 +231,14 @@ def _fresh_dir(path: Path) -> Path:
 # --------------------------------------------------------------------------- our pipeline
 
 
-def run_ours(workdir: Path, timeout: float = RUN_TIMEOUT) -> RunResult:
+def run_ours(
+    workdir: Path, timeout: float = RUN_TIMEOUT, extra_args: tuple[str, ...] = ()
+) -> RunResult:
+    """Our pipeline in a subprocess; `extra_args` go to local_runner.py (e.g. --data-root)."""
     run_dir = workdir / "ours"  # created by the pipeline itself; must not exist yet
     if run_dir.exists():
         raise SystemExit(f"{run_dir} already exists; runs need fresh directories (no caching)")
-    cmd = [sys.executable, "local_runner.py", "--run-dir", str(run_dir), "--json"]
+    cmd = [sys.executable, "local_runner.py", "--run-dir", str(run_dir), "--json", *extra_args]
     result = _run_timed("ours", cmd, REPO_ROOT, workdir, timeout)
     if result.returncode != 0:
         return result
@@ -192,12 +254,12 @@ def run_ours(workdir: Path, timeout: float = RUN_TIMEOUT) -> RunResult:
         {"node_id": c["node_id"], "state": c["state"], "seconds": c["seconds"]}
         for c in summary.get("components", [])
     ]
-    result.extra = {
-        "run_id": summary.get("run_id"),
-        "pipeline_wall_seconds": summary.get("wall_seconds"),
-        "metrics": metrics,
-        "pushed_model": summary.get("pushed_model"),
-    }
+    result.extra.update(
+        run_id=summary.get("run_id"),
+        pipeline_wall_seconds=summary.get("wall_seconds"),
+        metrics=metrics,
+        pushed_model=summary.get("pushed_model"),
+    )
     with _quiet_tf():
         steps, custom = _trainer_settings(run_dir / "metadata.sqlite")
         from trainer.train import Hyperparameters
@@ -221,11 +283,23 @@ def _example_paths(workdir: Path) -> dict[str, Path]:
     }
 
 
-def prepare_example(workdir: Path) -> None:
-    """Copies the example's data and module file into a fresh `workdir` (outside the timing)."""
+def prepare_example(workdir: Path, data_files: list[Path] | None = None) -> None:
+    """Copies the example's data and module file into a fresh `workdir` (outside the timing).
+
+    `data_files` replace the example's own CSV (the scale benchmark's generated span); the
+    example's CsvExampleGen reads every file in its data folder.
+    """
     source = _tfx_dir() / EXAMPLE_REL_DIR
     paths = _example_paths(_fresh_dir(workdir))
-    shutil.copytree(source / "data" / "simple", paths["data_root"])
+    if data_files is None:
+        shutil.copytree(source / "data" / "simple", paths["data_root"])
+    else:
+        paths["data_root"].mkdir(parents=True)
+        for path in data_files:
+            try:  # the same bytes without a copy; a copy across file systems
+                os.link(path, paths["data_root"] / path.name)
+            except OSError:
+                shutil.copy2(path, paths["data_root"] / path.name)
     paths["module_file"].parent.mkdir()
     shutil.copy2(source / EXAMPLE_MODULE, paths["module_file"])
 
@@ -295,10 +369,15 @@ def _drive_example(workdir: Path, in_process: bool = False) -> int:
     return 0
 
 
-def run_example(workdir: Path, timeout: float = RUN_TIMEOUT, in_process: bool = False) -> RunResult:
+def run_example(
+    workdir: Path,
+    timeout: float = RUN_TIMEOUT,
+    in_process: bool = False,
+    data_files: list[Path] | None = None,
+) -> RunResult:
     name = "example_inprocess" if in_process else "example"
     example_dir = workdir / name
-    prepare_example(example_dir)
+    prepare_example(example_dir, data_files)
     cmd = [sys.executable, str(Path(__file__).resolve()), "--_run-example", str(example_dir)]
     if in_process:
         cmd.append("--_in-process")
@@ -531,6 +610,12 @@ def render(
             steps_x_batch(ours),
             steps_x_batch(inproc),
             steps_x_batch(example),
+            "",
+            "",
+        ),
+        (
+            "peak RSS MB (largest process)",
+            *(_fmt(r.extra.get("peak_rss_mb_max_process"), 0) for r in (ours, inproc, example)),
             "",
             "",
         ),

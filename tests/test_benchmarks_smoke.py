@@ -152,3 +152,47 @@ def test_image_benchmarks_on_a_few_images(tmp_path):
         "8",
         timeout=400,
     )
+
+
+def test_peak_rss_sees_a_child_process_memory(tmp_path):
+    """The sampler keeps the peak of a grandchild (Beam's workers are children of the run)."""
+    bench = _module("taxi_vs_tfx_example.py")
+    code = (
+        "import subprocess, sys; subprocess.run([sys.executable, '-c', "
+        "'b = bytearray(300 * 1024 * 1024); import time; time.sleep(1.5)'])"
+    )
+    result = bench._run_timed("rss", [sys.executable, "-c", code], tmp_path, tmp_path, timeout=60)
+    assert result.returncode == 0
+    assert result.extra["peak_rss_mb_max_process"] >= 300
+    assert result.extra["processes_seen"] >= 2
+
+
+def test_scale_benchmark_summary_picks_the_faster_anchor_and_reports_growth():
+    bench = _module("taxi_vs_tfx_example.py")
+    scale = _module("scale.py")
+
+    def result(name, wall, acc, rss):
+        r = bench.RunResult(name, wall, 0, "", "", binary_accuracy=acc)
+        r.extra = {"metrics": {"example_count": 333}, "peak_rss_mb_max_process": rss}
+        r.components = [{"node_id": "Transform", "state": "COMPLETE", "seconds": wall / 3}]
+        return r
+
+    def size(rows, ours, shipped, inproc):
+        return scale.summarize(
+            rows,
+            {
+                "ours": result("ours", ours, 0.80, 1500.0),
+                "example": result("example", shipped, 0.79, 3500.0),
+                "example_inprocess": result("example_inprocess", inproc, 0.79, 1200.0),
+            },
+        )
+
+    small, large = size(100_000, 50.0, 150.0, 100.0), size(1_000_000, 400.0, 500.0, 1000.0)
+    assert large["best_anchor"] == "example" and large["ratio_vs_best"] == 0.8
+    assert large["ratio_met"] is False and large["accuracy_met"] is True
+    assert large["ours_rss_met"] is True and large["eval_counts_equal"] is True
+    assert small["best_anchor"] == "example_inprocess" and small["ratio_vs_best"] == 0.5
+    text = scale.render_size(large)
+    assert "ours / best anchor (example): 0.800" in text and "1,000,000 rows" in text
+    growth = scale.render_growth([small, large])
+    assert "ours               time x8.00" in growth

@@ -272,15 +272,8 @@ def _batches(file_patterns: str | Sequence[str], batch_size: int, o: InputOption
         "ignore_errors": o.ignore_errors,
     }
     if o.shuffle and o.shuffle_block == 1:
-        # Training: records shuffled one by one (the serialized records are
-        # cached), repeated before batching so no batch is short mid-training.
-        dataset = read_records(file_patterns, block_length=o.block_length, **read)
-        if o.cache_to is not None:
-            dataset = dataset.cache(o.cache_to)
-        dataset = dataset.shuffle(o.shuffle_buffer, seed=o.seed, reshuffle_each_iteration=True)
-        if o.repeat_here:
-            dataset = dataset.repeat()
-        return dataset.batch(batch_size)
+        # Training: records shuffled one by one, with no per-record tf.data op.
+        return _window_shuffled(file_patterns, batch_size, o, read)
     if o.shuffle:
         # Training, block shuffle: blocks of records shuffled, then re-cut into batches.
         dataset = read_blocks(file_patterns, o.shuffle_block, **read)
@@ -294,6 +287,46 @@ def _batches(file_patterns: str | Sequence[str], batch_size: int, o: InputOption
         return dataset.rebatch(batch_size)
     # Evaluation: each reader batches its shard; rebatch evens out shard ends.
     return read_blocks(file_patterns, batch_size, **read).rebatch(batch_size)
+
+
+def _window_shuffled(
+    file_patterns: str | Sequence[str], batch_size: int, o: InputOptions, read: dict[str, Any]
+) -> tf.data.Dataset:
+    """Training batches, each a uniform sample of a window of `shuffle_buffer` records.
+
+    A per-record `Dataset.shuffle` costs a tf.data hand-off and a buffer swap
+    per record (~5 us on this machine, more than parsing it: INPUT_PIPELINE.md).
+    Here every tf.data step handles many records: blocks of `block_length`
+    consecutive records of one shard (cached serialized) are shuffled as
+    blocks over a buffer of `shuffle_buffer` records, re-cut into windows of
+    `shuffle_buffer` records, and each window is permuted record by record as
+    one tensor before it is cut into batches. A batch is thus a uniform random
+    draw from ~`shuffle_buffer` records of many shards, as with a record
+    shuffle buffer of that size. Permutations are seeded from `o.seed`
+    (reproducible) and differ from window to window and epoch to epoch.
+    """
+    block = max(1, min(o.block_length, o.shuffle_buffer))
+    blocks = read_blocks(file_patterns, block, **read)
+    if o.cache_to is not None:
+        blocks = blocks.cache(o.cache_to)
+    blocks = blocks.shuffle(
+        max(1, o.shuffle_buffer // block), seed=o.seed, reshuffle_each_iteration=True
+    )
+    windows = blocks.rebatch(max(o.shuffle_buffer, batch_size))
+    # Fresh permutation seeds every epoch, the same sequence for the same seed.
+    seeds = tf.data.Dataset.random(seed=o.seed, rerandomize_each_iteration=True).batch(2)
+
+    def permute(window: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
+        return tf.random.experimental.stateless_shuffle(window, seed=seed)
+
+    windows = tf.data.Dataset.zip((windows, seeds)).map(
+        permute, num_parallel_calls=AUTOTUNE, deterministic=o.deterministic
+    )
+    # Windows stay inside an epoch (every record once per epoch, as a record
+    # shuffle before `repeat`); repeating before the cut keeps batches full.
+    if o.repeat_here:
+        windows = windows.repeat()
+    return windows.rebatch(batch_size)
 
 
 def _parsed(dataset: tf.data.Dataset, feature_spec, label_key: str, o: InputOptions):
