@@ -12,14 +12,14 @@ import sys
 import warnings
 from collections.abc import Sequence
 
-from tfxp.cli import data, init, lineage, predict, report, run, verify
+from tfxp.cli import beam, data, init, lineage, predict, report, run, verify
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tfxp", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    for command in (init, run, predict, verify, data, lineage, report):
+    for command in (init, run, predict, verify, data, lineage, report, beam):
         command.register(sub)
     return parser
 
