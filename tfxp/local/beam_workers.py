@@ -206,7 +206,9 @@ def editable_paths() -> list[str]:
     for sp in site.getsitepackages():
         for pth in glob.glob(os.path.join(sp, "__editable__*.pth")):
             with open(pth) as f:
-                found += [line.strip() for line in f if line.strip() and not line.startswith("import")]
+                found += [
+                    line.strip() for line in f if line.strip() and not line.startswith("import")
+                ]
     return found
 
 
