@@ -198,21 +198,26 @@ def test_examples_equal_the_in_process_run_split_by_split(portable_run, taxi_run
         assert ours[split] == theirs[split], split  # the same examples, byte for byte
 
 
-def _stats(root: Path) -> dict:
+def _stats(root: Path) -> dict[tuple[str, str, str], float]:
+    """(split, feature, statistic) -> value, from StatisticsGen's first output."""
     import tensorflow_data_validation as tfdv
 
     folder = _first_output(root, "StatisticsGen", "statistics")
     found = {}
     for split in sorted(folder.glob("Split-*")):
         stats = tfdv.load_stats_binary(str(split / "FeatureStats.pb"))
+        found[split.name, "", "num_examples"] = float(stats.datasets[0].num_examples)
         for feature in stats.datasets[0].features:
+            name = feature.path.step[0] if feature.path.step else feature.name
             kind = feature.WhichOneof("stats")
             common = getattr(feature, kind).common_stats
-            value = (common.num_non_missing, common.num_missing)
+            found[split.name, name, "num_non_missing"] = float(common.num_non_missing)
+            found[split.name, name, "num_missing"] = float(common.num_missing)
             if kind == "num_stats":
-                value += (feature.num_stats.mean, feature.num_stats.std_dev)
-            found[split.name, feature.path.step[0] if feature.path.step else feature.name] = value
-        found[split.name, "num_examples"] = stats.datasets[0].num_examples
+                for stat in ("mean", "std_dev", "min", "max"):
+                    found[split.name, name, stat] = getattr(feature.num_stats, stat)
+            elif kind == "string_stats":
+                found[split.name, name, "unique"] = float(feature.string_stats.unique)
     return found
 
 
