@@ -87,3 +87,14 @@ def test_worker_pool_listens_and_stops(tmp_path: Path) -> None:
     finally:
         pool.stop()
     assert (tmp_path / "boot").exists()
+
+
+def test_a_port_in_use_is_one_clear_error(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(OSError, match=f"cannot listen on 127.0.0.1:{port}: in use"):
+            beam_workers.WorkerPool(str(tmp_path), port=port)

@@ -127,6 +127,8 @@ def portable_run(seaweedfs, tmp_path_factory) -> PortableRun:  # noqa: F811
             text=True,
         )
         out, err = child.finish(run, timeout=1500)
+        (services / "run.out").write_text(out)  # kept for a look after a failure
+        (services / "run.err").write_text(err)
     finally:
         _stop(workers)
         _stop(job_service)

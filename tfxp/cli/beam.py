@@ -48,7 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "package) for --environment-type EXTERNAL",
     )
     workers.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    workers.add_argument("--port", type=int, default=50000, help="port (0: any free one)")
+    workers.add_argument(
+        "--port", type=int, default=50000, help="port (default 50000; 0: any free one)"
+    )
     workers.add_argument("--work-dir", help="workers' packages and logs (default: a temp dir)")
     workers.add_argument("--port-file", help="write the port here once listening")
     workers.set_defaults(func=cmd_workers)

@@ -66,9 +66,15 @@ class WorkerPool:
             use_process=True, container_executable=write_boot_script(self.work_dir)
         )
         self._server = grpc.server(thread_pool_executor.shared_unbounded_instance())
-        bound = self._server.add_insecure_port(f"{host}:{port}")
+        try:
+            bound = self._server.add_insecure_port(f"{host}:{port}")
+        except RuntimeError:  # grpc: "Failed to bind to address"
+            bound = 0
         if not bound:
-            raise OSError(f"cannot listen on {host}:{port} (in use?)")
+            raise OSError(
+                f"cannot listen on {host}:{port}: in use, or not this machine's address; "
+                "choose another --port (0: any free one)"
+            )
         beam_fn_api_pb2_grpc.add_BeamFnExternalWorkerPoolServicer_to_server(
             self._servicer, self._server
         )
