@@ -98,3 +98,35 @@ def test_a_port_in_use_is_one_clear_error(tmp_path: Path) -> None:
         port = taken.getsockname()[1]
         with pytest.raises(OSError, match=f"cannot listen on 127.0.0.1:{port}: in use"):
             beam_workers.WorkerPool(str(tmp_path), port=port)
+
+
+def test_services_that_do_not_answer_are_named_before_the_run(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{s.getsockname()[1]}"  # nothing listens once closed
+    pool = beam_workers.WorkerPool(str(tmp_path), port=0)
+    try:
+        args = ["--runner=PortableRunner", f"--job_endpoint={dead}", "--environment_type=EXTERNAL"]
+        with pytest.raises(beam_workers.BeamServiceError, match=f"job service at {dead} does not"):
+            beam_workers.check_services([*args, f"--environment_config={pool.address}"], 2)
+        with pytest.raises(
+            beam_workers.BeamServiceError, match=f"worker pool at {dead}.*tfxp beam"
+        ):
+            beam_workers.check_services(
+                [
+                    args[0],
+                    f"--job_endpoint={pool.address}",
+                    args[2],
+                    f"--environment_config={dead}",
+                ],
+                2,
+            )
+        # Both answer (the pool's port stands in for a job service: a gRPC server is up).
+        beam_workers.check_services(
+            [f"--job_endpoint={pool.address}", f"--environment_config={pool.address}", args[2]], 5
+        )
+        beam_workers.check_services(["--direct_num_workers=2"])  # nothing to probe
+    finally:
+        pool.stop()

@@ -16,6 +16,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         config = config_from_args(args)
         location = store_location(args, config)
+        if config.beam_args:
+            from tfxp.local.beam_workers import check_services
+
+            check_services(config.beam_args)
     except (MetadataStoreError, ValueError) as e:
         print(f"ERROR: {e}", file=sys.stderr)
         return 1

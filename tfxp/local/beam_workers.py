@@ -90,6 +90,48 @@ class WorkerPool:
             kill_process_gracefully(proc)
 
 
+class BeamServiceError(ValueError):
+    """A Beam service a run needs does not answer; the message says which and what to do."""
+
+
+SERVICE_PROBE_S = 10.0
+
+
+def check_services(
+    beam_args: tuple[str, ...] | list[str], timeout: float = SERVICE_PROBE_S
+) -> None:
+    """Before any component runs: the job service and an EXTERNAL worker pool answer.
+
+    Otherwise the first Beam component would wait a minute in Beam's client and
+    fail with a gRPC error deep in its log.
+    """
+    import grpc
+
+    flags = dict(a.split("=", 1) for a in beam_args if a.startswith("--") and "=" in a)
+    services = []
+    if flags.get("--job_endpoint"):
+        services.append(("Beam job service", flags["--job_endpoint"], _JOB_SERVICE_HINT))
+    if flags.get("--environment_type", "").upper() == "EXTERNAL" and flags.get(
+        "--environment_config"
+    ):
+        services.append(("Beam worker pool", flags["--environment_config"], _POOL_HINT))
+    for what, address, hint in services:
+        with grpc.insecure_channel(address) as channel:
+            try:
+                grpc.channel_ready_future(channel).result(timeout=timeout)
+            except grpc.FutureTimeoutError:
+                raise BeamServiceError(
+                    f"the {what} at {address} does not answer within {timeout:.0f} s; {hint}"
+                ) from None
+
+
+_JOB_SERVICE_HINT = (
+    "start one (python -m apache_beam.runners.portability.local_job_service_main --port PORT, "
+    "or a Flink/Spark job server) or fix --job-endpoint"
+)
+_POOL_HINT = "start one (tfxp beam workers --port PORT) or fix --environment-config"
+
+
 def write_boot_script(work_dir: str) -> str:
     """The container executable Beam's pool runs per worker: this module's `boot`."""
     path = os.path.join(work_dir, "boot")
