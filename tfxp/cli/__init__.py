@@ -1,7 +1,8 @@
 """The `tfxp` command: one module per command group, flags shared through `common`.
 
 `tfxp run` runs the whole pipeline; `predict`, `verify`, `data`, `runs`,
-`lineage`, `report` and `schema` inspect and feed it.
+`lineage`, `report` and `schema` inspect and feed it; `beam workers` serves
+Beam SDK workers for `run --beam portable`.
 """
 
 from __future__ import annotations
