@@ -11,6 +11,10 @@ Settings, read when Airflow parses this file (all optional):
   TFXP_RUN_DIR      pipeline root, ML Metadata (metadata.sqlite) and pushed
                     models (default: runs/<pipeline>-airflow in the repository)
   TFXP_TRAIN_STEPS, TFXP_EVAL_STEPS   training / evaluation steps
+  TFXP_BEAM         where Beam work runs, as `tfxp run --beam` (default in-process),
+                    with TFXP_BEAM_JOB_ENDPOINT, TFXP_BEAM_ENVIRONMENT_TYPE,
+                    TFXP_BEAM_ENVIRONMENT_CONFIG, TFXP_BEAM_TEMP_LOCATION and
+                    TFXP_BEAM_ARGS (raw Beam flags, space-separated)
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from tfx.orchestration.airflow.airflow_dag_runner import (  # noqa: E402
     AirflowPipelineConfig,
 )
 
+from pipeline.beam import BeamOptions  # noqa: E402
 from pipeline.config import PROJECT_ROOT, PipelineConfig  # noqa: E402
 from pipeline.datasets import dataset_config  # noqa: E402
 from pipeline.definition import AIRFLOW, create_pipeline  # noqa: E402
@@ -52,6 +57,26 @@ def config_from_env(env: Mapping[str, str] = os.environ) -> PipelineConfig:
         data_root=env.get(ENV_PREFIX + "DATA_ROOT") or None,
         train_steps=number("TRAIN_STEPS"),
         eval_steps=number("EVAL_STEPS"),
+        beam=beam_from_env(env),
+    )
+
+
+def beam_from_env(env: Mapping[str, str]) -> BeamOptions | None:
+    """TFXP_BEAM* as Beam options (None: not set, the dataset's in-process default)."""
+    mode = env.get(ENV_PREFIX + "BEAM")
+    if not mode:
+        return None
+
+    def setting(name: str) -> str | None:
+        return env.get(f"{ENV_PREFIX}BEAM_{name}") or None
+
+    return BeamOptions(
+        mode=mode,
+        job_endpoint=setting("JOB_ENDPOINT"),
+        environment_type=setting("ENVIRONMENT_TYPE"),
+        environment_config=setting("ENVIRONMENT_CONFIG"),
+        temp_location=setting("TEMP_LOCATION"),
+        extra_args=tuple((setting("ARGS") or "").split()),
     )
 
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from pipeline.beam import BeamConfigError, BeamOptions, beam_args
 from pipeline.config import PROJECT_ROOT, PipelineConfig
 from pipeline.datasets import dataset_config
 from pipeline.overrides import pipeline_config
@@ -23,38 +24,15 @@ IMAGE_NAME = "tfx-pipeline"
 CONTAINER_PROJECT_ROOT = "/pipeline"
 DEFAULT_OUTPUT_FILE = "build/kubeflow/{pipeline_name}_pipeline.json"
 
-# Beam runner presets for the Beam-powered components (ExampleGen,
-# StatisticsGen, Transform, Evaluator). `{image}` and `{pipeline_root}` are
-# filled in. Remote workers run the project's image as their SDK container,
-# so they import the project's code; a dependency flag (--sdk_container_image)
-# among the arguments also stops TFX from building an sdist of tfx per
-# component for remote workers.
-BEAM_PRESETS: dict[str, tuple[str, ...]] = {
-    # Beam's in-process DirectRunner inside each task's pod.
-    "direct": (),
-    "dataflow": (
-        "--runner=DataflowRunner",
-        "--temp_location={pipeline_root}/beam-tmp",
-        "--sdk_container_image={image}",
-        "--experiments=use_runner_v2",
-    ),
-    "flink": (
-        "--runner=FlinkRunner",
-        "--environment_type=DOCKER",
-        "--sdk_container_image={image}",
-    ),
-    "spark": (
-        "--runner=SparkRunner",
-        "--environment_type=DOCKER",
-        "--sdk_container_image={image}",
-    ),
-}
-# Flags a preset cannot guess: the user passes them with --beam-arg.
-BEAM_PRESET_REQUIRED_FLAGS: dict[str, tuple[str, ...]] = {
-    "direct": (),
-    "dataflow": ("--project", "--region"),
-    "flink": ("--flink_master",),
-    "spark": ("--spark_master_url",),
+# Beam runners for the Beam-powered components (ExampleGen, StatisticsGen,
+# Transform, Evaluator): pipeline/beam.py's modes, with the project's image as
+# every remote worker's SDK container (so no --setup_file package is needed).
+# "direct" is Beam's in-process DirectRunner inside each task's pod.
+BEAM_PRESETS: dict[str, str] = {
+    "direct": "in-process",
+    "dataflow": "dataflow",
+    "flink": "flink",
+    "spark": "spark",
 }
 
 REMOTE_SCHEMES = ("gs://", "s3://", "minio://", "hdfs://", "abfs://", "az://")
@@ -181,12 +159,22 @@ class KubeflowConfig:
     def serving_dir(self) -> str:
         return self.pipeline_root.rstrip("/") + "/serving"
 
-    def beam_args(self) -> tuple[str, ...]:
-        preset = BEAM_PRESETS[self.beam_runner]
-        filled = tuple(
-            a.format(image=self.image, pipeline_root=self.pipeline_root.rstrip("/")) for a in preset
+    def beam_options(self) -> BeamOptions:
+        mode = BEAM_PRESETS[self.beam_runner]
+        return BeamOptions(
+            mode=mode,
+            # Flink/Spark start each SDK worker as a container of the image.
+            environment_type="DOCKER" if mode in ("flink", "spark") else None,
+            temp_location=self.pipeline_root.rstrip("/") + "/beam-tmp",
+            sdk_container_image=self.image,
+            extra_args=tuple(self.extra_beam_args),
         )
-        return filled + tuple(self.extra_beam_args)
+
+    def beam_args(self) -> tuple[str, ...]:
+        try:
+            return beam_args(self.beam_options())
+        except BeamConfigError as e:
+            raise KubeflowConfigError(str(e)) from None
 
     @property
     def image_repository_name(self) -> str:
@@ -218,13 +206,7 @@ class KubeflowConfig:
                 f"unknown Beam runner {self.beam_runner!r}; choose one of "
                 f"{', '.join(BEAM_PRESETS)} (extra flags go in --beam-arg)"
             )
-        given = {a.split("=", 1)[0] for a in self.extra_beam_args}
-        missing = [f for f in BEAM_PRESET_REQUIRED_FLAGS[self.beam_runner] if f not in given]
-        if missing:
-            example = " ".join(f"--beam-arg={f}=..." for f in missing)
-            raise KubeflowConfigError(
-                f"the {self.beam_runner!r} Beam runner needs {', '.join(missing)}: add {example}"
-            )
+        self.beam_args()  # raises for what the runner's preset lacks
         if self.beam_runner != "direct" and not self.pipeline_root.startswith(REMOTE_SCHEMES):
             raise KubeflowConfigError(
                 f"the {self.beam_runner!r} Beam runner's workers cannot see the local path "

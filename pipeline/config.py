@@ -17,7 +17,8 @@ from urllib.parse import urlparse
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
-# No Beam arguments: Beam's default, the in-process DirectRunner. On small data
+# No Beam arguments: Beam's default, the in-process DirectRunner (pipeline/beam.py
+# makes the other modes' arguments: `tfxp run --beam`). On small data
 # Beam's start-up dominates and the multi-process runner pays it per worker.
 # Also, given *any* Beam argument, TFX builds an sdist of the whole tfx package
 # for every Beam component (for remote workers), seconds each, unless a

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipeline.beam import BeamOptions, beam_args
 from pipeline.config import PipelineConfig
 from pipeline.datasets import dataset_config
 
@@ -31,6 +32,8 @@ OVERRIDABLE = (
     "window",
     "num_shards",
     "beam_args",
+    # A BeamOptions (pipeline/beam.py): its mode's arguments become beam_args.
+    "beam",
 )
 
 
@@ -43,4 +46,9 @@ def pipeline_config(dataset: str = "taxi", **overrides: Any) -> PipelineConfig:
     changes = {k: v for k, v in overrides.items() if v is not None}
     if "warn_only" in changes:
         changes["warn_only"] = tuple(changes["warn_only"])
+    beam: BeamOptions | None = changes.pop("beam", None)
+    if beam is not None:
+        if "beam_args" in changes:
+            raise ValueError("give Beam options or raw beam_args, not both")
+        changes["beam_args"] = beam_args(beam)
     return dataset_config(dataset).replace(**changes)

@@ -31,10 +31,9 @@ def test_cli_flags_and_airflow_env_give_the_same_config(tmp_path: Path) -> None:
     from tfxp.cli import build_parser
     from tfxp.cli.common import config_from_args
 
-    args = build_parser().parse_args(
-        ["run", "--data-root", str(tmp_path / "d"), "--run-dir", str(tmp_path / "r")]
-        + ["--train-steps", "7", "--eval-steps", "2"]
-    )
+    argv = ["run", "--data-root", str(tmp_path / "d"), "--run-dir", str(tmp_path / "r")]
+    argv += ["--train-steps", "7", "--eval-steps", "2"]
+    args = build_parser().parse_args(argv)
     spec = importlib.util.spec_from_file_location(
         "taxi_dag_config", Path(__file__).parent.parent / "airflow" / "taxi_dag.py"
     )
@@ -52,6 +51,17 @@ def test_cli_flags_and_airflow_env_give_the_same_config(tmp_path: Path) -> None:
         "TFXP_EVAL_STEPS": "2",
     }
     assert namespace["config_from_env"](env) == config_from_args(args)
+    beam_flags = ["--beam", "portable", "--job-endpoint", "h:1", "--environment-config", "h:2"]
+    beam_flags += ["--beam-arg=--sdk_worker_parallelism=2"]
+    beam_env = {
+        "TFXP_BEAM": "portable",
+        "TFXP_BEAM_JOB_ENDPOINT": "h:1",
+        "TFXP_BEAM_ENVIRONMENT_CONFIG": "h:2",
+        "TFXP_BEAM_ARGS": "--sdk_worker_parallelism=2",
+    }
+    with_beam = namespace["config_from_env"]({**env, **beam_env})
+    assert with_beam == config_from_args(build_parser().parse_args(argv + beam_flags))
+    assert "--runner=PortableRunner" in with_beam.beam_args
 
 
 def test_preflight_names_a_missing_schema(tmp_path: Path) -> None:

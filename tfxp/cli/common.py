@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from pipeline.beam import BEAM_MODES, ENVIRONMENT_TYPES, BeamOptions
 from pipeline.config import PipelineConfig
 from pipeline.datasets import dataset_names
 from pipeline.overrides import pipeline_config
 from tfxp.metadata.store import StoreLocation, add_mysql_flags, location_from
+from tfxp.storage.storage import config_locations
 
 
 def add_config_flags(p: argparse.ArgumentParser, *, store: bool = False) -> None:
@@ -37,14 +39,75 @@ def add_config_flags(p: argparse.ArgumentParser, *, store: bool = False) -> None
         )
 
 
+def add_beam_flags(p: argparse.ArgumentParser) -> None:
+    """Where the Beam components run (pipeline/beam.py; README "Beam with separate workers")."""
+    g = p.add_argument_group("Beam (ExampleGen, StatisticsGen, Transform, Evaluator)")
+    g.add_argument(
+        "--beam",
+        choices=BEAM_MODES,
+        help="where Beam work runs (default: in-process): portable/flink/spark submit to a "
+        "job service whose SDK workers are separate processes; dataflow to Google Cloud",
+    )
+    g.add_argument("--job-endpoint", metavar="HOST:PORT", help="the Beam job service")
+    g.add_argument(
+        "--environment-type",
+        type=str.upper,
+        choices=ENVIRONMENT_TYPES,
+        help="how the job service starts SDK workers (default EXTERNAL: a worker pool)",
+    )
+    g.add_argument(
+        "--environment-config",
+        metavar="CONFIG",
+        help="EXTERNAL: the worker pool's HOST:PORT (`tfxp beam workers`); DOCKER: the image",
+    )
+    g.add_argument("--temp-location", help="Beam's temp location (dataflow: gs://BUCKET/tmp)")
+    g.add_argument(
+        "--sdk-container-image",
+        help="an image with the project installed (instead of shipping it with --setup_file)",
+    )
+    g.add_argument("--beam-workers", type=int, help="multi-process: SDK workers (0: per core)")
+    g.add_argument(
+        "--beam-arg",
+        action="append",
+        metavar="--FLAG=VALUE",
+        help="a raw Beam pipeline flag, repeatable, last wins (e.g. --beam-arg=--project=p)",
+    )
+
+
+def _beam_options(args: argparse.Namespace, config: PipelineConfig) -> BeamOptions | None:
+    """The Beam flags as options (None: no Beam flag given, the dataset's default)."""
+    mode = getattr(args, "beam", None)
+    extra = tuple(getattr(args, "beam_arg", None) or ())
+    if mode is None and not extra:
+        return None
+    mode = mode or "in-process"
+    remote = mode in ("portable", "flink", "spark", "dataflow")
+    # Remote workers open s3:// with TensorFlow too (Transform, TFMA load
+    # SavedModels), which needs the plugin that registers the filesystem.
+    s3 = any(loc.uri.startswith("s3://") for loc in config_locations(config))
+    return BeamOptions(
+        mode=mode,
+        job_endpoint=args.job_endpoint,
+        environment_type=args.environment_type,
+        environment_config=args.environment_config,
+        temp_location=args.temp_location,
+        sdk_container_image=args.sdk_container_image,
+        num_workers=args.beam_workers or 0,
+        plugins=("tfxp.storage.beam_plugin",) if remote and s3 else (),
+        extra_args=extra,
+    )
+
+
 def config_from_args(args: argparse.Namespace) -> PipelineConfig:
-    """The config these flags ask for (flags a command lacks count as not given)."""
+    """The config these flags ask for (flags a command lacks count as not given).
+
+    Raises ValueError (BeamConfigError) for Beam options a mode cannot run with.
+    """
 
     def flag(name: str) -> Any:
         return getattr(args, name, None)
 
-    return pipeline_config(
-        args.dataset,
+    overrides: dict[str, Any] = dict(
         data_root=flag("data_root") or None,
         run_dir=flag("run_dir") or None,
         artifact_root=flag("pipeline_root") or None,
@@ -59,6 +122,9 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
         window=flag("window"),
         num_shards=flag("num_shards"),
     )
+    config = pipeline_config(args.dataset, **overrides)
+    beam = _beam_options(args, config)
+    return config if beam is None else pipeline_config(args.dataset, **overrides, beam=beam)
 
 
 def store_location(args: argparse.Namespace, config: PipelineConfig) -> StoreLocation:

@@ -6,17 +6,21 @@ import argparse
 import os
 import sys
 
-from tfxp.cli.common import add_config_flags, config_from_args, store_location
+from tfxp.cli.common import add_beam_flags, add_config_flags, config_from_args, store_location
 from tfxp.metadata.store import MetadataStoreError
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from tfxp.local.runner import PipelineRunError, ValidationBlockedError, run_local
 
-    config = config_from_args(args)
     try:
+        config = config_from_args(args)
         location = store_location(args, config)
-    except MetadataStoreError as e:
+        if config.beam_args:
+            from tfxp.local.beam_workers import check_services
+
+            check_services(config.beam_args)
+    except (MetadataStoreError, ValueError) as e:
         print(f"ERROR: {e}", file=sys.stderr)
         return 1
     # SQLite: the runner's own connection to config.metadata_path, with its file checks.
@@ -70,4 +74,5 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="validation gate: report this anomaly kind (schema, drift, skew, or a TFDV "
         "anomaly type) as a warning instead of blocking; repeatable",
     )
+    add_beam_flags(run)
     run.set_defaults(func=cmd_run)

@@ -1,0 +1,189 @@
+"""Where the Beam components (ExampleGen, StatisticsGen, Transform, Evaluator) run.
+
+A Beam mode and its options -> the `beam_pipeline_args` TFX hands every Beam
+component. Pure: no Beam import, nothing started, nothing built; the one
+place `tfxp run`, the Airflow DAG and the Kubeflow compile get these from.
+
+Modes:
+- in-process: Beam's DirectRunner in the component's own process (default).
+- multi-process: the DirectRunner with one SDK worker subprocess per core.
+- portable: Beam's PortableRunner against a job service (`--job_endpoint`),
+  whose SDK workers are separate processes (`--environment_type=EXTERNAL`: a
+  worker pool at `--environment_config`); the project reaches them as the
+  package `--setup_file` builds, not through the driver's sys.path.
+- flink / spark: the same portable submission to a Flink or Spark job server
+  (`--job_endpoint`), or, without one, FlinkRunner/SparkRunner start Beam's
+  Java job server for `--flink_master` / `--spark_master_url`.
+- dataflow: DataflowRunner on Google Cloud (needs --project, --region and a
+  gs:// temp location).
+
+Given any dependency flag (--setup_file, --extra_package, --sdk_container_image,
+...), TFX does not package itself for remote workers (tfx/utils/dependency_utils.py),
+so every mode but in-process carries one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pipeline.config import PROJECT_ROOT
+
+# Beam's stager builds the project's sdist from this (`python setup.py sdist`;
+# pyproject.toml would need the `build` package on the driver).
+SETUP_FILE = str(PROJECT_ROOT / "setup.py")
+
+BEAM_MODES = ("in-process", "multi-process", "portable", "flink", "spark", "dataflow")
+# How the SDK workers of a portable job are started (Beam's PortableOptions).
+ENVIRONMENT_TYPES = ("EXTERNAL", "DOCKER", "PROCESS", "LOOPBACK")
+_MASTER_FLAG = {"flink": "--flink_master", "spark": "--spark_master_url"}
+_RUNNER = {
+    "portable": "PortableRunner",
+    "flink": "FlinkRunner",
+    "spark": "SparkRunner",
+    "dataflow": "DataflowRunner",
+}
+
+
+class BeamConfigError(ValueError):
+    """Beam options a mode cannot run with; the message names the option and the fix."""
+
+
+@dataclass(frozen=True)
+class BeamOptions:
+    """A Beam mode and what it needs; `extra_args` (raw Beam flags) come last and win."""
+
+    mode: str = "in-process"
+    # portable/flink/spark: the job service, HOST:PORT.
+    job_endpoint: str | None = None
+    # How the job service starts SDK workers: EXTERNAL (a worker pool at
+    # environment_config, HOST:PORT), DOCKER (environment_config: the image),
+    # PROCESS (environment_config: JSON with "command") or LOOPBACK (in the driver).
+    environment_type: str | None = None
+    environment_config: str | None = None
+    # dataflow: gs://... (staging goes to <temp>/staging); others: optional.
+    temp_location: str | None = None
+    # An image with the project installed: workers need no --setup_file package.
+    sdk_container_image: str | None = None
+    setup_file: str = SETUP_FILE
+    # multi-process: SDK worker subprocesses (0: one per core).
+    num_workers: int = 0
+    # Modules each remote SDK worker imports before any work (Beam's
+    # --beam_plugins), e.g. one that registers TensorFlow's s3:// filesystem.
+    plugins: tuple[str, ...] = ()
+    extra_args: tuple[str, ...] = ()
+
+    def flags(self) -> set[str]:
+        """The flag names the user passed raw (`--project` of `--project=p`)."""
+        return {a.split("=", 1)[0] for a in self.extra_args}
+
+
+def beam_args(options: BeamOptions) -> tuple[str, ...]:
+    """The Beam pipeline arguments of `options` (BeamConfigError for what is missing)."""
+    check(options)
+    mode = options.mode
+    if mode == "in-process":
+        return tuple(options.extra_args)
+    if mode == "multi-process":
+        # The DirectRunner's subprocesses share this machine's packages and stage
+        # nothing; --setup_file only tells TFX not to build its own sdist.
+        args = [
+            "--direct_running_mode=multi_processing",
+            f"--direct_num_workers={options.num_workers}",
+            f"--setup_file={options.setup_file}",
+        ]
+    elif mode == "dataflow":
+        args = _dataflow_args(options)
+    else:
+        args = _portable_args(options)
+    args += [f"--beam_plugins={p}" for p in options.plugins]
+    return (*args, *options.extra_args)
+
+
+def _dependency_args(options: BeamOptions) -> list[str]:
+    # An image that has the project needs no package; otherwise Beam builds and
+    # stages the sdist of setup_file, and each worker installs it.
+    if options.sdk_container_image:
+        return [f"--sdk_container_image={options.sdk_container_image}"]
+    return [f"--setup_file={options.setup_file}"]
+
+
+def _portable_args(options: BeamOptions) -> list[str]:
+    args = [f"--runner={_RUNNER[options.mode]}"]
+    if options.job_endpoint:
+        args.append(f"--job_endpoint={options.job_endpoint}")
+    environment = (options.environment_type or "EXTERNAL").upper()
+    args.append(f"--environment_type={environment}")
+    config = options.environment_config
+    if environment == "DOCKER" and not config:
+        config = options.sdk_container_image
+    if config:
+        args.append(f"--environment_config={config}")
+    if options.temp_location:
+        args.append(f"--temp_location={options.temp_location}")
+    return args + _dependency_args(options)
+
+
+def _dataflow_args(options: BeamOptions) -> list[str]:
+    temp = (options.temp_location or "").rstrip("/")
+    return [
+        "--runner=DataflowRunner",
+        f"--temp_location={temp}",
+        f"--staging_location={temp}/staging",
+        *_dependency_args(options),
+    ]
+
+
+def check(options: BeamOptions) -> None:
+    """Raises BeamConfigError naming the missing or wrong option and how to give it."""
+    mode = options.mode
+    if mode not in BEAM_MODES:
+        raise BeamConfigError(f"unknown Beam mode {mode!r}; choose one of {', '.join(BEAM_MODES)}")
+    given = options.flags()
+    if mode in ("portable", "flink", "spark"):
+        _check_portable(options, given)
+    if mode == "dataflow":
+        missing = [f for f in ("--project", "--region") if f not in given]
+        if missing:
+            example = " ".join(f"--beam-arg={f}=..." for f in missing)
+            raise BeamConfigError(
+                f"the 'dataflow' Beam mode needs {', '.join(missing)}: add {example}"
+            )
+        if not (options.temp_location or "").startswith("gs://"):
+            raise BeamConfigError(
+                "the 'dataflow' Beam mode needs a Cloud Storage temp location: "
+                f"--temp-location gs://BUCKET/tmp (got {options.temp_location or 'none'})"
+            )
+    if mode == "multi-process" and options.num_workers < 0:
+        raise BeamConfigError(
+            f"Beam workers must be 0 (one per core) or more, got {options.num_workers}"
+        )
+
+
+def _check_portable(options: BeamOptions, given: set[str]) -> None:
+    mode = options.mode
+    if not options.job_endpoint and mode == "portable":
+        raise BeamConfigError(
+            "the 'portable' Beam mode needs a job service: --job-endpoint HOST:PORT (see README "
+            "'Beam with separate workers' for starting one)"
+        )
+    if not options.job_endpoint and mode in _MASTER_FLAG and _MASTER_FLAG[mode] not in given:
+        flag = _MASTER_FLAG[mode]
+        raise BeamConfigError(
+            f"the {mode!r} Beam mode needs a job server (--job-endpoint HOST:PORT) or a "
+            f"cluster to start one for: add --beam-arg={flag}=HOST:PORT"
+        )
+    environment = (options.environment_type or "EXTERNAL").upper()
+    if environment not in ENVIRONMENT_TYPES:
+        raise BeamConfigError(
+            f"unknown environment type {options.environment_type!r}; choose one of "
+            f"{', '.join(ENVIRONMENT_TYPES)}"
+        )
+    if environment == "EXTERNAL" and not options.environment_config:
+        raise BeamConfigError(
+            "environment type EXTERNAL needs the SDK worker pool's address: "
+            "--environment-config HOST:PORT (`tfxp beam workers` starts one)"
+        )
+    if environment == "DOCKER" and not (options.environment_config or options.sdk_container_image):
+        raise BeamConfigError(
+            "environment type DOCKER needs the SDK container image: --environment-config IMAGE"
+        )

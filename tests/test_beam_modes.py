@@ -1,0 +1,199 @@
+"""pipeline/beam.py: each Beam mode's arguments, and clear errors for what a mode lacks."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.beam import SETUP_FILE, BeamConfigError, BeamOptions, beam_args
+from pipeline.overrides import pipeline_config
+
+
+def test_in_process_is_no_arguments_so_tfx_builds_nothing() -> None:
+    assert beam_args(BeamOptions()) == ()
+    assert beam_args(BeamOptions(extra_args=("--direct_num_workers=1",))) == (
+        "--direct_num_workers=1",
+    )
+
+
+def test_multi_process_runs_one_worker_per_core_unless_told() -> None:
+    assert beam_args(BeamOptions(mode="multi-process")) == (
+        "--direct_running_mode=multi_processing",
+        "--direct_num_workers=0",
+        f"--setup_file={SETUP_FILE}",
+    )
+    assert "--direct_num_workers=3" in beam_args(BeamOptions(mode="multi-process", num_workers=3))
+
+
+def test_portable_submits_to_the_job_service_with_external_workers_and_the_package() -> None:
+    args = beam_args(
+        BeamOptions(
+            mode="portable",
+            job_endpoint="localhost:8099",
+            environment_config="localhost:50000",
+            plugins=("tfxp.storage.beam_plugin",),
+            extra_args=("--sdk_worker_parallelism=2",),
+        )
+    )
+    assert args == (
+        "--runner=PortableRunner",
+        "--job_endpoint=localhost:8099",
+        "--environment_type=EXTERNAL",
+        "--environment_config=localhost:50000",
+        f"--setup_file={SETUP_FILE}",
+        "--beam_plugins=tfxp.storage.beam_plugin",
+        "--sdk_worker_parallelism=2",
+    )
+    assert SETUP_FILE.endswith("/setup.py")
+
+
+def test_portable_with_docker_workers_uses_the_image_and_ships_no_package() -> None:
+    args = beam_args(
+        BeamOptions(
+            mode="portable",
+            job_endpoint="h:8099",
+            environment_type="docker",
+            sdk_container_image="reg/tfx-pipeline:1",
+        )
+    )
+    assert "--environment_type=DOCKER" in args
+    assert "--environment_config=reg/tfx-pipeline:1" in args
+    assert "--sdk_container_image=reg/tfx-pipeline:1" in args
+    assert not any(a.startswith("--setup_file") for a in args)
+
+
+@pytest.mark.parametrize(("mode", "runner"), [("flink", "FlinkRunner"), ("spark", "SparkRunner")])
+def test_flink_and_spark_submit_to_their_job_server(mode: str, runner: str) -> None:
+    args = beam_args(
+        BeamOptions(mode=mode, job_endpoint="js:8099", environment_config="pool:50000")
+    )
+    assert args[:4] == (
+        f"--runner={runner}",
+        "--job_endpoint=js:8099",
+        "--environment_type=EXTERNAL",
+        "--environment_config=pool:50000",
+    )
+
+
+@pytest.mark.parametrize(
+    ("mode", "flag"), [("flink", "--flink_master"), ("spark", "--spark_master_url")]
+)
+def test_flink_and_spark_without_a_job_server_need_the_cluster(mode: str, flag: str) -> None:
+    with pytest.raises(BeamConfigError, match=f"add --beam-arg={flag}=HOST:PORT"):
+        beam_args(BeamOptions(mode=mode, environment_config="pool:50000"))
+    args = beam_args(
+        BeamOptions(mode=mode, environment_config="p:1", extra_args=(f"{flag}=m:8081",))
+    )
+    assert args[-1] == f"{flag}=m:8081" and not any("job_endpoint" in a for a in args)
+
+
+def test_dataflow_stages_under_the_temp_location() -> None:
+    args = beam_args(
+        BeamOptions(
+            mode="dataflow",
+            temp_location="gs://b/tmp/",
+            extra_args=("--project=p", "--region=europe-west1"),
+        )
+    )
+    assert args == (
+        "--runner=DataflowRunner",
+        "--temp_location=gs://b/tmp",
+        "--staging_location=gs://b/tmp/staging",
+        f"--setup_file={SETUP_FILE}",
+        "--project=p",
+        "--region=europe-west1",
+    )
+    image = beam_args(
+        BeamOptions(
+            mode="dataflow",
+            temp_location="gs://b/t",
+            sdk_container_image="i:1",
+            extra_args=("--project=p", "--region=r"),
+        )
+    )
+    assert "--sdk_container_image=i:1" in image and not any("setup_file" in a for a in image)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (BeamOptions(mode="dask"), "unknown Beam mode 'dask'; choose one of in-process"),
+        (BeamOptions(mode="portable"), "needs a job service: --job-endpoint HOST:PORT"),
+        (
+            BeamOptions(mode="portable", job_endpoint="h:1"),
+            "EXTERNAL needs the SDK worker pool's address: --environment-config HOST:PORT",
+        ),
+        (
+            BeamOptions(mode="portable", job_endpoint="h:1", environment_type="DOCKER"),
+            "DOCKER needs the SDK container image",
+        ),
+        (
+            BeamOptions(mode="portable", job_endpoint="h:1", environment_type="VM"),
+            "unknown environment type 'VM'",
+        ),
+        (
+            BeamOptions(mode="dataflow", temp_location="gs://b/t"),
+            r"needs --project, --region: add --beam-arg=--project=\.\.\. --beam-arg=--region",
+        ),
+        (
+            BeamOptions(
+                mode="dataflow",
+                temp_location="s3://b/t",
+                extra_args=("--project=p", "--region=r"),
+            ),
+            r"Cloud Storage temp location: --temp-location gs://BUCKET/tmp \(got s3://b/t\)",
+        ),
+        (
+            BeamOptions(mode="dataflow", extra_args=("--project=p", "--region=r")),
+            r"\(got none\)",
+        ),
+        (BeamOptions(mode="multi-process", num_workers=-1), "0 \\(one per core\\) or more"),
+    ],
+)
+def test_what_a_mode_lacks_is_named(options: BeamOptions, message: str) -> None:
+    with pytest.raises(BeamConfigError, match=message):
+        beam_args(options)
+
+
+def test_overrides_turn_beam_options_into_the_configs_arguments() -> None:
+    options = BeamOptions(mode="portable", job_endpoint="h:1", environment_config="h:2")
+    config = pipeline_config("taxi", beam=options)
+    assert config.beam_args == beam_args(options)
+    assert pipeline_config("taxi", beam=None).beam_args == ()
+    with pytest.raises(ValueError, match="not both"):
+        pipeline_config("taxi", beam=options, beam_args=("--x=1",))
+
+
+def test_cli_flags_reach_the_config(tmp_path) -> None:
+    from tfxp.cli import build_parser
+    from tfxp.cli.common import config_from_args
+
+    args = build_parser().parse_args(
+        ["run", "--run-dir", str(tmp_path), "--beam", "portable", "--job-endpoint", "h:1"]
+        + ["--environment-config", "h:2", "--beam-arg=--sdk_worker_parallelism=2"]
+    )
+    config = config_from_args(args)
+    assert config.beam_args[:4] == (
+        "--runner=PortableRunner",
+        "--job_endpoint=h:1",
+        "--environment_type=EXTERNAL",
+        "--environment_config=h:2",
+    )
+    assert config.beam_args[-1] == "--sdk_worker_parallelism=2"
+    # A local pipeline root: the workers need no s3:// plugin.
+    assert not any("beam_plugins" in a for a in config.beam_args)
+    bucket = build_parser().parse_args(
+        ["run", "--run-dir", "s3://b/r", "--beam", "portable", "--job-endpoint", "h:1"]
+        + ["--environment-config", "h:2"]
+    )
+    assert "--beam_plugins=tfxp.storage.beam_plugin" in config_from_args(bucket).beam_args
+    plain = config_from_args(build_parser().parse_args(["run", "--run-dir", str(tmp_path)]))
+    assert plain.beam_args == ()
+
+
+def test_run_refuses_a_mode_without_what_it_needs(tmp_path, capsys) -> None:
+    from tfxp.cli import main
+
+    code = main(["run", "--run-dir", str(tmp_path / "r"), "--beam", "portable"])
+    assert code == 1
+    assert "--job-endpoint HOST:PORT" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
