@@ -38,6 +38,7 @@ import pyarrow.compute as pc
 from apache_beam.metrics.metric import MetricsFilter
 from tfx.dsl.io import fileio
 
+from components import object_storage
 from components.example_gen import arrow_csv
 
 # CSV bytes per block: ~30k taxi rows, ~16 MB of framed examples. Larger blocks
@@ -99,10 +100,18 @@ def _line_start_at_or_after(f, position: int, data_start: int, size: int) -> int
 
 
 def read_blocks(piece: Piece, data_start: int, block_bytes: int = 0) -> Iterator[bytes]:
-    """Whole lines of `piece`, about `block_bytes` (default BLOCK_BYTES) at a time."""
+    """Whole lines of `piece`, about `block_bytes` (default BLOCK_BYTES) at a time.
+
+    Local, s3:// and gs:// files alike: each read is one ranged request of at
+    most `block_bytes` (components/object_storage.py), so memory stays bounded.
+    """
     block_bytes = block_bytes or BLOCK_BYTES
-    size = fileio.stat(piece.path).length
-    with fileio.open(piece.path, "rb") as f:
+    try:
+        opened = object_storage.open_ranges(piece.path)
+    except object_storage.RangeReadError as e:
+        raise arrow_csv.ArrowCsvError(str(e)) from e
+    with opened as f:
+        size = f.size()
         begin = _line_start_at_or_after(f, piece.start, data_start, size)
         stop = _line_start_at_or_after(f, piece.end, data_start, size)
         f.seek(begin)
