@@ -9,10 +9,10 @@ Cloud Storage itself is never reached from here.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from urllib.parse import unquote
 
 import pyarrow.fs as pafs
@@ -124,10 +124,8 @@ class _FakeGcs(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.send_header("x-goog-generation", "1")
         self.end_headers()
-        try:
+        with contextlib.suppress(OSError):  # the client read what it wanted and closed
             self.wfile.write(body)
-        except OSError:  # the client read what it wanted and closed the stream
-            pass
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         path = self.path.split("?", 1)[0]
