@@ -26,6 +26,7 @@ path (HTTP, the relay, copy-instead-of-rename), not a network.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import itertools
 import json
 import os
@@ -36,50 +37,20 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
 TFXP = str(Path(sys.executable).parent / "tfxp")
 SCRIPT = str(ROOT / "scripts" / "seaweedfs.sh")
 EMBEDDED = ROOT / "data" / "taxi" / "span-1" / "data.csv"
 CHILD_TIMEOUT = 1800  # seconds per child process
 
-# One ingest, in a fresh process: the pipeline up to CsvExampleGen, its
-# executor timed; prints the timings and the reader the Examples record.
-# tensorflow-io (loaded for s3://) aborts at interpreter exit: leave by os._exit.
-INGEST_CHILD = r"""
-import json, os, sys, time
-from components.example_gen import csv_example_gen
-from pipeline.config import PipelineConfig
-from tfxp.local.runner import run_local
-data_root, run_dir = sys.argv[1:3]
-timed = {}
-do = csv_example_gen.Executor.Do
-def timed_do(self, *args, **kwargs):
-    start, cpu = time.perf_counter(), time.process_time()
-    try:
-        return do(self, *args, **kwargs)
-    finally:
-        timed["do"] = time.perf_counter() - start
-        timed["do_cpu"] = time.process_time() - cpu
-csv_example_gen.Executor.Do = timed_do
-code = 1
-try:
-    config = PipelineConfig(data_root=data_root, run_dir=run_dir)
-    run_local(config, to_nodes=["CsvExampleGen"], printer=lambda _: None)
-    from ml_metadata.metadata_store import metadata_store
-    from ml_metadata.proto import metadata_store_pb2
-    cfg = metadata_store_pb2.ConnectionConfig()
-    cfg.sqlite.filename_uri = config.metadata_path
-    [examples] = metadata_store.MetadataStore(cfg).get_artifacts_by_type("Examples")
-    props = examples.custom_properties
-    timed["reader"] = props[csv_example_gen.CSV_READER].string_value
-    timed["rows"] = props[csv_example_gen.ROW_COUNT].int_value
-    print(json.dumps(timed), flush=True)
-    code = 0
-finally:
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-"""
+
+def _ingest_child() -> str:
+    """benchmarks/csv_ingest.py's child: one ingest in a fresh process, timed."""
+    spec = importlib.util.spec_from_file_location("bench_csv_ingest", HERE / "csv_ingest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.CHILD
 
 
 def _free_port() -> int:
@@ -120,11 +91,11 @@ def ingest_comparison(tmp: Path, env: dict[str, str], rows: int) -> dict:
     _checked([sys.executable, "-m", "data.generate", str(span), "--rows", str(rows)])
     _checked([TFXP, "data", "upload", "s3://bench/ingest", "--source-root", str(span.parent)], env)
     csv_bytes = sum(f.stat().st_size for f in span.glob("*.csv"))
-    results = {}
+    results, child = {}, _ingest_child()
     for side, data_root in (("local", str(span.parent)), ("bucket", "s3://bench/ingest")):
         print(f"ingesting from {data_root} ...", flush=True)
         out = _checked(
-            [sys.executable, "-c", INGEST_CHILD, data_root, str(tmp / f"ingest-{side}")], env
+            [sys.executable, "-c", child, "arrow", data_root, str(tmp / f"ingest-{side}")], env
         )
         results[side] = json.loads(out.strip().splitlines()[-1])
     same = _shard_bytes(tmp / "ingest-local") == _shard_bytes(tmp / "ingest-bucket")
@@ -135,16 +106,21 @@ def render_ingest(report: dict) -> str:
     rows, mb = report["rows"], report["csv_bytes"] / 1e6
     lines = [
         f"ingest: {rows:,} rows, {mb:.0f} MB of CSV; pipeline root on local disk for both",
-        f"{'span read from':<16}{'reader':>8}{'executor s':>12}{'CPU s':>8}{'rows/s':>12}{'MB/s':>8}",
+        f"{'span read from':<16}{'reader':>8}{'executor s':>12}{'CPU s':>8}{'rows/s':>12}"
+        f"{'MB/s':>8}{'component s':>13}{'rows/s':>12}",
     ]
     for side in ("local", "bucket"):
         r = report[side]
         lines.append(
             f"  {side:<14}{r['reader']:>8}{r['do']:>12.2f}{r['do_cpu']:>8.1f}"
             f"{rows / r['do']:>12,.0f}{mb / r['do']:>8.1f}"
+            f"{r['component']:>13.2f}{rows / r['component']:>12,.0f}"
         )
     ratio = report["local"]["do"] / report["bucket"]["do"]
     lines.append(f"ratio bucket / local, ingest rows/s: {ratio:.2f}")
+    # The component adds the driver (the span's content fingerprint reads every byte).
+    whole = report["local"]["component"] / report["bucket"]["component"]
+    lines.append(f"  (the whole component, driver's content hash included: {whole:.2f})")
     readers = {report[s]["reader"] for s in ("local", "bucket")}
     lines.append("same reader on both sides: " + ("yes (arrow)" if readers == {"arrow"} else "NO"))
     lines.append("same shard bytes: " + ("yes" if report["same_bytes"] else "NO"))

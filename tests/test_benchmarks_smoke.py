@@ -157,7 +157,7 @@ def test_image_benchmarks_on_a_few_images(tmp_path):
 
 def test_object_storage_ingest_report_prints_the_ratio_and_the_readers():
     bench = _module("object_storage.py")
-    side = {"do_cpu": 1.0, "rows": 1000}
+    side = {"do_cpu": 1.0, "rows": 1000, "component": 5.0}
     report = {
         "rows": 1000,
         "csv_bytes": 2_000_000,

@@ -215,3 +215,16 @@ def test_local_blocks_are_read_with_bounded_reads(tmp_path, monkeypatch):
     blocks = list(csv_ingest.read_blocks(piece, 2, 4096))
     assert b"".join(blocks) == path.read_bytes()[2:]
     assert sizes and max(sizes) <= 1 << 16  # a block, or the 64 KiB line-boundary probe
+
+
+def test_content_fingerprint_of_a_gs_object_is_the_local_files(tmp_path, fake_gcs):
+    from components.content_fingerprint import files_sha256
+
+    data = b"a,b\n" + b"".join(f"{i},{i * i}\n".encode() for i in range(300000))
+    (tmp_path / "span-1").mkdir()
+    (tmp_path / "span-1" / "data.csv").write_bytes(data)
+    fake_gcs.objects["bucket/taxi/span-1/data.csv"] = data
+    remote = files_sha256(["gs://bucket/taxi/span-1/data.csv"], "gs://bucket/taxi")
+    assert remote == files_sha256([str(tmp_path / "span-1" / "data.csv")], str(tmp_path))
+    assert remote[1] == len(data) > 2 * 1024 * 1024  # more than one chunk
+    assert fake_gcs.ranges, "not read through Arrow's GCS client"

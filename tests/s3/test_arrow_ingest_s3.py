@@ -7,11 +7,13 @@ the Arrow path (the Examples artifact's `csv_reader` property says which reader
 wrote them; TFX's reader is the fallback) and write the very same GZIP shards.
 The drop has two files, one with a UTF-8 byte-order mark, cut into three
 tasks, so byte ranges cross files and lines. A malformed row in a bucket file
-stops the run naming the s3:// object and line, publishing nothing.
+stops the run naming the s3:// object and line, and a gzip-compressed object
+is refused naming it, as for local files; neither publishes anything.
 """
 
 from __future__ import annotations
 
+import gzip
 import itertools
 import subprocess
 import sys
@@ -45,15 +47,17 @@ def _drop(folder: Path) -> list[Path]:
     return sorted(span.iterdir())
 
 
-def _bad_drop(folder: Path) -> Path:
-    """200 rows; line 57 lost its last three fields."""
-    span = folder / "span-1"
-    span.mkdir(parents=True)
+def _bad_drops(folder: Path) -> dict[str, Path]:
+    """200 rows: line 57 lost its last three fields ("bad"); gzip bytes under .csv ("gz")."""
     with EMBEDDED_CSV.open() as src:
         lines = list(itertools.islice(src, 201))
+    good = "".join(lines).encode()
     lines[56] = lines[56].rsplit(",", 3)[0] + "\n"
-    (span / "data.csv").write_text("".join(lines))
-    return span / "data.csv"
+    drops = {"bad": "".join(lines).encode(), "gz": gzip.compress(good)}
+    for name, data in drops.items():
+        (folder / name / "span-1").mkdir(parents=True)
+        (folder / name / "span-1" / "data.csv").write_bytes(data)
+    return {name: folder / name / "span-1" / "data.csv" for name in drops}
 
 
 def _ingest(data_root: str, run_dir: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -80,19 +84,21 @@ def _shards(run_dir: Path) -> dict[str, bytes]:
 def ingests(seaweedfs, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("arrow-s3")
     files = _drop(tmp / "local")
-    bad = _bad_drop(tmp / "bad")
+    bad = _bad_drops(tmp / "bad")
     seaweedfs.create_bucket(BUCKET)
     client = seaweedfs.client()
     for f in files:
         client.upload_file(str(f), BUCKET, f"taxi/span-1/{f.name}")
-    client.upload_file(str(bad), BUCKET, "bad/span-1/data.csv")
+    for name, f in bad.items():
+        client.upload_file(str(f), BUCKET, f"{name}/span-1/data.csv")
     env = seaweedfs.env()
-    return {
-        "tmp": tmp,
+    runs = {
         "local": _ingest(str(tmp / "local"), tmp / "run-local", env),
         "s3": _ingest(f"s3://{BUCKET}/taxi", tmp / "run-s3", env),
-        "bad": _ingest(f"s3://{BUCKET}/bad", tmp / "run-bad", env),
     }
+    for name in bad:
+        runs[name] = _ingest(f"s3://{BUCKET}/{name}", tmp / f"run-{name}", env)
+    return {"tmp": tmp, **runs}
 
 
 def test_bucket_span_is_ingested_by_the_arrow_reader(ingests):
@@ -121,13 +127,20 @@ def test_bucket_ingest_writes_the_local_ingests_bytes(ingests):
         assert remote[name] == data, f"{name} differs from the local ingest's"
 
 
-def test_malformed_row_in_a_bucket_names_the_object_and_line(ingests):
-    done = ingests["bad"]
+@pytest.mark.parametrize(
+    "case,expected",
+    [
+        ("bad", f"s3://{BUCKET}/bad/span-1/data.csv:57"),
+        ("gz", f"s3://{BUCKET}/gz/span-1/data.csv: the file is gzip-compressed"),
+    ],
+)
+def test_bad_bucket_input_names_the_object_and_publishes_nothing(ingests, case, expected):
+    done = ingests[case]
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-3000:]
-    assert f"s3://{BUCKET}/bad/span-1/data.csv:57" in done.stderr, done.stderr[-3000:]
+    assert expected in done.stderr, done.stderr[-3000:]
     live = [
         a
-        for a in _examples_artifacts(ingests["tmp"] / "run-bad")
+        for a in _examples_artifacts(ingests["tmp"] / f"run-{case}")
         if a.state == metadata_store_pb2.Artifact.LIVE
     ]
     assert live == [], "a failed ingest published Examples"
