@@ -10,9 +10,10 @@ Starts a private SeaweedFS (scripts/seaweedfs.sh) on a free loopback port. Then:
    CsvExampleGen twice, each a fresh process, with the same Arrow reader: once
    reading the span from local disk, once from the bucket (the pipeline root is
    local for both, so this is the read side alone). Prints the executor's wall
-   and CPU seconds, rows/s and MB/s of CSV for each, the ratio bucket / local
-   of rows/s, which reader each run used (it must be "arrow" on both sides),
-   and whether both wrote the same shard bytes.
+   and CPU seconds, rows/s and MB/s of CSV for each, and the component's
+   seconds (adding the driver, whose content fingerprint reads every byte);
+   the ratio bucket / local of rows/s; which reader each run used (it must be
+   "arrow" on both sides); and whether both wrote the same shard bytes.
 2. Whole run (skipped with `--ingest-only`): uploads the embedded sample with
    `tfxp data upload`, then runs `tfxp run` twice, each a fresh process with a
    fresh store: once with data, pipeline root and serving dir on local disk
