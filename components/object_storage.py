@@ -2,9 +2,11 @@
 
 The Arrow ingest (components/example_gen/csv_ingest.py) cuts files into byte
 ranges and reads each range in blocks of a few MB. `open_ranges` gives it a
-random-access file whose every `read(n)` after a `seek` is one ranged request
-(a ranged GET on S3 and GCS), so a task holds one block at a time, never a
-whole object, and local and remote files are read with the same offsets.
+random-access file (seek, read(n), size) over local and remote files alike, so
+both are read at the same offsets. On S3 every `read(n)` is one ranged GET of
+n bytes; on GCS a `seek` starts a streaming download from that offset (an
+open-ended ranged GET) which the following reads consume. Either way a task
+holds a few blocks in memory, never a whole object.
 
 Remote files go through pyarrow's own S3 and GCS filesystems (C++ clients with
 ranged reads), not TensorFlow's S3 plugin: that plugin's reads go through a
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 import pyarrow as pa
@@ -37,7 +39,7 @@ class RangeReadError(OSError):
     """A file cannot be opened for byte-range reads; the message names it and why."""
 
 
-def s3_endpoint(env: Mapping[str, str] | MutableMapping[str, str] = os.environ) -> str | None:
+def s3_endpoint(env: Mapping[str, str] = os.environ) -> str | None:
     """The S3-compatible endpoint URL the user configured, if any (None: AWS itself)."""
     for name in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"):
         if env.get(name):

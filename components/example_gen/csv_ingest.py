@@ -102,8 +102,8 @@ def _line_start_at_or_after(f, position: int, data_start: int, size: int) -> int
 def read_blocks(piece: Piece, data_start: int, block_bytes: int = 0) -> Iterator[bytes]:
     """Whole lines of `piece`, about `block_bytes` (default BLOCK_BYTES) at a time.
 
-    Local, s3:// and gs:// files alike: each read is one ranged request of at
-    most `block_bytes` (components/object_storage.py), so memory stays bounded.
+    Local, s3:// and gs:// files alike (components/object_storage.py): no read
+    is larger than `block_bytes`, so memory stays bounded whatever the file's size.
     """
     block_bytes = block_bytes or BLOCK_BYTES
     try:
