@@ -17,7 +17,8 @@ configs and splits behave exactly as in CsvExampleGen. What differs:
   number of TFRecord shards per split (TFX leaves it to the runner).
 - By default it reads CSV with the Arrow ingest (components/example_gen/csv_ingest.py):
   the same examples in the same splits as TFX's reader, several times faster
-  (benchmarks/csv_ingest.py); `csv_reader="tfx"` selects TFX's reader.
+  (benchmarks/csv_ingest.py), from local disk or s3:// / gs:// buckets
+  (components/object_storage.py); `csv_reader="tfx"` selects TFX's reader.
 """
 
 from __future__ import annotations
