@@ -133,6 +133,15 @@ def read_blocks(piece: Piece, data_start: int, block_bytes: int = 0) -> Iterator
             yield carry
 
 
+def read_ahead(blocks: Iterator[bytes], reader: ThreadPoolExecutor) -> Iterator[bytes]:
+    """`blocks`, the next one read on `reader` while the caller handles the current one:
+    a ranged GET from a bucket then overlaps the encoding instead of waiting for it."""
+    ahead = reader.submit(next, blocks, None)
+    while (block := ahead.result()) is not None:
+        ahead = reader.submit(next, blocks, None)
+        yield block
+
+
 def empty_in_first_block(
     path: str,
     data_start: int,
@@ -354,8 +363,10 @@ class IngestTask(beam.DoFn):
         spec = self._spec
         writers: list[GzipShardWriter] = []
         # Blocks are encoded two at a time (Arrow and numpy release the GIL) and
-        # written in order; at most BLOCKS_IN_FLIGHT blocks are held in memory.
+        # written in order; at most BLOCKS_IN_FLIGHT blocks, and the next one being
+        # read ahead, are held in memory.
         pool = ThreadPoolExecutor(max_workers=ENCODE_THREADS, thread_name_prefix="encode")
+        reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="read-ahead")
         try:
             for uri in spec.split_uris:
                 fileio.makedirs(uri)
@@ -363,7 +374,8 @@ class IngestTask(beam.DoFn):
                 writers.append(GzipShardWriter(os.path.join(uri, name), spec.gzip_level))
             pending: deque[Future] = deque()
             for piece in pieces:
-                for block in read_blocks(piece, spec.data_starts[piece.path]):
+                blocks = read_blocks(piece, spec.data_starts[piece.path])
+                for block in read_ahead(blocks, reader):
                     pending.append(pool.submit(self._encode, piece, block))
                     if len(pending) >= BLOCKS_IN_FLIGHT:
                         self._emit(pending.popleft().result(), writers)
@@ -373,10 +385,12 @@ class IngestTask(beam.DoFn):
                 w.close()
         except BaseException:
             pool.shutdown(cancel_futures=True)
+            reader.shutdown(cancel_futures=True)
             for w in writers:
                 w.abort()
             raise
         pool.shutdown()
+        reader.shutdown()
         yield task
 
     def _encode(self, piece: Piece, block: bytes) -> _Encoded:
