@@ -4,7 +4,8 @@ Benchmarks are not tests (they measure, they do not assert targets), but a
 benchmark nobody runs rots. These run each one end to end where that takes
 seconds, and otherwise its argument parsing, its checks of what it depends
 on and its report (the whole-pipeline ones: `taxi_vs_tfx_example.py` runs
-three pipelines, `object_storage.py` two plus a server).
+three pipelines, `object_storage.py` two plus a server; its ingest mode runs
+end to end on a few rows).
 """
 
 from __future__ import annotations
@@ -196,3 +197,30 @@ def test_scale_benchmark_summary_picks_the_faster_anchor_and_reports_growth():
     assert "ours / best anchor (example): 0.800" in text and "1,000,000 rows" in text
     growth = scale.render_growth([small, large])
     assert "ours               time x8.00" in growth
+
+
+def test_object_storage_ingest_report_prints_the_ratio_and_the_readers():
+    bench = _module("object_storage.py")
+    side = {"do_cpu": 1.0, "rows": 1000, "component": 5.0}
+    report = {
+        "rows": 1000,
+        "csv_bytes": 2_000_000,
+        "same_bytes": True,
+        "local": {**side, "do": 2.0, "reader": "arrow"},
+        "bucket": {**side, "do": 4.0, "reader": "arrow"},
+    }
+    text = bench.render_ingest(report)
+    assert "ratio bucket / local, ingest rows/s: 0.50" in text
+    assert "same reader on both sides: yes (arrow)" in text and "same shard bytes: yes" in text
+    report["bucket"]["reader"] = "tfx"
+    assert "same reader on both sides: NO" in bench.render_ingest(report)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_object_storage_benchmark_ingest_mode_on_a_few_rows():
+    """Starts its own SeaweedFS; the same Arrow reader on both sides, the same bytes."""
+    done = _run("object_storage.py", "--ingest-only", "--ingest-rows", "2000", timeout=800)
+    assert "ratio bucket / local, ingest rows/s:" in done.stdout
+    assert "same reader on both sides: yes (arrow)" in done.stdout
+    assert "same shard bytes: yes" in done.stdout

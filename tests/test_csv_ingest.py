@@ -128,3 +128,19 @@ def test_byte_ranges_cover_every_line_once(tmp_path, tasks, block):
                 assert chunk.endswith(b"\n") or Path(piece.path).read_bytes().endswith(chunk)
                 lines_out += chunk.decode().splitlines()
     assert lines_out == lines_in
+
+
+def test_read_ahead_keeps_order_and_raises_the_readers_error():
+    from concurrent.futures import ThreadPoolExecutor
+
+    def blocks():
+        yield from (b"a\n", b"b\n", b"c\n")
+        raise arrow_csv.ArrowCsvError("s3://bucket/x.csv: connection reset")
+
+    seen = []
+    with ThreadPoolExecutor(max_workers=1) as reader:
+        with pytest.raises(arrow_csv.ArrowCsvError, match="connection reset"):
+            for block in csv_ingest.read_ahead(blocks(), reader):
+                seen.append(block)
+        assert seen == [b"a\n", b"b\n", b"c\n"]
+        assert list(csv_ingest.read_ahead(iter([]), reader)) == []

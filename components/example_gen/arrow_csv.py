@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from components import csv_text
+from components import csv_text, object_storage
 from components.example_gen.csv_checks import BYTES, FLOAT, INT
 
 # Bytes of CSV pyarrow parses at once (read_batches; parse_block takes whole blocks).
@@ -52,8 +52,12 @@ def read_header(path: str, encoding: str = csv_text.DEFAULT_ENCODING) -> list[st
 
 
 def data_start(path: str) -> int:
-    """Byte offset of the first line after the header."""
-    with pa.input_stream(path) as stream:
+    """Byte offset of the first line after the header (local, s3:// or gs://)."""
+    try:
+        opened = object_storage.open_ranges(path)
+    except object_storage.RangeReadError as e:
+        raise ArrowCsvError(str(e)) from e
+    with opened as stream:
         at = 0
         while chunk := stream.read(1 << 16):
             i = chunk.find(b"\n")

@@ -17,7 +17,8 @@ configs and splits behave exactly as in CsvExampleGen. What differs:
   number of TFRecord shards per split (TFX leaves it to the runner).
 - By default it reads CSV with the Arrow ingest (components/example_gen/csv_ingest.py):
   the same examples in the same splits as TFX's reader, several times faster
-  (benchmarks/csv_ingest.py); `csv_reader="tfx"` selects TFX's reader.
+  (benchmarks/csv_ingest.py), from local disk or s3:// / gs:// buckets
+  (components/object_storage.py); `csv_reader="tfx"` selects TFX's reader.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx_bsl.coders import csv_decoder
 
-from components import csv_text
+from components import csv_text, object_storage
 from components.example_gen import arrow_csv, csv_checks, csv_ingest
 from components.example_gen.driver import (  # noqa: F401 - the artifact's properties, by name
     CONTENT_SHA256,
@@ -349,16 +350,22 @@ class _ArrowIngest:
 
 
 def _input_files(base: str, input_config) -> tuple[list[tuple[str, int]], list[str]]:
-    """((file, input split index) pairs, the sorted distinct files): local plain CSV only."""
+    """((file, input split index) pairs, the sorted distinct files): plain CSV, local or
+    in s3:// / gs:// (read in byte ranges through components/object_storage.py)."""
     inputs = []  # (file, input split index)
     for index, split in enumerate(input_config.splits):
         inputs.extend((f, index) for f in sorted(fileio.glob(os.path.join(base, split.pattern))))
     files = sorted({f for f, _ in inputs})
     if not files:
         raise arrow_csv.ArrowCsvError("no files")  # the checks path reports it
-    remote = [f for f in files if "://" in f]
-    if remote:  # pyarrow's CSV reader and the byte ranges read local files only
-        raise arrow_csv.ArrowCsvError(f"files in object storage: {remote[:3]}")
+    other = [
+        f for f in files if object_storage.scheme_of(f) not in ("", *object_storage.RANGE_SCHEMES)
+    ]
+    if other:  # the byte ranges are read through Arrow's filesystems, which know no others
+        raise arrow_csv.ArrowCsvError(
+            f"files in {object_storage.scheme_of(other[0])}:// (the Arrow ingest reads local "
+            f"paths, s3:// and gs://): {other[:3]}"
+        )
     compressed = [f for f in files if f.endswith((".gz", ".bz2", ".zst", ".zip", ".deflate"))]
     if compressed:  # TFX's reader decompresses by file name; the byte ranges would not
         raise arrow_csv.ArrowCsvError(f"compressed CSV: {compressed[:3]}")

@@ -38,6 +38,7 @@ import pyarrow.compute as pc
 from apache_beam.metrics.metric import MetricsFilter
 from tfx.dsl.io import fileio
 
+from components import object_storage
 from components.example_gen import arrow_csv
 
 # CSV bytes per block: ~30k taxi rows, ~16 MB of framed examples. Larger blocks
@@ -99,10 +100,18 @@ def _line_start_at_or_after(f, position: int, data_start: int, size: int) -> int
 
 
 def read_blocks(piece: Piece, data_start: int, block_bytes: int = 0) -> Iterator[bytes]:
-    """Whole lines of `piece`, about `block_bytes` (default BLOCK_BYTES) at a time."""
+    """Whole lines of `piece`, about `block_bytes` (default BLOCK_BYTES) at a time.
+
+    Local, s3:// and gs:// files alike (components/object_storage.py): no read
+    is larger than `block_bytes`, so memory stays bounded whatever the file's size.
+    """
     block_bytes = block_bytes or BLOCK_BYTES
-    size = fileio.stat(piece.path).length
-    with fileio.open(piece.path, "rb") as f:
+    try:
+        opened = object_storage.open_ranges(piece.path)
+    except object_storage.RangeReadError as e:
+        raise arrow_csv.ArrowCsvError(str(e)) from e
+    with opened as f:
+        size = f.size()
         begin = _line_start_at_or_after(f, piece.start, data_start, size)
         stop = _line_start_at_or_after(f, piece.end, data_start, size)
         f.seek(begin)
@@ -122,6 +131,15 @@ def read_blocks(piece: Piece, data_start: int, block_bytes: int = 0) -> Iterator
                 yield block
         if carry:
             yield carry
+
+
+def read_ahead(blocks: Iterator[bytes], reader: ThreadPoolExecutor) -> Iterator[bytes]:
+    """`blocks`, the next one read on `reader` while the caller handles the current one:
+    a ranged GET from a bucket then overlaps the encoding instead of waiting for it."""
+    ahead = reader.submit(next, blocks, None)
+    while (block := ahead.result()) is not None:
+        ahead = reader.submit(next, blocks, None)
+        yield block
 
 
 def empty_in_first_block(
@@ -345,8 +363,10 @@ class IngestTask(beam.DoFn):
         spec = self._spec
         writers: list[GzipShardWriter] = []
         # Blocks are encoded two at a time (Arrow and numpy release the GIL) and
-        # written in order; at most BLOCKS_IN_FLIGHT blocks are held in memory.
+        # written in order; at most BLOCKS_IN_FLIGHT blocks, and the next one being
+        # read ahead, are held in memory.
         pool = ThreadPoolExecutor(max_workers=ENCODE_THREADS, thread_name_prefix="encode")
+        reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="read-ahead")
         try:
             for uri in spec.split_uris:
                 fileio.makedirs(uri)
@@ -354,7 +374,8 @@ class IngestTask(beam.DoFn):
                 writers.append(GzipShardWriter(os.path.join(uri, name), spec.gzip_level))
             pending: deque[Future] = deque()
             for piece in pieces:
-                for block in read_blocks(piece, spec.data_starts[piece.path]):
+                blocks = read_blocks(piece, spec.data_starts[piece.path])
+                for block in read_ahead(blocks, reader):
                     pending.append(pool.submit(self._encode, piece, block))
                     if len(pending) >= BLOCKS_IN_FLIGHT:
                         self._emit(pending.popleft().result(), writers)
@@ -364,10 +385,12 @@ class IngestTask(beam.DoFn):
                 w.close()
         except BaseException:
             pool.shutdown(cancel_futures=True)
+            reader.shutdown(cancel_futures=True)
             for w in writers:
                 w.abort()
             raise
         pool.shutdown()
+        reader.shutdown()
         yield task
 
     def _encode(self, piece: Piece, block: bytes) -> _Encoded:

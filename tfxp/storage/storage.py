@@ -40,6 +40,9 @@ from collections.abc import Callable, Iterable, MutableMapping
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
+# The one mapping of the endpoint variables, shared with the Arrow ingest's S3 client.
+from components.object_storage import s3_endpoint
+
 REMOTE_SCHEMES = ("s3", "gs")
 # Retries of both S3 clients unless the user chose otherwise: the SDK defaults
 # (C++: 10 attempts, ~100 s on a refused connection) make a dead endpoint look
@@ -76,20 +79,6 @@ def join(base: str, *parts: str) -> str:
 
 # ---------------------------------------------------------------------------
 # Environment: one set of AWS variables for TensorFlow's and Beam's S3 clients.
-
-
-def s3_endpoint(env: MutableMapping[str, str] = os.environ) -> str | None:
-    """The S3-compatible endpoint URL the user configured, if any."""
-    for name in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"):
-        if env.get(name):
-            return env[name]
-    legacy = env.get("S3_ENDPOINT")
-    if legacy:
-        if "://" in legacy:
-            return legacy
-        https = env.get("S3_USE_HTTPS", "1") not in ("0", "false", "False")
-        return ("https://" if https else "http://") + legacy
-    return None
 
 
 def prepare_s3_environment(env: MutableMapping[str, str] = os.environ) -> None:
