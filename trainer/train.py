@@ -14,8 +14,8 @@ import tf_keras as keras
 from absl import logging
 
 from trainer import features as f
+from trainer.distribution import TrainingJob, train_and_export
 from trainer.input import DATA_SERVICE_MODES, BatchFn, InputOptions, input_fn
-from trainer.distribution import INPUT_WAIT_FILE, TrainingJob, train_and_export
 from trainer.model import build_keras_model
 
 SERVING_SIGNATURE = "serving_default"
