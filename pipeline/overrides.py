@@ -31,6 +31,7 @@ OVERRIDABLE = (
     "window",
     "num_shards",
     "beam_args",
+    "trainer_cluster",
 )
 
 
