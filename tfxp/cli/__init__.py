@@ -1,7 +1,8 @@
 """The `tfxp` command: one module per command group, flags shared through `common`.
 
-`tfxp run` runs the whole pipeline; `predict`, `verify`, `data`, `runs`,
-`lineage`, `report` and `schema` inspect and feed it.
+`tfxp run` runs the whole pipeline (`train` retrains on N local workers);
+`predict`, `verify`, `data`, `runs`, `lineage`, `report` and `schema`
+inspect and feed it.
 """
 
 from __future__ import annotations
@@ -12,14 +13,14 @@ import sys
 import warnings
 from collections.abc import Sequence
 
-from tfxp.cli import data, init, lineage, predict, report, run, verify
+from tfxp.cli import data, init, lineage, predict, report, run, train, verify
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tfxp", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    for command in (init, run, predict, verify, data, lineage, report):
+    for command in (init, run, train, predict, verify, data, lineage, report):
         command.register(sub)
     return parser
 
