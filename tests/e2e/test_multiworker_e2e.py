@@ -1,8 +1,8 @@
 """The taxi Trainer on two worker processes on loopback (MultiWorkerMirroredStrategy, CPU ring).
 
-Each worker is its own process with its own TF_CONFIG (free ports), fed the
-same Transform output and Trainer arguments, as Vertex AI or a TFJob runs
-them. Compared with one worker on the same data and steps.
+Each worker is its own process with its own TF_CONFIG (free ports) running
+TFX's Trainer executor on the same Transform output and arguments, as Vertex
+AI replicas run it. Compared with one worker on the same data and steps.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class Trained:
 
 def _train(taxi: TaxiTransform, out: Path, workers: int) -> Trained:
     config = taxi.config.replace(train_steps=TRAIN_STEPS, eval_steps=2)
-    args = dataclasses.replace(trainer_args(config, out), train_files=taxi.train_shards)
+    args = dataclasses.replace(trainer_args(config, out), examples=taxi.examples)
     tmp = out / "tmp"
     tmp.mkdir(parents=True)
     with pytest.MonkeyPatch.context() as mp:

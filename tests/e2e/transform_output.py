@@ -8,6 +8,7 @@ per split at this size).
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,14 +28,16 @@ ROWS = 15_000
 class TaxiTransform:
     config: PipelineConfig
     raw_eval: list[str]  # CsvExampleGen's eval split (raw tf.Examples)
-    train_shards: list[str]  # the transformed train split in TRAIN_SHARDS files
+    # Transformed examples as an Examples artifact folder: the train split in
+    # TRAIN_SHARDS files (Split-train/), the eval split as Transform wrote it.
+    examples: str
 
 
 def reshard(files: list[str], out_dir: Path, shards: int) -> list[str]:
     """Records of `files` dealt round-robin into `shards` GZIP TFRecord files."""
     import tensorflow as tf
 
-    out_dir.mkdir(parents=True)
+    out_dir.mkdir(parents=True)  # parents: an artifact's Split-* folder
     paths = [str(out_dir / f"part-{i:05d}-of-{shards:05d}.gz") for i in range(shards)]
     options = tf.io.TFRecordOptions(compression_type="GZIP")
     writers = [tf.io.TFRecordWriter(p, options) for p in paths]
@@ -58,5 +61,7 @@ def taxi_transform(tmp_path_factory: pytest.TempPathFactory) -> TaxiTransform:
     raw_eval = sorted(str(p) for p in root.glob("CsvExampleGen/examples/*/Split-eval/*"))
     train = sorted(str(p) for p in root.glob("Transform/transformed_examples/*/Split-train/*"))
     assert raw_eval and train, f"no eval/train split under {root}"
-    shards = reshard(train, tmp / "train_shards", TRAIN_SHARDS)
-    return TaxiTransform(config, raw_eval, shards)
+    examples = tmp / "examples"
+    reshard(train, examples / "Split-train", TRAIN_SHARDS)
+    shutil.copytree(Path(train[0]).parent.parent / "Split-eval", examples / "Split-eval")
+    return TaxiTransform(config, raw_eval, str(examples))

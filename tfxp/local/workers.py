@@ -1,8 +1,9 @@
 """The Trainer's run_fn on N local worker processes, each with its own TF_CONFIG on loopback.
 
 What Vertex AI or a Kubeflow TFJob does on a cluster, done here: every worker
-runs the same run_fn with the same arguments; only TF_CONFIG's task index
-differs. `python -m tfxp.local.workers SPEC.json` is one worker (the child).
+runs TFX's Trainer executor, and so the run_fn, with the same arguments; only
+TF_CONFIG's task index differs. `python -m tfxp.local.workers SPEC.json` is
+one worker (the child).
 """
 
 from __future__ import annotations
@@ -28,17 +29,29 @@ class WorkersError(RuntimeError):
 
 @dataclass(frozen=True)
 class TrainerArgs:
-    """What TFX's Trainer hands a run_fn (its FnArgs), as JSON for the workers."""
+    """The Trainer's inputs and outputs (artifact folders) and settings, as JSON for the workers.
+
+    Each worker runs TFX's Trainer executor (GenericExecutor) on them, as a
+    Vertex AI replica does (`tfx.scripts.run_executor`), so the run_fn gets
+    the FnArgs the Trainer would give it.
+    """
 
     run_fn: str
-    train_files: list[str]
-    eval_files: list[str]
-    transform_output: str
-    serving_model_dir: str
-    model_run_dir: str
+    examples: str  # transformed Examples: Split-train/, Split-eval/
+    transform_graph: str
+    model: str
+    model_run: str
     train_steps: int
     eval_steps: int
     custom_config: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def serving_model_dir(self) -> str:
+        return os.path.join(self.model, "Format-Serving")  # TFX's path_utils layout
+
+    @property
+    def model_run_dir(self) -> str:
+        return self.model_run
 
 
 def tf_config(ports: list[int], index: int) -> dict[str, Any]:
@@ -59,16 +72,14 @@ def _latest(folder: Path) -> Path:
 def trainer_args(config: PipelineConfig, out_dir: Path) -> TrainerArgs:
     """The Trainer's arguments for the newest Transform output of `config`'s local run."""
     root = Path(config.pipeline_root) / TRANSFORM
-    examples = _latest(root / "transformed_examples")
     image = {"image": config.image.to_dict()} if config.image else {}
     tabular = {"tabular": config.tabular.to_dict()} if config.tabular is not None else {}
     return TrainerArgs(
         run_fn=config.run_fn,
-        train_files=[str(examples / "Split-train" / "*")],
-        eval_files=[str(examples / "Split-eval" / "*")],
-        transform_output=str(_latest(root / "transform_graph")),
-        serving_model_dir=str(out_dir / "model" / "Format-Serving"),
-        model_run_dir=str(out_dir / "model_run"),
+        examples=str(_latest(root / "transformed_examples")),
+        transform_graph=str(_latest(root / "transform_graph")),
+        model=str(out_dir / "model"),
+        model_run=str(out_dir / "model_run"),
         train_steps=config.train_steps,
         eval_steps=config.eval_steps,
         custom_config={"hyperparameters": dict(config.hyperparameters), **image, **tabular},
@@ -123,17 +134,36 @@ def _wait(procs: list, deadline: float) -> list[WorkerResult]:
 
 
 def _run_worker(spec_path: str) -> None:
-    import importlib
-
     from absl import logging
-    from tfx.components.trainer.fn_args_utils import FnArgs
+    from tfx.components.trainer.executor import GenericExecutor
+    from tfx.types import artifact_utils, standard_artifacts
 
     logging.set_verbosity(logging.INFO)  # the run_fn's progress, into the worker's log
+    args = TrainerArgs(**json.loads(Path(spec_path).read_text()))
 
-    spec = json.loads(Path(spec_path).read_text())
-    module, _, name = spec.pop("run_fn").rpartition(".")
-    run_fn = getattr(importlib.import_module(module), name)
-    run_fn(FnArgs(**spec))
+    def artifact(kind: type, uri: str):
+        made = kind()
+        made.uri = uri
+        return made
+
+    examples = artifact(standard_artifacts.Examples, args.examples)
+    examples.split_names = artifact_utils.encode_split_names(["train", "eval"])
+    GenericExecutor().Do(
+        {
+            "examples": [examples],
+            "transform_graph": [artifact(standard_artifacts.TransformGraph, args.transform_graph)],
+        },
+        {
+            "model": [artifact(standard_artifacts.Model, args.model)],
+            "model_run": [artifact(standard_artifacts.ModelRun, args.model_run)],
+        },
+        {
+            "run_fn": args.run_fn,
+            "train_args": json.dumps({"num_steps": args.train_steps}),
+            "eval_args": json.dumps({"num_steps": args.eval_steps}),
+            "custom_config": json.dumps(args.custom_config),
+        },
+    )
 
 
 if __name__ == "__main__":
