@@ -57,9 +57,6 @@ BEAM_PRESET_REQUIRED_FLAGS: dict[str, tuple[str, ...]] = {
     "spark": ("--spark_master_url",),
 }
 
-# Vertex AI machine of each Trainer replica with --trainer-workers > 1.
-DEFAULT_TRAINER_MACHINE = "n1-standard-4"
-
 REMOTE_SCHEMES = ("gs://", "s3://", "minio://", "hdfs://", "abfs://", "az://")
 
 
@@ -118,6 +115,9 @@ DEFAULT_RESOURCES: Mapping[str, Resources] = {
     "Trainer": Resources(cpu=2, memory="8G"),
     "Evaluator": Resources(cpu=2, memory="8G"),
 }
+
+# Vertex AI machine of each Trainer replica with --trainer-workers > 1.
+DEFAULT_TRAINER_MACHINE = "n1-standard-4"
 
 
 def container_path(host_path: str) -> str:
