@@ -23,6 +23,7 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 from kubeflow.config import (  # noqa: E402 - environment first
     BEAM_PRESETS,
     DEFAULT_RESOURCES,
+    DEFAULT_TRAINER_MACHINE,
     KubeflowConfig,
     KubeflowConfigError,
     Resources,
@@ -69,6 +70,20 @@ def _add_compile_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-default-resources", action="store_true", help="drop the defaults")
     p.add_argument("--train-steps", type=int, help="training steps (default from the dataset)")
+    p.add_argument(
+        "--trainer-workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="N > 1: train on N workers, a Vertex AI custom job (MultiWorkerMirroredStrategy)",
+    )
+    p.add_argument("--vertex-project", help="with --trainer-workers > 1: the GCP project")
+    p.add_argument("--vertex-region", help="with --trainer-workers > 1: e.g. us-central1")
+    p.add_argument(
+        "--trainer-machine-type",
+        default=DEFAULT_TRAINER_MACHINE,
+        help=f"with --trainer-workers > 1: each worker's machine (default {DEFAULT_TRAINER_MACHINE})",
+    )
     p.add_argument("--no-cache", action="store_true", help="disable KFP's step cache")
     p.add_argument("-o", "--output", help="compiled file (default build/kubeflow/<name>.json)")
 
@@ -92,6 +107,10 @@ def _kubeflow_config(args: argparse.Namespace) -> KubeflowConfig:
         extra_beam_args=tuple(args.beam_arg),
         resources=resources,
         train_steps=args.train_steps,
+        trainer_workers=args.trainer_workers,
+        vertex_project=args.vertex_project,
+        vertex_region=args.vertex_region,
+        trainer_machine_type=args.trainer_machine_type,
         enable_cache=not args.no_cache,
         output_file=args.output,
     )
@@ -112,6 +131,11 @@ def _compile(args: argparse.Namespace) -> tuple[dict, str]:
     print(f"  pipeline root: {config.pipeline_root}")
     print(f"  data root:     {config.container_data_root}")
     print(f"  beam:          {config.beam_runner} {' '.join(config.beam_args())}".rstrip())
+    if config.trainer_workers > 1:
+        print(
+            f"  trainer:       {config.trainer_workers} workers, Vertex AI custom job in "
+            f"{config.vertex_project}/{config.vertex_region} ({config.trainer_machine_type})"
+        )
     print(f"wrote {path}")
     return job, path
 

@@ -94,6 +94,9 @@ DEFAULT_RESOURCES: Mapping[str, Resources] = {
     "Evaluator": Resources(cpu=2, memory="8G"),
 }
 
+# Vertex AI machine of each Trainer replica with --trainer-workers > 1.
+DEFAULT_TRAINER_MACHINE = "n1-standard-4"
+
 
 def container_path(host_path: str) -> str:
     """A path under the project on this machine -> the same file inside the image."""
@@ -133,6 +136,12 @@ class KubeflowConfig:
     train_steps: int | None = None
     enable_cache: bool = True
     output_file: str | None = None
+    # Multi-worker training (vertex_trainer_config): N > 1 runs the Trainer as
+    # a Vertex AI custom job of N replicas.
+    trainer_workers: int = 1
+    vertex_project: str | None = None
+    vertex_region: str | None = None
+    trainer_machine_type: str = DEFAULT_TRAINER_MACHINE
 
     @property
     def base(self) -> PipelineConfig:
@@ -214,6 +223,7 @@ class KubeflowConfig:
             )
         for component, res in self.resources.items():
             res.validate(component)
+        self._validate_trainer_workers()
         if self.train_steps is not None and self.train_steps <= 0:
             raise KubeflowConfigError(f"train steps must be positive, got {self.train_steps}")
         schema = host_path(self.container_schema_file)
@@ -239,4 +249,57 @@ class KubeflowConfig:
             beam_args=self.beam_args(),
             enable_cache=self.enable_cache,
             train_steps=self.train_steps,
+            trainer_cluster=vertex_trainer_config(self),
         )
+
+    def _validate_trainer_workers(self) -> None:
+        if self.trainer_workers < 1:
+            raise KubeflowConfigError(f"trainer workers must be >= 1, got {self.trainer_workers}")
+        missing = [
+            flag
+            for flag, value in (
+                ("--vertex-project", self.vertex_project),
+                ("--vertex-region", self.vertex_region),
+            )
+            if not value
+        ]
+        if self.trainer_workers > 1 and missing:
+            raise KubeflowConfigError(
+                f"--trainer-workers {self.trainer_workers} trains on a Vertex AI custom job: "
+                f"add {' and '.join(missing)}"
+            )
+        if self.trainer_workers > 1 and not self.pipeline_root.startswith(REMOTE_SCHEMES):
+            raise KubeflowConfigError(
+                f"the Trainer's {self.trainer_workers} Vertex AI workers cannot see the local "
+                f"path {self.pipeline_root!r}: use a gs:// pipeline root"
+            )
+
+
+def vertex_trainer_config(config: KubeflowConfig) -> dict | None:
+    """custom_config of TFX's Vertex AI Trainer for `config.trainer_workers` replicas, or None.
+
+    Vertex AI's worker pool 0 is the chief (one replica), pool 1 the other
+    workers; it sets each replica's TF_CONFIG (cluster `chief` + `worker`),
+    from which the run_fn trains under MultiWorkerMirroredStrategy. Every
+    replica runs our image, so it imports the same run_fn.
+    """
+    if config.trainer_workers <= 1:
+        return None
+    from tfx.extensions.google_cloud_ai_platform import constants
+    from tfx.extensions.google_cloud_ai_platform.trainer import executor
+
+    def pool(replicas: int) -> dict:
+        return {
+            "machine_spec": {"machine_type": config.trainer_machine_type},
+            "replica_count": replicas,
+            "container_spec": {"image_uri": config.image},
+        }
+
+    return {
+        constants.ENABLE_VERTEX_KEY: True,
+        constants.VERTEX_REGION_KEY: config.vertex_region,
+        executor.TRAINING_ARGS_KEY: {
+            "project": config.vertex_project,
+            "job_spec": {"worker_pool_specs": [pool(1), pool(config.trainer_workers - 1)]},
+        },
+    }

@@ -129,6 +129,12 @@ class PipelineConfig:
     eval_signature: str = "serving_default"
     # The generic tabular trainer's options (pipeline.datasets.TabularOptions), or None.
     tabular: Any = None
+    # Multi-worker training on a managed cluster: custom_config entries of
+    # TFX's Vertex AI Trainer (`ai_platform_training_args` with its
+    # worker_pool_specs, ...), which then replaces the Trainer. None: the
+    # Trainer trains where it runs. Each replica's run_fn finds its place in
+    # the cluster in TF_CONFIG (trainer/distribution.py).
+    trainer_cluster: dict[str, Any] | None = None
 
     @property
     def local_dir(self) -> str:

@@ -343,7 +343,7 @@ def _training(config: PipelineConfig, training_examples, schema_importer):
             **image_config,
         },
     )
-    trainer = Trainer(
+    trainer = _trainer_class(config)(
         run_fn=config.run_fn,
         examples=transform.outputs["transformed_examples"],
         transform_graph=transform.outputs["transform_graph"],
@@ -354,9 +354,22 @@ def _training(config: PipelineConfig, training_examples, schema_importer):
             "code_fingerprint": code_fingerprint(config.run_fn),
             "hyperparameters": dict(config.hyperparameters),
             **image_config,
+            **(config.trainer_cluster or {}),
         },
     )
     return transform, trainer
+
+
+def _trainer_class(config: PipelineConfig) -> type:
+    """TFX's Trainer, or with a `trainer_cluster` its Vertex AI Trainer: the
+    same run_fn on the replicas of a custom training job (multi-worker)."""
+    if not config.trainer_cluster:
+        return Trainer
+    from tfx.extensions.google_cloud_ai_platform.trainer.component import (
+        Trainer as VertexTrainer,
+    )
+
+    return VertexTrainer
 
 
 def _baseline_resolver(trainer, orchestrator: str):

@@ -34,6 +34,7 @@ OVERRIDABLE = (
     "beam_args",
     # A BeamOptions (pipeline/beam.py): its mode's arguments become beam_args.
     "beam",
+    "trainer_cluster",
 )
 
 

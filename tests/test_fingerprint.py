@@ -163,6 +163,7 @@ def test_real_fingerprints_cover_exactly_the_imported_trainer_modules():
         root,
         [
             "trainer",
+            "trainer.distribution",
             "trainer.features",
             "trainer.input",
             "trainer.input_wait",

@@ -13,7 +13,6 @@ decoded, resized and normalised exactly as the training data was.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -22,6 +21,7 @@ import tensorflow_transform as tft
 import tf_keras as keras
 from absl import logging
 
+from trainer.distribution import TrainingJob, train_and_export
 from trainer.image_model import build_cnn, make_augment
 from trainer.image_preprocessing import (
     CHANNELS_KEY,
@@ -33,19 +33,17 @@ from trainer.image_preprocessing import (
     image_options,
 )
 from trainer.input import input_fn
-from trainer.input_wait import InputWaitMonitor
 
 SERVING_SIGNATURE = "serving_default"
 EXAMPLES_SIGNATURE = "serving_examples"
 TRANSFORM_SIGNATURE = "transform_features"
-INPUT_WAIT_FILE = "input_wait.json"
 
 
 @dataclass(frozen=True)
 class ImageHyperparameters:
     """Training knobs; from the pipeline config's `hyperparameters` via custom_config."""
 
-    batch_size: int = 64
+    batch_size: int = 64  # global: split between the workers (trainer/distribution.py)
     eval_batch_size: int = 256
     learning_rate: float = 0.003
     filters: tuple[int, ...] = (32, 64)
@@ -151,6 +149,7 @@ def image_dataset(
     hp: ImageHyperparameters,
     *,
     training: bool,
+    record_shard: tuple[int, int] | None = None,
 ) -> tf.data.Dataset:
     """(features, label) batches of transformed images, augmented when `training`.
 
@@ -174,52 +173,45 @@ def image_dataset(
         deterministic=hp.deterministic,
         seed=hp.seed,
         augment=augment,
+        record_shard=record_shard,
     )
 
 
 def run_fn(fn_args: Any) -> None:
-    """Trains the CNN on transformed images and exports it with image-bytes serving."""
+    """Trains the CNN on transformed images and exports it with image-bytes serving.
+
+    With a multi-worker `TF_CONFIG`, every worker runs this (trainer/distribution.py).
+    """
     hp = ImageHyperparameters.from_custom_config(fn_args.custom_config)
     options = image_options(fn_args.custom_config)
     logging.info("hyperparameters: %s; image: %s", json.dumps(asdict(hp)), json.dumps(options))
     keras.utils.set_random_seed(hp.seed)
     tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
 
-    model = build_cnn(
-        (int(options["height"]), int(options["width"]), int(options["channels"])),
-        len(options["class_names"]),
-        filters=hp.filters,
-        dense_units=hp.dense_units,
-        dropout=hp.dropout,
-        learning_rate=hp.learning_rate,
-    )
-    model.summary(print_fn=logging.info)
+    def dataset(patterns, batch_size: int, training: bool, record_shard) -> tf.data.Dataset:
+        return image_dataset(
+            patterns,
+            tf_transform_output,
+            batch_size,
+            hp,
+            training=training,
+            record_shard=record_shard,
+        )
 
-    train_steps = max(1, int(fn_args.train_steps))
-    eval_steps = max(1, int(fn_args.eval_steps))
-    epochs = min(5, train_steps)
-    input_wait = InputWaitMonitor()
-    model.fit(
-        input_wait.wrap(
-            image_dataset(
-                fn_args.train_files, tf_transform_output, hp.batch_size, hp, training=True
-            )
+    train_and_export(
+        fn_args,
+        TrainingJob(
+            build_model=lambda: build_cnn(
+                (int(options["height"]), int(options["width"]), int(options["channels"])),
+                len(options["class_names"]),
+                filters=hp.filters,
+                dense_units=hp.dense_units,
+                dropout=hp.dropout,
+                learning_rate=hp.learning_rate,
+            ),
+            dataset=dataset,
+            signatures=lambda model: _signatures(model, tf_transform_output, options),
+            batch_size=hp.batch_size,
+            eval_batch_size=hp.eval_batch_size,
         ),
-        epochs=epochs,
-        steps_per_epoch=max(1, train_steps // epochs),
-        validation_data=image_dataset(
-            fn_args.eval_files, tf_transform_output, hp.eval_batch_size, hp, training=False
-        ),
-        validation_steps=eval_steps,
-        verbose=0,
-        callbacks=[input_wait],
-    )
-    run_dir = getattr(fn_args, "model_run_dir", None)
-    if run_dir:
-        input_wait.write_json(os.path.join(run_dir, INPUT_WAIT_FILE))
-    model.save(
-        fn_args.serving_model_dir,
-        save_format="tf",
-        signatures=_signatures(model, tf_transform_output, options),
-        save_traces=False,
     )

@@ -37,6 +37,16 @@ def _gzip_dataset(path: tf.Tensor) -> tf.data.Dataset:
     return tf.data.TFRecordDataset(path, compression_type="GZIP", buffer_size=READ_BUFFER_BYTES)
 
 
+def _read_file(
+    path: tf.Tensor, ignore_errors: bool, record_shard: tuple[int, int] | None
+) -> tf.data.Dataset:
+    records = _gzip_dataset(path)
+    if ignore_errors:
+        records = records.ignore_errors(log_warning=True)
+    # Per file, so the shard does not depend on how the reads interleave.
+    return records.shard(*record_shard) if record_shard else records
+
+
 def _list_files(patterns: str | Sequence[str], shuffle: bool, seed: int | None):
     patterns = [patterns] if isinstance(patterns, str) else list(patterns)
     files = tf.data.Dataset.list_files(patterns, shuffle=shuffle, seed=seed)
@@ -54,13 +64,13 @@ def read_records(
     block_length: int = DEFAULT_BLOCK_LENGTH,
     deterministic: bool = True,
     ignore_errors: bool = False,
+    record_shard: tuple[int, int] | None = None,
 ) -> tf.data.Dataset:
     """Serialized records of every file matching `file_patterns`, shards read in parallel."""
     files, default_cycle = _list_files(file_patterns, shuffle_files, seed)
 
     def read(path: tf.Tensor) -> tf.data.Dataset:
-        records = _gzip_dataset(path)
-        return records.ignore_errors(log_warning=True) if ignore_errors else records
+        return _read_file(path, ignore_errors, record_shard)
 
     return files.interleave(
         read,
@@ -80,6 +90,7 @@ def read_blocks(
     cycle_length: int | None = None,
     deterministic: bool = True,
     ignore_errors: bool = False,
+    record_shard: tuple[int, int] | None = None,
 ) -> tf.data.Dataset:
     """Serialized records in blocks of up to `block_size` consecutive records of one shard.
 
@@ -91,10 +102,7 @@ def read_blocks(
     files, default_cycle = _list_files(file_patterns, shuffle_files, seed)
 
     def read(path: tf.Tensor) -> tf.data.Dataset:
-        records = _gzip_dataset(path)
-        if ignore_errors:
-            records = records.ignore_errors(log_warning=True)
-        return records.batch(block_size)
+        return _read_file(path, ignore_errors, record_shard).batch(block_size)
 
     return files.interleave(
         read,
@@ -179,6 +187,9 @@ class InputOptions:
     data_service_mode: "distributed_epoch" or "parallel_epochs", see `distribute`.
     data_service_job_name: share one job between trainers.
     data_service_compression: "AUTO" (snappy over the network) or None.
+    record_shard: (count, index): of every file keep records index, index +
+      count, ... (multi-worker training with fewer files than workers,
+      trainer/distribution.py).
     """
 
     shuffle: bool = True
@@ -197,6 +208,7 @@ class InputOptions:
     data_service_mode: str = "distributed_epoch"
     data_service_job_name: str | None = None
     data_service_compression: str | None = "AUTO"
+    record_shard: tuple[int, int] | None = None
 
     @property
     def distributed(self) -> bool:
@@ -245,6 +257,10 @@ def input_fn(
         )
     if batch_size < 1 or o.shuffle_block < 1:
         raise ValueError("batch_size and shuffle_block must be >= 1")
+    if o.record_shard and not 0 <= o.record_shard[1] < o.record_shard[0]:
+        raise ValueError(
+            f"record_shard must be (count, index) with 0 <= index < count, got {o.record_shard}"
+        )
     dataset = _parsed(_batches(file_patterns, batch_size, o), feature_spec, label_key, o)
     if o.augment is not None:
         dataset = dataset.map(o.augment, num_parallel_calls=AUTOTUNE, deterministic=o.deterministic)
@@ -270,6 +286,7 @@ def _batches(file_patterns: str | Sequence[str], batch_size: int, o: InputOption
         "cycle_length": o.cycle_length,
         "deterministic": o.deterministic,
         "ignore_errors": o.ignore_errors,
+        "record_shard": o.record_shard,
     }
     if o.shuffle and o.shuffle_block == 1:
         # Training: records shuffled one by one, with no per-record tf.data op.

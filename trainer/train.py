@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -15,19 +14,20 @@ import tf_keras as keras
 from absl import logging
 
 from trainer import features as f
+from trainer.distribution import TrainingJob, train_and_export
 from trainer.input import DATA_SERVICE_MODES, BatchFn, InputOptions, input_fn
-from trainer.input_wait import InputWaitMonitor
 from trainer.model import build_keras_model
 
 SERVING_SIGNATURE = "serving_default"
 TRANSFORM_SIGNATURE = "transform_features"
-INPUT_WAIT_FILE = "input_wait.json"  # in fn_args.model_run_dir
 
 
 @dataclass(frozen=True)
 class Hyperparameters:
     """Training knobs; passed from the pipeline config via `custom_config`."""
 
+    # The global batch: one optimizer step's examples, split between the
+    # workers in multi-worker training (trainer/distribution.py).
     batch_size: int = 256
     eval_batch_size: int = 1024
     learning_rate: float = 0.003
@@ -67,9 +67,15 @@ class Hyperparameters:
             raw["hidden_units"] = tuple(raw["hidden_units"])
         return cls(**raw)
 
-    def input_options(self, training: bool, augment: BatchFn | None = None) -> InputOptions:
+    def input_options(
+        self,
+        training: bool,
+        augment: BatchFn | None = None,
+        record_shard: tuple[int, int] | None = None,
+    ) -> InputOptions:
         """How the Trainer reads: shuffled (and augmented) for training, as is for evaluation."""
         return InputOptions(
+            record_shard=record_shard,
             shuffle=training,
             shuffle_buffer=self.shuffle_buffer,
             shuffle_block=self.shuffle_block,
@@ -146,24 +152,20 @@ def _import_augment(dotted_path: str | None) -> BatchFn | None:
     return getattr(importlib.import_module(module), name)
 
 
-def _export(
-    model: keras.Model, tf_transform_output: tft.TFTransformOutput, serving_model_dir: str
-) -> None:
-    """Saves the trained model with its serving and transform signatures."""
-    signatures = {
+def signatures(model: keras.Model, tf_transform_output: tft.TFTransformOutput) -> dict:
+    """The SavedModel's serving and transform signatures."""
+    return {
         SERVING_SIGNATURE: _examples_signature(model, tf_transform_output),
         TRANSFORM_SIGNATURE: _transform_signature(model, tf_transform_output),
     }
-    # save_traces=False: serving and TFMA use the signatures above, so Keras'
-    # per-layer traces (seconds of extra tracing at export) are never read.
-    model.save(serving_model_dir, save_format="tf", signatures=signatures, save_traces=False)
 
 
 def run_fn(fn_args: Any) -> None:
     """Trains the model on transformed examples and exports it for serving.
 
     `fn_args` is TFX's FnArgs: train/eval file patterns, the transform output,
-    step counts, `custom_config` and the serving model directory.
+    step counts, `custom_config` and the serving model directory. With a
+    multi-worker `TF_CONFIG`, every worker runs this (trainer/distribution.py).
     """
     hp = Hyperparameters.from_custom_config(fn_args.custom_config)
     logging.info("hyperparameters: %s", json.dumps(asdict(hp)))
@@ -172,50 +174,24 @@ def run_fn(fn_args: Any) -> None:
     keras.utils.set_random_seed(hp.seed)
     tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
     feature_spec = tf_transform_output.transformed_feature_spec()
-
     augment = _import_augment(hp.augment)
 
-    def dataset(patterns: list[str], batch_size: int, training: bool) -> tf.data.Dataset:
-        return input_fn(
-            patterns,
-            feature_spec,
-            f.TRANSFORMED_LABEL_KEY,
-            batch_size,
-            hp.input_options(training, augment),
-        )
+    def dataset(patterns, batch_size: int, training: bool, record_shard) -> tf.data.Dataset:
+        options = hp.input_options(training, augment, record_shard)
+        return input_fn(patterns, feature_spec, f.TRANSFORMED_LABEL_KEY, batch_size, options)
 
     vocab_sizes = {
         key: tf_transform_output.vocabulary_size_by_name(key) + f.OOV_SIZE
         for key in f.VOCAB_FEATURE_KEYS
     }
-    model = build_keras_model(hp.hidden_units, hp.learning_rate, vocab_sizes)
-    model.summary(print_fn=logging.info)
-
-    train_steps = max(1, int(fn_args.train_steps))
-    eval_steps = max(1, int(fn_args.eval_steps))
-    # A few epochs so the log shows the learning curve and eval loss over time.
-    epochs = min(5, train_steps)
-    # Input-bound or not: per epoch, time waited for input vs time computed.
-    input_wait = InputWaitMonitor()
-    model.fit(
-        input_wait.wrap(dataset(fn_args.train_files, hp.batch_size, training=True)),
-        epochs=epochs,
-        steps_per_epoch=max(1, train_steps // epochs),
-        validation_data=dataset(fn_args.eval_files, hp.eval_batch_size, training=False),
-        validation_steps=eval_steps,
-        callbacks=[_EpochTimer(), input_wait],
-        verbose=0,
+    train_and_export(
+        fn_args,
+        TrainingJob(
+            build_model=lambda: build_keras_model(hp.hidden_units, hp.learning_rate, vocab_sizes),
+            dataset=dataset,
+            signatures=lambda model: signatures(model, tf_transform_output),
+            batch_size=hp.batch_size,
+            eval_batch_size=hp.eval_batch_size,
+            callbacks=(_EpochTimer(),),
+        ),
     )
-    run_dir = getattr(fn_args, "model_run_dir", None)
-    report = (
-        input_wait.write_json(os.path.join(run_dir, INPUT_WAIT_FILE))
-        if run_dir
-        else input_wait.summary()
-    )
-    logging.info(
-        "input wait over training: %s (input-bound: %s)",
-        json.dumps(report["total"]),
-        "yes" if report["input_bound"] else "no",
-    )
-
-    _export(model, tf_transform_output, fn_args.serving_model_dir)

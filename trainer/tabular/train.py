@@ -14,7 +14,6 @@ monitor and transform signature (trainer/input.py, trainer/train.py).
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict
 from typing import Any
 
@@ -24,12 +23,11 @@ import tensorflow_transform as tft
 import tf_keras as keras
 from absl import logging
 
+from trainer.distribution import TrainingJob, train_and_export
 from trainer.input import input_fn
-from trainer.input_wait import InputWaitMonitor
 from trainer.tabular.features import TabularSpec, missing_name, tabular_spec
 from trainer.tabular.model import build_model
 from trainer.train import (
-    INPUT_WAIT_FILE,
     SERVING_SIGNATURE,
     TRANSFORM_SIGNATURE,
     Hyperparameters,
@@ -78,7 +76,10 @@ def label_scale(
 
 
 def run_fn(fn_args: Any) -> None:
-    """Trains the model on transformed examples and exports it for serving."""
+    """Trains the model on transformed examples and exports it for serving.
+
+    With a multi-worker `TF_CONFIG`, every worker runs this (trainer/distribution.py).
+    """
     spec = tabular_spec(fn_args.custom_config)
     hp = Hyperparameters.from_custom_config(fn_args.custom_config)
     logging.info("tabular: %s; hyperparameters: %s", spec, json.dumps(asdict(hp)))
@@ -86,52 +87,50 @@ def run_fn(fn_args: Any) -> None:
     tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
     feature_spec = tf_transform_output.transformed_feature_spec()
 
-    def dataset(patterns: list[str], batch_size: int, training: bool) -> tf.data.Dataset:
-        return input_fn(
-            patterns, feature_spec, spec.label_xf, batch_size, hp.input_options(training)
+    def dataset(patterns, batch_size: int, training: bool, record_shard) -> tf.data.Dataset:
+        options = hp.input_options(training, record_shard=record_shard)
+        return input_fn(patterns, feature_spec, spec.label_xf, batch_size, options)
+
+    def build() -> keras.Model:
+        # Here, not before: no TF op may run before the training strategy starts.
+        mean, std = (0.0, 1.0)
+        if spec.task == "regression":
+            # A plain read (no cache, no shuffle): a partial pass must not fill the training cache.
+            mean, std = label_scale(
+                input_fn(
+                    fn_args.train_files, feature_spec, spec.label_xf, hp.batch_size, shuffle=False
+                )
+            )
+        return build_model(
+            spec,
+            vocab_sizes={
+                f.name: tf_transform_output.vocabulary_size_by_name(f.name) + f.oov_buckets
+                for f in spec.features
+                if f.treatment == "vocabulary"
+            },
+            missing_indicators=[
+                f.name for f in spec.features if missing_name(f.name) in feature_spec
+            ],
+            label_mean=mean,
+            label_std=std,
+            hidden_units=hp.hidden_units,
+            learning_rate=hp.learning_rate,
         )
 
-    train_data = dataset(fn_args.train_files, hp.batch_size, training=True)
-    mean, std = (0.0, 1.0)
-    if spec.task == "regression":
-        # A plain read (no cache, no shuffle): a partial pass must not fill the training cache.
-        mean, std = label_scale(
-            input_fn(fn_args.train_files, feature_spec, spec.label_xf, hp.batch_size, shuffle=False)
-        )
-    model = build_model(
-        spec,
-        vocab_sizes={
-            f.name: tf_transform_output.vocabulary_size_by_name(f.name) + f.oov_buckets
-            for f in spec.features
-            if f.treatment == "vocabulary"
-        },
-        missing_indicators=[f.name for f in spec.features if missing_name(f.name) in feature_spec],
-        label_mean=mean,
-        label_std=std,
-        hidden_units=hp.hidden_units,
-        learning_rate=hp.learning_rate,
-    )
-    model.summary(print_fn=logging.info)
+    def signatures(model: keras.Model) -> dict:
+        return {
+            SERVING_SIGNATURE: _examples_signature(model, tf_transform_output, spec),
+            TRANSFORM_SIGNATURE: _transform_signature(model, tf_transform_output),
+        }
 
-    train_steps = max(1, int(fn_args.train_steps))
-    epochs = min(5, train_steps)
-    input_wait = InputWaitMonitor()
-    model.fit(
-        input_wait.wrap(train_data),
-        epochs=epochs,
-        steps_per_epoch=max(1, train_steps // epochs),
-        validation_data=dataset(fn_args.eval_files, hp.eval_batch_size, training=False),
-        validation_steps=max(1, int(fn_args.eval_steps)),
-        callbacks=[_EpochTimer(), input_wait],
-        verbose=0,
-    )
-    run_dir = getattr(fn_args, "model_run_dir", None)
-    if run_dir:
-        input_wait.write_json(os.path.join(run_dir, INPUT_WAIT_FILE))
-    signatures = {
-        SERVING_SIGNATURE: _examples_signature(model, tf_transform_output, spec),
-        TRANSFORM_SIGNATURE: _transform_signature(model, tf_transform_output),
-    }
-    model.save(
-        fn_args.serving_model_dir, save_format="tf", signatures=signatures, save_traces=False
+    train_and_export(
+        fn_args,
+        TrainingJob(
+            build_model=build,
+            dataset=dataset,
+            signatures=signatures,
+            batch_size=hp.batch_size,
+            eval_batch_size=hp.eval_batch_size,
+            callbacks=(_EpochTimer(),),
+        ),
     )
