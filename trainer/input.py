@@ -27,8 +27,9 @@ DATA_SERVICE_MODES = ("distributed_epoch", "parallel_epochs")
 # Shards read at once. Two per core is plenty for GZIP: more only adds
 # per-record hand-offs between threads (measured, see INPUT_PIPELINE.md).
 DEFAULT_CYCLE_LENGTH = 4
-# Consecutive records taken from one shard per turn. A per-record turn costs a
-# thread hand-off per record; 64 amortizes it (the shuffle buffer mixes shards).
+# Consecutive records of one shard a training reader hands over as one block. A
+# per-record hand-off costs more than the record; 64 amortizes it (the window
+# shuffle then scatters each block's records).
 DEFAULT_BLOCK_LENGTH = 64
 READ_BUFFER_BYTES = 1 << 20
 
@@ -53,32 +54,6 @@ def _list_files(patterns: str | Sequence[str], shuffle: bool, seed: int | None):
     # list_files' cardinality is known: never open more readers than files.
     num_files = int(files.cardinality())
     return files, max(1, min(DEFAULT_CYCLE_LENGTH, num_files)) if num_files > 0 else 1
-
-
-def read_records(
-    file_patterns: str | Sequence[str],
-    *,
-    shuffle_files: bool = False,
-    seed: int | None = None,
-    cycle_length: int | None = None,
-    block_length: int = DEFAULT_BLOCK_LENGTH,
-    deterministic: bool = True,
-    ignore_errors: bool = False,
-    record_shard: tuple[int, int] | None = None,
-) -> tf.data.Dataset:
-    """Serialized records of every file matching `file_patterns`, shards read in parallel."""
-    files, default_cycle = _list_files(file_patterns, shuffle_files, seed)
-
-    def read(path: tf.Tensor) -> tf.data.Dataset:
-        return _read_file(path, ignore_errors, record_shard)
-
-    return files.interleave(
-        read,
-        cycle_length=cycle_length or default_cycle,
-        block_length=block_length,
-        num_parallel_calls=AUTOTUNE,
-        deterministic=deterministic,
-    )
 
 
 def read_blocks(
