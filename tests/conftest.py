@@ -52,7 +52,10 @@ def _shared_fixture_groups(item: pytest.Item) -> set[str]:
             groups.add(name)
         else:  # module / class / package: one instance per module (and parameter) at most
             module = item.nodeid.split("::")[0]
-            groups.add(f"{module}[{','.join(shared)}]" if shared else module)
+            # Parameters in parentheses: xdist's loadgroup ignores an "@group" that has
+            # a "]" after it (it takes the "]" for the end of a parametrized test id), so
+            # a bracketed group name would silently spread its tests over the workers.
+            groups.add(f"{module}({','.join(shared)})" if shared else module)
     return groups
 
 
@@ -82,7 +85,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     component = _merged([g for g in groups if g])
     for item, names in zip(items, groups, strict=True):
         if names and not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group(component[min(names)]))
+            # No "]" or "@" in a group name: xdist would not see it as a group (see above).
+            group = component[min(names)].translate(str.maketrans("[]@", "()_"))
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 def _group(item: pytest.Item) -> str | None:
