@@ -6,7 +6,9 @@ import contextlib
 import datetime as dt
 import logging
 import os
+import signal
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -44,10 +46,15 @@ class _ProgressHandler(logging.Handler):
         self._start = 0.0
         self._cached = False
         self.current: str | None = None
+        # Where Ctrl-C landed (set by _interrupts); no component starts after it.
+        self.interrupted_during: str | None = None
 
     def emit(self, record: logging.LogRecord) -> None:
         msg = record.msg if isinstance(record.msg, str) else ""
         if msg == "Component %s is running.":
+            if self.interrupted_during:
+                # The interrupt was swallowed inside the last component: stop here.
+                raise KeyboardInterrupt
             self._index += 1
             self.current = str(record.args[0]) if record.args else "?"
             self._start = time.perf_counter()
@@ -187,6 +194,31 @@ def _logging_to(log_path: str, progress: logging.Handler, verbose: bool) -> Iter
             h.setLevel(level)
 
 
+@contextlib.contextmanager
+def _interrupts(progress: _ProgressHandler) -> Iterator[None]:
+    """Ctrl-C stops the run even where a library swallows KeyboardInterrupt.
+
+    Beam and TensorFlow code catch broad exceptions in places; an interrupt that
+    lands there was lost and the run went on to exit 0. The handler remembers
+    the component it hit, and the progress handler refuses to start another.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers can only be set from the main thread
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        progress.interrupted_during = progress.interrupted_during or progress.current or "start-up"
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if progress.interrupted_during:
+        raise KeyboardInterrupt  # the run returned normally, but was interrupted
+
+
 def _execute(config, run_id, ir, run_options, reporting, log_path, connection_config) -> None:
     """LocalDagRunner on `ir`; a failure becomes PipelineRunError naming the component."""
     from tfx.orchestration.local.local_dag_runner import LocalDagRunner
@@ -196,11 +228,12 @@ def _execute(config, run_id, ir, run_options, reporting, log_path, connection_co
         # A server-backed store (MySQL) takes concurrent runs; SQLite does not.
         sqlite = connection_config is None
         lock = run_lock(config, run_id, printer) if sqlite else contextlib.nullcontext()
-        with lock:
+        with lock, _interrupts(progress):
             LocalDagRunner().run_with_ir(ir, run_options=run_options)
     except KeyboardInterrupt:
+        where = progress.interrupted_during or progress.current or "start-up"
         raise PipelineRunError(
-            f"run {run_id} interrupted during {progress.current or 'start-up'}; completed "
+            f"run {run_id} interrupted during {where}; completed "
             "components are cached, so rerunning the same command resumes from there."
         ) from None
     except Exception as e:
