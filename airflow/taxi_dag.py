@@ -36,6 +36,7 @@ from pipeline.config import PROJECT_ROOT, PipelineConfig  # noqa: E402
 from pipeline.datasets import dataset_config  # noqa: E402
 from pipeline.definition import AIRFLOW, create_pipeline  # noqa: E402
 from pipeline.overrides import pipeline_config  # noqa: E402
+from tfxp import beam_speedups  # noqa: E402
 from tfxp.local.preflight import preflight  # noqa: E402
 
 ENV_PREFIX = "TFXP_"
@@ -94,6 +95,9 @@ def build_dag(config: PipelineConfig):
     """The DAG for `config`, after the same pre-run check as `tfxp run` (a failure
     is the DAG's import error in Airflow, naming the problem and the fix)."""
     preflight(config)
+    # Airflow runs each task in a process that parses this file: the Beam
+    # components there get the same DoFn-introspection cache as `tfxp run`.
+    beam_speedups.install()
     runner = AirflowDagRunner(AirflowPipelineConfig(airflow_dag_config=AIRFLOW_DAG_CONFIG))
     return runner.run(create_pipeline(config, orchestrator=AIRFLOW))
 

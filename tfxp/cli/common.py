@@ -93,7 +93,8 @@ def _beam_options(args: argparse.Namespace, config: PipelineConfig) -> BeamOptio
         temp_location=args.temp_location,
         sdk_container_image=args.sdk_container_image,
         num_workers=args.beam_workers or 0,
-        plugins=("tfxp.storage.beam_plugin",) if remote and s3 else (),
+        # Every SDK worker caches Beam's DoFn introspection, as the driver does.
+        plugins=("tfxp.beam_speedups", *(("tfxp.storage.beam_plugin",) if remote and s3 else ())),
         extra_args=extra,
     )
 

@@ -110,7 +110,10 @@ def run_local(
 
     from tfx.orchestration import metadata
 
+    from tfxp import beam_speedups
     from tfxp.metadata.summary import summarize_run
+
+    beam_speedups.install()
 
     run_id = run_id or new_run_id()
     os.makedirs(config.log_dir, exist_ok=True)

@@ -1,0 +1,90 @@
+"""The per-class cache of Beam's DoFn state/timer specs gives Beam's own answers."""
+
+from __future__ import annotations
+
+import apache_beam as beam
+import pytest
+from apache_beam.coders import VarIntCoder
+from apache_beam.testing.util import assert_that, equal_to
+from apache_beam.transforms import userstate
+from apache_beam.transforms.timeutil import TimeDomain
+
+from tfxp import beam_speedups
+
+COUNT = userstate.ReadModifyWriteStateSpec("count", VarIntCoder())
+FLUSH = userstate.TimerSpec("flush", TimeDomain.WATERMARK)
+# Beam reads the specs from these parameter defaults (module-level: ruff's B008).
+COUNT_PARAM = beam.DoFn.StateParam(COUNT)
+FLUSH_PARAM = beam.DoFn.TimerParam(FLUSH)
+
+
+class Plain(beam.DoFn):
+    def process(self, element):
+        yield element
+
+
+class Counting(beam.DoFn):
+    """A stateful DoFn: a running count per key."""
+
+    def process(self, element, count=COUNT_PARAM):
+        n = (count.read() or 0) + 1
+        count.write(n)
+        yield element[0], n
+
+
+class WithTimer(beam.DoFn):
+    def process(self, element, timer=FLUSH_PARAM):
+        yield element
+
+    @userstate.on_timer(FLUSH)
+    def flush(self):
+        yield None
+
+
+def test_the_cache_is_installed_and_beam_calls_it() -> None:
+    beam_speedups.install()
+    beam_speedups.install()  # idempotent
+    assert userstate.get_dofn_specs is beam_speedups.cached_dofn_specs
+    assert userstate.is_stateful_dofn(Counting()) and not userstate.is_stateful_dofn(Plain())
+
+
+@pytest.mark.parametrize("dofn_class", [Plain, Counting, WithTimer])
+def test_cached_answer_equals_beams_own(dofn_class) -> None:
+    original = beam_speedups.cached_dofn_specs.__wrapped__
+    expected = original(dofn_class())
+    first = beam_speedups.cached_dofn_specs(dofn_class())
+    again = beam_speedups.cached_dofn_specs(dofn_class())
+    assert first == again == expected
+    assert dofn_class in beam_speedups._specs
+    # Callers get sets of their own: changing one does not change the cache.
+    again[0].add("x")
+    assert beam_speedups.cached_dofn_specs(dofn_class()) == expected
+
+
+def test_an_instance_with_its_own_bound_methods_is_not_cached() -> None:
+    dofn = Plain()
+    dofn.process = Counting().process  # dir() sees it; its specs differ from Plain's
+    state, _ = beam_speedups.cached_dofn_specs(dofn)
+    assert state == {COUNT}
+    assert beam_speedups.cached_dofn_specs(Plain()) == (set(), set())
+
+
+def test_an_invalid_dofn_still_raises() -> None:
+    class Duplicate(beam.DoFn):
+        def process(self, e, a=COUNT_PARAM, b=COUNT_PARAM):
+            yield e
+
+    with pytest.raises(ValueError, match="duplicate"):
+        beam_speedups.cached_dofn_specs(Duplicate())
+
+
+def test_a_stateful_pipeline_runs_right_with_the_cache() -> None:
+    beam_speedups.install()
+    with beam.Pipeline() as p:
+        counts = (
+            p
+            | beam.Create([("a", 1), ("b", 1), ("a", 1)])
+            | beam.ParDo(Counting())
+            | beam.CombinePerKey(max)
+        )
+        assert_that(counts, equal_to([("a", 2), ("b", 1)]))
