@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import child  # tests/child.py (tests/ is on sys.path via its conftest)
@@ -46,8 +48,31 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONUNBUFFERED": "1", "TF_CPP_MIN_LOG_LEVEL": "3"}
 
 
-def _start_and_signal(tmp: Path, component: str, sig: int, delay: float) -> subprocess.Popen:
-    """Starts a run and sends `sig` `delay` seconds after `component` starts."""
+@dataclass
+class Interrupted:
+    """A run stopped by a signal: its exit code, what it printed, and the
+    execution of the component it was stopped in."""
+
+    returncode: int
+    out: str
+    err: str
+    execution: metadata_store_pb2.Execution | None
+
+
+@dataclass
+class Chain:
+    """One store, four runs of the same command, each picking up the last:
+    Ctrl-C in Transform; SIGKILL in Transform; SIGKILL in Trainer; to the end."""
+
+    tmp: Path
+    ctrl_c: Interrupted
+    killed_transform: Interrupted
+    killed_trainer: Interrupted
+    resumed: dict  # the last run's --json summary
+
+
+def _start_and_signal(tmp: Path, component: str, sig: int, delay: float) -> Interrupted:
+    """Starts a run, sends `sig` `delay` seconds after `component` starts, waits for it."""
     proc = subprocess.Popen(
         _cmd(tmp),
         cwd=PROJECT_ROOT,
@@ -56,7 +81,9 @@ def _start_and_signal(tmp: Path, component: str, sig: int, delay: float) -> subp
         stderr=subprocess.PIPE,
         text=True,
     )
+    said = []
     for line in child.lines(proc, timeout=600):
+        said.append(line)
         if line.rstrip().endswith(f"] {component} ..."):
             time.sleep(delay)
             proc.send_signal(sig)
@@ -64,7 +91,11 @@ def _start_and_signal(tmp: Path, component: str, sig: int, delay: float) -> subp
     else:
         _, err = child.finish(proc, timeout=60)
         pytest.fail(f"{component} never started: {err[-2000:]}")
-    return proc
+    out, err = child.finish(proc, timeout=120)
+    executions = _executions_of(_store(tmp), f".{component}")
+    return Interrupted(
+        proc.returncode, "".join(said) + out, err, max(executions, key=lambda e: e.id, default=None)
+    )
 
 
 def _store(tmp: Path) -> metadata_store.MetadataStore:
@@ -91,51 +122,64 @@ def _resume(tmp: Path) -> dict:
     return json.loads(out[out.index("\n{") + 1 :])
 
 
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory) -> Chain:
+    """Each fault as a user would meet it, on the store the previous one left: a
+    chain pays for ingest, statistics and each component once instead of per fault."""
+    tmp = tmp_path_factory.mktemp("crash")
+    write_sample(tmp)
+    ctrl_c = _start_and_signal(tmp, "Transform", signal.SIGINT, delay=1.0)
+    killed_transform = _start_and_signal(tmp, "Transform", signal.SIGKILL, delay=2.0)
+    killed_trainer = _start_and_signal(tmp, "Trainer", signal.SIGKILL, delay=2.0)
+    return Chain(tmp, ctrl_c, killed_transform, killed_trainer, _resume(tmp))
+
+
+def _progress(out: str, component: str) -> str:
+    """How a run's progress line reported `component` ("cached", "done in ...", "...")."""
+    found = re.findall(rf"\] {component} (cached|done in|\.\.\.)", out)
+    assert found, (component, out[-2000:])
+    return found[-1]
+
+
+def test_ctrl_c_stops_cleanly_and_says_how_to_resume(chain):
+    run = chain.ctrl_c
+    assert run.returncode == 1, run.err[-2000:]
+    assert "interrupted during Transform" in run.err
+    assert "rerunning the same command resumes" in run.err
+    assert run.execution is not None
+    assert run.execution.last_known_state != metadata_store_pb2.Execution.COMPLETE
+    # The next run of the same command resumed: finished components came from cache.
+    after = chain.killed_transform.out
+    assert _progress(after, "CsvExampleGen") == "cached"
+    assert _progress(after, "StatisticsGen") == "cached"
+
+
 @pytest.mark.parametrize("component", ["Transform", "Trainer"])
-def test_sigkill_then_rerun_resumes_without_using_partial_output(tmp_path, component):
-    write_sample(tmp_path)
-    proc = _start_and_signal(tmp_path, component, signal.SIGKILL, delay=2.0)
-    proc.wait(timeout=120)
-    assert proc.returncode == -signal.SIGKILL
+def test_sigkill_then_rerun_resumes_without_using_partial_output(chain, component):
+    killed = chain.killed_transform if component == "Transform" else chain.killed_trainer
+    assert killed.returncode == -signal.SIGKILL
+    assert killed.execution is not None
+    store = _store(chain.tmp)
+    [now] = [e for e in _executions_of(store, f".{component}") if e.id == killed.execution.id]
+    # The killed execution never turned complete, then or later.
+    assert now.last_known_state != metadata_store_pb2.Execution.COMPLETE
 
-    store = _store(tmp_path)
-    killed = _executions_of(store, f".{component}")
-    assert len(killed) == 1
-    assert killed[0].last_known_state != metadata_store_pb2.Execution.COMPLETE
-
-    summary = _resume(tmp_path)
-    states = {c["node_id"]: c["state"] for c in summary["components"]}
-    upstream = ["CsvExampleGen", "CuratedSchemaImporter", "StatisticsGen"]
-    if component == "Trainer":
-        upstream.append("Transform")
-    for node in upstream:
+    if component == "Transform":  # the next run re-executed it from the start
+        assert _progress(chain.killed_trainer.out, "CsvExampleGen") == "cached"
+        assert _progress(chain.killed_trainer.out, "Transform") == "done in"
+    states = {c["node_id"]: c["state"] for c in chain.resumed["components"]}
+    for node in ["CsvExampleGen", "CuratedSchemaImporter", "StatisticsGen", "Transform"]:
         assert states[node] == "CACHED", (node, states)
-    for node in [component, "Evaluator", "Pusher"]:
+    for node in ["Trainer", "Evaluator", "Pusher"]:
         assert states[node] == "COMPLETE", (node, states)
-    assert summary["blessed"] is True and summary["pushed"] is True
+    assert chain.resumed["blessed"] is True and chain.resumed["pushed"] is True
 
-    # ML Metadata stays consistent: the killed execution never turned complete,
-    # and no live artifact points into its output folders.
-    store = _store(tmp_path)
-    old = [e for e in _executions_of(store, f".{component}") if e.id == killed[0].id][0]
-    assert old.last_known_state != metadata_store_pb2.Execution.COMPLETE
+    # No live artifact points into the killed execution's output folders.
     live = [a for a in store.get_artifacts() if a.state == metadata_store_pb2.Artifact.LIVE]
     assert live
     for artifact in live:
         parts = Path(artifact.uri).parts
-        assert not (component in parts and str(killed[0].id) in parts), artifact.uri
-
-
-def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path):
-    write_sample(tmp_path)
-    proc = _start_and_signal(tmp_path, "Transform", signal.SIGINT, delay=1.0)
-    _, err = child.finish(proc, timeout=120)
-    assert proc.returncode == 1
-    assert "interrupted during Transform" in err
-    assert "rerunning the same command resumes" in err
-    summary = _resume(tmp_path)
-    states = {c["node_id"]: c["state"] for c in summary["components"]}
-    assert states["CsvExampleGen"] == "CACHED" and states["Transform"] == "COMPLETE"
+        assert not (component in parts and str(killed.execution.id) in parts), artifact.uri
 
 
 def test_two_runs_started_at_once_on_one_sqlite_store_both_complete(tmp_path):
