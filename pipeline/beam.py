@@ -5,7 +5,9 @@ component. Pure: no Beam import, nothing started, nothing built; the one
 place `tfxp run`, the Airflow DAG and the Kubeflow compile get these from.
 
 Modes:
-- in-process: Beam's DirectRunner in the component's own process (default).
+- auto (`tfxp run`'s default): in-process, or multi-process from
+  AUTO_MULTI_PROCESS_BYTES of input on (auto_mode).
+- in-process: Beam's DirectRunner in the component's own process.
 - multi-process: the DirectRunner with one SDK worker subprocess per core.
 - portable: Beam's PortableRunner against a job service (`--job_endpoint`),
   whose SDK workers are separate processes (`--environment_type=EXTERNAL`: a
@@ -33,6 +35,15 @@ from pipeline.config import PROJECT_ROOT
 SETUP_FILE = str(PROJECT_ROOT / "setup.py")
 
 BEAM_MODES = ("in-process", "multi-process", "portable", "flink", "spark", "dataflow")
+# `tfxp run`'s default: a mode chosen for the size of the run's input (auto_mode).
+AUTO = "auto"
+# From this much raw input on, `auto` runs Beam multi-process (one SDK worker per
+# core). Each worker imports TensorFlow and Beam for every component, which costs
+# more than it saves on small spans and pays back on large ones: TFX's taxi
+# example, multi-process against in-process on 2 cores (benchmarks/scale.py), is
+# slower at 100k rows (13 MB: StatisticsGen 25 vs 12 s, Transform 70 vs 57 s) and
+# faster at 1M rows (130 MB: 54 vs 71, 166 vs 246, Evaluator 146 vs 265 s).
+AUTO_MULTI_PROCESS_BYTES = 64 * 2**20
 # How the SDK workers of a portable job are started (Beam's PortableOptions).
 ENVIRONMENT_TYPES = ("EXTERNAL", "DOCKER", "PROCESS", "LOOPBACK")
 _MASTER_FLAG = {"flink": "--flink_master", "spark": "--spark_master_url"}
@@ -75,6 +86,14 @@ class BeamOptions:
     def flags(self) -> set[str]:
         """The flag names the user passed raw (`--project` of `--project=p`)."""
         return {a.split("=", 1)[0] for a in self.extra_args}
+
+
+def auto_mode(input_bytes: int | None, cores: int) -> str:
+    """The mode `auto` picks for a run over `input_bytes` of raw data (None: not
+    known, e.g. in object storage) on a machine with `cores` cores."""
+    if input_bytes is None or cores < 2:
+        return "in-process"  # one core: worker processes only add start-up
+    return "multi-process" if input_bytes >= AUTO_MULTI_PROCESS_BYTES else "in-process"
 
 
 def beam_args(options: BeamOptions) -> tuple[str, ...]:

@@ -198,3 +198,53 @@ def test_run_refuses_a_mode_without_what_it_needs(tmp_path, capsys) -> None:
     assert code == 1
     assert "--job-endpoint HOST:PORT" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
+
+
+def test_auto_picks_multi_process_for_large_input_on_several_cores() -> None:
+    from pipeline.beam import AUTO_MULTI_PROCESS_BYTES, auto_mode
+
+    assert auto_mode(AUTO_MULTI_PROCESS_BYTES - 1, cores=2) == "in-process"
+    assert auto_mode(AUTO_MULTI_PROCESS_BYTES, cores=2) == "multi-process"
+    assert auto_mode(AUTO_MULTI_PROCESS_BYTES * 10, cores=1) == "in-process"
+    assert auto_mode(None, cores=8) == "in-process"  # size unknown (object storage)
+
+
+def _span(tmp_path, span: int, rows: int) -> None:
+    folder = tmp_path / "data" / f"span-{span}"
+    folder.mkdir(parents=True)
+    (folder / "data.csv").write_text("a,b\n" + "1,2\n" * rows)
+
+
+def test_run_defaults_to_auto_which_sizes_the_spans_it_will_ingest(tmp_path, monkeypatch) -> None:
+    import pipeline.beam
+    from tfxp.cli import build_parser
+    from tfxp.cli.common import config_from_args
+
+    monkeypatch.setattr(pipeline.beam, "AUTO_MULTI_PROCESS_BYTES", 1000)
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    _span(tmp_path, 1, rows=100)  # 404 bytes
+    _span(tmp_path, 2, rows=300)  # 1,204 bytes
+    base = ["run", "--run-dir", str(tmp_path / "r"), "--data-root", str(tmp_path / "data")]
+
+    small = build_parser().parse_args([*base, "--span", "1"])
+    assert small.beam == "auto"
+    assert config_from_args(small).beam_args == ()
+    assert small.beam_choice is None
+
+    large = build_parser().parse_args(base)  # the latest span, 2
+    assert "--direct_running_mode=multi_processing" in config_from_args(large).beam_args
+    assert "span 2: 0 MB of input" in large.beam_choice
+    assert "--beam in-process" in large.beam_choice
+
+    # A window counts every span it ingests.
+    monkeypatch.setattr(pipeline.beam, "AUTO_MULTI_PROCESS_BYTES", 1500)
+    assert config_from_args(build_parser().parse_args(base)).beam_args == ()
+    window = build_parser().parse_args([*base, "--window", "2"])
+    assert "--direct_running_mode=multi_processing" in config_from_args(window).beam_args
+    assert "span 1, span 2: 0 MB" in window.beam_choice
+
+    told = build_parser().parse_args([*base, "--beam", "in-process"])
+    assert config_from_args(told).beam_args == ()
+    # A data folder the pre-run check will reject: auto stays in-process, says nothing.
+    missing = build_parser().parse_args(["run", "--data-root", str(tmp_path / "none")])
+    assert config_from_args(missing).beam_args == ()

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
-from pipeline.beam import BEAM_MODES, ENVIRONMENT_TYPES, BeamOptions
+from pipeline.beam import AUTO, BEAM_MODES, ENVIRONMENT_TYPES, BeamOptions, auto_mode
 from pipeline.config import PipelineConfig
 from pipeline.datasets import dataset_names
 from pipeline.overrides import pipeline_config
+from pipeline.spans import select_spans
 from tfxp.metadata.store import StoreLocation, add_mysql_flags, location_from
 from tfxp.storage.storage import config_locations
 
@@ -44,9 +46,11 @@ def add_beam_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("Beam (ExampleGen, StatisticsGen, Transform, Evaluator)")
     g.add_argument(
         "--beam",
-        choices=BEAM_MODES,
-        help="where Beam work runs (default: in-process): portable/flink/spark submit to a "
-        "job service whose SDK workers are separate processes; dataflow to Google Cloud",
+        choices=(AUTO, *BEAM_MODES),
+        default=AUTO,
+        help="where Beam work runs (default auto: in-process, or multi-process from "
+        "64 MB of input on); portable/flink/spark submit to a job service whose SDK "
+        "workers are separate processes; dataflow to Google Cloud",
     )
     g.add_argument("--job-endpoint", metavar="HOST:PORT", help="the Beam job service")
     g.add_argument(
@@ -78,6 +82,10 @@ def _beam_options(args: argparse.Namespace, config: PipelineConfig) -> BeamOptio
     """The Beam flags as options (None: no Beam flag given, the dataset's default)."""
     mode = getattr(args, "beam", None)
     extra = tuple(getattr(args, "beam_arg", None) or ())
+    if mode == AUTO:
+        mode, args.beam_choice = _auto(config)
+        if mode == "in-process" and not extra:
+            return None  # the config's own Beam arguments stand
     if mode is None and not extra:
         return None
     mode = mode or "in-process"
@@ -96,6 +104,24 @@ def _beam_options(args: argparse.Namespace, config: PipelineConfig) -> BeamOptio
         # Every SDK worker caches Beam's DoFn introspection, as the driver does.
         plugins=("tfxp.beam_speedups", *(("tfxp.storage.beam_plugin",) if remote and s3 else ())),
         extra_args=extra,
+    )
+
+
+def _auto(config: PipelineConfig) -> tuple[str, str | None]:
+    """`--beam auto`: the mode for this run's input, and a line saying why (None:
+    nothing worth saying, the run stays in-process as before)."""
+    try:
+        spans = select_spans(config)
+    except ValueError:  # remote data, or a span problem the pre-run check reports
+        return "in-process", None
+    size = sum(s.nbytes for s in spans)
+    mode = auto_mode(size, os.cpu_count() or 1)
+    if mode == "in-process":
+        return mode, None
+    label = ", ".join(s.label for s in spans)
+    return mode, (
+        f"Beam: {mode}, one worker per core ({label}: {size / 2**20:.0f} MB of input); "
+        "--beam in-process keeps it in this process"
     )
 
 

@@ -23,6 +23,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     except (MetadataStoreError, ValueError) as e:
         print(f"ERROR: {e}", file=sys.stderr)
         return 1
+    if getattr(args, "beam_choice", None):
+        print(args.beam_choice)
     # SQLite: the runner's own connection to config.metadata_path, with its file checks.
     connection = (
         location.connection_config(create=True, read_only=False) if location.is_mysql else None
