@@ -77,6 +77,8 @@ def beam_from_env(env: Mapping[str, str]) -> BeamOptions | None:
         environment_type=setting("ENVIRONMENT_TYPE"),
         environment_config=setting("ENVIRONMENT_CONFIG"),
         temp_location=setting("TEMP_LOCATION"),
+        # As `tfxp run`: every SDK worker caches Beam's DoFn introspection.
+        plugins=(beam_speedups.PLUGIN,),
         extra_args=tuple((setting("ARGS") or "").split()),
     )
 

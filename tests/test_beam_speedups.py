@@ -50,7 +50,8 @@ def test_the_cache_is_installed_and_beam_calls_it() -> None:
 
 @pytest.mark.parametrize("dofn_class", [Plain, Counting, WithTimer])
 def test_cached_answer_equals_beams_own(dofn_class) -> None:
-    original = beam_speedups.cached_dofn_specs.__wrapped__
+    beam_speedups.install()
+    original = beam_speedups._original
     expected = original(dofn_class())
     first = beam_speedups.cached_dofn_specs(dofn_class())
     again = beam_speedups.cached_dofn_specs(dofn_class())
@@ -62,6 +63,7 @@ def test_cached_answer_equals_beams_own(dofn_class) -> None:
 
 
 def test_an_instance_with_its_own_bound_methods_is_not_cached() -> None:
+    beam_speedups.install()
     dofn = Plain()
     dofn.process = Counting().process  # dir() sees it; its specs differ from Plain's
     state, _ = beam_speedups.cached_dofn_specs(dofn)
@@ -74,6 +76,7 @@ def test_an_invalid_dofn_still_raises() -> None:
         def process(self, e, a=COUNT_PARAM, b=COUNT_PARAM):
             yield e
 
+    beam_speedups.install()
     with pytest.raises(ValueError, match="duplicate"):
         beam_speedups.cached_dofn_specs(Duplicate())
 
@@ -88,3 +91,11 @@ def test_a_stateful_pipeline_runs_right_with_the_cache() -> None:
             | beam.CombinePerKey(max)
         )
         assert_that(counts, equal_to([("a", 2), ("b", 1)]))
+
+
+def test_the_plugin_module_installs_the_cache_when_a_worker_imports_it() -> None:
+    import importlib
+
+    userstate.get_dofn_specs = beam_speedups._original or userstate.get_dofn_specs
+    importlib.reload(importlib.import_module(beam_speedups.PLUGIN))
+    assert userstate.get_dofn_specs is beam_speedups.cached_dofn_specs

@@ -11,6 +11,7 @@ from pipeline.config import PipelineConfig
 from pipeline.datasets import dataset_names
 from pipeline.overrides import pipeline_config
 from pipeline.spans import select_spans
+from tfxp import beam_speedups
 from tfxp.metadata.store import StoreLocation, add_mysql_flags, location_from
 from tfxp.storage.storage import config_locations
 
@@ -102,7 +103,7 @@ def _beam_options(args: argparse.Namespace, config: PipelineConfig) -> BeamOptio
         sdk_container_image=args.sdk_container_image,
         num_workers=args.beam_workers or 0,
         # Every SDK worker caches Beam's DoFn introspection, as the driver does.
-        plugins=("tfxp.beam_speedups", *(("tfxp.storage.beam_plugin",) if remote and s3 else ())),
+        plugins=(beam_speedups.PLUGIN, *(("tfxp.storage.beam_plugin",) if remote and s3 else ())),
         extra_args=extra,
     )
 
