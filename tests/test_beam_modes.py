@@ -232,7 +232,9 @@ def test_run_defaults_to_auto_which_sizes_the_spans_it_will_ingest(tmp_path, mon
     assert small.beam_choice is None
 
     large = build_parser().parse_args(base)  # the latest span, 2
-    assert "--direct_running_mode=multi_processing" in config_from_args(large).beam_args
+    config = config_from_args(large)
+    assert "--direct_running_mode=multi_processing" in config.beam_args
+    assert config.num_shards == 4  # two per worker, so every worker has files to read
     assert "span 2: 0 MB of input" in large.beam_choice
     assert "--beam in-process" in large.beam_choice
 
@@ -245,6 +247,9 @@ def test_run_defaults_to_auto_which_sizes_the_spans_it_will_ingest(tmp_path, mon
 
     told = build_parser().parse_args([*base, "--beam", "in-process"])
     assert config_from_args(told).beam_args == ()
+    assert config_from_args(told).num_shards == 0  # sized for the data, as before
+    shards = build_parser().parse_args([*base, "--beam", "multi-process", "--num-shards", "3"])
+    assert config_from_args(shards).num_shards == 3  # the user's count stands
     # A data folder the pre-run check will reject: auto stays in-process, says nothing.
     missing = build_parser().parse_args(["run", "--data-root", str(tmp_path / "none")])
     assert config_from_args(missing).beam_args == ()

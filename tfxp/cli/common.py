@@ -152,7 +152,14 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
     )
     config = pipeline_config(args.dataset, **overrides)
     beam = _beam_options(args, config)
-    return config if beam is None else pipeline_config(args.dataset, **overrides, beam=beam)
+    if beam is None:
+        return config
+    if beam.mode == "multi-process" and not config.num_shards:
+        # Beam hands out work by file (a GZIP shard cannot be split), and the
+        # ingest sizes shards at 256 MB of CSV: a span under that is one shard,
+        # which one worker would read alone. Two shards per worker keep all busy.
+        overrides["num_shards"] = 2 * (beam.num_workers or os.cpu_count() or 1)
+    return pipeline_config(args.dataset, **overrides, beam=beam)
 
 
 def store_location(args: argparse.Namespace, config: PipelineConfig) -> StoreLocation:
