@@ -224,3 +224,13 @@ def test_object_storage_benchmark_ingest_mode_on_a_few_rows():
     assert "ratio bucket / local, ingest rows/s:" in done.stdout
     assert "same reader on both sides: yes (arrow)" in done.stdout
     assert "same shard bytes: yes" in done.stdout
+
+
+@pytest.mark.timeout(600)
+def test_beam_speedups_benchmark_to_the_statistics_on_a_few_rows():
+    done = _run(
+        "beam_speedups.py", "--rows", "200", "--repeat", "1", "--to-node", "StatisticsGen",
+        timeout=500,
+    )  # fmt: skip
+    assert "StatisticsGen" in done.stdout
+    assert "ratio with / without the DoFn cache, whole run:" in done.stdout

@@ -1,0 +1,103 @@
+"""What the DoFn-introspection cache (tfxp/beam_speedups.py) saves: the same run
+with Beam's own `get_dofn_specs` and with the per-class cache, in one process.
+
+    .venv/bin/python benchmarks/beam_speedups.py [--rows 3000] [--repeat 2]
+
+Makes a span of the embedded taxi CSV's first `--rows` rows, runs the pipeline
+once to warm up (imports, first TensorFlow traces; not counted), then
+`--repeat` times each way, alternating (without, with, without, ...), every
+run with `--no-cache` on the same store so each executes every component. Prints
+each way's best wall time per component and in all, and the ratio with/without.
+The anchor here is stock Beam (this project without the cache), not TFX's example:
+`make bench` compares against that.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from pipeline.config import PROJECT_ROOT, PipelineConfig  # noqa: E402
+
+EMBEDDED_CSV = PROJECT_ROOT / "data" / "taxi" / "span-1" / "data.csv"
+
+
+def _span(data_root: Path, rows: int) -> None:
+    (data_root / "span-1").mkdir(parents=True)
+    with EMBEDDED_CSV.open() as src, (data_root / "span-1" / "data.csv").open("w") as dst:
+        dst.writelines(itertools.islice(src, rows + 1))
+
+
+def _timed_run(config: PipelineConfig, to_nodes: list[str]) -> dict[str, float]:
+    from tfxp.local.runner import run_local
+
+    started = time.perf_counter()
+    summary = run_local(config, to_nodes=to_nodes, printer=lambda _: None)
+    times = {c.node_id: c.seconds for c in summary.components if c.seconds}
+    times["whole run"] = time.perf_counter() - started
+    return times
+
+
+def measure(rows: int, repeat: int, work: Path, to_nodes: list[str]) -> dict[str, dict]:
+    from apache_beam.transforms import userstate
+
+    from tfxp import beam_speedups
+
+    beam_speedups.install()
+    cached, stock = beam_speedups.cached_dofn_specs, beam_speedups._original
+    _span(work / "data", rows)
+    config = PipelineConfig(
+        data_root=str(work / "data"), run_dir=str(work / "run"), train_steps=40, eval_steps=2
+    )
+    print(f"[warm-up] {rows:,} rows", flush=True)
+    _timed_run(config, to_nodes)
+    best: dict[str, dict[str, float]] = {"without cache": {}, "with cache": {}}
+    for i in range(repeat * 2):
+        way = "without cache" if i % 2 == 0 else "with cache"
+        userstate.get_dofn_specs = stock if way == "without cache" else cached
+        times = _timed_run(config.replace(enable_cache=False), to_nodes)
+        print(f"[{way}] {times['whole run']:.1f} s", flush=True)
+        for name, seconds in times.items():
+            best[way][name] = min(seconds, best[way].get(name, float("inf")))
+    userstate.get_dofn_specs = cached
+    return best
+
+
+def report(best: dict[str, dict[str, float]]) -> str:
+    without, with_ = best["without cache"], best["with cache"]
+    lines = [f"{'':24} {'without':>9} {'with':>9} {'ratio':>7}"]
+    for name in [n for n in without if n != "whole run"] + ["whole run"]:
+        if name in with_:
+            a, b = without[name], with_[name]
+            lines.append(f"{name:24} {a:8.1f}s {b:8.1f}s {b / a:7.2f}")
+    lines.append(
+        f"ratio with / without the DoFn cache, whole run: {with_['whole run'] / without['whole run']:.2f}"
+    )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--rows", type=int, default=3000)
+    p.add_argument("--repeat", type=int, default=2, help="runs each way (best is reported)")
+    p.add_argument("--to-node", action="append", default=[], help="stop after this component")
+    p.add_argument("--work", help="working folder (default: a temp dir, removed after)")
+    args = p.parse_args(argv)
+    work = Path(args.work or tempfile.mkdtemp(prefix="beam-speedups-"))
+    try:
+        print(report(measure(args.rows, args.repeat, work, args.to_node)))
+    finally:
+        if not args.work:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
