@@ -11,7 +11,8 @@ Settings, read when Airflow parses this file (all optional):
   TFXP_RUN_DIR      pipeline root, ML Metadata (metadata.sqlite) and pushed
                     models (default: runs/<pipeline>-airflow in the repository)
   TFXP_TRAIN_STEPS, TFXP_EVAL_STEPS   training / evaluation steps
-  TFXP_BEAM         where Beam work runs, as `tfxp run --beam` (default in-process),
+  TFXP_BEAM         where Beam work runs, as `tfxp run --beam` (default in-process: the
+                    DAG is parsed often, so it does not size spans as `--beam auto` does),
                     with TFXP_BEAM_JOB_ENDPOINT, TFXP_BEAM_ENVIRONMENT_TYPE,
                     TFXP_BEAM_ENVIRONMENT_CONFIG, TFXP_BEAM_TEMP_LOCATION and
                     TFXP_BEAM_ARGS (raw Beam flags, space-separated)
