@@ -5,14 +5,15 @@ time it validates, translates or executes it: while the pipeline is built, when
 it is translated to the runner API, and again for every bundle a worker runs.
 Each call takes `inspect.signature` of every method the DoFn has (~30). TFDV,
 tf.Transform and TFMA build pipelines of about a thousand DoFns, so on a few
-thousand rows these calls were ~27% of a whole taxi run (one in-process run on
-3,000 rows: 43.9 s without the cache, 32.2 s with it; StatisticsGen 7.8 -> 4.8 s,
-Transform 17.9 -> 11.9 s, Evaluator 10.9 -> 8.5 s).
+thousand rows these calls were about a quarter of a whole taxi run
+(`benchmarks/beam_speedups.py --repeat 1`, 3,000 rows: 42.6 s without the cache,
+32.8 s with it; StatisticsGen 7.7 -> 5.5 s, Transform 17.1 -> 10.9 s, Evaluator
+10.5 -> 8.9 s).
 
 The specs are default values of the methods' parameters, which belong to the
 class, so one answer per class is exact. An instance that carries bound methods
-of its own (which `dir()` would also list) is never cached. Importing this
-Beam is imported only by `install()`, so commands that name the plugin stay quick
+of its own (which `dir()` would also list) is never cached. Beam is imported
+only by `install()`, so commands that name the plugin stay quick
 to start; SDK workers get the cache from the plugin `tfxp.beam_speedups_plugin`
 (`--beam_plugins`), where it saves the per-bundle calls.
 """
