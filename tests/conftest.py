@@ -79,6 +79,7 @@ def _merged(groups: list[set[str]]) -> dict[str, str]:
     return {name: "+".join(sorted(members[root(name)])) for name in parent}
 
 
+@pytest.hookimpl(optionalhook=True)  # `-p no:xdist` still works
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """`-n auto`: one worker more than cores. The whole-pipeline tests spend part of
     their time waiting (on a child process's start-up, a server, a socket), and a

@@ -99,3 +99,98 @@ def test_the_plugin_module_installs_the_cache_when_a_worker_imports_it() -> None
     userstate.get_dofn_specs = beam_speedups._original or userstate.get_dofn_specs
     importlib.reload(importlib.import_module(beam_speedups.PLUGIN))
     assert userstate.get_dofn_specs is beam_speedups.cached_dofn_specs
+
+
+# --- the options-parse cache --------------------------------------------------
+
+FLAG_SETS = [
+    [],
+    ["--direct_running_mode=in_memory", "--direct_num_workers=1"],
+    [
+        "--runner=PortableRunner",
+        "--job_endpoint=localhost:1",
+        "--environment_type=EXTERNAL",
+        "--experiments=a",
+        "--experiments=b",
+        "--beam_plugins=x.y",
+        "--not_a_beam_flag=3",
+    ],
+    ["--setup_file=/x/setup.py", "--temp_location=/tmp/t", "--beam_services={}"],
+]
+
+
+def _options_classes() -> list[type]:
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    found, todo = [PipelineOptions], [PipelineOptions]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            if sub not in found:
+                found.append(sub)
+                todo.append(sub)
+    return found
+
+
+def _state(options) -> tuple[dict, dict]:
+    return vars(options._visible_options), dict(options._all_options)
+
+
+def _uncached(cls, flags, **kwargs):
+    options = cls.__new__(cls)
+    (beam_speedups._original_init or cls.__init__)(options, flags, **kwargs)
+    return options
+
+
+@pytest.mark.parametrize("flags", FLAG_SETS, ids=range(len(FLAG_SETS)))
+def test_cached_options_equal_beams_own_for_every_options_class(flags) -> None:
+    beam_speedups.install()
+    classes = _options_classes()
+    assert len(classes) > 10
+    for cls in classes:
+        expected = _state(_uncached(cls, list(flags), runner="X"))
+        for _ in range(2):  # the first fills the cache, the second reads it
+            assert _state(cls(list(flags), runner="X")) == expected, cls.__name__
+
+
+def test_cached_options_do_not_share_lists_or_views() -> None:
+    from apache_beam.options.pipeline_options import DebugOptions, PipelineOptions
+
+    beam_speedups.install()
+    PipelineOptions(["--experiments=a"]).view_as(DebugOptions)  # fills the cache
+    first = PipelineOptions(["--experiments=a"]).view_as(DebugOptions)  # from the cache
+    first.add_experiment("added")
+    second = PipelineOptions(["--experiments=a"]).view_as(DebugOptions)
+    assert second.experiments == ["a"]
+    # A view still shares its options object's values (Beam's contract).
+    options = PipelineOptions(["--experiments=a"])
+    options.view_as(DebugOptions).add_experiment("b")
+    assert options.view_as(DebugOptions).experiments == ["a", "b"]
+
+
+def test_the_options_cache_follows_the_environment_and_skips_sys_argv(monkeypatch) -> None:
+    from apache_beam.options.pipeline_options import CrossLanguageOptions
+
+    beam_speedups.install()
+    monkeypatch.delenv("BEAM_SERVICE_OVERRIDES", raising=False)
+    assert CrossLanguageOptions([]).beam_services == {}
+    monkeypatch.setenv("BEAM_SERVICE_OVERRIDES", '{"a": "b"}')
+    assert CrossLanguageOptions([]).beam_services == {"a": "b"}
+    monkeypatch.setattr("sys.argv", ["prog", "--job_name=one"])
+    assert CrossLanguageOptions().view_as(_job_options()).job_name == "one"
+    monkeypatch.setattr("sys.argv", ["prog", "--job_name=two"])
+    assert CrossLanguageOptions().view_as(_job_options()).job_name == "two"
+
+
+def _job_options() -> type:
+    from apache_beam.options.pipeline_options import GoogleCloudOptions
+
+    return GoogleCloudOptions
+
+
+def test_a_bad_flag_value_still_fails_as_beam_fails() -> None:
+    from apache_beam.options.pipeline_options import DirectOptions
+
+    beam_speedups.install()
+    for _ in range(2):  # nothing cached from the failure
+        with pytest.raises(SystemExit):
+            DirectOptions(["--direct_num_workers=many"])
