@@ -33,6 +33,7 @@ No caching: every task runs every time.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import datetime
 import json
@@ -471,15 +472,46 @@ class _Run:
         return result
 
 
-def default_handler_factory(runner: str = "subprocess", *, echo: bool = False, mounts=()):
-    from kubeflow.task_handler import DockerImageTaskHandler, ImageEnvTaskHandler
+RUNNERS = ("subprocess", "forked", "docker")
+
+
+def default_handler_factory(
+    runner: str = "subprocess", *, echo: bool = False, mounts=(), server: Any = None
+):
+    from kubeflow.task_handler import (
+        DockerImageTaskHandler,
+        ForkedTaskHandler,
+        ImageEnvTaskHandler,
+    )
 
     def make(**kwargs):
         if runner == "docker":
             return DockerImageTaskHandler(echo=echo, mounts={m: m for m in mounts}, **kwargs)
+        if runner == "forked":
+            return ForkedTaskHandler(echo=echo, server=server, **kwargs)
         return ImageEnvTaskHandler(echo=echo, **kwargs)
 
     return make
+
+
+@contextlib.contextmanager
+def _fork_server(runner: str, pipeline_root: str):
+    """The warm server `--runner forked` forks tasks from (None for the other runners)."""
+    if runner != "forked":
+        yield None
+        return
+    from kubeflow.forked_tasks import ForkServer
+    from kubeflow.task_handler import dockerfile_workdir, image_environment, to_host_paths
+
+    server = ForkServer(
+        env=image_environment(),
+        cwd=to_host_paths([dockerfile_workdir()])[0],
+        log_path=os.path.join(pipeline_root, ".run-local", "fork-server.log"),
+    )
+    try:
+        yield server
+    finally:
+        server.close()
 
 
 def run_local_job(
@@ -503,15 +535,11 @@ def run_local_job(
     resolved = resolve_arguments(spec, arguments or {})
     mounts = [v for v in resolved.values() if isinstance(v, str) and os.path.isabs(v)]
     mounts = [m for m in mounts if Path(m).exists()]
-    run = _Run(
-        job,
-        spec,
-        pipeline_root,
-        resolved,
-        default_handler_factory(runner, echo=echo, mounts=mounts),
-        printer,
-    )
-    result = run.run()
+    if runner not in RUNNERS:
+        raise LocalRunError(f"runner {runner!r}: expected one of {', '.join(RUNNERS)}")
+    with _fork_server(runner, pipeline_root) as server:
+        factory = default_handler_factory(runner, echo=echo, mounts=mounts, server=server)
+        result = _Run(job, spec, pipeline_root, resolved, factory, printer).run()
     result.arguments = resolved
     return result
 
@@ -539,10 +567,12 @@ def add_arguments(p: Any) -> None:
     )
     p.add_argument(
         "--runner",
-        choices=("subprocess", "docker"),
+        choices=RUNNERS,
         default="subprocess",
-        help="subprocess: each task in the image's environment reproduced from this checkout "
-        "(default); docker: each task in the spec's image (needs a Docker engine)",
+        help="subprocess: each task a fresh interpreter in the image's environment reproduced "
+        "from this checkout (default); forked: the same, forked from a process that imported "
+        "TFX once (~10 s less per task, for iterating; not a fresh interpreter); docker: each "
+        "task in the spec's image (needs a Docker engine)",
     )
     p.add_argument("-v", "--verbose", action="store_true", help="stream every task's log")
 
@@ -558,6 +588,13 @@ def _summary_lines(run: LocalRun) -> list[str]:
         took = f"{task.seconds:6.1f}s" if task.state in ("complete", "failed") else ""
         lines.append(f"  {task.name:48} {task.state:9} {took}{found}".rstrip())
     return lines
+
+
+_RUNNER_WORDS = {
+    "subprocess": "tasks as subprocesses in the image environment",
+    "forked": "tasks forked from a warm process in the image environment",
+    "docker": "the image, under Docker",
+}
 
 
 def cmd_run_local(args: Any) -> int:
@@ -576,10 +613,7 @@ def cmd_run_local(args: Any) -> int:
         if not sep or not name:
             raise LocalRunError(f"--arg {item!r}: expected NAME=VALUE such as data_root=/data")
         arguments[name] = value
-    print(
-        f"running {args.package} with KFP's local orchestration "
-        f"({'the image, under Docker' if args.runner == 'docker' else 'tasks as subprocesses in the image environment'})"
-    )
+    print(f"running {args.package} with KFP's local orchestration ({_RUNNER_WORDS[args.runner]})")
     run = run_local_job(
         args.package,
         root,

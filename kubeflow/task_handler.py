@@ -11,6 +11,9 @@ Both handlers implement `kfp.local`'s `ITaskHandler` and run the task's exact
   with a `.pth` entry). Paths under the image's project root (`/pipeline/...`,
   where the spec finds the embedded data and schema) are mapped to this
   checkout: the one thing a subprocess cannot reproduce without a mount.
+* `ForkedTaskHandler` (`--runner forked`): the same command, environment and
+  working directory, forked from a server that imported TFX once
+  (`kubeflow/forked_tasks.py`): ~10 s less per task, no fresh interpreter.
 * `DockerImageTaskHandler`: the task in the built image, with the pipeline
   root (and any local folder passed as a runtime argument) mounted at the same
   path. `kfp.local`'s own `DockerTaskHandler` passes the command as the
@@ -28,6 +31,7 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from kfp.local import status, task_handler_interface
 
@@ -129,6 +133,22 @@ class ImageEnvTaskHandler(task_handler_interface.ITaskHandler):
         finally:
             if log is not subprocess.DEVNULL:
                 log.close()
+        return status.Status.SUCCESS if self.returncode == 0 else status.Status.FAILURE
+
+
+class ForkedTaskHandler(ImageEnvTaskHandler):
+    """Runs a `python -m <module>` task as a fork of a warm server (others as subprocesses)."""
+
+    def __init__(self, *args, server: Any, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.server = server
+
+    def run(self) -> status.Status:
+        command = self.command()
+        if len(command) < 3 or command[:2] != [sys.executable, "-m"]:
+            return super().run()
+        echo = sys.stdout.buffer if self.echo else None
+        self.returncode = self.server.run(command[2], command[3:], self.log_path, echo)
         return status.Status.SUCCESS if self.returncode == 0 else status.Status.FAILURE
 
 

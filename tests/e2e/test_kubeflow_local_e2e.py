@@ -12,6 +12,11 @@ statistics, the gate blocks, and nothing downstream runs.
 
 Digits: compiled with its default data root (the image's /pipeline/data/digits),
 run to a pushed model.
+
+Runners: the taxi and digits jobs fork their tasks from a warm server
+(`--runner forked`: the same commands in the same environment, without a fresh
+interpreter's ~10 s of imports per task); the drift job runs each task as a
+fresh subprocess (the default `--runner subprocess`), so both are run whole.
 """
 
 from __future__ import annotations
@@ -63,7 +68,8 @@ def taxi(tmp_path_factory, taxi_runs) -> TaxiKfp:
     root = tmp / "kfp-root"
     steps = str(taxi_runs.config.train_steps)
     package = _compile(tmp / "taxi.json", root, "--data-root", str(data), "--train-steps", steps)
-    return TaxiKfp(tmp, data, root, package, run_local_job(str(package), str(root), **QUIET))
+    run = run_local_job(str(package), str(root), runner="forked", **QUIET)
+    return TaxiKfp(tmp, data, root, package, run)
 
 
 @pytest.fixture(scope="module")
@@ -200,8 +206,9 @@ def test_digits_job_runs_every_task_to_a_pushed_model(tmp_path, monkeypatch, cap
         local_run, "run_local_job", lambda *a, **k: runs.append(real(*a, **k)) or runs[-1]
     )
     capsys.readouterr()
-    assert main(["run-local", "--package", str(package)]) == 0  # root: the spec's
+    assert main(["run-local", "--package", str(package), "--runner", "forked"]) == 0  # root: spec's
     out = capsys.readouterr().out
+    assert "tasks forked from a warm process" in out
     [run] = runs
     _check_complete_run(run)
     assert run.pipeline_root == str(root)
