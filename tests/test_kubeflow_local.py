@@ -292,3 +292,27 @@ def test_every_module_the_specs_name_imports_in_the_image(tmp_path):
         "trainer.missing_module.run_fn": "ModuleNotFoundError: No module named "
         "'trainer.missing_module'"
     }
+
+
+@pytest.mark.slow  # one interpreter importing TFX (~12 s)
+@pytest.mark.timeout(300)
+def test_subprocess_handler_runs_the_entrypoint_fresh_in_the_image_env(tmp_path):
+    """The default runner's handler (`--runner subprocess`): the spec's own entrypoint
+    command starts in a fresh interpreter in the image's environment and its exit code
+    and output are the task's. (The e2e jobs fork their tasks: `--runner forked`.)"""
+    from kfp.local import status
+
+    from kubeflow.task_handler import ImageEnvTaskHandler
+
+    entrypoint = "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"
+    log = tmp_path / "help.log"
+    handler = ImageEnvTaskHandler(
+        "img", ["python", "-m", entrypoint, "--help"], str(tmp_path), log_path=str(log)
+    )
+    assert handler.run() == status.Status.SUCCESS and handler.returncode == 0
+    assert "--executor_class_path" in log.read_text()
+    missing = ImageEnvTaskHandler(
+        "img", ["python", "-m", "components.no_such_module"], str(tmp_path), log_path=str(log)
+    )
+    assert missing.run() == status.Status.FAILURE and missing.returncode == 1
+    assert "No module named components.no_such_module" in log.read_text()

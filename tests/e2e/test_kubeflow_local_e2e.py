@@ -13,10 +13,11 @@ statistics, the gate blocks, and nothing downstream runs.
 Digits: compiled with its default data root (the image's /pipeline/data/digits),
 run to a pushed model.
 
-Runners: the taxi and digits jobs fork their tasks from a warm server
-(`--runner forked`: the same commands in the same environment, without a fresh
-interpreter's ~10 s of imports per task); the drift job runs each task as a
-fresh subprocess (the default `--runner subprocess`), so both are run whole.
+Runner: every job forks its tasks from a warm server (`--runner forked`: the
+same commands in the same environment and working directory, without a fresh
+interpreter's ~10 s of imports per task). The default runner's handler (a fresh
+subprocess per task) is tested on the spec's entrypoint command in
+tests/test_kubeflow_local.py.
 """
 
 from __future__ import annotations
@@ -85,7 +86,11 @@ def drifted(taxi) -> LocalRun:
     span1 = shutil.copytree(taxi.data / "span-1", folder / "span-1") / "data.csv"
     write_scaled_fares(folder, 2, span1, 10)
     return run_local_job(
-        str(taxi.package), str(taxi.root), arguments={"data_root": str(folder)}, **QUIET
+        str(taxi.package),
+        str(taxi.root),
+        arguments={"data_root": str(folder)},
+        runner="forked",
+        **QUIET,
     )
 
 
