@@ -194,3 +194,52 @@ def test_a_bad_flag_value_still_fails_as_beam_fails() -> None:
     for _ in range(2):  # nothing cached from the failure
         with pytest.raises(SystemExit):
             DirectOptions(["--direct_num_workers=many"])
+
+
+# --- the pickler's submodule lookup ------------------------------------------------
+
+
+def _uses_submodules():
+    import os.path  # noqa: F401 - what the function below reaches through `os`
+
+    import apache_beam.transforms.userstate  # noqa: F401
+
+    return os.path.join, apache_beam.transforms.userstate, apache_beam.io.textio
+
+
+def test_indexed_submodule_lookup_equals_cloudpickles_scan() -> None:
+    import inspect
+    import itertools
+
+    import tensorflow as tf
+    from apache_beam.internal.cloudpickle import cloudpickle
+
+    beam_speedups.install()
+    original = cloudpickle._find_imported_submodules.__wrapped__
+    dependencies = [os_module(), beam, tf, tf.io, inspect, itertools, 3, None, "text"]
+    functions = [_uses_submodules, beam_speedups.install, beam.Map, tf.io.gfile.exists]
+    functions += [f for f in vars(beam.transforms.core).values() if inspect.isfunction(f)]
+    assert len(functions) > 20
+    compared = 0
+    for function in functions:
+        code = function.__code__
+        expected = original(code, dependencies)
+        assert beam_speedups.indexed_submodules(code, dependencies) == expected, function
+        compared += bool(expected)
+    assert compared >= 2  # some functions do reach submodules
+    # A module imported after the index was built is found (the index is rebuilt).
+    import xml.dom.minidom  # noqa: F401 - imported here on purpose
+
+    def reaches_minidom():
+        return xml.dom.minidom
+
+    import xml
+
+    got = beam_speedups.indexed_submodules(reaches_minidom.__code__, [xml])
+    assert got == original(reaches_minidom.__code__, [xml]) and got
+
+
+def os_module():
+    import os
+
+    return os
