@@ -179,3 +179,42 @@ def test_single_worker_trains_and_exports_as_before(tmp_path, monkeypatch):
     loaded = keras.models.load_model(fn_args.serving_model_dir)
     x = np.array([[1.0], [2.0]], dtype=np.float32)
     np.testing.assert_allclose(loaded({"x": x}), model({"x": x}), rtol=1e-6)
+
+
+def test_after_export_no_worker_exits_while_a_peer_may_need_it(tmp_path):
+    """The chief returns only after every other worker's mark, the others only after the
+    chief's: a collective's last fetch cannot find its peer gone."""
+    import threading
+    import time
+
+    from trainer.distribution import EXPORT_SYNC_DIR, Cluster, _exit_handshake
+
+    returned: dict[str, float] = {}
+
+    def worker(index: int, delay: float) -> None:
+        time.sleep(delay)
+        _exit_handshake(
+            Cluster(workers=3, index=index, task_type="worker", task_id=index), str(tmp_path), 30
+        )
+        returned[f"w{index}"] = time.monotonic()
+
+    threads = [threading.Thread(target=worker, args=a) for a in ((0, 0.0), (1, 0.3), (2, 1.0))]
+    start = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    # The chief waited for the slowest worker; nobody left before the chief had marked.
+    assert returned["w0"] - start >= 1.0
+    assert min(returned["w1"], returned["w2"]) >= returned["w0"] - 0.05
+    assert sorted(os.listdir(tmp_path / EXPORT_SYNC_DIR)) == ["saved-0", "saved-1", "saved-2"]
+
+
+def test_a_worker_that_never_marks_fails_the_chief_naming_it(tmp_path):
+    from trainer.distribution import Cluster, _exit_handshake
+
+    chief = Cluster(workers=2, index=0, task_type="worker", task_id=0)
+    with pytest.raises(
+        RuntimeError, match=r"worker-0: after export, no mark from .*saved-1 within 1 s"
+    ):
+        _exit_handshake(chief, str(tmp_path), timeout_s=1)

@@ -34,6 +34,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -231,7 +232,13 @@ def train_and_export(fn_args: Any, job: TrainingJob) -> keras.Model:
         verbose=0,
     )
     _record_input_wait(input_wait, getattr(fn_args, "model_run_dir", None), cluster)
-    export(model, job.signatures(model), fn_args.serving_model_dir, cluster, strategy)
+    export(
+        model,
+        job.signatures(model),
+        fn_args.serving_model_dir,
+        cluster,
+        sync_dir=getattr(fn_args, "model_run_dir", None),
+    )
     return model
 
 
@@ -256,9 +263,13 @@ def export(
     signatures: dict[str, Any],
     serving_model_dir: str,
     cluster: Cluster,
-    strategy: tf.distribute.Strategy,
+    sync_dir: str | None = None,
 ) -> None:
-    """Saves the model: the chief to `serving_model_dir`, other workers to a deleted temp dir."""
+    """Saves the model: the chief to `serving_model_dir`, other workers to a deleted temp dir.
+
+    Every worker saves (saving can run collective ops, so all must take part). With
+    several workers, none exits while a peer may still need it (`_exit_handshake`, through
+    `sync_dir`: the run's log folder, which every worker writes; else the model's folder)."""
     target = (
         serving_model_dir if cluster.is_chief else tempfile.mkdtemp(prefix=f"model-{cluster.name}-")
     )
@@ -273,19 +284,46 @@ def export(
                 "%s saved its copy to %s and deleted it (chief exports)", cluster.name, target
             )
     if cluster.multi_worker:
-        _barrier(strategy, cluster)
+        _exit_handshake(cluster, sync_dir or os.path.dirname(serving_model_dir.rstrip("/")))
 
 
-def _barrier(strategy: tf.distribute.Strategy, cluster: Cluster) -> None:
-    """Returns when every worker got here: an all-reduce of one per worker."""
+EXPORT_SYNC_DIR = ".export-sync"
+EXPORT_SYNC_TIMEOUT_S = 600.0
 
-    @tf.function
-    def count() -> tf.Tensor:
-        ones = strategy.run(
-            lambda: tf.distribute.get_replica_context().all_reduce("sum", tf.constant(1.0))
-        )
-        return strategy.experimental_local_results(ones)[0]
 
-    arrived = int(count())
-    if arrived != strategy.num_replicas_in_sync:
-        raise RuntimeError(f"barrier after export: {arrived} of {cluster.workers} workers arrived")
+def _exit_handshake(
+    cluster: Cluster, shared_dir: str, timeout_s: float = EXPORT_SYNC_TIMEOUT_S
+) -> None:
+    """Returns once no peer can still need this worker after export.
+
+    A collective's last step can leave a peer still fetching this worker's buffer
+    after this worker's own op returned; exiting then fails the peer ("Socket
+    closed"; seen on the loaded 2-core machine with an all-reduce barrier here).
+    So the workers meet through marker files on the storage they all share
+    (`shared_dir`): each non-chief marks that its save
+    returned and waits for the chief's mark; the chief waits for every
+    non-chief's mark, then marks its own. The chief exits only once no
+    non-chief needs it, and each non-chief only once the chief is done."""
+    folder = os.path.join(shared_dir, EXPORT_SYNC_DIR)
+    tf.io.gfile.makedirs(folder)
+
+    def mark(index: int) -> str:
+        return os.path.join(folder, f"saved-{index}")
+
+    def write(index: int) -> None:
+        with tf.io.gfile.GFile(mark(index), "w") as f:
+            f.write(cluster.name)
+
+    waiting_for = [mark(i) for i in range(1, cluster.workers)] if cluster.is_chief else [mark(0)]
+    if not cluster.is_chief:
+        write(cluster.index)
+    deadline = time.monotonic() + timeout_s
+    while missing := [m for m in waiting_for if not tf.io.gfile.exists(m)]:
+        if time.monotonic() > deadline:
+            raise RuntimeError(
+                f"{cluster.name}: after export, no mark from {', '.join(missing)} within "
+                f"{timeout_s:.0f} s (a worker died or does not share {shared_dir})"
+            )
+        time.sleep(0.2)
+    if cluster.is_chief:
+        write(0)
