@@ -243,3 +243,18 @@ def os_module():
     import os
 
     return os
+
+
+def test_uninstall_puts_beams_own_functions_back() -> None:
+    from apache_beam.internal.cloudpickle import cloudpickle
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    beam_speedups.install()
+    beam_speedups.uninstall()
+    try:
+        assert userstate.get_dofn_specs is beam_speedups._original
+        assert PipelineOptions.__init__ is beam_speedups._original_init
+        assert cloudpickle._find_imported_submodules is not beam_speedups.indexed_submodules
+    finally:
+        beam_speedups.install()
+    assert cloudpickle._find_imported_submodules is beam_speedups.indexed_submodules

@@ -233,4 +233,4 @@ def test_beam_speedups_benchmark_to_the_statistics_on_a_few_rows():
         timeout=500,
     )  # fmt: skip
     assert "StatisticsGen" in done.stdout
-    assert "ratio with / without the DoFn cache, whole run:" in done.stdout
+    assert "ratio with / without the caches, whole run:" in done.stdout

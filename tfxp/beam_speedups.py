@@ -8,10 +8,10 @@ time it validates, translates or executes it: while the pipeline is built, when
 it is translated to the runner API, and again for every bundle a worker runs.
 Each call takes `inspect.signature` of every method the DoFn has (~30). TFDV,
 tf.Transform and TFMA build pipelines of about a thousand DoFns, so on a few
-thousand rows these calls were about a quarter of a whole taxi run
-(`benchmarks/beam_speedups.py --repeat 1`, 3,000 rows: 42.6 s without the cache,
-32.8 s with it; StatisticsGen 7.7 -> 5.5 s, Transform 17.1 -> 10.9 s, Evaluator
-10.5 -> 8.9 s).
+thousand rows these calls were about a quarter of a whole taxi run.
+`benchmarks/beam_speedups.py` measures all three caches: 3,000 rows, 46.5 s
+without, 31.2 s with (StatisticsGen 7.9 -> 4.1 s, Transform 18.4 -> 10.8 s,
+Evaluator 11.4 -> 8.3 s; 2026-12-02).
 
 The specs are default values of the methods' parameters, which belong to the
 class, so one answer per class is exact. An instance that carries bound methods
@@ -173,3 +173,18 @@ def install() -> None:
     if PipelineOptions.__init__ is not cached_options_init:
         _original_init = PipelineOptions.__init__
         PipelineOptions.__init__ = cached_options_init
+
+
+def uninstall() -> None:
+    """Puts Beam's own three functions back (benchmarks measure with and without)."""
+    from apache_beam.internal.cloudpickle import cloudpickle
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from apache_beam.transforms import userstate
+
+    if _original is not None:
+        userstate.get_dofn_specs = _original
+    if _original_init is not None:
+        PipelineOptions.__init__ = _original_init
+    original_scan = getattr(indexed_submodules, "__wrapped__", None)
+    if original_scan is not None:
+        cloudpickle._find_imported_submodules = original_scan
