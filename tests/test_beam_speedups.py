@@ -237,6 +237,16 @@ def test_indexed_submodule_lookup_equals_cloudpickles_scan() -> None:
 
     got = beam_speedups.indexed_submodules(reaches_minidom.__code__, [xml])
     assert got == original(reaches_minidom.__code__, [xml]) and got
+    # A module that left sys.modules since the index was built is not answered.
+    import sys
+
+    saved = sys.modules.pop("xml.dom.minidom")
+    try:
+        left = beam_speedups.indexed_submodules(reaches_minidom.__code__, [xml])
+        assert left == original(reaches_minidom.__code__, [xml])
+        assert saved not in left
+    finally:
+        sys.modules["xml.dom.minidom"] = saved
 
 
 def os_module():
