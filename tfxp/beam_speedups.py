@@ -9,9 +9,9 @@ it is translated to the runner API, and again for every bundle a worker runs.
 Each call takes `inspect.signature` of every method the DoFn has (~30). TFDV,
 tf.Transform and TFMA build pipelines of about a thousand DoFns, so on a few
 thousand rows these calls were about a quarter of a whole taxi run.
-`benchmarks/beam_speedups.py` measures all three caches: 3,000 rows, 46.5 s
-without, 31.2 s with (StatisticsGen 7.9 -> 4.1 s, Transform 18.4 -> 10.8 s,
-Evaluator 11.4 -> 8.3 s; 2026-12-02).
+`benchmarks/beam_speedups.py` measures all three caches: 3,000 rows, 41.6 s
+without, 25.6 s with (StatisticsGen 6.9 -> 3.4 s, Transform 16.5 -> 8.3 s,
+Evaluator 10.6 -> 6.4 s; 2026-12-02; the DoFn cache alone had given 32.8 s).
 
 The specs are default values of the methods' parameters, which belong to the
 class, so one answer per class is exact. An instance that carries bound methods
