@@ -1,6 +1,6 @@
 """Where a task of the compiled spec runs under `python -m kubeflow run-local`.
 
-Both handlers implement `kfp.local`'s `ITaskHandler` and run the task's exact
+Each handler implements `kfp.local`'s `ITaskHandler` and run the task's exact
 `command + args` after KFP's placeholder resolution:
 
 * `ImageEnvTaskHandler` (the default; what runs without a Docker engine): a
@@ -147,8 +147,17 @@ class ForkedTaskHandler(ImageEnvTaskHandler):
         command = self.command()
         if len(command) < 3 or command[:2] != [sys.executable, "-m"]:
             return super().run()
+        from kubeflow.forked_tasks import ForkServerError
+
         echo = sys.stdout.buffer if self.echo else None
-        self.returncode = self.server.run(command[2], command[3:], self.log_path, echo)
+        try:
+            self.returncode = self.server.run(command[2], command[3:], self.log_path, echo)
+        except ForkServerError as e:
+            # The task failed with the server: say so where its log is read.
+            if self.log_path:
+                with open(self.log_path, "a") as log:
+                    log.write(f"\n{e}\n")
+            self.returncode = -1
         return status.Status.SUCCESS if self.returncode == 0 else status.Status.FAILURE
 
 

@@ -99,3 +99,18 @@ def test_a_server_that_cannot_start_names_its_log(tmp_path: Path) -> None:
     with pytest.raises(ForkServerError, match="s.log"):
         srv.run("json", [], None, None)
     assert "No module named 'no_such_preload'" in (tmp_path / "s.log").read_text()
+
+
+def test_a_task_whose_server_dies_is_a_failed_task_with_the_reason_in_its_log(server) -> None:
+    from kfp.local import status
+
+    from kubeflow.task_handler import ForkedTaskHandler
+
+    srv, tmp = server
+    log = tmp / "task.log"
+    handler = ForkedTaskHandler(
+        "img", ["python", "-m", "killer"], str(tmp), log_path=str(log), server=srv
+    )
+    handler.command = lambda: [sys.executable, "-m", "killer"]  # no image path mapping here
+    assert handler.run() == status.Status.FAILURE and handler.returncode == -1
+    assert "fork server exited -9 during task killer" in log.read_text()
