@@ -111,9 +111,12 @@ cmd_stop() {
   [[ -f "$dir/weed.pid" ]] || { log "not running (no $dir/weed.pid)"; return 0; }
   local pid; pid="$(cat "$dir/weed.pid")"
   if kill -0 "$pid" 2>/dev/null; then
-    kill -INT "$pid"  # weed ignores SIGTERM for a long time; SIGINT stops it promptly
-    for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
-    if kill -0 "$pid" 2>/dev/null; then log "still running after 30 s; SIGKILL"; kill -KILL "$pid"; fi
+    # SIGINT (weed ignores SIGTERM for a long time): the volume server flushes and
+    # closes its volumes within a second, then the filer and S3 gateway linger ~15 s
+    # waiting out idle connections. Past 5 s nothing is left to save: SIGKILL.
+    kill -INT "$pid"
+    for _ in $(seq 1 10); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    if kill -0 "$pid" 2>/dev/null; then log "volumes closed; SIGKILL after 5 s"; kill -KILL "$pid"; fi
   fi
   rm -f "$dir/weed.pid"
   log "stopped"
