@@ -501,11 +501,11 @@ def _fork_server(runner: str, pipeline_root: str):
         yield None
         return
     from kubeflow.forked_tasks import ForkServer
-    from kubeflow.task_handler import dockerfile_workdir, image_environment, to_host_paths
+    from kubeflow.task_handler import image_environment, image_workdir
 
     server = ForkServer(
         env=image_environment(),
-        cwd=to_host_paths([dockerfile_workdir()])[0],
+        cwd=image_workdir(),
         log_path=os.path.join(pipeline_root, ".run-local", "fork-server.log"),
     )
     try:

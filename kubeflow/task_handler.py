@@ -67,6 +67,11 @@ def dockerfile_workdir(dockerfile: Path = DOCKERFILE) -> str:
     return workdirs[-1] if workdirs else "/"
 
 
+def image_workdir() -> str:
+    """The image's WORKDIR, as this checkout: where every task starts."""
+    return to_host_paths([dockerfile_workdir()])[0]
+
+
 def image_environment(python: str = sys.executable) -> dict[str, str]:
     """The task environment of the image, with this machine's venv standing for /opt/venv."""
     venv = str(Path(python).parent.parent)
@@ -114,7 +119,7 @@ class ImageEnvTaskHandler(task_handler_interface.ITaskHandler):
         return command
 
     def run(self) -> status.Status:
-        workdir = to_host_paths([dockerfile_workdir()])[0]
+        workdir = image_workdir()
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
         try:
             proc = subprocess.Popen(

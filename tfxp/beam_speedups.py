@@ -142,33 +142,28 @@ def indexed_submodules(code: Any, top_level_dependencies: Any) -> list:
     """cloudpickle's `_find_imported_submodules`, with the sys.modules scan indexed: a
     submodule qualifies only if every component after the package is one of the code's
     names, so the first one must be, and the index is looked up by it."""
-    index = _submodule_index()
     co_names = set(code.co_names)
-    if not all(
-        name in sys.modules
+    prefixes = [
+        x.__name__ + "."
         for x in top_level_dependencies
-        if isinstance(x, types.ModuleType)
-        for first in co_names
-        for name in index.get((x.__name__ + ".", first), ())
-    ):
-        index = _submodule_index(force=True)  # a module left sys.modules since the build
+        if isinstance(x, types.ModuleType) and hasattr(x, "__package__") and x.__package__
+    ]
+
+    def candidates(index: dict[tuple[str, str], list[str]]) -> list[list[str]]:
+        return [[n for first in co_names for n in index.get((p, first), ())] for p in prefixes]
+
+    found = candidates(_submodule_index())
+    if not all(name in sys.modules for names in found for name in names):
+        found = candidates(_submodule_index(force=True))  # a module left since the build
     order: dict[str, int] = {}
-    found = []
-    for x in top_level_dependencies:
-        if isinstance(x, types.ModuleType) and hasattr(x, "__package__") and x.__package__:
-            prefix = x.__name__ + "."
-            hits = [
-                name
-                for first in co_names
-                for name in index.get((prefix, first), ())
-                if not set(name[len(prefix) :].split(".")) - co_names
-            ]
-            if len(hits) > 1:  # the scan's order: sys.modules order
-                if not order:
-                    order = {n: i for i, n in enumerate(sys.modules)}
-                hits.sort(key=order.__getitem__)
-            found.extend(sys.modules[name] for name in hits)
-    return found
+    result = []
+    for prefix, names in zip(prefixes, found, strict=True):
+        hits = [n for n in names if not set(n[len(prefix) :].split(".")) - co_names]
+        if len(hits) > 1:  # the scan's order: sys.modules order
+            order = order or {n: i for i, n in enumerate(sys.modules)}
+            hits.sort(key=order.__getitem__)
+        result.extend(sys.modules[name] for name in hits)
+    return result
 
 
 def install() -> None:
