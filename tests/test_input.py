@@ -276,7 +276,7 @@ def _sleep_ms(ms: float):
 def _fit(dataset_delay_ms: float, compute_delay_ms: float, steps: int, epochs: int = 2):
     import tf_keras as keras
 
-    from trainer.model import TaxiModel
+    from trainer.fast_steps import FastStepModel
 
     features = tf.data.Dataset.from_tensor_slices(
         (np.ones((64, 4), np.float32), np.zeros((64, 1), np.float32))
@@ -290,8 +290,8 @@ def _fit(dataset_delay_ms: float, compute_delay_ms: float, steps: int, epochs: i
     if compute_delay_ms:
         delay = _sleep_ms(compute_delay_ms)
         hidden = keras.layers.Lambda(lambda t: tf.reshape(delay(t), [-1, 1]))(hidden)
-    # TaxiModel skips AutoGraph in its train step (~15 s of tracing otherwise).
-    model = TaxiModel(inputs, hidden)
+    # FastStepModel skips AutoGraph in its train step (~15 s of tracing otherwise).
+    model = FastStepModel(inputs, hidden)
     model.compile("sgd", "mse")
     monitor = InputWaitMonitor()
     model.fit(

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import tensorflow as tf
 import tf_keras as keras
 
+from trainer.fast_steps import FastStepModel
 from trainer.image_preprocessing import IMAGE_XF
 
 
@@ -44,7 +45,7 @@ def build_cnn(
     if dropout:
         x = keras.layers.Dropout(dropout)(x)
     outputs = keras.layers.Dense(num_classes, activation="softmax", name="probabilities")(x)
-    model = keras.Model(inputs={IMAGE_XF: inputs}, outputs=outputs)
+    model = FastStepModel(inputs={IMAGE_XF: inputs}, outputs=outputs)
     model.compile(
         optimizer=keras.optimizers.Adam(learning_rate),
         loss=keras.losses.SparseCategoricalCrossentropy(),

@@ -8,19 +8,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from trainer import features as f
-
-
-class TaxiModel(keras.Model):
-    """A functional Keras model whose train/test steps skip AutoGraph.
-
-    AutoGraph converts Keras' generic step functions (hundreds of functions,
-    none with tensor-dependent Python control flow) on first use: about 12 s
-    of pure tracing per process on this hardware, more than training itself.
-    """
-
-    train_step = tf.autograph.experimental.do_not_convert(keras.Model.train_step)
-    test_step = tf.autograph.experimental.do_not_convert(keras.Model.test_step)
-    predict_step = tf.autograph.experimental.do_not_convert(keras.Model.predict_step)
+from trainer.fast_steps import FastStepModel
 
 
 def build_keras_model(
@@ -71,7 +59,7 @@ def build_keras_model(
     )
     probability = keras.layers.Activation("sigmoid", name="probability")(logits)
 
-    model = TaxiModel(inputs={**dense_inputs, **int_inputs}, outputs=probability)
+    model = FastStepModel(inputs={**dense_inputs, **int_inputs}, outputs=probability)
     model.compile(
         optimizer=keras.optimizers.Adam(learning_rate=learning_rate),
         loss=keras.losses.BinaryCrossentropy(),

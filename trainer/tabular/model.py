@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 import tensorflow as tf
 import tf_keras as keras
 
-from trainer.model import TaxiModel as FastStepModel  # Keras steps without AutoGraph
+from trainer.fast_steps import FastStepModel
 from trainer.tabular.features import TabularSpec, missing_name, transformed_name
 
 
