@@ -1,5 +1,5 @@
 """What tfxp/beam_speedups.py saves: the same run with Beam's own DoFn
-introspection, options parsing and pickler submodule scan, and with the three
+introspection, options parsing, pickler submodule scan and argument names, and with the four
 caches, in one process.
 
     .venv/bin/python benchmarks/beam_speedups.py [--rows 3000] [--repeat 2]

@@ -258,6 +258,7 @@ def os_module():
 def test_uninstall_puts_beams_own_functions_back() -> None:
     from apache_beam.internal.cloudpickle import cloudpickle
     from apache_beam.options.pipeline_options import PipelineOptions
+    from apache_beam.transforms import core
 
     beam_speedups.install()
     beam_speedups.uninstall()
@@ -265,6 +266,72 @@ def test_uninstall_puts_beams_own_functions_back() -> None:
         assert userstate.get_dofn_specs is beam_speedups._original
         assert PipelineOptions.__init__ is beam_speedups._original_init
         assert cloudpickle._find_imported_submodules is not beam_speedups.indexed_submodules
+        assert core.get_function_args_defaults is beam_speedups._original_arguments
     finally:
         beam_speedups.install()
     assert cloudpickle._find_imported_submodules is beam_speedups.indexed_submodules
+
+
+# 4. Argument names of DoFn methods.
+
+
+class WithDefaults(beam.DoFn):
+    def process(self, element, prefix="x", *args, timestamp=beam.DoFn.TimestampParam):
+        yield prefix + element
+
+    def setup(self):
+        pass
+
+
+def _functions_to_ask_about() -> list:
+    def plain(a, b=2, *rest, c, **kw):
+        return a
+
+    one, two = WithDefaults(), WithDefaults()
+    return [
+        plain,
+        one.process,
+        two.process,  # another instance: the same answer, from the cache
+        one.setup,
+        Counting().process,  # state and timer parameters as defaults
+        WithTimer().process,
+        lambda x, y=1: x,
+        str.upper,  # a method descriptor: never cached
+        len,  # a builtin: never cached
+        beam.Map(lambda x: x).fn.process,
+    ]
+
+
+def test_cached_argument_names_equal_beams_own() -> None:
+    from apache_beam.transforms import core
+
+    beam_speedups.install()
+    own = beam_speedups._original_arguments
+    for f in _functions_to_ask_about():
+        for _ in range(2):  # a miss, then a hit
+            assert core.get_function_args_defaults(f) == own(f), f
+
+
+def test_cached_argument_lists_are_not_shared_and_other_callables_skip_the_cache() -> None:
+    from apache_beam.transforms import core
+
+    beam_speedups.install()
+    fn = WithDefaults().process
+    args, defaults = core.get_function_args_defaults(fn)
+    args.append("mutated")
+    defaults.clear()
+    assert core.get_function_args_defaults(fn) == (["element", "prefix"], ["x"])
+    assert WithDefaults.process in beam_speedups._arguments  # keyed by the function
+    before = len(beam_speedups._arguments)
+    core.get_function_args_defaults(str.upper)
+    core.get_function_args_defaults(len)
+    assert len(beam_speedups._arguments) == before
+
+
+def test_a_pipeline_of_dofns_with_defaults_runs_right_with_the_cache() -> None:
+    beam_speedups.install()
+    with beam.Pipeline() as p:
+        words = p | beam.Create(["a", "b"])
+        once = words | "default prefix" >> beam.ParDo(WithDefaults())
+        twice = once | "given prefix" >> beam.ParDo(WithDefaults(), "y")
+        assert_that(twice, equal_to(["yxa", "yxb"]))

@@ -1,5 +1,5 @@
-"""Three of Beam's per-call costs, cached: DoFn introspection, options parsing and
-the submodule scan of its pickler.
+"""Four of Beam's per-call costs, cached: DoFn introspection, options parsing, the
+submodule scan of its pickler and DoFn methods' argument names.
 
 1. DoFn introspection (a quarter of a small run's time).
 
@@ -9,9 +9,12 @@ it is translated to the runner API, and again for every bundle a worker runs.
 Each call takes `inspect.signature` of every method the DoFn has (~30). TFDV,
 tf.Transform and TFMA build pipelines of about a thousand DoFns, so on a few
 thousand rows these calls were about a quarter of a whole taxi run.
-`benchmarks/beam_speedups.py` measures all three caches: 3,000 rows, 41.6 s
-without, 25.6 s with (StatisticsGen 6.9 -> 3.4 s, Transform 16.5 -> 8.3 s,
-Evaluator 10.6 -> 6.4 s; 2026-12-02; the DoFn cache alone had given 32.8 s).
+`benchmarks/beam_speedups.py` measures all four caches: 3,000 rows, 46.0 s
+without, 30.7 s with (0.67; StatisticsGen 7.7 -> 3.7 s, Transform 17.9 -> 9.4 s,
+Evaluator 12.4 -> 7.6 s; 2026-12-02 04:35). With three caches, two hours
+earlier on the same machine: 41.6 -> 25.6 s (0.62). The machine's speed varies
+by the hour more than the fourth cache's share (below), so that comparison says
+nothing about it; the DoFn cache alone had given 32.8 s of 41.6.
 
 The specs are default values of the methods' parameters, which belong to the
 class, so one answer per class is exact. An instance that carries bound methods
@@ -40,6 +43,14 @@ holds is gone; the answer, in `sys.modules` order, is the scan's. (Comparing
 the whole set of names per call cost more than the scan: 1.4 ms.) Not caught:
 modules removed from sys.modules and as many others imported, the newest
 unchanged; nothing in a pipeline run does that.
+
+4. Argument names of DoFn methods. Beam asks for the argument names and
+defaults of a DoFn's `process`, `setup`, ... (`core.get_function_args_defaults`,
+an `inspect.signature` each) whenever it builds, translates or runs the DoFn:
+~15,600 calls in a small taxi run, 1.3 s of its 63 s under cProfile. A signature belongs to the
+function, so the answer is kept per function (per `__func__` for bound methods:
+the same for every instance), in fresh lists for each caller. Callables other
+than plain functions and their bound methods are never cached.
 """
 
 from __future__ import annotations
@@ -62,6 +73,9 @@ _parsed: dict[tuple, dict[str, Any]] = {}
 _original_init: Any = None
 # sys.modules' state (_modules_state) when the submodule index was built, and the index.
 _module_index: tuple[tuple[int, Any], dict[tuple[str, str], list[str]]] = ((-1, None), {})
+# function (a bound method's __func__) -> (argument names, defaults)
+_arguments: weakref.WeakKeyDictionary[Any, tuple[tuple, tuple]] = weakref.WeakKeyDictionary()
+_original_arguments: Any = None
 
 
 def _own_methods(dofn: Any) -> bool:
@@ -166,15 +180,30 @@ def indexed_submodules(code: Any, top_level_dependencies: Any) -> list:
     return result
 
 
+def cached_args_defaults(f: Any) -> tuple[list[str], list[Any]]:
+    """`core.get_function_args_defaults`, computed once per function."""
+    if isinstance(f, types.MethodType) and isinstance(f.__func__, types.FunctionType):
+        key: Any = f.__func__
+    elif isinstance(f, types.FunctionType):
+        key = f
+    else:
+        return _original_arguments(f)
+    found = _arguments.get(key)
+    if found is None:
+        args, defaults = _original_arguments(f)
+        found = _arguments[key] = (tuple(args), tuple(defaults))
+    return list(found[0]), list(found[1])
+
+
 def install() -> None:
-    """Makes Beam use the three caches (idempotent). Beam's own modules call
-    `userstate.get_dofn_specs` and cloudpickle `_find_imported_submodules` through
-    their modules, so replacing them there suffices; every options class inherits
-    `PipelineOptions.__init__`."""
-    global _original, _original_init
+    """Makes Beam use the four caches (idempotent). Beam's own modules call
+    `userstate.get_dofn_specs`, `core.get_function_args_defaults` and cloudpickle's
+    `_find_imported_submodules` through their modules, so replacing them there
+    suffices; every options class inherits `PipelineOptions.__init__`."""
+    global _original, _original_init, _original_arguments
     from apache_beam.internal.cloudpickle import cloudpickle
     from apache_beam.options.pipeline_options import PipelineOptions
-    from apache_beam.transforms import userstate
+    from apache_beam.transforms import core, userstate
 
     if cloudpickle._find_imported_submodules is not indexed_submodules:
         indexed_submodules.__wrapped__ = cloudpickle._find_imported_submodules
@@ -185,18 +214,23 @@ def install() -> None:
     if PipelineOptions.__init__ is not cached_options_init:
         _original_init = PipelineOptions.__init__
         PipelineOptions.__init__ = cached_options_init
+    if core.get_function_args_defaults is not cached_args_defaults:
+        _original_arguments = core.get_function_args_defaults
+        core.get_function_args_defaults = cached_args_defaults
 
 
 def uninstall() -> None:
-    """Puts Beam's own three functions back (benchmarks measure with and without)."""
+    """Puts Beam's own four functions back (benchmarks measure with and without)."""
     from apache_beam.internal.cloudpickle import cloudpickle
     from apache_beam.options.pipeline_options import PipelineOptions
-    from apache_beam.transforms import userstate
+    from apache_beam.transforms import core, userstate
 
     if _original is not None:
         userstate.get_dofn_specs = _original
     if _original_init is not None:
         PipelineOptions.__init__ = _original_init
+    if _original_arguments is not None:
+        core.get_function_args_defaults = _original_arguments
     original_scan = getattr(indexed_submodules, "__wrapped__", None)
     if original_scan is not None:
         cloudpickle._find_imported_submodules = original_scan
