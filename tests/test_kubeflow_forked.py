@@ -114,3 +114,53 @@ def test_a_task_whose_server_dies_is_a_failed_task_with_the_reason_in_its_log(se
     handler.command = lambda: [sys.executable, "-m", "killer"]  # no image path mapping here
     assert handler.run() == status.Status.FAILURE and handler.returncode == -1
     assert "fork server exited -9 during task killer" in log.read_text()
+
+
+def test_the_real_server_gives_its_tasks_tfxps_beam_caches(tmp_path: Path) -> None:
+    """The default preload ends with the Beam plugin; a task sees the caches installed
+    (the server here skips the TFX entrypoints: they are not what is tested)."""
+    from kubeflow.forked_tasks import PRELOAD
+
+    plugin = PRELOAD[-1]
+    assert plugin == "tfxp.beam_speedups_plugin"
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "check_caches.py").write_text(
+        "import sys\n"
+        "from apache_beam.transforms import core, userstate\n"
+        "from tfxp import beam_speedups\n"
+        "sys.exit(0 if userstate.get_dofn_specs is beam_speedups.cached_dofn_specs\n"
+        "         and core.get_function_args_defaults is beam_speedups.cached_args_defaults\n"
+        "         else 5)\n"
+    )
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": os.pathsep.join([str(code), *sys.path])}
+    srv = ForkServer(env, str(tmp_path), str(tmp_path / "server.log"), (plugin,))
+    try:
+        assert srv.run("check_caches", [], str(tmp_path / "task.log"), None) == 0
+    finally:
+        srv.close()
+
+
+def test_a_task_exits_as_python_would_without_the_teardown(server) -> None:
+    """Buffered output, atexit handlers and non-daemon threads all finish first;
+    sys.exit("message") prints it and exits 1."""
+    srv, tmp = server
+    code = tmp / "code"
+    (code / "exiting.py").write_text(
+        "import atexit, sys, threading, time\n"
+        "atexit.register(lambda: open(sys.argv[2], 'w').write('atexit ran'))\n"
+        "def late():\n"
+        "    time.sleep(0.5)\n"
+        "    open(sys.argv[3], 'w').write('thread finished')\n"
+        "threading.Thread(target=late).start()\n"
+        "sys.stdout.write('no newline, still buffered')\n"
+        "if sys.argv[1] == 'message':\n"
+        "    sys.exit('stopped: a message')\n"
+    )
+    for how, expected in [("plain", 0), ("message", 1)]:
+        log, marker, thread = tmp / f"{how}.log", tmp / f"{how}.atexit", tmp / f"{how}.thread"
+        assert srv.run("exiting", [how, str(marker), str(thread)], str(log), None) == expected
+        assert "no newline, still buffered" in log.read_text()
+        assert marker.read_text() == "atexit ran"
+        assert thread.read_text() == "thread finished"
+    assert "stopped: a message" in (tmp / "message.log").read_text()
