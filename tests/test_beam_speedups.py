@@ -290,8 +290,10 @@ def _functions_to_ask_about() -> list:
     one, two = WithDefaults(), WithDefaults()
     return [
         plain,
-        one.process,
+        WithDefaults.process,  # the function itself: `self` is an argument
+        one.process,  # bound: it is not (same function, a different answer)
         two.process,  # another instance: the same answer, from the cache
+        WithDefaults.process,
         one.setup,
         Counting().process,  # state and timer parameters as defaults
         WithTimer().process,
@@ -321,11 +323,11 @@ def test_cached_argument_lists_are_not_shared_and_other_callables_skip_the_cache
     args.append("mutated")
     defaults.clear()
     assert core.get_function_args_defaults(fn) == (["element", "prefix"], ["x"])
-    assert WithDefaults.process in beam_speedups._arguments  # keyed by the function
-    before = len(beam_speedups._arguments)
+    assert WithDefaults.process in beam_speedups._arguments[1]  # keyed by the function
+    before = [len(cache) for cache in beam_speedups._arguments]
     core.get_function_args_defaults(str.upper)
     core.get_function_args_defaults(len)
-    assert len(beam_speedups._arguments) == before
+    assert [len(cache) for cache in beam_speedups._arguments] == before
 
 
 def test_a_pipeline_of_dofns_with_defaults_runs_right_with_the_cache() -> None:

@@ -47,10 +47,11 @@ unchanged; nothing in a pipeline run does that.
 4. Argument names of DoFn methods. Beam asks for the argument names and
 defaults of a DoFn's `process`, `setup`, ... (`core.get_function_args_defaults`,
 an `inspect.signature` each) whenever it builds, translates or runs the DoFn:
-~15,600 calls in a small taxi run, 1.3 s of its 63 s under cProfile. A signature belongs to the
-function, so the answer is kept per function (per `__func__` for bound methods:
-the same for every instance), in fresh lists for each caller. Callables other
-than plain functions and their bound methods are never cached.
+~15,600 calls in a small taxi run, 1.3 s of its 63 s under cProfile. A
+signature belongs to the function, so the answer is kept per function, and
+for bound methods per `__func__` (the same for every instance; apart from the
+function's own answer, which includes `self`), in fresh lists for each caller.
+Callables other than plain functions and their bound methods are never cached.
 """
 
 from __future__ import annotations
@@ -73,8 +74,12 @@ _parsed: dict[tuple, dict[str, Any]] = {}
 _original_init: Any = None
 # sys.modules' state (_modules_state) when the submodule index was built, and the index.
 _module_index: tuple[tuple[int, Any], dict[tuple[str, str], list[str]]] = ((-1, None), {})
-# function (a bound method's __func__) -> (argument names, defaults)
-_arguments: weakref.WeakKeyDictionary[Any, tuple[tuple, tuple]] = weakref.WeakKeyDictionary()
+# function -> (argument names, defaults): [0] asked as the function itself, [1] as a
+# bound method's __func__ (without the first argument)
+_arguments: tuple[weakref.WeakKeyDictionary[Any, tuple[tuple, tuple]], ...] = (
+    weakref.WeakKeyDictionary(),
+    weakref.WeakKeyDictionary(),
+)
 _original_arguments: Any = None
 
 
@@ -183,15 +188,15 @@ def indexed_submodules(code: Any, top_level_dependencies: Any) -> list:
 def cached_args_defaults(f: Any) -> tuple[list[str], list[Any]]:
     """`core.get_function_args_defaults`, computed once per function."""
     if isinstance(f, types.MethodType) and isinstance(f.__func__, types.FunctionType):
-        key: Any = f.__func__
+        cache, key = _arguments[1], f.__func__
     elif isinstance(f, types.FunctionType):
-        key = f
+        cache, key = _arguments[0], f
     else:
         return _original_arguments(f)
-    found = _arguments.get(key)
+    found = cache.get(key)
     if found is None:
         args, defaults = _original_arguments(f)
-        found = _arguments[key] = (tuple(args), tuple(defaults))
+        found = cache[key] = (tuple(args), tuple(defaults))
     return list(found[0]), list(found[1])
 
 
