@@ -239,8 +239,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    code = main()
-    # Skip interpreter teardown: TensorFlow's finalizers add seconds and noise.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    from tfxp.cli import exit_now  # no interpreter teardown: seconds and noise
+
+    exit_now(main())

@@ -13,8 +13,7 @@ forks: the child runs the entrypoint as `__main__` with the task's argv
 the entrypoint's status. What a child shares with the server is what every
 task imports anyway, plus tfxp's Beam caches (installed by the server, as
 `tfxp run` installs them; they give Beam's own answers, see
-tfxp/beam_speedups.py, and took a third off the Beam components of a small
-taxi job); the project's pipeline code (`components.*`, `trainer.*`) is
+tfxp/beam_speedups.py); the project's pipeline code (`components.*`, `trainer.*`) is
 imported by the child, from the image's `PYTHONPATH`, so a module missing from
 the image still fails the task. The server imports
 nothing that starts TensorFlow's runtime (no session, no eager context):
