@@ -1,7 +1,8 @@
 """Two runs at once on one ML Metadata store served by MariaDB: both complete.
 
-Fault: two runner processes started together against the same MySQL-protocol
-store and pipeline root. Promise: both complete, and the store stays
+Fault: two runner processes (forked from the session's fork server, see
+tests/conftest.py) started together against the same MySQL-protocol store and
+pipeline root. Promise: both complete, and the store stays
 consistent (every execution complete or cached, one run context each).
 """
 
@@ -23,7 +24,7 @@ from pipeline.config import PROJECT_ROOT  # noqa: E402
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 
-def test_two_concurrent_runs_on_mariadb_both_complete(tmp_path, mariadb_server):  # noqa: F811
+def test_two_concurrent_runs_on_mariadb_both_complete(tmp_path, mariadb_server, forkserver):  # noqa: F811
     from ml_metadata.metadata_store import metadata_store
     from ml_metadata.proto import metadata_store_pb2
 
@@ -47,7 +48,7 @@ def test_two_concurrent_runs_on_mariadb_both_complete(tmp_path, mariadb_server):
         "TF_CPP_MIN_LOG_LEVEL": "3",
     }
     procs = [
-        subprocess.Popen(
+        forkserver.popen(
             cmd,
             cwd=PROJECT_ROOT,
             env=env,

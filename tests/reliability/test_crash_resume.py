@@ -2,7 +2,9 @@
 
 Faults are real signals sent to a real runner process (`local_runner.py`),
 while the named component is executing. Promises are checked in ML Metadata
-and on disk.
+and on disk. The runner processes are forked from the session's fork server
+(tests/conftest.py): processes of their own, without a fresh interpreter's
+~10 s of imports each.
 """
 
 from __future__ import annotations
@@ -71,9 +73,9 @@ class Chain:
     resumed: dict  # the last run's --json summary
 
 
-def _start_and_signal(tmp: Path, component: str, sig: int, delay: float) -> Interrupted:
+def _start_and_signal(forkserver, tmp: Path, component: str, sig: int, delay: float) -> Interrupted:
     """Starts a run, sends `sig` `delay` seconds after `component` starts, waits for it."""
-    proc = subprocess.Popen(
+    proc = forkserver.popen(
         _cmd(tmp),
         cwd=PROJECT_ROOT,
         env=_env(),
@@ -113,8 +115,8 @@ def _executions_of(store, type_suffix: str):
     ]
 
 
-def _resume(tmp: Path) -> dict:
-    done = subprocess.run(
+def _resume(forkserver, tmp: Path) -> dict:
+    done = forkserver.run(
         _cmd(tmp), cwd=PROJECT_ROOT, env=_env(), capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0, done.stderr[-3000:]
@@ -123,15 +125,15 @@ def _resume(tmp: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def chain(tmp_path_factory) -> Chain:
+def chain(tmp_path_factory, forkserver) -> Chain:
     """Each fault as a user would meet it, on the store the previous one left: a
     chain pays for ingest, statistics and each component once instead of per fault."""
     tmp = tmp_path_factory.mktemp("crash")
     write_sample(tmp)
-    ctrl_c = _start_and_signal(tmp, "Transform", signal.SIGINT, delay=1.0)
-    killed_transform = _start_and_signal(tmp, "Transform", signal.SIGKILL, delay=2.0)
-    killed_trainer = _start_and_signal(tmp, "Trainer", signal.SIGKILL, delay=2.0)
-    return Chain(tmp, ctrl_c, killed_transform, killed_trainer, _resume(tmp))
+    ctrl_c = _start_and_signal(forkserver, tmp, "Transform", signal.SIGINT, delay=1.0)
+    killed_transform = _start_and_signal(forkserver, tmp, "Transform", signal.SIGKILL, delay=2.0)
+    killed_trainer = _start_and_signal(forkserver, tmp, "Trainer", signal.SIGKILL, delay=2.0)
+    return Chain(tmp, ctrl_c, killed_transform, killed_trainer, _resume(forkserver, tmp))
 
 
 def _progress(out: str, component: str) -> str:
@@ -182,12 +184,12 @@ def test_sigkill_then_rerun_resumes_without_using_partial_output(chain, componen
         assert not (component in parts and str(killed.execution.id) in parts), artifact.uri
 
 
-def test_two_runs_started_at_once_on_one_sqlite_store_both_complete(tmp_path):
+def test_two_runs_started_at_once_on_one_sqlite_store_both_complete(tmp_path, forkserver):
     """Fault: two runners on one store at once. Promise: both complete, store intact."""
     write_sample(tmp_path)
     cmd = [*_cmd(tmp_path), "--to-node", "StatisticsGen"]
     procs = [
-        subprocess.Popen(
+        forkserver.popen(
             cmd,
             cwd=PROJECT_ROOT,
             env=_env(),

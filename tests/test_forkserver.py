@@ -1,0 +1,157 @@
+"""tfxp/forkserver.py: commands forked from a preloaded server behave as processes of their own."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import child  # tests/child.py: reads with a deadline
+import pytest
+
+from tfxp.forkserver import ForkServer, ForkServerError, parse_command
+
+PY = sys.executable
+
+
+@pytest.fixture(scope="module")
+def server():
+    # A cheap preload: what is shared is tested, not TensorFlow's import time. The
+    # server itself buffered, so the children's own buffering is what is seen.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    s = ForkServer(["json", "textwrap"], env=env)
+    yield s
+    s.close()
+
+
+def test_argv_cwd_environment_and_exit_status_are_the_commands(server, tmp_path):
+    script = tmp_path / "tool.py"
+    script.write_text(
+        "import os, sys\n"
+        "print(sys.argv, os.getcwd(), os.environ.get('ONLY'), 'HOME' in os.environ)\n"
+        "print(sys.path[0])\n"
+        "print('to stderr', file=sys.stderr)\n"
+        "sys.exit(3)\n"
+    )
+    done = server.run(
+        [PY, str(script), "a", "b"],
+        cwd=tmp_path,
+        env={"ONLY": "this"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    first, second = done.stdout.splitlines()
+    assert first == f"[{str(script)!r}, 'a', 'b'] {tmp_path} this False"
+    assert second == str(tmp_path)  # sys.path[0]: the script's folder, as python sets it
+    assert done.stderr == "to stderr\n"
+    assert done.returncode == 3
+
+
+def test_module_and_code_commands_and_preloaded_modules_are_shared(server):
+    done = server.run(
+        [PY, "-m", "json.tool", "--compact"],
+        input='{"a": [1, 2]}',
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert (done.returncode, done.stdout) == (0, '{"a":[1,2]}\n')
+    probe = "import sys; print('textwrap' in sys.modules, 'this' in sys.modules)"
+    done = server.run([PY, "-c", probe], capture_output=True, text=True, timeout=30)
+    assert done.stdout == "True False\n"  # imported by the server, not by the child
+
+
+def test_errors_exit_as_python_does(server):
+    raised = server.run(
+        [PY, "-c", "raise ValueError('boom')"], capture_output=True, text=True, timeout=30
+    )
+    assert raised.returncode == 1
+    assert raised.stderr.startswith('Traceback (most recent call last):\n  File "<string>"')
+    assert raised.stderr.endswith("ValueError: boom\n")
+    message = server.run(
+        [PY, "-c", "import sys; sys.exit('bad input')"], capture_output=True, text=True, timeout=30
+    )
+    assert (message.returncode, message.stderr) == (1, "bad input\n")
+
+
+def test_signals_reach_the_child_alone_and_end_it_as_a_fresh_process(server):
+    sleeper = "import time\nprint('up', flush=True)\ntime.sleep(60)"
+    for sig, expected in ((signal.SIGINT, -signal.SIGINT), (signal.SIGKILL, -signal.SIGKILL)):
+        proc = server.popen([PY, "-c", sleeper], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert child.readline(proc, timeout=30) == b"up\n"
+        assert os.getsid(proc.pid) == proc.pid  # a session of its own, not the server's
+        proc.send_signal(sig)
+        assert proc.wait(30) == expected
+        proc.stdout.close()
+        proc.stderr.close()
+    # The server survived both and still forks.
+    assert server.run([PY, "-c", "pass"], timeout=30).returncode == 0
+
+
+def test_unbuffered_output_arrives_before_the_child_exits(server):
+    code = "import time\nprint('first')\ntime.sleep(60)"
+    proc = server.popen(
+        [PY, "-c", code],
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.readline(proc, timeout=30) == "first\n"
+    assert proc.poll() is None
+    proc.kill()
+    proc.wait(30)
+    proc.stdout.close()
+    probe = "import sys; print(type(sys.stdout.buffer).__name__, type(sys.stderr.buffer).__name__)"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    buffered = server.run([PY, "-c", probe], env=env, capture_output=True, text=True, timeout=30)
+    assert buffered.stdout == "BufferedWriter BufferedWriter\n"  # as a fresh python to a pipe
+
+
+def test_concurrent_children_report_their_own_status(server):
+    slow = server.popen([PY, "-c", "import time, sys; time.sleep(1); sys.exit(7)"])
+    fast = server.popen([PY, "-c", "import sys; sys.exit(5)"])
+    assert fast.wait(30) == 5
+    assert slow.poll() is None
+    assert slow.wait(30) == 7
+
+
+def test_run_kills_the_child_at_its_timeout(server):
+    start = time.monotonic()
+    with pytest.raises(subprocess.TimeoutExpired):
+        server.run([PY, "-c", "import time; time.sleep(60)"], timeout=1)
+    assert time.monotonic() - start < 30
+
+
+def test_what_it_cannot_run_is_refused_before_anything_starts(tmp_path):
+    assert parse_command([PY, "-m", "x", "y"]) == ("module", "x", ["x", "y"])
+    for argv in (["/bin/ls"], [PY], [PY, "-u", "x.py"], [PY, "-m"], []):
+        with pytest.raises(ValueError):
+            parse_command(argv)
+    console = tmp_path / "tool"
+    console.write_text(f"#!{PY}\nprint('hi')\n")
+    assert parse_command([str(console), "--x"]) == ("script", str(console), [str(console), "--x"])
+    unused = ForkServer(["json"])
+    with pytest.raises(ValueError, match="not a Python command"):
+        unused.popen(["/bin/ls"])
+    assert unused._proc is None  # never started for it
+    unused.close()
+
+
+def test_a_server_that_cannot_start_or_dies_is_an_error_naming_its_log(tmp_path):
+    broken = ForkServer(["no_such_module_here"], log_path=str(tmp_path / "server.log"))
+    with pytest.raises(ForkServerError, match="server.log"):
+        broken.popen([PY, "-c", "pass"])
+    assert "No module named 'no_such_module_here'" in (tmp_path / "server.log").read_text()
+    broken.close()
+
+    dying = ForkServer(["json"])
+    proc = dying.popen([PY, "-c", "import time; time.sleep(60)"])
+    dying._proc.kill()
+    dying._proc.wait()
+    with pytest.raises(ForkServerError, match="died"):
+        proc.wait(30)
+    os.kill(proc.pid, signal.SIGKILL)  # its own session: it outlived the server
+    dying.close()
