@@ -38,8 +38,10 @@ TFXP = str(Path(sys.executable).parent / "tfxp")
 STEPS = ["--train-steps", "40", "--eval-steps", "2"]
 
 
-def _run(args, env, timeout=900) -> subprocess.CompletedProcess:
-    return subprocess.run(
+def _run(args, env, timeout=900, via=subprocess) -> subprocess.CompletedProcess:
+    """`tfxp ARGS`, in a fresh interpreter or (`via=forkserver`) forked from the
+    session's fork server (tests/conftest.py): a process of its own either way."""
+    return via.run(
         [TFXP, *args], env=env, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=timeout
     )
 
@@ -66,7 +68,7 @@ class BucketRuns:
 
 
 @pytest.fixture(scope="module")
-def bucket_runs(seaweedfs, tmp_path_factory) -> BucketRuns:
+def bucket_runs(seaweedfs, tmp_path_factory, forkserver) -> BucketRuns:
     """Upload; a run whose store goes away during Transform; the same run after a restart.
 
     One store, one data drop, two runs: the failure and the recovery are what a
@@ -77,7 +79,9 @@ def bucket_runs(seaweedfs, tmp_path_factory) -> BucketRuns:
     write_sample(tmp / "local")
     env = seaweedfs.env()
     upload = _run(
-        ["data", "upload", "s3://tfxp-e2e/taxi", "--source-root", str(tmp / "local")], env
+        ["data", "upload", "s3://tfxp-e2e/taxi", "--source-root", str(tmp / "local")],
+        env,
+        via=forkserver,
     )
     run_args = [
         "run",
@@ -90,7 +94,7 @@ def bucket_runs(seaweedfs, tmp_path_factory) -> BucketRuns:
         "--json",
         *STEPS,
     ]
-    proc = subprocess.Popen(
+    proc = forkserver.popen(
         [TFXP, *run_args],
         env={**env, "PYTHONUNBUFFERED": "1"},
         cwd=PROJECT_ROOT,
@@ -113,7 +117,7 @@ def bucket_runs(seaweedfs, tmp_path_factory) -> BucketRuns:
         if not seaweedfs.running():
             seaweedfs.start()
     serving_keys = seaweedfs.keys("tfxp-e2e", "runs/taxi/serving/")
-    run = _run(run_args, env)
+    run = _run(run_args, env, via=forkserver)
     return BucketRuns(
         tmp, env, upload, proc.returncode, "".join(seen) + out + err, serving_keys, run
     )
@@ -158,11 +162,11 @@ def test_ml_metadata_records_s3_uris(bucket_runs):
     assert (tmp / "state" / "logs").is_dir()
 
 
-def test_data_list_shows_the_bucket_span_with_its_pushed_model(bucket_runs):
+def test_data_list_shows_the_bucket_span_with_its_pushed_model(bucket_runs, forkserver):
     tmp, env, run = bucket_runs.tmp, bucket_runs.env, bucket_runs.run
     assert run.returncode == 0
     args = ["data", "list", "--json", "--data-root", "s3://tfxp-e2e/taxi"]
-    listed = _run([*args, "--run-dir", str(tmp / "state")], env, timeout=300)
+    listed = _run([*args, "--run-dir", str(tmp / "state")], env, timeout=300, via=forkserver)
     assert listed.returncode == 0, listed.stderr
     (span,) = json.loads(listed.stdout)["taxi"]["spans"]
     assert (span["span"], span["files"], span["path"]) == (1, 1, "s3://tfxp-e2e/taxi/span-1")
@@ -170,7 +174,9 @@ def test_data_list_shows_the_bucket_span_with_its_pushed_model(bucket_runs):
 
 
 @pytest.mark.parametrize("case", ["missing bucket", "wrong credentials", "unreachable endpoint"])
-def test_bad_storage_fails_before_any_component_with_one_line(case, bucket_runs, tmp_path):
+def test_bad_storage_fails_before_any_component_with_one_line(
+    case, bucket_runs, tmp_path, forkserver
+):
     env = bucket_runs.env
     args = ["run", "--state-dir", str(tmp_path / "state"), *STEPS]
     data = "s3://tfxp-e2e/taxi"
@@ -187,7 +193,7 @@ def test_bad_storage_fails_before_any_component_with_one_line(case, bucket_runs,
         env = {**env, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}"}
         args += ["--data-root", data, "--run-dir", "s3://tfxp-e2e/runs/x"]
         expect = "cannot reach the S3 endpoint"
-    done = _run(args, env, timeout=300)
+    done = _run(args, env, timeout=300, via=forkserver)
     assert done.returncode == 1, done.stdout + done.stderr
     errors = [line for line in done.stderr.splitlines() if line.startswith("ERROR:")]
     assert len(errors) == 1 and expect in errors[0], done.stderr
