@@ -60,10 +60,11 @@ def _bad_drops(folder: Path) -> dict[str, Path]:
     return {name: folder / name / "span-1" / "data.csv" for name in drops}
 
 
-def _ingest(data_root: str, run_dir: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+def _ingest(forkserver, data_root: str, run_dir: Path, env: dict) -> subprocess.CompletedProcess:
+    """`tfxp run --to-node CsvExampleGen`, forked from the session's fork server."""
     args = ["run", "--data-root", data_root, "--run-dir", str(run_dir)]
     args += ["--to-node", "CsvExampleGen", "--num-shards", "3"]
-    return subprocess.run(
+    return forkserver.run(
         [TFXP, *args], env=env, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600
     )
 
@@ -81,7 +82,7 @@ def _shards(run_dir: Path) -> dict[str, bytes]:
 
 
 @pytest.fixture(scope="module")
-def ingests(seaweedfs, tmp_path_factory):
+def ingests(seaweedfs, tmp_path_factory, forkserver):
     tmp = tmp_path_factory.mktemp("arrow-s3")
     files = _drop(tmp / "local")
     bad = _bad_drops(tmp / "bad")
@@ -93,11 +94,11 @@ def ingests(seaweedfs, tmp_path_factory):
         client.upload_file(str(f), BUCKET, f"{name}/span-1/data.csv")
     env = seaweedfs.env()
     runs = {
-        "local": _ingest(str(tmp / "local"), tmp / "run-local", env),
-        "s3": _ingest(f"s3://{BUCKET}/taxi", tmp / "run-s3", env),
+        "local": _ingest(forkserver, str(tmp / "local"), tmp / "run-local", env),
+        "s3": _ingest(forkserver, f"s3://{BUCKET}/taxi", tmp / "run-s3", env),
     }
     for name in bad:
-        runs[name] = _ingest(f"s3://{BUCKET}/{name}", tmp / f"run-{name}", env)
+        runs[name] = _ingest(forkserver, f"s3://{BUCKET}/{name}", tmp / f"run-{name}", env)
     return {"tmp": tmp, **runs}
 
 

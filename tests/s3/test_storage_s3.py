@@ -23,8 +23,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 BUCKET = "tfxp-io"
 
 
-def _python(code: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(
+def _python(code: str, env: dict[str, str], via=subprocess) -> subprocess.CompletedProcess:
+    """`python -c CODE`, fresh or (`via=forkserver`) forked from the session's fork server."""
+    return via.run(
         [sys.executable, "-c", textwrap.dedent(code)],
         env=env,
         cwd=PROJECT_ROOT,
@@ -101,7 +102,9 @@ def test_the_plugin_without_the_relay_still_crashes_at_end_of_file(objects, seaw
     assert done.returncode == -11, (done.returncode, done.stderr[-2000:])  # SIGSEGV
 
 
-def test_atomic_push_to_a_bucket_writes_complete_numbered_versions(objects, seaweedfs, tmp_path):
+def test_atomic_push_to_a_bucket_writes_complete_numbered_versions(
+    objects, seaweedfs, tmp_path, forkserver
+):
     model = tmp_path / "model"
     (model / "variables").mkdir(parents=True)
     (model / "saved_model.pb").write_bytes(b"graph")
@@ -119,6 +122,7 @@ def test_atomic_push_to_a_bucket_writes_complete_numbered_versions(objects, seaw
         os._exit(0)
         """,
         seaweedfs.env(),
+        via=forkserver,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     (path_a, version_a), (path_b, version_b), complete, bogus = json.loads(
@@ -134,14 +138,14 @@ def test_atomic_push_to_a_bucket_writes_complete_numbered_versions(objects, seaw
     assert not [k for k in keys if ".incoming-" in k]
 
 
-def test_upload_numbers_spans_and_reports_missing_credentials(seaweedfs, tmp_path):
+def test_upload_numbers_spans_and_reports_missing_credentials(seaweedfs, tmp_path, forkserver):
     from e2e_support import write_sample
 
     write_sample(tmp_path / "local", rows=50)
     tfxp = os.path.join(os.path.dirname(sys.executable), "tfxp")
     args = [tfxp, "data", "upload", "s3://tfxp-up/taxi", "--source-root", str(tmp_path / "local")]
-    first = subprocess.run(args, env=seaweedfs.env(), capture_output=True, text=True, timeout=120)
-    second = subprocess.run(args, env=seaweedfs.env(), capture_output=True, text=True, timeout=120)
+    first = forkserver.run(args, env=seaweedfs.env(), capture_output=True, text=True, timeout=120)
+    second = forkserver.run(args, env=seaweedfs.env(), capture_output=True, text=True, timeout=120)
     assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
     assert "as span 1" in first.stdout and "as span 2" in second.stdout
     assert "next: tfxp run --data-root s3://tfxp-up/taxi --run-dir s3://tfxp-up/runs/taxi" in (
@@ -149,7 +153,7 @@ def test_upload_numbers_spans_and_reports_missing_credentials(seaweedfs, tmp_pat
     )
     env = seaweedfs.env()
     del env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"]
-    anonymous = subprocess.run(args, env=env, capture_output=True, text=True, timeout=120)
+    anonymous = forkserver.run(args, env=env, capture_output=True, text=True, timeout=120)
     assert anonymous.returncode == 1
     assert "no AWS credentials found" in anonymous.stderr
     assert sorted(seaweedfs.keys("tfxp-up")) == ["taxi/span-1/data.csv", "taxi/span-2/data.csv"]
@@ -191,7 +195,9 @@ def test_relay_serves_only_requests_signed_with_our_secret(objects, seaweedfs, m
     assert e.value.code == 403
 
 
-def test_push_failing_mid_copy_leaves_no_version_and_no_upload(objects, seaweedfs, tmp_path):
+def test_push_failing_mid_copy_leaves_no_version_and_no_upload(
+    objects, seaweedfs, tmp_path, forkserver
+):
     model = tmp_path / "model"
     (model / "variables").mkdir(parents=True)
     (model / "saved_model.pb").write_bytes(b"graph")
@@ -217,6 +223,7 @@ def test_push_failing_mid_copy_leaves_no_version_and_no_upload(objects, seaweedf
         os._exit(0)
         """,
         seaweedfs.env(),
+        via=forkserver,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "failed: store went away mid-copy" in done.stdout
