@@ -2,13 +2,15 @@
 introspection, options parsing, pickler submodule scan and argument names, and with the four
 caches, in one process.
 
-    .venv/bin/python benchmarks/beam_speedups.py [--rows 3000] [--repeat 2]
+    .venv/bin/python benchmarks/beam_speedups.py [--rows 3000] [--repeat 2] [--no-warmup]
 
 Makes a span of the embedded taxi CSV's first `--rows` rows, runs the pipeline
 once to warm up (imports, first TensorFlow traces; not counted), then
 `--repeat` times each way, alternating (without, with, without, ...), every
 run with `--no-cache` on the same store so each executes every component. Prints
 each way's best wall time per component and in all, and the ratio with/without.
+`--no-warmup` skips the warm-up, for smoke runs whose numbers do not matter (the
+first measured run, without the caches, then pays for the imports and traces).
 The anchor here is stock Beam (this project without the cache), not TFX's example:
 `make bench` compares against that.
 """
@@ -46,7 +48,9 @@ def _timed_run(config: PipelineConfig, to_nodes: list[str]) -> dict[str, float]:
     return times
 
 
-def measure(rows: int, repeat: int, work: Path, to_nodes: list[str]) -> dict[str, dict]:
+def measure(
+    rows: int, repeat: int, work: Path, to_nodes: list[str], warmup: bool = True
+) -> dict[str, dict]:
     from tfxp import beam_speedups
 
     install = beam_speedups.install
@@ -57,8 +61,9 @@ def measure(rows: int, repeat: int, work: Path, to_nodes: list[str]) -> dict[str
     config = PipelineConfig(
         data_root=str(work / "data"), run_dir=str(work / "run"), train_steps=40, eval_steps=2
     )
-    print(f"[warm-up] {rows:,} rows", flush=True)
-    _timed_run(config, to_nodes)
+    if warmup:
+        print(f"[warm-up] {rows:,} rows", flush=True)
+        _timed_run(config, to_nodes)
     best: dict[str, dict[str, float]] = {"without cache": {}, "with cache": {}}
     for i in range(repeat * 2):
         way = "without cache" if i % 2 == 0 else "with cache"
@@ -91,10 +96,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=2, help="runs each way (best is reported)")
     p.add_argument("--to-node", action="append", default=[], help="stop after this component")
     p.add_argument("--work", help="working folder (default: a temp dir, removed after)")
+    p.add_argument(
+        "--no-warmup",
+        dest="warmup",
+        action="store_false",
+        help="skip the uncounted warm-up run (smoke runs: the first measured run pays for it)",
+    )
     args = p.parse_args(argv)
     work = Path(args.work or tempfile.mkdtemp(prefix="beam-speedups-"))
     try:
-        print(report(measure(args.rows, args.repeat, work, args.to_node)))
+        print(report(measure(args.rows, args.repeat, work, args.to_node, args.warmup)))
     finally:
         if not args.work:
             shutil.rmtree(work, ignore_errors=True)

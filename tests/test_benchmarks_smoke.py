@@ -5,7 +5,9 @@ benchmark nobody runs rots. These run each one end to end where that takes
 seconds, and otherwise its argument parsing, its checks of what it depends
 on and its report (the whole-pipeline ones: `taxi_vs_tfx_example.py` runs
 three pipelines, `object_storage.py` two plus a server; its ingest mode runs
-end to end on a few rows).
+end to end on a few rows). Smoke runs take the benchmarks' smoke flags
+(`--one-child`, `--no-warmup`): each code path still runs once, without a second
+Python/TFX start-up (~10 s of CPU) or a warm-up whose numbers nobody reads.
 """
 
 from __future__ import annotations
@@ -132,8 +134,11 @@ def test_generator_benchmark_on_a_few_rows():
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_csv_ingest_benchmark_on_a_few_rows(tmp_path):
-    done = _run("csv_ingest.py", "--rows", "300", "--work", str(tmp_path), timeout=800)
-    assert "arrow" in done.stdout and "tfx" in done.stdout
+    done = _run(
+        "csv_ingest.py", "--rows", "300", "--work", str(tmp_path), "--one-child", timeout=800
+    )
+    assert "| arrow |" in done.stdout and "| tfx |" in done.stdout
+    assert "equivalent: yes" in done.stdout
 
 
 @pytest.mark.slow
@@ -220,7 +225,9 @@ def test_object_storage_ingest_report_prints_the_ratio_and_the_readers():
 @pytest.mark.timeout(900)
 def test_object_storage_benchmark_ingest_mode_on_a_few_rows():
     """Starts its own SeaweedFS; the same Arrow reader on both sides, the same bytes."""
-    done = _run("object_storage.py", "--ingest-only", "--ingest-rows", "2000", timeout=800)
+    done = _run(
+        "object_storage.py", "--ingest-only", "--ingest-rows", "2000", "--one-child", timeout=800
+    )
     assert "ratio bucket / local, ingest rows/s:" in done.stdout
     assert "same reader on both sides: yes (arrow)" in done.stdout
     assert "same shard bytes: yes" in done.stdout
@@ -230,7 +237,61 @@ def test_object_storage_benchmark_ingest_mode_on_a_few_rows():
 def test_beam_speedups_benchmark_to_the_statistics_on_a_few_rows():
     done = _run(
         "beam_speedups.py", "--rows", "200", "--repeat", "1", "--to-node", "StatisticsGen",
-        timeout=500,
+        "--no-warmup", timeout=500,
     )  # fmt: skip
     assert "StatisticsGen" in done.stdout
     assert "ratio with / without the caches, whole run:" in done.stdout
+
+
+@pytest.mark.parametrize("one_child", [False, True])
+def test_csv_ingest_runs_each_reader_in_a_fresh_child_unless_one_child(
+    tmp_path, monkeypatch, capsys, one_child
+):
+    """The smoke test takes --one-child; without it (measuring) each reader gets its own process."""
+    bench = _module("csv_ingest.py")
+    (tmp_path / "data" / "span-1").mkdir(parents=True)
+    (tmp_path / "data" / "span-1" / "data.csv").write_text("x\n1\n")
+    splits = {"Split-train": [2, "ab", 1, 10]}
+    children = []
+
+    def child(args):
+        if args[1] == bench.DIGEST:
+            return 1.0, 1.0, json.dumps({run_dir: splits for run_dir in args[2:]})
+        sides = args[2:]
+        children.append(sides[::3])
+        timed = {"do": 1.0, "do_cpu": 1.0, "component": 1.0, "rows": 1}
+        return 2.0, 100.0, "\n".join(json.dumps({**timed, "reader": r}) for r in sides[::3])
+
+    monkeypatch.setattr(bench, "_child", child)
+    argv = ["csv_ingest.py", "--rows", "1", "--work", str(tmp_path)]
+    monkeypatch.setattr(sys, "argv", argv + ["--one-child"] * one_child)
+    with pytest.raises(SystemExit) as exited:
+        bench.main()
+    assert exited.value.code == 0
+    assert children == ([["arrow", "tfx"]] if one_child else [["arrow"], ["tfx"]])
+    assert ("not a measurement" in capsys.readouterr().out) is one_child
+
+
+@pytest.mark.parametrize("one_child", [False, True])
+def test_object_storage_ingests_each_side_in_a_fresh_child_unless_one_child(
+    tmp_path, monkeypatch, one_child
+):
+    bench = _module("object_storage.py")
+    children = []
+
+    def checked(cmd, env=None, **kw):
+        if cmd[:2] == [sys.executable, "-c"]:
+            sides = cmd[3:]
+            children.append(sides[1::3])
+            timed = {"do": 1.0, "do_cpu": 1.0, "component": 1.0, "reader": "arrow"}
+            return "\n".join(json.dumps(timed) for _ in sides[::3])
+        return ""
+
+    monkeypatch.setattr(bench, "_checked", checked)
+    monkeypatch.setattr(bench, "_shard_bytes", lambda run_dir: {})
+    report = bench.ingest_comparison(tmp_path, {}, 10, one_child)
+    local = str(tmp_path / "ingest-data")
+    bucket = "s3://bench/ingest"
+    assert children == ([[local, bucket]] if one_child else [[local], [bucket]])
+    assert report["local"]["reader"] == report["bucket"]["reader"] == "arrow"
+    assert ("not a measurement" in bench.render_ingest(report)) is one_child
