@@ -52,10 +52,10 @@ def test_kubeflow_compiles_a_tabular_dataset_by_name(shop):
 
 
 @pytest.mark.slow
-def test_airflow_dag_is_built_for_the_dataset_by_name(shop, tmp_path):
-    """airflow/taxi_dag.py parsed as Airflow would, with TFXP_DATASET naming the new dataset."""
+def test_airflow_dag_is_built_for_the_dataset_by_name(shop, tmp_path, forkserver):
+    """airflow/taxi_dag.py parsed as Airflow would, with TFXP_DATASET naming the new dataset
+    (in a process forked from the session's fork server: Airflow is imported there, fresh)."""
     import os
-    import subprocess
     import sys
 
     from pipeline.config import PROJECT_ROOT
@@ -76,7 +76,7 @@ def test_airflow_dag_is_built_for_the_dataset_by_name(shop, tmp_path):
         "TFXP_RUN_DIR": str(tmp_path / "run"),
         "TF_CPP_MIN_LOG_LEVEL": "3",
     }
-    result = subprocess.run(
+    result = forkserver.run(
         [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=600
     )
     assert result.returncode == 0, result.stderr[-3000:]

@@ -42,8 +42,9 @@ def _airflow_env(tmp: Path, config) -> dict[str, str]:
 
 
 @pytest.mark.timeout(900)
-def test_dag_has_every_component_in_order(tmp_path: Path):
-    """Parses the DAG file as Airflow would and reads its tasks and edges."""
+def test_dag_has_every_component_in_order(tmp_path: Path, forkserver):
+    """Parses the DAG file as Airflow would and reads its tasks and edges (in a process
+    forked from the session's fork server: Airflow is imported there, fresh)."""
     config = small_config(tmp_path)
     write_sample(Path(config.data_root))  # building the DAG runs the pre-run check
     probe = (
@@ -57,7 +58,7 @@ def test_dag_has_every_component_in_order(tmp_path: Path):
         "             ('data_root', 'run_dir', 'train_steps', 'eval_steps')}}))\n"
         "import os, sys; sys.stdout.flush(); os._exit(0)  # no TF teardown: ~2 s of CPU\n"
     )
-    result = subprocess.run(
+    result = forkserver.run(
         [sys.executable, "-c", probe],
         env=_airflow_env(tmp_path, config),
         capture_output=True,
