@@ -51,12 +51,15 @@ class PortableRun:
     local_root: Path  # the bucket's pipeline root, downloaded
 
 
-def _start(args: list[str], cwd: Path, env: dict[str, str], log: Path) -> subprocess.Popen:
+def _start(forkserver, args: list[str], cwd: Path, env: dict[str, str], log: Path):
+    """A service, forked from the session's fork server (tests/conftest.py): a process
+    of its own without a fresh interpreter's ~10 s of imports. The SDK workers the
+    pool starts are fresh interpreters on the staged package all the same."""
     with log.open("w") as out:
-        return subprocess.Popen(args, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        return forkserver.popen(args, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
 
 
-def _wait_for_port(proc: subprocess.Popen, port_file: Path, log: Path) -> int:
+def _wait_for_port(proc, port_file: Path, log: Path) -> int:
     """The port a service wrote once listening; fails naming the service if it never does."""
     deadline = time.monotonic() + SERVICE_START_S
     while time.monotonic() < deadline:
@@ -69,7 +72,7 @@ def _wait_for_port(proc: subprocess.Popen, port_file: Path, log: Path) -> int:
     pytest.fail(f"{proc.args[:3]} did not start:\n{log.read_text()[-3000:]}", pytrace=False)
 
 
-def _stop(proc: subprocess.Popen) -> None:
+def _stop(proc) -> None:
     if proc.poll() is None:
         proc.terminate()
         try:
@@ -88,7 +91,7 @@ def _download(server, prefix: str, dest: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def portable_run(seaweedfs, tmp_path_factory) -> PortableRun:  # noqa: F811
+def portable_run(seaweedfs, tmp_path_factory, forkserver) -> PortableRun:  # noqa: F811
     """Job service + worker pool + `tfxp run --beam portable` on a bucket, once."""
     tmp = tmp_path_factory.mktemp("portable")
     csv = write_sample(tmp / "local")
@@ -99,6 +102,7 @@ def portable_run(seaweedfs, tmp_path_factory) -> PortableRun:  # noqa: F811
     services = tmp / "services"
     services.mkdir()
     job_service = _start(
+        forkserver,
         [sys.executable, "-m", "apache_beam.runners.portability.local_job_service_main"]
         + ["--port", "0", "--port_file", str(services / "job.port")],
         services,
@@ -106,6 +110,7 @@ def portable_run(seaweedfs, tmp_path_factory) -> PortableRun:  # noqa: F811
         services / "job.log",
     )
     workers = _start(
+        forkserver,
         [TFXP, "beam", "workers", "--port", "0", "--port-file", str(services / "pool.port")]
         + ["--work-dir", str(tmp / "workers")],
         services,
@@ -115,7 +120,7 @@ def portable_run(seaweedfs, tmp_path_factory) -> PortableRun:  # noqa: F811
     try:
         job_port = _wait_for_port(job_service, services / "job.port", services / "job.log")
         pool_port = _wait_for_port(workers, services / "pool.port", services / "pool.log")
-        run = subprocess.Popen(
+        run = forkserver.popen(
             [TFXP, "run", "--data-root", f"s3://{BUCKET}/taxi", "--run-dir"]
             + [f"s3://{BUCKET}/runs/taxi", "--state-dir", str(tmp / "state"), "--json", *STEPS]
             + ["--beam", "portable", "--job-endpoint", f"localhost:{job_port}"]
