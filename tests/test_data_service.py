@@ -118,10 +118,10 @@ def test_augment_runs_on_the_workers(shards, cluster):
     assert served == Counter({(i, -v, y): n for (i, v, y), n in _local(shards).items()})
 
 
-def test_command_serves_until_interrupted(shards):
+def test_command_serves_until_interrupted(shards, forkserver):
     port = data_service.free_port()
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(
+    proc = forkserver.popen(  # the command in a process of its own, forked
         [sys.executable, "-m", "trainer.data_service", "--workers", "2", "--port", str(port)],
         cwd=ROOT,
         env=env,

@@ -8,7 +8,6 @@ into the Python log, i.e. the run's log file.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import textwrap
 
@@ -48,8 +47,9 @@ SCRIPT = textwrap.dedent(
 MARK = "=== wrapped ==="
 
 
-def test_tfdv_cpp_warnings_go_to_the_log_not_the_terminal():
-    done = subprocess.run(
+def test_tfdv_cpp_warnings_go_to_the_log_not_the_terminal(forkserver):
+    # A process of its own (its fd 2 is the terminal), forked from the fork server.
+    done = forkserver.run(
         [sys.executable, "-c", f"MARK = {MARK!r}\n{SCRIPT}"],
         cwd=PROJECT_ROOT,
         capture_output=True,

@@ -128,7 +128,7 @@ def _files_copied(serving: Path) -> tuple[list[Path], int]:
     return incoming, len(list(variables.iterdir())) if variables and variables.is_dir() else 0
 
 
-def test_push_killed_mid_copy_leaves_only_complete_versions(tmp_path):
+def test_push_killed_mid_copy_leaves_only_complete_versions(tmp_path, forkserver):
     """Fault: SIGKILL while a model is copied to serving. Promise: no partial version.
 
     The test fails, rather than passing vacuously, when the kill did not land
@@ -141,7 +141,7 @@ def test_push_killed_mid_copy_leaves_only_complete_versions(tmp_path):
         "print('start', flush=True)\n"
         f"publish_model({str(model)!r}, {str(serving)!r})\n"
     )
-    proc = subprocess.Popen(
+    proc = forkserver.popen(  # its own process, without ~10 s of imports before the copy
         [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=PROJECT_ROOT
     )
     assert child.readline(proc, timeout=120).strip() == "start"
