@@ -1,7 +1,11 @@
 """The Airflow DAG (airflow/taxi_dag.py): its shape, and one real run under `airflow dags test`.
 
-Airflow runs in subprocesses with AIRFLOW_HOME (and its SQLite database) in a
-temporary folder, so nothing is written to ~/airflow.
+Airflow runs in processes of its own with AIRFLOW_HOME (and its SQLite database)
+in a temporary folder, so nothing is written to ~/airflow. `airflow db migrate` is
+a fresh interpreter; the DAG probes and `airflow dags test` are forked from the
+session's fork server (tests/conftest.py), which saves each the ~10 s import of
+TensorFlow and TFX. Airflow itself is imported in the child, after its
+environment is set.
 """
 
 from __future__ import annotations
@@ -129,7 +133,7 @@ class AirflowRuns:
 
 
 @pytest.fixture(scope="module")
-def airflow_runs(tmp_path_factory) -> AirflowRuns:
+def airflow_runs(tmp_path_factory, forkserver) -> AirflowRuns:
     """Two `airflow dags test` runs on one store: span 1 (3,000 rows) goes all the way;
     span 2, the same rows with fares times ten, must stop at the validation gate."""
     tmp = tmp_path_factory.mktemp("airflow")
@@ -143,7 +147,7 @@ def airflow_runs(tmp_path_factory) -> AirflowRuns:
     assert migrate.returncode == 0, migrate.stderr[-3000:]
 
     def dags_test(date: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
+        return forkserver.run(
             [str(AIRFLOW), "dags", "test", DAG_ID, date],
             env=env,
             capture_output=True,
