@@ -1,8 +1,16 @@
-"""Lineage questions answered from ML Metadata, on SQLite and on a real MariaDB server.
+"""Lineage questions answered from ML Metadata on a real MariaDB server.
 
-Three runs per store: span 1, span 2 (the same rows with fares changed) and an
-unchanged rerun (everything cached). Every question goes through the `tfxp`
-command line, in-process.
+Three runs: span 1, span 2 (the same rows with fares changed) and an unchanged
+rerun (everything cached). Every question goes through the `tfxp` command line,
+in-process.
+
+Only MariaDB: the queries are the same ML Metadata calls on either store, and
+SQLite's side is covered elsewhere without three more runs: the same commands
+on real SQLite runs (tests/e2e/test_image_e2e.py: `lineage data` per span and
+`runs list` over two spans; tests/e2e/test_reproducible_retrain.py: `runs diff`),
+and opening a SQLite store that is missing, empty, garbage or of another
+pipeline (tests/test_lineage.py). The SQLite variant of this module cost ~64
+CPU-s of the suite (three runs).
 """
 
 from __future__ import annotations
@@ -30,7 +38,6 @@ ROWS = 2000
 
 @dataclass
 class LineageRuns:
-    backend: str
     config: PipelineConfig
     flags: list[str]
     env: dict[str, str]
@@ -43,25 +50,22 @@ class LineageRuns:
         return [self.span1.run_id, self.span2.run_id, self.cached.run_id]
 
 
-@pytest.fixture(scope="module", params=["sqlite", "mariadb"])
-def runs(request, tmp_path_factory) -> LineageRuns:
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, mariadb_server) -> LineageRuns:  # noqa: F811
     from tfxp.local.runner import run_local
 
-    tmp = tmp_path_factory.mktemp(f"lineage-{request.param}")
+    tmp = tmp_path_factory.mktemp("lineage")
     span1 = write_span(tmp / "data", 1, rows=ROWS)
     config = small_config(tmp, train_steps=20, eval_steps=1)
-    connection, flags, env = None, ["--run-dir", config.run_dir], {}
-    if request.param == "mariadb":
-        server = request.getfixturevalue("mariadb_server")
-        location = server.location()
-        connection = location.connection_config(create=True, read_only=False)
-        flags, env = server.cli_flags(), {"MLMD_MYSQL_PASSWORD": server.password}
+    server = mariadb_server
+    connection = server.location().connection_config(create=True, read_only=False)
+    flags, env = server.cli_flags(), {"MLMD_MYSQL_PASSWORD": server.password}
     quiet = {"printer": lambda _: None, "metadata_connection_config": connection}
     first = run_local(config, **quiet)
     write_scaled_fares(tmp / "data", 2, span1, 1.5)  # new content, same shape
     second = run_local(config, **quiet)
     cached = run_local(config, **quiet)
-    return LineageRuns(request.param, config, flags, env, first, second, cached)
+    return LineageRuns(config, flags, env, first, second, cached)
 
 
 def tfxp(runs: LineageRuns, *argv: str) -> tuple[int, str, str]:
@@ -238,8 +242,6 @@ def test_unknown_ids_fail_in_one_line(runs: LineageRuns) -> None:
 
 
 def test_unreachable_mysql_fails_in_one_line(runs: LineageRuns) -> None:
-    if runs.backend != "mariadb":
-        pytest.skip("MySQL only")
     from mariadb_server import free_port
 
     flags = list(runs.flags)
