@@ -21,7 +21,8 @@ def server():
     # A cheap preload: what is shared is tested, not TensorFlow's import time. The
     # server itself buffered, so the children's own buffering is what is seen.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
-    s = ForkServer(["json", "textwrap"], env=env)
+    env["PYTHONPATH"] = os.path.dirname(__file__)  # for forkserver_probe
+    s = ForkServer(["json", "textwrap", "forkserver_probe"], env=env)
     yield s
     s.close()
 
@@ -32,20 +33,22 @@ def test_argv_cwd_environment_and_exit_status_are_the_commands(server, tmp_path)
         "import os, sys\n"
         "print(sys.argv, os.getcwd(), os.environ.get('ONLY'), 'HOME' in os.environ)\n"
         "print(sys.path[0])\n"
+        "import tempfile; print(tempfile.gettempdir())\n"
         "print('to stderr', file=sys.stderr)\n"
         "sys.exit(3)\n"
     )
     done = server.run(
         [PY, str(script), "a", "b"],
         cwd=tmp_path,
-        env={"ONLY": "this"},
+        env={"ONLY": "this", "TMPDIR": str(tmp_path)},
         capture_output=True,
         text=True,
         timeout=30,
     )
-    first, second = done.stdout.splitlines()
+    first, second, temp = done.stdout.splitlines()
     assert first == f"[{str(script)!r}, 'a', 'b'] {tmp_path} this False"
     assert second == str(tmp_path)  # sys.path[0]: the script's folder, as python sets it
+    assert temp == str(tmp_path)  # from the child's TMPDIR, not the server's cached one
     assert done.stderr == "to stderr\n"
     assert done.returncode == 3
 

@@ -197,6 +197,7 @@ def _become(request: dict[str, Any], fds: list[int], keep_closed: list[int]) -> 
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(env)
+        tempfile.tempdir = None  # recomputed from TMPDIR on first use, as in a fresh python
         _reopen_std_streams(env)
         kind, target, argv = request["parsed"]
         sys.argv = argv

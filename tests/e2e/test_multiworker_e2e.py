@@ -33,27 +33,28 @@ class Trained:
     tmp: Path  # the workers' TMPDIR
 
 
-def _train(taxi: TaxiTransform, out: Path, workers: int) -> Trained:
+def _train(taxi: TaxiTransform, out: Path, workers: int, forkserver) -> Trained:
     config = taxi.config.replace(train_steps=TRAIN_STEPS, eval_steps=2)
     args = dataclasses.replace(trainer_args(config, out), examples=taxi.examples)
     tmp = out / "tmp"
     tmp.mkdir(parents=True)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TMPDIR", str(tmp))  # where a non-chief writes its throw-away copy
-        results = launch(args, workers, out, timeout_s=WORKER_DEADLINE_S)
+        # Each worker forked from the session's fork server (tests/conftest.py).
+        results = launch(args, workers, out, WORKER_DEADLINE_S, popen=forkserver.popen)
     logs = {r.index: r.log.read_text()[-3000:] for r in results if r.returncode != 0}
     assert not logs, f"workers failed or timed out: {logs}"
     return Trained(out, args.serving_model_dir, Path(args.model_run_dir), results, tmp)
 
 
 @pytest.fixture(scope="module")
-def one_worker(taxi_transform: TaxiTransform, tmp_path_factory) -> Trained:  # noqa: F811
-    return _train(taxi_transform, tmp_path_factory.mktemp("one_worker"), 1)
+def one_worker(taxi_transform: TaxiTransform, tmp_path_factory, forkserver) -> Trained:  # noqa: F811
+    return _train(taxi_transform, tmp_path_factory.mktemp("one_worker"), 1, forkserver)
 
 
 @pytest.fixture(scope="module")
-def two_workers(taxi_transform: TaxiTransform, tmp_path_factory) -> Trained:  # noqa: F811
-    return _train(taxi_transform, tmp_path_factory.mktemp("two_workers"), 2)
+def two_workers(taxi_transform: TaxiTransform, tmp_path_factory, forkserver) -> Trained:  # noqa: F811
+    return _train(taxi_transform, tmp_path_factory.mktemp("two_workers"), 2, forkserver)
 
 
 def _accuracy(model_dir: str, raw_examples: list[str]) -> float:
