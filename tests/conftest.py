@@ -12,7 +12,7 @@ mark by hand: write a module/session fixture and its tests stay together.
   tests are a group of their own, and the parameters spread over the workers.
 - Fixtures that only start a private server (`PER_WORKER`) are cheap enough to
   start once per worker and do not pin their tests together (the fork server
-  below too: it saves its start-up cost on the second command it forks).
+  below is one server for all workers, started by the xdist controller).
 Slow tests are sent to the workers first (`make test` keeps this order with
 --no-loadscope-reorder), so the many quick unit tests fill in at the end
 instead of one long pipeline test starting last on one worker.
@@ -117,6 +117,37 @@ def pytest_collection_modifyitems_slow_first(items: list[pytest.Item]) -> None:
 # import before they do any work (pipeline.definition pulls in TensorFlow, Beam,
 # TFMA, tf.Transform and TFX's components).
 FORKSERVER_PRELOAD = ("pipeline.definition", "tfxp.cli", "tfxp.local.runner")
+# Under xdist, the controller starts one fork server for every worker (its
+# import costs ~10 CPU-s once, not once per worker) and passes its address on.
+FORKSERVER_ADDRESS = "TFXP_TEST_FORKSERVER"
+_SHARED_FORKSERVER = pytest.StashKey[object]()
+
+
+def _new_forkserver():
+    from pipeline.config import PROJECT_ROOT
+    from tfxp.forkserver import ForkServer
+
+    return ForkServer(FORKSERVER_PRELOAD, cwd=str(PROJECT_ROOT))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The xdist controller (workers have `workerinput`), before it starts the
+    # workers, which inherit the environment. Started now, without waiting: it
+    # imports while the workers start and collect.
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+        return
+    if os.environ.get(FORKSERVER_ADDRESS):
+        return
+    server = _new_forkserver()
+    os.environ[FORKSERVER_ADDRESS] = server.address()
+    config.stash[_SHARED_FORKSERVER] = server
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    server = config.stash.get(_SHARED_FORKSERVER, None)
+    if server is not None:
+        server.close()
+        os.environ.pop(FORKSERVER_ADDRESS, None)
 
 
 @pytest.fixture(scope="session")
@@ -125,12 +156,12 @@ def forkserver():
     imported the pipeline once (tfxp/forkserver.py), for tests that need a runner in
     a process of its own (signals, exit codes, two at once) but not a fresh
     interpreter: a fresh one spends ~10 CPU-s importing before it does anything
-    (a small run measured 35.6 CPU-s fresh vs 25.4 forked). Started on first use,
-    once per xdist worker. Tests of a fresh interpreter itself (start-up, import
-    side effects, entry points) use subprocess."""
-    from pipeline.config import PROJECT_ROOT
+    (a small run measured 35.6 CPU-s fresh vs 25.4 forked). Under xdist, the
+    controller's one server; otherwise one started on first use. Tests of a fresh
+    interpreter itself (start-up, import side effects, entry points) use subprocess."""
     from tfxp.forkserver import ForkServer
 
-    server = ForkServer(FORKSERVER_PRELOAD, cwd=str(PROJECT_ROOT))
+    address = os.environ.get(FORKSERVER_ADDRESS)
+    server = ForkServer.attach(address) if address else _new_forkserver()
     yield server
     server.close()

@@ -158,3 +158,27 @@ def test_a_server_that_cannot_start_or_dies_is_an_error_naming_its_log(tmp_path)
         proc.wait(30)
     os.kill(proc.pid, signal.SIGKILL)  # its own session: it outlived the server
     dying.close()
+
+
+def test_other_processes_attach_to_a_running_server(server):
+    attached = ForkServer.attach(server.address())
+    done = attached.run(
+        [PY, "-c", "import sys; print('textwrap' in sys.modules)"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.stdout == "True\n"  # forked by the same preloaded server
+    attached.close()  # forgets it; only the owner stops it
+    assert server.run([PY, "-c", "pass"], timeout=30).returncode == 0
+
+
+def test_attaching_to_a_dead_server_is_an_error_naming_its_log():
+    gone = ForkServer(["json"])
+    address = gone.address()
+    gone._ensure_started()
+    gone._proc.kill()
+    gone._proc.wait()
+    with pytest.raises(ForkServerError, match="server.log"):
+        ForkServer.attach(address).popen([PY, "-c", "pass"])
+    gone.close()

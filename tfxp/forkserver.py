@@ -30,6 +30,7 @@ import io
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -41,7 +42,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-READY = "ready"
 _MAX_REQUEST = 1 << 22  # argv + environment; a few KB in practice
 
 
@@ -217,22 +217,19 @@ def _become(request: dict[str, Any], fds: list[int], keep_closed: list[int]) -> 
 def serve(socket_path: str, preload: Sequence[str]) -> None:
     """`python -m tfxp.forkserver SOCKET [MODULE ...]`: imports, then forks per connection.
 
-    Prints one JSON line ({"ready": true, "pid": N}) to stdout once listening,
-    and exits when its stdin reaches end of file (the client closed it or died).
+    SOCKET appears once the server listens (it is bound under another name and
+    renamed), so a client waits for the path, not for a message. The server
+    exits when its stdin reaches end of file (its owner closed it or died).
     """
     import importlib
 
-    # The ready line goes to a private copy of stdout; whatever the imports
-    # print to fd 1 goes to stderr (the server's log) instead of into it.
-    replies = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)
+    os.dup2(2, 1)  # whatever the imports print goes to the server's log
     for module in preload:
         importlib.import_module(module)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(socket_path)
+    listener.bind(socket_path + ".binding")
     listener.listen(64)
-    replies.write(json.dumps({READY: True, "pid": os.getpid()}) + "\n")
-    replies.close()
+    os.rename(socket_path + ".binding", socket_path)
     children: dict[int, tuple[int, socket.socket]] = {}  # pidfd -> (pid, connection)
     while True:
         readable, _, _ = select.select([listener, sys.stdin, *children], [], [])
@@ -381,7 +378,12 @@ class ForkedProcess:
 
 
 class ForkServer:
-    """Starts the server (lazily, on first use), forks commands from it, stops it."""
+    """Starts the server (lazily, on first use, or at `start()`), forks commands from it, stops it.
+
+    Other processes can fork from the same server: they `attach` to its
+    `address()` (the socket's path and the server's pid), e.g. pytest-xdist
+    workers to the server their controller started.
+    """
 
     def __init__(
         self,
@@ -398,30 +400,66 @@ class ForkServer:
         self.socket_path = os.path.join(self._dir, "socket")
         self.log_path = log_path or os.path.join(self._dir, "server.log")
         self._proc: subprocess.Popen | None = None
+        self._pid: int | None = None  # an attached client's server
+        self._ready = False
         self._lock = threading.Lock()
+
+    @classmethod
+    def attach(cls, address: str) -> ForkServer:
+        """A client of a server another process started (its `address()`); never stops it."""
+        socket_path, _, pid = address.rpartition(":")
+        client = cls((), log_path=os.path.join(os.path.dirname(socket_path), "server.log"))
+        os.rmdir(client._dir)
+        client._dir, client.socket_path, client._pid = "", socket_path, int(pid)
+        return client
+
+    def address(self) -> str:
+        """What `attach` takes: the socket's path and the server's pid (starts the server)."""
+        self.start()
+        return f"{self.socket_path}:{self._pid or self._proc.pid}"  # type: ignore[union-attr]
+
+    def start(self) -> None:
+        """Starts the server's process if it is not running yet, without waiting for it."""
+        if self._pid is not None or (self._proc is not None and self._proc.poll() is None):
+            return
+        if self._proc is not None:
+            raise ForkServerError(f"the fork server exited; its log: {self.log_path}")
+        with open(self.log_path, "ab") as log:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "tfxp.forkserver", self.socket_path, *self.preload],
+                cwd=self.cwd,
+                env=self.env,
+                stdin=subprocess.PIPE,
+                stdout=log,
+                stderr=log,
+            )
+
+    def _alive(self) -> bool:
+        if self._proc is not None:
+            return self._proc.poll() is None
+        try:  # not our child: a dead server stays a zombie until its owner reaps it
+            with open(f"/proc/{self._pid}/stat") as f:
+                return f.read().rpartition(")")[2].split()[0] != "Z"
+        except OSError:
+            return False
 
     def _ensure_started(self) -> None:
         with self._lock:
-            if self._proc is not None and self._proc.poll() is None:
-                return
-            if self._proc is not None:
+            if not self._ready:
+                self.start()
+                deadline = time.monotonic() + self.start_timeout
+                while not os.path.exists(self.socket_path):  # it appears once listening
+                    if not self._alive() or time.monotonic() > deadline:
+                        if self._proc is not None:
+                            self._proc.kill()
+                            self._proc.wait()
+                        raise ForkServerError(
+                            f"the fork server did not start; its log: {self.log_path}"
+                        )
+                    time.sleep(0.05)
+                self._ready = True
+            if not self._alive():
                 raise ForkServerError(f"the fork server exited; its log: {self.log_path}")
-            with open(self.log_path, "ab") as log:
-                self._proc = subprocess.Popen(
-                    [sys.executable, "-m", "tfxp.forkserver", self.socket_path, *self.preload],
-                    cwd=self.cwd,
-                    env=self.env,
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=log,
-                )
-            assert self._proc.stdout is not None
-            ready, _, _ = select.select([self._proc.stdout], [], [], self.start_timeout)
-            line = self._proc.stdout.readline() if ready else b""
-            if not line.startswith(b"{"):
-                self._proc.kill()
-                self._proc.wait()
-                raise ForkServerError(f"the fork server did not start; its log: {self.log_path}")
 
     def popen(
         self,
@@ -517,7 +555,8 @@ class ForkServer:
         return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
     def close(self) -> None:
-        """Stops the server (running children carry on in their own sessions)."""
+        """Stops the server if this client started it (running children carry on in their
+        own sessions); an attached client just forgets it."""
         proc, self._proc = self._proc, None
         if proc is not None:
             assert proc.stdin is not None
@@ -529,9 +568,8 @@ class ForkServer:
                 proc.wait()
             if proc.stdout:
                 proc.stdout.close()
-        with contextlib.suppress(OSError):
-            os.unlink(self.socket_path)
-            os.rmdir(self._dir)
+        if self._dir:  # the socket, and the log unless it was put elsewhere
+            shutil.rmtree(self._dir, ignore_errors=True)
 
 
 if __name__ == "__main__":
