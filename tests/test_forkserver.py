@@ -182,3 +182,14 @@ def test_attaching_to_a_dead_server_is_an_error_naming_its_log():
     with pytest.raises(ForkServerError, match="server.log"):
         ForkServer.attach(address).popen([PY, "-c", "pass"])
     gone.close()
+
+
+def test_a_client_that_hangs_up_mid_request_does_not_stop_the_server(server):
+    import socket
+
+    server._ensure_started()
+    for payload in (b"", b'{"argv": ["x"'):  # nothing, and half a request
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.connect(server.socket_path)
+            s.sendall(payload)
+    assert server.run([PY, "-c", "pass"], timeout=30).returncode == 0

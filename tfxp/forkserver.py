@@ -236,7 +236,11 @@ def serve(socket_path: str, preload: Sequence[str]) -> None:
         if sys.stdin in readable and not sys.stdin.buffer.read1(4096):
             return  # the client is gone; children outlive the server (each its own session)
         if listener in readable:
-            _start_child(listener, children)
+            conn, _ = listener.accept()
+            try:
+                _start_child(listener, conn, children)
+            except OSError:  # the client went away mid-request: nothing was started
+                conn.close()
         for pidfd in [r for r in readable if isinstance(r, int)]:
             pid, conn = children.pop(pidfd)
             _, status = os.waitpid(pid, 0)
@@ -246,8 +250,9 @@ def serve(socket_path: str, preload: Sequence[str]) -> None:
             conn.close()
 
 
-def _start_child(listener: socket.socket, children: dict[int, tuple[int, socket.socket]]) -> None:
-    conn, _ = listener.accept()
+def _start_child(
+    listener: socket.socket, conn: socket.socket, children: dict[int, tuple[int, socket.socket]]
+) -> None:
     data, fds, _, _ = socket.recv_fds(conn, _MAX_REQUEST, 3)
     while not data.endswith(b"\n"):
         more = conn.recv(_MAX_REQUEST)
@@ -260,10 +265,11 @@ def _start_child(listener: socket.socket, children: dict[int, tuple[int, socket.
         if len(fds) != 3:
             raise ValueError(f"expected stdin, stdout and stderr, got {len(fds)} descriptors")
     except ValueError as e:
-        conn.sendall(f"error {json.dumps(str(e))}\n".encode())
-        conn.close()
         for fd in fds:
             os.close(fd)
+        with contextlib.suppress(OSError):
+            conn.sendall(f"error {json.dumps(str(e))}\n".encode())
+        conn.close()
         return
     sys.stdout.flush()
     sys.stderr.flush()
