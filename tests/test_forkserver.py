@@ -114,11 +114,15 @@ def test_unbuffered_output_arrives_before_the_child_exits(server):
 
 
 def test_concurrent_children_report_their_own_status(server):
-    slow = server.popen([PY, "-c", "import time, sys; time.sleep(1); sys.exit(7)"])
-    fast = server.popen([PY, "-c", "import sys; sys.exit(5)"])
-    assert fast.wait(30) == 5
-    assert slow.poll() is None
-    assert slow.wait(30) == 7
+    # The first waits for its stdin to close, so the order of exits is the test's.
+    waiting = server.popen(
+        [PY, "-c", "import sys; sys.stdin.read(); sys.exit(7)"], stdin=subprocess.PIPE
+    )
+    quick = server.popen([PY, "-c", "import sys; sys.exit(5)"])
+    assert quick.wait(30) == 5
+    assert waiting.poll() is None
+    waiting.stdin.close()
+    assert waiting.wait(30) == 7
 
 
 def test_run_kills_the_child_at_its_timeout(server):
