@@ -84,8 +84,8 @@ def test_verbose_streams_the_tasks_output(server) -> None:
 def test_a_dead_server_is_an_error_naming_its_log(server) -> None:
     srv, tmp = server
     assert srv.run("task_mod", ["x"], str(tmp / "h.log"), None) == 0
-    srv._proc.kill()
-    srv._proc.wait()
+    srv._server._proc.kill()
+    srv._server._proc.wait()
     # The next task starts a new server (a server that died between tasks is replaced).
     assert srv.run("task_mod", ["x"], str(tmp / "i.log"), None) == 0
     # One that dies during a task fails it, naming the server's log.

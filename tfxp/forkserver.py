@@ -440,6 +440,21 @@ class ForkServer:
                 stderr=log,
             )
 
+    @property
+    def returncode(self) -> int | None:
+        """The server's exit status once it has exited (a server this client started)."""
+        return self._proc.poll() if self._proc is not None else None
+
+    def wait_exited(self, timeout: float) -> int | None:
+        """The server's exit status, waiting up to `timeout` s (its sockets close a moment
+        before it can be reaped); None if it runs on or another process started it."""
+        if self._proc is None:
+            return None
+        try:
+            return self._proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
     def _alive(self) -> bool:
         if self._proc is not None:
             return self._proc.poll() is None
