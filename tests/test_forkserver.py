@@ -197,3 +197,32 @@ def test_a_client_that_hangs_up_mid_request_does_not_stop_the_server(server):
             s.connect(server.socket_path)
             s.sendall(payload)
     assert server.run([PY, "-c", "pass"], timeout=30).returncode == 0
+
+
+def test_an_exit_that_arrives_with_the_pid_is_not_lost(tmp_path):
+    """A quick child's "exit" line can reach the client in the same read as "pid"
+    (seen in a CI run); a stand-in server sends both at once to make it certain."""
+    import socket
+    import threading
+
+    path = str(tmp_path / "socket")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(1)
+
+    def answer_both_at_once():
+        conn, _ = listener.accept()
+        _, fds, _, _ = socket.recv_fds(conn, 1 << 16, 3)
+        for fd in fds:
+            os.close(fd)
+        conn.sendall(b"pid 4242\nexit 5\n")
+        conn.close()
+
+    thread = threading.Thread(target=answer_both_at_once, daemon=True)
+    thread.start()
+    client = ForkServer.attach(f"{path}:{os.getpid()}")  # "alive": this process
+    proc = client.popen([PY, "-c", "pass"])
+    assert proc.pid == 4242
+    assert proc.wait(5) == 5
+    thread.join(5)
+    listener.close()

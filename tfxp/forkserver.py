@@ -301,24 +301,26 @@ class ForkedProcess:
         conn: socket.socket,
         pid: int,
         streams: tuple[IO | None, IO | None, IO | None],
+        pending: bytes = b"",
     ) -> None:
         self.args, self.pid, self._conn = args, pid, conn
         self.stdin, self.stdout, self.stderr = streams
         self.returncode: int | None = None
-        self._pending = b""
+        self._pending = pending  # what arrived after the "pid" line (a quick child's exit)
 
     def _read_status(self, timeout: float | None) -> int | None:
         if self.returncode is not None:
             return self.returncode
-        ready, _, _ = select.select([self._conn], [], [], timeout)
-        if not ready:
-            return None
-        while not self._pending.endswith(b"\n"):
-            chunk = self._conn.recv(64)
-            if not chunk:
-                raise ForkServerError(f"the fork server died while running {self.args}")
-            self._pending += chunk
-        word, _, value = self._pending.decode().strip().partition(" ")
+        if b"\n" not in self._pending:
+            ready, _, _ = select.select([self._conn], [], [], timeout)
+            if not ready:
+                return None
+            while b"\n" not in self._pending:
+                chunk = self._conn.recv(64)
+                if not chunk:
+                    raise ForkServerError(f"the fork server died while running {self.args}")
+                self._pending += chunk
+        word, _, value = self._pending.partition(b"\n")[0].decode().partition(" ")
         assert word == "exit", self._pending
         self.returncode = int(value)
         self._conn.close()
@@ -540,16 +542,17 @@ class ForkServer:
             for fd in to_close:
                 os.close(fd)
         answer = b""
-        while not answer.endswith(b"\n"):
+        while b"\n" not in answer:  # a quick child's "exit" line may come in the same read
             chunk = conn.recv(4096)
             if not chunk:
                 raise ForkServerError(f"the fork server died; its log: {self.log_path}")
             answer += chunk
-        word, _, value = answer.decode().strip().partition(" ")
+        line, _, rest = answer.partition(b"\n")
+        word, _, value = line.decode().partition(" ")
         if word != "pid":
             conn.close()
             raise ForkServerError(f"the fork server refused {args}: {json.loads(value)}")
-        return ForkedProcess(args, conn, int(value), (ours[0], ours[1], ours[2]))
+        return ForkedProcess(args, conn, int(value), (ours[0], ours[1], ours[2]), rest)
 
     def run(
         self,
