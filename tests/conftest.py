@@ -156,7 +156,7 @@ def forkserver():
     imported the pipeline once (tfxp/forkserver.py), for tests that need a runner in
     a process of its own (signals, exit codes, two at once) but not a fresh
     interpreter: a fresh one spends ~10 CPU-s importing before it does anything
-    (a small run measured 35.6 CPU-s fresh vs 25.4 forked). Under xdist, the
+    (`import pipeline.definition`, see tfxp/forkserver.py). Under xdist, the
     controller's one server; otherwise one started on first use. Tests of a fresh
     interpreter itself (start-up, import side effects, entry points) use subprocess."""
     from tfxp.forkserver import ForkServer
