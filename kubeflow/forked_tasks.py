@@ -64,7 +64,7 @@ class ForkServer:
         self._server: forkserver.ForkServer | None = None
 
     def _live_server(self) -> forkserver.ForkServer:
-        if self._server is not None and self._server.returncode is not None:
+        if self._server is not None and self._server.wait_exited() is not None:
             self._server.close()  # died between tasks: the next task gets a new one
             self._server = None
         if self._server is None:

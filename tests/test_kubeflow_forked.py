@@ -98,6 +98,7 @@ def test_a_server_that_cannot_start_names_its_log(tmp_path: Path) -> None:
     srv = ForkServer(env, str(tmp_path), str(tmp_path / "s.log"), ("no_such_preload",))
     with pytest.raises(ForkServerError, match="s.log"):
         srv.run("json", [], None, None)
+    srv.close()
     assert "No module named 'no_such_preload'" in (tmp_path / "s.log").read_text()
 
 

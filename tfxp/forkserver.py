@@ -401,25 +401,30 @@ class ForkServer:
         env: dict[str, str] | None = None,
         log_path: str | None = None,
         start_timeout: float = 600,
+        address: str | None = None,
     ) -> None:
+        """`address`: a server another process started (its `address()`) instead of a
+        new one; such a client never starts or stops it (`attach`)."""
         self.preload, self.cwd, self.env = tuple(preload), cwd, env
         self.start_timeout = start_timeout
-        self._dir = tempfile.mkdtemp(prefix="tfxp-forkserver-")
-        self.socket_path = os.path.join(self._dir, "socket")
-        self.log_path = log_path or os.path.join(self._dir, "server.log")
-        self._proc: subprocess.Popen | None = None
         self._pid: int | None = None  # an attached client's server
+        if address:
+            self.socket_path, _, pid = address.rpartition(":")
+            self._dir, self._pid = "", int(pid)
+            default_log = os.path.join(os.path.dirname(self.socket_path), "server.log")
+        else:
+            self._dir = tempfile.mkdtemp(prefix="tfxp-forkserver-")
+            self.socket_path = os.path.join(self._dir, "socket")
+            default_log = os.path.join(self._dir, "server.log")
+        self.log_path = log_path or default_log
+        self._proc: subprocess.Popen | None = None
         self._ready = False
         self._lock = threading.Lock()
 
     @classmethod
     def attach(cls, address: str) -> ForkServer:
         """A client of a server another process started (its `address()`); never stops it."""
-        socket_path, _, pid = address.rpartition(":")
-        client = cls((), log_path=os.path.join(os.path.dirname(socket_path), "server.log"))
-        os.rmdir(client._dir)
-        client._dir, client.socket_path, client._pid = "", socket_path, int(pid)
-        return client
+        return cls((), address=address)
 
     def address(self) -> str:
         """What `attach` takes: the socket's path and the server's pid (starts the server)."""
@@ -442,12 +447,7 @@ class ForkServer:
                 stderr=log,
             )
 
-    @property
-    def returncode(self) -> int | None:
-        """The server's exit status once it has exited (a server this client started)."""
-        return self._proc.poll() if self._proc is not None else None
-
-    def wait_exited(self, timeout: float) -> int | None:
+    def wait_exited(self, timeout: float = 0) -> int | None:
         """The server's exit status, waiting up to `timeout` s (its sockets close a moment
         before it can be reaped); None if it runs on or another process started it."""
         if self._proc is None:
@@ -597,4 +597,6 @@ class ForkServer:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit("usage: python -m tfxp.forkserver SOCKET [MODULE ...] (started by ForkServer)")
     serve(sys.argv[1], sys.argv[2:])
