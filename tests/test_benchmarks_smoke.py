@@ -25,16 +25,24 @@ from pipeline.config import PROJECT_ROOT
 BENCHMARKS = PROJECT_ROOT / "benchmarks"
 
 
-def _run(script: str, *args: str, cwd: Path | None = None, timeout: float = 240):
-    done = subprocess.run(
+def _run(script: str, *args: str, cwd: Path | None = None, timeout: float = 240, server=None):
+    """The benchmark as `python SCRIPT ARGS`; with `server` (the session's fork server),
+    forked from the process that imported the pipeline once: the script's own imports
+    are then free (its children, which it starts itself, are fresh interpreters still)."""
+    start = server.run if server is not None else subprocess.run
+    done = start(
         [sys.executable, str(BENCHMARKS / script), *args],
-        cwd=cwd or PROJECT_ROOT,
+        cwd=str(cwd or PROJECT_ROOT),
         capture_output=True,
         text=True,
         timeout=timeout,
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     return done
+
+
+def _forked(server, script: str, *args: str, **kwargs):
+    return _run(script, *args, server=server, **kwargs)
 
 
 def _module(script: str):
@@ -50,8 +58,8 @@ def test_every_benchmark_parses_its_arguments(script):
     assert "usage:" in _run(script, "--help").stdout
 
 
-def test_taxi_benchmark_checks_the_example_it_drives():
-    done = _run("taxi_vs_tfx_example.py", "--check-example")
+def test_taxi_benchmark_checks_the_example_it_drives(forkserver):
+    done = _forked(forkserver, "taxi_vs_tfx_example.py", "--check-example")
     assert "_create_pipeline, _pipeline_name, _beam_pipeline_args present" in done.stdout
 
 
@@ -98,8 +106,9 @@ def test_taxi_benchmark_report_has_both_anchors_counts_and_examples_seen():
     assert bench.compare(ours, anchors)["eval_counts_equal"] is False
 
 
-def test_input_pipeline_benchmark_on_a_few_records():
-    done = _run(
+def test_input_pipeline_benchmark_on_a_few_records(forkserver):
+    done = _forked(
+        forkserver,
         "input_pipeline.py",
         *("--records", "3000", "--shards", "2", "--repeats", "1", "--workers", "1", "--json"),
     )
@@ -126,16 +135,23 @@ def test_input_pipeline_training_row_is_what_the_trainer_passes():
     )
 
 
-def test_generator_benchmark_on_a_few_rows():
-    done = _run("generator.py", "--rows", "2000", "--ingest-rows", "0", "--json")
+def test_generator_benchmark_on_a_few_rows(forkserver):
+    done = _forked(forkserver, "generator.py", "--rows", "2000", "--ingest-rows", "0", "--json")
     assert "rows_per_s" in done.stdout
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_csv_ingest_benchmark_on_a_few_rows(tmp_path):
-    done = _run(
-        "csv_ingest.py", "--rows", "300", "--work", str(tmp_path), "--one-child", timeout=800
+def test_csv_ingest_benchmark_on_a_few_rows(tmp_path, forkserver):
+    done = _forked(
+        forkserver,
+        "csv_ingest.py",
+        "--rows",
+        "300",
+        "--work",
+        str(tmp_path),
+        "--one-child",
+        timeout=800,
     )
     assert "| arrow |" in done.stdout and "| tfx |" in done.stdout
     assert "equivalent: yes" in done.stdout
@@ -143,10 +159,13 @@ def test_csv_ingest_benchmark_on_a_few_rows(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_image_benchmarks_on_a_few_images(tmp_path):
+def test_image_benchmarks_on_a_few_images(tmp_path, forkserver):
     work = str(tmp_path / "images")
-    _run("image_ingest.py", "--count", "40", "--size", "16", "--work", work, timeout=600)
-    _run(
+    _forked(
+        forkserver, "image_ingest.py", "--count", "40", "--size", "16", "--work", work, timeout=600
+    )
+    _forked(
+        forkserver,
         "image_read.py",
         "--work",
         work,
@@ -223,10 +242,16 @@ def test_object_storage_ingest_report_prints_the_ratio_and_the_readers():
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_object_storage_benchmark_ingest_mode_on_a_few_rows():
+def test_object_storage_benchmark_ingest_mode_on_a_few_rows(forkserver):
     """Starts its own SeaweedFS; the same Arrow reader on both sides, the same bytes."""
-    done = _run(
-        "object_storage.py", "--ingest-only", "--ingest-rows", "2000", "--one-child", timeout=800
+    done = _forked(
+        forkserver,
+        "object_storage.py",
+        "--ingest-only",
+        "--ingest-rows",
+        "2000",
+        "--one-child",
+        timeout=800,
     )
     assert "ratio bucket / local, ingest rows/s:" in done.stdout
     assert "same reader on both sides: yes (arrow)" in done.stdout
@@ -234,8 +259,9 @@ def test_object_storage_benchmark_ingest_mode_on_a_few_rows():
 
 
 @pytest.mark.timeout(600)
-def test_beam_speedups_benchmark_to_the_statistics_on_a_few_rows():
-    done = _run(
+def test_beam_speedups_benchmark_to_the_statistics_on_a_few_rows(forkserver):
+    done = _forked(
+        forkserver,
         "beam_speedups.py", "--rows", "200", "--repeat", "1", "--to-node", "StatisticsGen",
         "--no-warmup", timeout=500,
     )  # fmt: skip
