@@ -77,16 +77,26 @@ def test_boot_script_runs_this_module_with_the_work_dir(tmp_path: Path) -> None:
     assert f'--work-dir "{tmp_path}" "$@"' in text and "beam_workers.py" in text
 
 
-def test_worker_pool_listens_and_stops(tmp_path: Path) -> None:
+def test_boot_script_of_warm_workers_names_the_zygote(tmp_path: Path) -> None:
+    text = Path(beam_workers.write_boot_script(str(tmp_path), "/tmp/x/socket:42")).read_text()
+    assert f'--work-dir "{tmp_path}" --zygote "/tmp/x/socket:42" "$@"' in text
+
+
+@pytest.mark.parametrize("warm", [True, False])
+def test_worker_pool_listens_and_stops(tmp_path: Path, warm: bool) -> None:
     grpc = pytest.importorskip("grpc")
-    pool = beam_workers.WorkerPool(str(tmp_path), port=0)
+    pool = beam_workers.WorkerPool(str(tmp_path), port=0, warm=warm)
+    zygote = int(pool.zygote.address().rsplit(":", 1)[1]) if pool.zygote else None
     try:
         host, port = pool.address.rsplit(":", 1)
         assert host == "127.0.0.1" and int(port) > 0
         grpc.channel_ready_future(grpc.insecure_channel(pool.address)).result(timeout=30)
+        assert ("--zygote" in (tmp_path / "boot").read_text()) is warm
     finally:
         pool.stop()
-    assert (tmp_path / "boot").exists()
+    assert (zygote is not None) is warm
+    if zygote:  # stopped with the pool, even mid-import (it had no worker to wait for)
+        assert not os.path.exists(f"/proc/{zygote}")
 
 
 def test_a_port_in_use_is_one_clear_error(tmp_path: Path) -> None:
@@ -98,6 +108,7 @@ def test_a_port_in_use_is_one_clear_error(tmp_path: Path) -> None:
         port = taken.getsockname()[1]
         with pytest.raises(OSError, match=f"cannot listen on 127.0.0.1:{port}: in use"):
             beam_workers.WorkerPool(str(tmp_path), port=port)
+    assert not (tmp_path / "zygote.log").exists()  # no zygote for a pool that never served
 
 
 def test_services_that_do_not_answer_are_named_before_the_run(tmp_path: Path) -> None:
@@ -106,7 +117,7 @@ def test_services_that_do_not_answer_are_named_before_the_run(tmp_path: Path) ->
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         dead = f"127.0.0.1:{s.getsockname()[1]}"  # nothing listens once closed
-    pool = beam_workers.WorkerPool(str(tmp_path), port=0)
+    pool = beam_workers.WorkerPool(str(tmp_path), port=0, warm=False)
     try:
         args = ["--runner=PortableRunner", f"--job_endpoint={dead}", "--environment_type=EXTERNAL"]
         with pytest.raises(beam_workers.BeamServiceError, match=f"job service at {dead} does not"):

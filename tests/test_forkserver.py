@@ -164,6 +164,26 @@ def test_a_server_that_cannot_start_or_dies_is_an_error_naming_its_log(tmp_path)
     dying.close()
 
 
+def test_closing_a_server_still_importing_stops_it_there(tmp_path):
+    """It has no children before it listens: close() need not wait out its imports."""
+    import threading
+
+    hold = tmp_path / "hold"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.path.dirname(__file__),
+        "FORKSERVER_PROBE_HOLD": str(hold),
+    }
+    importing = ForkServer(["forkserver_probe"], env=env)
+    importing.start()
+    # The import would go on (and write its marker) once `hold` exists: 2 s from now, a
+    # time a close() that waits for the import would still be waiting.
+    threading.Timer(2.0, hold.touch).start()
+    importing.close()
+    time.sleep(3.0)
+    assert hold.exists() and not (tmp_path / "hold.imported").exists()
+
+
 def test_other_processes_attach_to_a_running_server(server):
     attached = ForkServer.attach(server.address())
     done = attached.run(

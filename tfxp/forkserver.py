@@ -584,6 +584,10 @@ class ForkServer:
         proc, self._proc = self._proc, None
         if proc is not None:
             assert proc.stdin is not None
+            if not os.path.exists(self.socket_path):
+                # Still importing: it has never listened, so it has no children; it would
+                # only see the end of its stdin after its imports (~10 s of CPU).
+                proc.kill()
             proc.stdin.close()
             try:
                 proc.wait(timeout=30)

@@ -15,7 +15,7 @@ def cmd_workers(args: argparse.Namespace) -> int:
 
     work_dir = args.work_dir or tempfile.mkdtemp(prefix="tfxp-beam-workers-")
     try:
-        pool = WorkerPool(work_dir, host=args.host, port=args.port)
+        pool = WorkerPool(work_dir, host=args.host, port=args.port, warm=not args.fresh_workers)
     except OSError as e:
         print(f"ERROR: {e}", file=sys.stderr)
         return 1
@@ -53,4 +53,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     workers.add_argument("--work-dir", help="workers' packages and logs (default: a temp dir)")
     workers.add_argument("--port-file", help="write the port here once listening")
+    workers.add_argument(
+        "--fresh-workers",
+        action="store_true",
+        help="start every SDK worker as a fresh interpreter, as a container's boot does "
+        "(default: fork them from a process that imported Beam, TensorFlow and TFX once; "
+        "~10 s of CPU less per worker)",
+    )
     workers.set_defaults(func=cmd_workers)

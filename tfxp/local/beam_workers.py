@@ -24,6 +24,18 @@ container's boot program does, here:
    project module comes from the staged package (the harness records where
    each was loaded from in `<work_dir>/workers/<id>/modules.json`).
 
+Warm workers (the default; `tfxp beam workers --fresh-workers` turns them off):
+step 4's process is forked from a zygote the pool starts once
+(tfxp/forkserver.py), which has imported the third-party modules every worker
+imports (Beam's harness, TensorFlow, TFDV, tf.Transform, TFMA, TFX's
+components: `WORKER_PRELOAD`) and nothing of the project. A fresh harness
+spends ~10 s of CPU on those imports before its first bundle; a forked one
+starts in a fraction of a second. The project's modules are still imported
+by the harness, from the staged package (the zygote's own `tfxp.forkserver`
+module is dropped from the child's `sys.modules` first). The trade: a module
+a worker imports reads its environment at the zygote's import, not the job's
+(the zygote gets `WORKER_ENV`, as every worker does).
+
 What it does not do: the third-party packages (TensorFlow, TFX, Beam) are this
 machine's virtualenv, as they are the image's in a real cluster; only the
 project's own code travels.
@@ -48,23 +60,36 @@ WORKER_ENV = {"TF_USE_LEGACY_KERAS": "1", "PYTHONUNBUFFERED": "1", "TF_CPP_MIN_L
 PROJECT_PACKAGES = ("pipeline", "tfxp", "components", "trainer", "kubeflow")
 # Third-party modules whose presence in a worker shows what ran there.
 WORK_MODULES = ("tensorflow_transform", "tensorflow_model_analysis", "tensorflow_data_validation")
+# What the warm workers' zygote imports: what the SDK harness and the TFX
+# components' Beam work import anyway. Third-party only: a project module
+# imported here would not come from the job's staged package.
+WORKER_PRELOAD = (
+    "apache_beam.runners.worker.sdk_worker_main",
+    "tensorflow",
+    "tensorflow_data_validation",
+    "tensorflow_transform.beam",
+    "tensorflow_model_analysis",
+    "tfx.components",
+)
 INSTALL_TIMEOUT_S = 600
 
 
 class WorkerPool:
     """Beam's worker pool servicer, serving on `host`, with `boot` as its container executable."""
 
-    def __init__(self, work_dir: str, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self, work_dir: str, host: str = "127.0.0.1", port: int = 0, warm: bool = True
+    ) -> None:
+        """`warm`: fork each worker from a zygote (see the module's docstring)."""
         import grpc
         from apache_beam.portability.api import beam_fn_api_pb2_grpc
         from apache_beam.runners.worker.worker_pool_main import BeamFnExternalWorkerPoolServicer
         from apache_beam.utils import thread_pool_executor
 
+        from tfxp.forkserver import ForkServer
+
         os.makedirs(work_dir, exist_ok=True)
         self.work_dir = os.path.abspath(work_dir)
-        self._servicer = BeamFnExternalWorkerPoolServicer(
-            use_process=True, container_executable=write_boot_script(self.work_dir)
-        )
         self._server = grpc.server(thread_pool_executor.shared_unbounded_instance())
         try:
             bound = self._server.add_insecure_port(f"{host}:{port}")
@@ -75,6 +100,18 @@ class WorkerPool:
                 f"cannot listen on {host}:{port}: in use, or not this machine's address; "
                 "choose another --port (0: any free one)"
             )
+        self.zygote: ForkServer | None = None
+        if warm:  # started now: it imports while the pool waits for its first job
+            self.zygote = ForkServer(
+                WORKER_PRELOAD,
+                cwd=self.work_dir,
+                env=worker_base_env(),
+                log_path=os.path.join(self.work_dir, "zygote.log"),
+            )
+        boot = write_boot_script(self.work_dir, self.zygote.address() if self.zygote else None)
+        self._servicer = BeamFnExternalWorkerPoolServicer(
+            use_process=True, container_executable=boot
+        )
         beam_fn_api_pb2_grpc.add_BeamFnExternalWorkerPoolServicer_to_server(
             self._servicer, self._server
         )
@@ -87,7 +124,9 @@ class WorkerPool:
 
         self._server.stop(0)
         for proc in list(self._servicer._worker_processes.values()):  # noqa: SLF001 - Beam's own
-            kill_process_gracefully(proc)
+            kill_process_gracefully(proc)  # a warm worker's boot passes the signal on
+        if self.zygote is not None:
+            self.zygote.close()
 
 
 class BeamServiceError(ValueError):
@@ -132,12 +171,16 @@ _JOB_SERVICE_HINT = (
 _POOL_HINT = "start one (tfxp beam workers --port PORT) or fix --environment-config"
 
 
-def write_boot_script(work_dir: str) -> str:
-    """The container executable Beam's pool runs per worker: this module's `boot`."""
+def write_boot_script(work_dir: str, zygote: str | None = None) -> str:
+    """The container executable Beam's pool runs per worker: this module's `boot`
+    (with `zygote`, the address of the server it forks the harness from)."""
     path = os.path.join(work_dir, "boot")
     module = Path(__file__).resolve()
+    warm = f' --zygote "{zygote}"' if zygote else ""
     with open(path + ".tmp", "w") as f:
-        f.write(f'#!/bin/sh\nexec "{sys.executable}" "{module}" --work-dir "{work_dir}" "$@"\n')
+        f.write(
+            f'#!/bin/sh\nexec "{sys.executable}" "{module}" --work-dir "{work_dir}"{warm} "$@"\n'
+        )
     os.chmod(path + ".tmp", 0o755)
     os.replace(path + ".tmp", path)
     return path
@@ -262,16 +305,20 @@ def editable_paths() -> list[str]:
 
 # The harness process: the checkout's paths out, then Beam's SDK worker main;
 # at the end, where each project module and the work modules were loaded from.
+# Forked from the zygote, the project modules its server imported (tfxp.forkserver)
+# are dropped first: the harness imports the project from the staged package only.
 HARNESS = """
 import json, os, sys
 hidden = set(json.loads(os.environ.pop("TFXP_HIDDEN_PATHS")))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") not in hidden]
 record = os.environ.pop("TFXP_WORKER_RECORD")
+packages, work = json.loads(os.environ.pop("TFXP_RECORD_MODULES"))
+for name in [n for n in sys.modules if n.split(".")[0] in packages]:
+    del sys.modules[name]
 try:
     from apache_beam.runners.worker import sdk_worker_main
     sdk_worker_main.main(sys.argv)
 finally:
-    packages, work = json.loads(os.environ.pop("TFXP_RECORD_MODULES"))
     modules = {n: getattr(m, "__file__", None) for n, m in list(sys.modules.items())
                if n.split(".")[0] in packages}
     with open(record + ".tmp", "w") as f:
@@ -279,6 +326,13 @@ finally:
                    "modules": modules, "work_modules": [w for w in work if w in sys.modules]}, f)
     os.replace(record + ".tmp", record)
 """
+
+
+def worker_base_env() -> dict[str, str]:
+    """This machine's environment as a worker's starts: no PYTHONPATH, `WORKER_ENV` set."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(WORKER_ENV)
+    return env
 
 
 def harness_env(info, args: argparse.Namespace, site_dir: str, worker_dir: str) -> dict[str, str]:
@@ -289,8 +343,7 @@ def harness_env(info, args: argparse.Namespace, site_dir: str, worker_dir: str) 
     def descriptor(url: str) -> str:
         return text_format.MessageToString(endpoints_pb2.ApiServiceDescriptor(url=url))
 
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(WORKER_ENV)
+    env = worker_base_env()
     env.update(
         PYTHONPATH=site_dir,
         PIPELINE_OPTIONS=json_format.MessageToJson(info.pipeline_options),
@@ -315,6 +368,7 @@ def boot(argv: list[str]) -> None:
         p.add_argument(f"--{name}", required=True)
     p.add_argument("--provision_endpoint", required=True)
     p.add_argument("--control_endpoint", required=True)
+    p.add_argument("--zygote", help="fork the harness from this server (warm workers)")
     args = p.parse_args(argv)
     # Worker ids restart with each job service: the pid keeps every worker apart.
     worker_dir = os.path.join(args.work_dir, "workers", f"{args.id}-{os.getpid()}")
@@ -335,8 +389,30 @@ def boot(argv: list[str]) -> None:
         flush=True,
     )
     env = harness_env(info, args, site_dir, worker_dir)
+    if args.zygote:
+        sys.exit(run_forked_harness(args.zygote, worker_dir, env))
     os.chdir(worker_dir)
     os.execve(sys.executable, [sys.executable, "-c", HARNESS], env)
+
+
+def run_forked_harness(zygote: str, worker_dir: str, env: dict[str, str]) -> int:
+    """The harness forked from the zygote at `zygote`; this boot process waits for it in
+    its place (Beam's pool stops a worker by signalling the process it started: the
+    signal is passed on) and exits as it did."""
+    import signal
+
+    from tfxp.forkserver import ForkServer
+
+    harness = ForkServer.attach(zygote).popen(
+        [sys.executable, "-c", HARNESS], cwd=worker_dir, env=env, stdin=subprocess.DEVNULL
+    )  # stdout and stderr: this process's, the worker's log
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, _: harness.send_signal(signum))
+    code = harness.wait()
+    if code < 0:  # ended by a signal: so does its stand-in
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    return code
 
 
 if __name__ == "__main__":
