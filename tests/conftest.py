@@ -19,6 +19,8 @@ instead of one long pipeline test starting last on one worker.
 """
 
 import os
+import shlex
+import sys
 
 import pytest
 
@@ -132,15 +134,19 @@ def _new_forkserver():
 
 def pytest_configure(config: pytest.Config) -> None:
     # The xdist controller (workers have `workerinput`), before it starts the
-    # workers, which inherit the environment. Started now, without waiting: it
-    # imports while the workers start and collect.
+    # workers, which inherit the environment. Started now, without waiting for
+    # its imports; the workers' start waits for them.
     if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
         return
-    if os.environ.get(FORKSERVER_ADDRESS):
-        return
-    server = _new_forkserver()
-    os.environ[FORKSERVER_ADDRESS] = server.address()
-    config.stash[_SHARED_FORKSERVER] = server
+    if not os.environ.get(FORKSERVER_ADDRESS):
+        server = _new_forkserver()
+        os.environ[FORKSERVER_ADDRESS] = server.address()
+        config.stash[_SHARED_FORKSERVER] = server
+    # The workers themselves are forked from it (tests/xdist_worker.py): four workers
+    # importing TensorFlow while they collect cost ~45 CPU-s at the start of the run.
+    if all(tx == "popen" for tx in config.option.tx):
+        worker = shlex.join([sys.executable, os.path.join(TESTS, "xdist_worker.py")])
+        config.option.tx = [f"popen//python={worker}"] * len(config.option.tx)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -197,6 +197,41 @@ def test_other_processes_attach_to_a_running_server(server):
     assert server.run([PY, "-c", "pass"], timeout=30).returncode == 0
 
 
+STAND_IN = (
+    "import sys; from tfxp.forkserver import ForkServer; "
+    "ForkServer.attach(sys.argv[1]).exec([sys.executable, '-c', sys.argv[2]])"
+)
+
+
+def test_exec_stands_in_for_the_command_its_streams_exit_and_signals(server, tmp_path):
+    code = "import sys; print(sys.stdin.readline().upper(), end=''); sys.exit(3)"
+    done = subprocess.run(
+        [PY, "-c", STAND_IN, server.address(), code],
+        input="through the stand-in\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (done.returncode, done.stdout) == (3, "THROUGH THE STAND-IN\n"), done.stderr
+
+    pid_file = tmp_path / "pid"
+    sleeper = (
+        f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    )
+    stand_in = subprocess.Popen([PY, "-c", STAND_IN, server.address(), sleeper])
+    deadline = time.monotonic() + 30
+    while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    forked = int(pid_file.read_text())
+    assert forked != stand_in.pid
+    stand_in.terminate()  # as Beam's pool stops a worker: the signal reaches the command
+    assert stand_in.wait(30) == -signal.SIGTERM
+    with pytest.raises(ProcessLookupError):
+        for _ in range(100):  # the server reaps it a moment later
+            os.kill(forked, 0)
+            time.sleep(0.05)
+
+
 def test_attaching_to_a_dead_server_is_an_error_naming_its_log():
     gone = ForkServer(["json"])
     address = gone.address()

@@ -40,7 +40,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 _MAX_REQUEST = 1 << 22  # argv + environment; a few KB in practice
 
@@ -577,6 +577,23 @@ class ForkServer:
             proc.wait(30)
             raise
         return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+    def exec(
+        self, args: Sequence[str], *, cwd: str | None = None, env: dict[str, str] | None = None
+    ) -> NoReturn:
+        """As `os.execve` for a Python command: it runs forked from the server with this
+        process's stdin, stdout and stderr, and this process stands in for it until it
+        ends. SIGTERM, SIGINT and SIGHUP sent here are passed on (whoever started this
+        process stops the command by signalling it); the exit is the command's, a
+        signal included."""
+        child = self.popen(args, cwd=cwd or os.getcwd(), env=env)
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, lambda signum, _: child.send_signal(signum))
+        code = child.wait()
+        if code < 0:
+            signal.signal(-code, signal.SIG_DFL)
+            os.kill(os.getpid(), -code)
+        sys.exit(code)
 
     def close(self) -> None:
         """Stops the server if this client started it (running children carry on in their

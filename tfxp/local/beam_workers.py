@@ -389,31 +389,12 @@ def boot(argv: list[str]) -> None:
         flush=True,
     )
     env = harness_env(info, args, site_dir, worker_dir)
+    harness = [sys.executable, "-c", HARNESS]
     if args.zygote:
-        sys.exit(run_forked_harness(args.zygote, worker_dir, env))
+        # Beam's pool stops a worker by signalling the process it started: this one
+        # passes the signal on to the forked harness.
+        from tfxp.forkserver import ForkServer
+
+        ForkServer.attach(args.zygote).exec(harness, cwd=worker_dir, env=env)
     os.chdir(worker_dir)
-    os.execve(sys.executable, [sys.executable, "-c", HARNESS], env)
-
-
-def run_forked_harness(zygote: str, worker_dir: str, env: dict[str, str]) -> int:
-    """The harness forked from the zygote at `zygote`; this boot process waits for it in
-    its place (Beam's pool stops a worker by signalling the process it started: the
-    signal is passed on) and exits as it did."""
-    import signal
-
-    from tfxp.forkserver import ForkServer
-
-    harness = ForkServer.attach(zygote).popen(
-        [sys.executable, "-c", HARNESS], cwd=worker_dir, env=env, stdin=subprocess.DEVNULL
-    )  # stdout and stderr: this process's, the worker's log
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda signum, _: harness.send_signal(signum))
-    code = harness.wait()
-    if code < 0:  # ended by a signal: so does its stand-in
-        signal.signal(-code, signal.SIG_DFL)
-        os.kill(os.getpid(), -code)
-    return code
-
-
-if __name__ == "__main__":
-    boot(sys.argv[1:])
+    os.execve(sys.executable, harness, env)
