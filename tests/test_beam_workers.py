@@ -82,6 +82,21 @@ def test_boot_script_of_warm_workers_names_the_zygote(tmp_path: Path) -> None:
     assert f'--work-dir "{tmp_path}" --zygote "/tmp/x/socket:42" "$@"' in text
 
 
+def test_boot_script_runs_the_boot_and_logs_why_a_worker_could_not_start(tmp_path: Path) -> None:
+    """As Beam's pool starts it: the boot runs (into the worker's log) and fails clearly on a
+    provision service that is not there, instead of exiting 0 with nothing started."""
+    boot = beam_workers.write_boot_script(str(tmp_path))
+    endpoints = [f"--{n}_endpoint=127.0.0.1:9" for n in ("logging", "artifact", "provision")]
+    done = subprocess.run(
+        [boot, "--id=worker_7", *endpoints, "--control_endpoint=127.0.0.1:9"],
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode != 0
+    [log] = tmp_path.glob("workers/worker_7-*/worker.log")
+    assert "127.0.0.1:9" in log.read_text()
+
+
 @pytest.mark.parametrize("warm", [True, False])
 def test_worker_pool_listens_and_stops(tmp_path: Path, warm: bool) -> None:
     grpc = pytest.importorskip("grpc")

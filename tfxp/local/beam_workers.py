@@ -398,3 +398,7 @@ def boot(argv: list[str]) -> None:
         ForkServer.attach(args.zygote).exec(harness, cwd=worker_dir, env=env)
     os.chdir(worker_dir)
     os.execve(sys.executable, harness, env)
+
+
+if __name__ == "__main__":
+    boot(sys.argv[1:])
