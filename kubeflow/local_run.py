@@ -495,10 +495,12 @@ def default_handler_factory(
 
 
 @contextlib.contextmanager
-def _fork_server(runner: str, pipeline_root: str):
-    """The warm server `--runner forked` forks tasks from (None for the other runners)."""
-    if runner != "forked":
-        yield None
+def task_server(runner: str, pipeline_root: str, shared: Any = None):
+    """The warm server `--runner forked` forks tasks from (None for the other runners):
+    `shared` if the caller keeps one across jobs (see `run_local_job`), else a new one
+    for this job, its log in the pipeline root, stopped at the end."""
+    if runner != "forked" or shared is not None:
+        yield shared if runner == "forked" else None
         return
     from kubeflow.forked_tasks import ForkServer
     from kubeflow.task_handler import image_environment, image_workdir
@@ -522,8 +524,12 @@ def run_local_job(
     runner: str = "subprocess",
     echo: bool = False,
     printer: Printer = print,
+    server: Any = None,
 ) -> LocalRun:
-    """Runs the compiled PipelineJob at `package` with its artifacts under `pipeline_root`."""
+    """Runs the compiled PipelineJob at `package` with its artifacts under `pipeline_root`.
+
+    `server`: for `runner="forked"`, a task server the caller keeps across several jobs
+    (from `task_server`; one import of TFX instead of one per job)."""
     job, spec = load_job(package)
     if "://" in pipeline_root:
         raise LocalRunError(
@@ -537,8 +543,8 @@ def run_local_job(
     mounts = [m for m in mounts if Path(m).exists()]
     if runner not in RUNNERS:
         raise LocalRunError(f"runner {runner!r}: expected one of {', '.join(RUNNERS)}")
-    with _fork_server(runner, pipeline_root) as server:
-        factory = default_handler_factory(runner, echo=echo, mounts=mounts, server=server)
+    with task_server(runner, pipeline_root, server) as tasks:
+        factory = default_handler_factory(runner, echo=echo, mounts=mounts, server=tasks)
         result = _Run(job, spec, pipeline_root, resolved, factory, printer).run()
     result.arguments = resolved
     return result

@@ -31,6 +31,7 @@ from pathlib import Path
 import pytest
 from e2e_support import write_scaled_fares
 
+from kubeflow import local_run
 from kubeflow.local_run import LocalRun, run_local_job
 from pipeline import definition as d
 
@@ -62,14 +63,22 @@ class TaxiKfp:
 # One run-local job per fixture: a test's timeout covers at most one job's set-up
 # (and `taxi_runs`, see above).
 @pytest.fixture(scope="module")
-def taxi(tmp_path_factory, taxi_runs) -> TaxiKfp:
+def task_server(tmp_path_factory):
+    """One warm task server for the taxi jobs (the digits job, on another worker, starts
+    its own through the command)."""
+    with local_run.task_server("forked", str(tmp_path_factory.mktemp("kfp-tasks"))) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def taxi(tmp_path_factory, taxi_runs, task_server) -> TaxiKfp:
     """The LocalDagRunner runs' span 1, compiled for it and their steps, run with run-local."""
     tmp = tmp_path_factory.mktemp("kfp-taxi")
     data = Path(taxi_runs.config.data_root)  # only read: the runs' data stays as it was
     root = tmp / "kfp-root"
     steps = str(taxi_runs.config.train_steps)
     package = _compile(tmp / "taxi.json", root, "--data-root", str(data), "--train-steps", steps)
-    run = run_local_job(str(package), str(root), runner="forked", **QUIET)
+    run = run_local_job(str(package), str(root), runner="forked", server=task_server, **QUIET)
     return TaxiKfp(tmp, data, root, package, run)
 
 
@@ -80,7 +89,7 @@ def local_root(taxi_runs) -> Path:
 
 
 @pytest.fixture(scope="module")
-def drifted(taxi) -> LocalRun:
+def drifted(taxi, task_server) -> LocalRun:
     """Span 2, drifted, in another folder passed as the runtime parameter; same pipeline root."""
     folder = taxi.tmp / "drifted"
     span1 = shutil.copytree(taxi.data / "span-1", folder / "span-1") / "data.csv"
@@ -90,6 +99,7 @@ def drifted(taxi) -> LocalRun:
         str(taxi.root),
         arguments={"data_root": str(folder)},
         runner="forked",
+        server=task_server,
         **QUIET,
     )
 
@@ -200,7 +210,6 @@ def test_drifted_span_blocks_the_gate_and_nothing_downstream_runs(taxi, drifted)
 
 def test_digits_job_runs_every_task_to_a_pushed_model(tmp_path, monkeypatch, capsys):
     """As a new user would: compile, then `python -m kubeflow run-local`."""
-    from kubeflow import local_run
     from kubeflow.__main__ import main
 
     root = tmp_path / "kfp-root"
