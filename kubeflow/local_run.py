@@ -43,10 +43,13 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from google.protobuf import json_format
+
+if TYPE_CHECKING:
+    from kubeflow.forked_tasks import ForkServer
 
 Printer = Callable[[str], None]
 REGISTRY = os.path.join(".run-local", "artifacts.jsonl")
@@ -495,7 +498,7 @@ def default_handler_factory(
 
 
 @contextlib.contextmanager
-def task_server(runner: str, pipeline_root: str, shared: Any = None):
+def task_server(runner: str, pipeline_root: str, shared: ForkServer | None = None):
     """The warm server `--runner forked` forks tasks from (None for the other runners):
     `shared` if the caller keeps one across jobs (see `run_local_job`), else a new one
     for this job, its log in the pipeline root, stopped at the end."""
@@ -524,7 +527,7 @@ def run_local_job(
     runner: str = "subprocess",
     echo: bool = False,
     printer: Printer = print,
-    server: Any = None,
+    server: ForkServer | None = None,
 ) -> LocalRun:
     """Runs the compiled PipelineJob at `package` with its artifacts under `pipeline_root`.
 

@@ -3,7 +3,8 @@
 A fresh interpreter spends ~10 s of CPU importing TensorFlow, Beam, TFMA and
 TFX before a command does anything (`import pipeline.definition`: 10.3 s user
 + 1.2 s system here). Where one machine starts the same kind of Python
-command many times (the test suite's runner processes, a local job's tasks),
+command many times (the test suite's workers and runner processes, a local
+Kubeflow job's tasks, a Beam worker pool's SDK harnesses),
 a server that imported them once can fork each command instead: the child is
 a real process of its own (its own pid, session, signals, exit status, file
 descriptors), started in ~0.1 s.
