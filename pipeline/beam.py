@@ -7,8 +7,10 @@ place `tfxp run`, the Airflow DAG and the Kubeflow compile get these from.
 Modes:
 - auto (`tfxp run`'s default): in-process, or multi-process from
   AUTO_MULTI_PROCESS_BYTES of input on (auto_mode).
-- in-process: Beam's DirectRunner in the component's own process.
-- multi-process: the DirectRunner with one SDK worker subprocess per core.
+- in-process: Beam's FnApiRunner in the component's own process (named:
+  Beam's DirectRunner would first try to download and run its Prism runner,
+  pipeline/config.py LOCAL_RUNNER_ARG).
+- multi-process: the FnApiRunner with one SDK worker subprocess per core.
 - portable: Beam's PortableRunner against a job service (`--job_endpoint`),
   whose SDK workers are separate processes (`--environment_type=EXTERNAL`: a
   worker pool at `--environment_config`); the project reaches them as the
@@ -28,11 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipeline.config import PROJECT_ROOT
-
-# Beam's stager builds the project's sdist from this (`python setup.py sdist`;
-# pyproject.toml would need the `build` package on the driver).
-SETUP_FILE = str(PROJECT_ROOT / "setup.py")
+from pipeline.config import LOCAL_RUNNER_ARG, SETUP_FILE
 
 BEAM_MODES = ("in-process", "multi-process", "portable", "flink", "spark", "dataflow")
 # `tfxp run`'s default: a mode chosen for the size of the run's input (auto_mode).
@@ -101,11 +99,13 @@ def beam_args(options: BeamOptions) -> tuple[str, ...]:
     check(options)
     mode = options.mode
     if mode == "in-process":
-        return tuple(options.extra_args)
+        # The dependency flag only tells TFX not to build its own sdist (config.py).
+        return (LOCAL_RUNNER_ARG, *_dependency_args(options), *options.extra_args)
     if mode == "multi-process":
-        # The DirectRunner's subprocesses share this machine's packages and stage
+        # The FnApiRunner's subprocesses share this machine's packages and stage
         # nothing; --setup_file only tells TFX not to build its own sdist.
         args = [
+            LOCAL_RUNNER_ARG,
             "--direct_running_mode=multi_processing",
             f"--direct_num_workers={options.num_workers}",
             f"--setup_file={options.setup_file}",

@@ -17,13 +17,24 @@ from urllib.parse import urlparse
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
-# No Beam arguments: Beam's default, the in-process DirectRunner (pipeline/beam.py
-# makes the other modes' arguments: `tfxp run --beam`). On small data
-# Beam's start-up dominates and the multi-process runner pays it per worker.
-# Also, given *any* Beam argument, TFX builds an sdist of the whole tfx package
-# for every Beam component (for remote workers), seconds each, unless a
-# dependency flag (--setup_file, --extra_package, ...) is among them.
-LOCAL_BEAM_ARGS: tuple[str, ...] = ()
+# Beam's stager builds the project's sdist from this (`python setup.py sdist`;
+# pyproject.toml would need the `build` package on the driver).
+SETUP_FILE = str(PROJECT_ROOT / "setup.py")
+# The runner of the local Beam modes: Beam's FnApiRunner, in the component's own
+# process (or, with --direct_running_mode=multi_processing, with one SDK worker
+# subprocess per core). Named, not left to Beam's default DirectRunner: Beam
+# 2.72's DirectRunner first tries its Prism runner for every pipeline, which
+# downloads a Go binary from GitHub, and only where that fails falls back to the
+# FnApiRunner (~2 CPU-s lost on every Beam component here, offline; elsewhere a
+# different runner than the one this project measured).
+LOCAL_RUNNER_ARG = "--runner=FnApiRunner"
+# In-process Beam (pipeline/beam.py makes the other modes' arguments: `tfxp run
+# --beam`). On small data Beam's start-up dominates, and the multi-process runner
+# pays it per worker. Given *any* Beam argument, TFX builds an sdist of the whole
+# tfx package for every Beam component (for remote workers), seconds each, unless
+# a dependency flag (--setup_file, --extra_package, ...) is among them: the
+# FnApiRunner stages nothing, so --setup_file only tells TFX not to.
+LOCAL_BEAM_ARGS: tuple[str, ...] = (LOCAL_RUNNER_ARG, f"--setup_file={SETUP_FILE}")
 
 
 @dataclass(frozen=True)

@@ -3,20 +3,73 @@
 from __future__ import annotations
 
 import pytest
+from tfx.dsl.components.base.base_beam_executor import BaseBeamExecutor
 
 from pipeline.beam import SETUP_FILE, BeamConfigError, BeamOptions, beam_args
+from pipeline.config import LOCAL_BEAM_ARGS
 from pipeline.overrides import pipeline_config
 
 
-def test_in_process_is_no_arguments_so_tfx_builds_nothing() -> None:
-    assert beam_args(BeamOptions()) == ()
+class _NoWorkExecutor(BaseBeamExecutor):
+    """A TFX Beam component's executor; only its Beam pipeline is used."""
+
+    def Do(self, input_dict, output_dict, exec_properties):  # noqa: N802 (TFX's name)
+        raise NotImplementedError
+
+
+def test_in_process_names_its_runner_and_a_dependency_flag() -> None:
+    assert beam_args(BeamOptions()) == LOCAL_BEAM_ARGS
+    assert ("--runner=FnApiRunner", f"--setup_file={SETUP_FILE}") == LOCAL_BEAM_ARGS
     assert beam_args(BeamOptions(extra_args=("--direct_num_workers=1",))) == (
+        *LOCAL_BEAM_ARGS,
         "--direct_num_workers=1",
     )
+    # An image that has the project (Kubeflow's "direct" preset) stands for the package.
+    assert beam_args(BeamOptions(sdk_container_image="img:1")) == (
+        "--runner=FnApiRunner",
+        "--sdk_container_image=img:1",
+    )
+
+
+def _beam_executor(beam_pipeline_args) -> _NoWorkExecutor:
+    context = BaseBeamExecutor.Context(beam_pipeline_args=list(beam_pipeline_args), tmp_dir="/tmp")
+    return _NoWorkExecutor(context)
+
+
+def test_tfx_runs_the_local_arguments_in_process_without_prism_or_an_sdist(monkeypatch) -> None:
+    """What a Beam component's executor makes of the in-process arguments: the
+    FnApiRunner itself. Beam's default DirectRunner would first try to download
+    and start its Prism runner (every pipeline); without a dependency flag, TFX
+    would build an sdist of tfx for every component."""
+    import apache_beam as beam
+    from apache_beam.runners.portability import prism_runner
+    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+    from apache_beam.testing.util import assert_that, equal_to
+    from tfx.utils import dependency_utils
+
+    attempts: list[str] = []
+
+    def refuse(what: str):
+        def record(*args, **kwargs):
+            attempts.append(what)
+            raise RuntimeError(what)
+
+        return record
+
+    monkeypatch.setattr(dependency_utils, "build_ephemeral_package", refuse("sdist"))
+    # The DirectRunner would catch this and fall back: hence the record.
+    monkeypatch.setattr(prism_runner.PrismRunner, "run_pipeline", refuse("prism"))
+    with _beam_executor(LOCAL_BEAM_ARGS)._make_beam_pipeline() as p:
+        assert isinstance(p.runner, FnApiRunner)
+        assert_that(p | beam.Create([1, 2, 3]) | beam.combiners.Count.Globally(), equal_to([3]))
+    multi = beam_args(BeamOptions(mode="multi-process", num_workers=1))
+    assert isinstance(_beam_executor(multi)._make_beam_pipeline().runner, FnApiRunner)
+    assert attempts == []
 
 
 def test_multi_process_runs_one_worker_per_core_unless_told() -> None:
     assert beam_args(BeamOptions(mode="multi-process")) == (
+        "--runner=FnApiRunner",
         "--direct_running_mode=multi_processing",
         "--direct_num_workers=0",
         f"--setup_file={SETUP_FILE}",
@@ -158,7 +211,7 @@ def test_overrides_turn_beam_options_into_the_configs_arguments() -> None:
     options = BeamOptions(mode="portable", job_endpoint="h:1", environment_config="h:2")
     config = pipeline_config("taxi", beam=options)
     assert config.beam_args == beam_args(options)
-    assert pipeline_config("taxi", beam=None).beam_args == ()
+    assert pipeline_config("taxi", beam=None).beam_args == LOCAL_BEAM_ARGS
     with pytest.raises(ValueError, match="not both"):
         pipeline_config("taxi", beam=options, beam_args=("--x=1",))
 
@@ -188,7 +241,7 @@ def test_cli_flags_reach_the_config(tmp_path) -> None:
     )
     assert "--beam_plugins=tfxp.storage.beam_plugin" in config_from_args(bucket).beam_args
     plain = config_from_args(build_parser().parse_args(["run", "--run-dir", str(tmp_path)]))
-    assert plain.beam_args == ()
+    assert plain.beam_args == LOCAL_BEAM_ARGS
 
 
 def test_run_refuses_a_mode_without_what_it_needs(tmp_path, capsys) -> None:
@@ -228,7 +281,7 @@ def test_run_defaults_to_auto_which_sizes_the_spans_it_will_ingest(tmp_path, mon
 
     small = build_parser().parse_args([*base, "--span", "1"])
     assert small.beam == "auto"
-    assert config_from_args(small).beam_args == ()
+    assert config_from_args(small).beam_args == LOCAL_BEAM_ARGS
     assert small.beam_choice is None
 
     large = build_parser().parse_args(base)  # the latest span, 2
@@ -240,16 +293,16 @@ def test_run_defaults_to_auto_which_sizes_the_spans_it_will_ingest(tmp_path, mon
 
     # A window counts every span it ingests.
     monkeypatch.setattr(pipeline.beam, "AUTO_MULTI_PROCESS_BYTES", 1500)
-    assert config_from_args(build_parser().parse_args(base)).beam_args == ()
+    assert config_from_args(build_parser().parse_args(base)).beam_args == LOCAL_BEAM_ARGS
     window = build_parser().parse_args([*base, "--window", "2"])
     assert "--direct_running_mode=multi_processing" in config_from_args(window).beam_args
     assert "span 1, span 2: 0 MB" in window.beam_choice
 
     told = build_parser().parse_args([*base, "--beam", "in-process"])
-    assert config_from_args(told).beam_args == ()
+    assert config_from_args(told).beam_args == LOCAL_BEAM_ARGS
     assert config_from_args(told).num_shards == 0  # sized for the data, as before
     shards = build_parser().parse_args([*base, "--beam", "multi-process", "--num-shards", "3"])
     assert config_from_args(shards).num_shards == 3  # the user's count stands
     # A data folder the pre-run check will reject: auto stays in-process, says nothing.
     missing = build_parser().parse_args(["run", "--data-root", str(tmp_path / "none")])
-    assert config_from_args(missing).beam_args == ()
+    assert config_from_args(missing).beam_args == LOCAL_BEAM_ARGS
