@@ -78,7 +78,7 @@ def test_taxi_benchmark_fails_clearly_when_the_example_changes(tmp_path, monkeyp
         bench.check_example()
 
 
-def test_taxi_benchmark_report_has_both_anchors_counts_and_examples_seen():
+def test_taxi_benchmark_report_has_every_anchor_counts_and_examples_seen():
     bench = _module("taxi_vs_tfx_example.py")
 
     def result(name, wall, count, steps, batch, acc):
@@ -90,20 +90,44 @@ def test_taxi_benchmark_report_has_both_anchors_counts_and_examples_seen():
     anchors = {
         "example": result("example", 150.0, 4966, 1000, 40, 0.78),
         "example_inprocess": result("example_inprocess", 100.0, 4966, 1000, 40, 0.78),
+        "example_fnapi": result("example_fnapi", 120.0, 4966, 1000, 40, 0.78),
     }
     verdict = bench.compare(ours, anchors)
+    # The headline is the faster in-process configuration, whichever it is.
+    assert verdict["headline_anchor"] == "example_inprocess"
     assert verdict["wall_ratio"] == verdict["wall_ratio_vs_example_inprocess"] == 0.3
     assert verdict["wall_ratio_vs_example"] == 0.2
+    assert verdict["wall_ratio_vs_example_fnapi"] == 0.25
     assert verdict["eval_counts_equal"] is True
     assert verdict["training_examples_seen"] == {
         "ours": 51200,
         "example": 40000,
         "example_inprocess": 40000,
+        "example_fnapi": 40000,
     }
     text = bench.render(ours, anchors, verdict, "ours-first")
     assert "0.300 (headline)" in text and "200 x 256 = 51,200" in text
+    assert "0.250 " in text and "example in-process, FnApiRunner" in text
+    anchors["example_fnapi"].wall_seconds = 60.0
+    faster = bench.compare(ours, anchors)
+    assert faster["headline_anchor"] == "example_fnapi" and faster["wall_ratio"] == 0.5
     anchors["example"].extra["metrics"]["example_count"] = 5000
     assert bench.compare(ours, anchors)["eval_counts_equal"] is False
+
+
+def test_taxi_benchmark_anchor_arguments(tmp_path):
+    """As shipped: the example's own Beam arguments; in-process: none; FnApiRunner: the
+    runner named, with a dependency flag (an empty requirements file) so TFX builds no sdist."""
+    bench = _module("taxi_vs_tfx_example.py")
+    example = type("Example", (), {"_beam_pipeline_args": ["--direct_num_workers=0"]})
+    assert bench._anchor_beam_args("example", example, tmp_path) == ["--direct_num_workers=0"]
+    assert bench._anchor_beam_args("example_inprocess", example, tmp_path) == []
+    runner, requirements = bench._anchor_beam_args("example_fnapi", example, tmp_path)
+    assert runner == "--runner=FnApiRunner"
+    assert requirements.startswith("--requirements_file=")
+    assert Path(requirements.partition("=")[2]).read_text() == ""
+    with pytest.raises(ValueError, match="unknown anchor 'example_x'"):
+        bench.run_example(tmp_path, anchor="example_x")
 
 
 def test_input_pipeline_benchmark_on_a_few_records(forkserver):
