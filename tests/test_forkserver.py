@@ -22,7 +22,16 @@ def server():
     # server itself buffered, so the children's own buffering is what is seen.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     env["PYTHONPATH"] = os.path.dirname(__file__)  # for forkserver_probe
-    s = ForkServer(["json", "textwrap", "forkserver_probe"], env=env)
+    # Started with SIGINT as a terminal's foreground command has it: a process whose
+    # SIGINT is ignored (anything a non-interactive shell started with `&`) would
+    # pass that on to the server and its children, as to any child process, and
+    # the Ctrl-C test below would see a child that ignores SIGINT.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        s = ForkServer(["json", "textwrap", "forkserver_probe"], env=env)
+        s.start()
+    finally:
+        signal.signal(signal.SIGINT, previous)
     yield s
     s.close()
 
