@@ -23,6 +23,7 @@ from trainer.distribution import (
     train_and_export,
     training_strategy,
 )
+from trainer.fast_steps import FastStepModel
 from trainer.input import input_fn
 
 
@@ -149,7 +150,9 @@ def test_single_worker_trains_and_exports_as_before(tmp_path, monkeypatch):
     def build() -> keras.Model:
         assert not tf.distribute.has_strategy()  # the default strategy: no scope entered
         inputs = {"x": keras.Input(shape=(1,), name="x")}
-        model = keras.Model(inputs, keras.layers.Dense(1, activation="sigmoid")(inputs["x"]))
+        # FastStepModel, as every trainer's: a plain keras.Model's AutoGraph conversion
+        # cost this test ~12 CPU-s (trainer/fast_steps.py).
+        model = FastStepModel(inputs, keras.layers.Dense(1, activation="sigmoid")(inputs["x"]))
         model.compile(optimizer="adam", loss="binary_crossentropy")
         return model
 
