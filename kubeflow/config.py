@@ -27,7 +27,7 @@ DEFAULT_OUTPUT_FILE = "build/kubeflow/{pipeline_name}_pipeline.json"
 # Beam runners for the Beam-powered components (ExampleGen, StatisticsGen,
 # Transform, Evaluator): pipeline/beam.py's modes, with the project's image as
 # every remote worker's SDK container (so no --setup_file package is needed).
-# "direct" is Beam's in-process DirectRunner inside each task's pod.
+# "direct" is Beam's in-process FnApiRunner inside each task's pod (pipeline/config.py).
 BEAM_PRESETS: dict[str, str] = {
     "direct": "in-process",
     "dataflow": "dataflow",

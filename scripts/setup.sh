@@ -79,10 +79,24 @@ log "installing the project (editable)"
 # (and non-package folders) are importable without reinstalling.
 "${UV[@]}" install --quiet --no-deps -C editable_mode=compat -e "$ROOT"
 
-"$VENV/bin/python" - 2>/dev/null <<'PY'
+# A quick check that the stack loads on this machine: the compiled extensions of
+# ML Metadata and tfx-bsl (a wheel built for another platform fails here), and the
+# other packages present. Importing TensorFlow itself would add ~10-17 s to every
+# fresh set-up (CI's included); the first run or test imports it anyway.
+if ! check="$("$VENV/bin/python" - 2>&1 <<'PY'
 import importlib
-for mod in ("tfx", "tensorflow_transform", "tensorflow_data_validation", "ml_metadata"):
+import importlib.util
+
+for mod in ("ml_metadata.metadata_store.metadata_store", "tfx_bsl.arrow.array_util"):
     importlib.import_module(mod)
+wanted = ("tfx", "tensorflow", "tensorflow_transform", "tensorflow_data_validation",
+          "tensorflow_model_analysis", "apache_beam", "kfp", "airflow")
+missing = [m for m in wanted if importlib.util.find_spec(m) is None]
+if missing:
+    raise SystemExit("not installed: " + ", ".join(missing))
 PY
+)"; then
+  die "the environment in $VENV does not load: ${check##*$'\n'} (remove $VENV and rerun)"
+fi
 echo "$want" > "$STAMP"
 log "environment ready: $VENV"
