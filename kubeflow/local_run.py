@@ -502,8 +502,11 @@ def task_server(runner: str, pipeline_root: str, shared: ForkServer | None = Non
     """The warm server `--runner forked` forks tasks from (None for the other runners):
     `shared` if the caller keeps one across jobs (see `run_local_job`), else a new one
     for this job, its log in the pipeline root, stopped at the end."""
-    if runner != "forked" or shared is not None:
-        yield shared if runner == "forked" else None
+    if runner != "forked":
+        yield None
+        return
+    if shared is not None:  # the caller's: not ours to stop
+        yield shared
         return
     from kubeflow.forked_tasks import ForkServer
     from kubeflow.task_handler import image_environment, image_workdir

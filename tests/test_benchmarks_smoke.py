@@ -25,10 +25,11 @@ from pipeline.config import PROJECT_ROOT
 BENCHMARKS = PROJECT_ROOT / "benchmarks"
 
 
-def _run(script: str, *args: str, cwd: Path | None = None, timeout: float = 240, server=None):
-    """The benchmark as `python SCRIPT ARGS`; with `server` (the session's fork server),
-    forked from the process that imported the pipeline once: the script's own imports
-    are then free (its children, which it starts itself, are fresh interpreters still)."""
+def _run(server, script: str, *args: str, cwd: Path | None = None, timeout: float = 240):
+    """The benchmark as `python SCRIPT ARGS`: with `server` (the session's fork server),
+    forked from the process that imported the pipeline once, so the script's own imports
+    are free (its children, which it starts itself, are fresh interpreters still); with
+    None, a fresh interpreter."""
     start = server.run if server is not None else subprocess.run
     done = start(
         [sys.executable, str(BENCHMARKS / script), *args],
@@ -41,10 +42,6 @@ def _run(script: str, *args: str, cwd: Path | None = None, timeout: float = 240,
     return done
 
 
-def _forked(server, script: str, *args: str, **kwargs):
-    return _run(script, *args, server=server, **kwargs)
-
-
 def _module(script: str):
     spec = importlib.util.spec_from_file_location(script.removesuffix(".py"), BENCHMARKS / script)
     module = importlib.util.module_from_spec(spec)
@@ -55,11 +52,11 @@ def _module(script: str):
 
 @pytest.mark.parametrize("script", sorted(p.name for p in BENCHMARKS.glob("*.py")))
 def test_every_benchmark_parses_its_arguments(script):
-    assert "usage:" in _run(script, "--help").stdout
+    assert "usage:" in _run(None, script, "--help").stdout
 
 
 def test_taxi_benchmark_checks_the_example_it_drives(forkserver):
-    done = _forked(forkserver, "taxi_vs_tfx_example.py", "--check-example")
+    done = _run(forkserver, "taxi_vs_tfx_example.py", "--check-example")
     assert "_create_pipeline, _pipeline_name, _beam_pipeline_args present" in done.stdout
 
 
@@ -131,7 +128,7 @@ def test_taxi_benchmark_anchor_arguments(tmp_path):
 
 
 def test_input_pipeline_benchmark_on_a_few_records(forkserver):
-    done = _forked(
+    done = _run(
         forkserver,
         "input_pipeline.py",
         *("--records", "3000", "--shards", "2", "--repeats", "1", "--workers", "1", "--json"),
@@ -160,14 +157,14 @@ def test_input_pipeline_training_row_is_what_the_trainer_passes():
 
 
 def test_generator_benchmark_on_a_few_rows(forkserver):
-    done = _forked(forkserver, "generator.py", "--rows", "2000", "--ingest-rows", "0", "--json")
+    done = _run(forkserver, "generator.py", "--rows", "2000", "--ingest-rows", "0", "--json")
     assert "rows_per_s" in done.stdout
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_csv_ingest_benchmark_on_a_few_rows(tmp_path, forkserver):
-    done = _forked(
+    done = _run(
         forkserver,
         "csv_ingest.py",
         "--rows",
@@ -185,10 +182,10 @@ def test_csv_ingest_benchmark_on_a_few_rows(tmp_path, forkserver):
 @pytest.mark.timeout(900)
 def test_image_benchmarks_on_a_few_images(tmp_path, forkserver):
     work = str(tmp_path / "images")
-    _forked(
+    _run(
         forkserver, "image_ingest.py", "--count", "40", "--size", "16", "--work", work, timeout=600
     )
-    _forked(
+    _run(
         forkserver,
         "image_read.py",
         "--work",
@@ -268,7 +265,7 @@ def test_object_storage_ingest_report_prints_the_ratio_and_the_readers():
 @pytest.mark.timeout(900)
 def test_object_storage_benchmark_ingest_mode_on_a_few_rows(forkserver):
     """Starts its own SeaweedFS; the same Arrow reader on both sides, the same bytes."""
-    done = _forked(
+    done = _run(
         forkserver,
         "object_storage.py",
         "--ingest-only",
@@ -284,7 +281,7 @@ def test_object_storage_benchmark_ingest_mode_on_a_few_rows(forkserver):
 
 @pytest.mark.timeout(600)
 def test_beam_speedups_benchmark_to_the_statistics_on_a_few_rows(forkserver):
-    done = _forked(
+    done = _run(
         forkserver,
         "beam_speedups.py", "--rows", "200", "--repeat", "1", "--to-node", "StatisticsGen",
         "--no-warmup", timeout=500,

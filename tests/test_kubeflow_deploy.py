@@ -192,19 +192,24 @@ class _Handler(BaseHTTPRequestHandler):
 # --- fixtures ------------------------------------------------------------------
 
 
-def _cli(server, *args: str, home: Path) -> subprocess.CompletedProcess:
+@pytest.fixture(scope="module")
+def cli(forkserver, home):
     """`python -m kubeflow ARGS`, forked from the session's fork server (a fresh
     interpreter would spend ~10 CPU-s importing TFX and kfp for each of these)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KFP_", "KF_PIPELINES"))}
     env["HOME"] = str(home)  # kfp reads ~/.config/kfp/context.json
-    return server.run(
-        [sys.executable, "-m", "kubeflow", *args],
-        cwd=PROJECT_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return forkserver.run(
+            [sys.executable, "-m", "kubeflow", *args],
+            cwd=PROJECT_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    return run
 
 
 @pytest.fixture(scope="module")
@@ -213,12 +218,10 @@ def home(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def package(tmp_path_factory, home, forkserver) -> tuple[Path, dict]:
+def package(tmp_path_factory, cli) -> tuple[Path, dict]:
     """Compiled once by the CLI itself: (file, its pipelineSpec)."""
     out = tmp_path_factory.mktemp("kfp") / "taxi.json"
-    result = _cli(
-        forkserver, "compile", "--image", IMAGE, "--pipeline-root", ROOT, "-o", str(out), home=home
-    )
+    result = cli("compile", "--image", IMAGE, "--pipeline-root", ROOT, "-o", str(out))
     assert result.returncode == 0, result.stderr
     assert f"wrote {out}" in result.stdout
     return out, json.loads(out.read_text())["pipelineSpec"]
@@ -234,18 +237,20 @@ def kfp_server(package):
     server.server_close()
 
 
-def _deploy(
-    server, package: Path, host: str, home: Path, *extra: str
-) -> subprocess.CompletedProcess:
-    return _cli(server, "deploy", "--package", str(package), "--host", host, *extra, home=home)
+@pytest.fixture(scope="module")
+def deploy(cli):
+    def run(package: Path, host: str, *extra: str) -> subprocess.CompletedProcess:
+        return cli("deploy", "--package", str(package), "--host", host, *extra)
+
+    return run
 
 
 # --- tests -----------------------------------------------------------------------
 
 
-def test_deploy_creates_the_pipeline_then_new_versions(package, kfp_server, home, forkserver):
+def test_deploy_creates_the_pipeline_then_new_versions(package, kfp_server, deploy):
     path, spec = package
-    first = _deploy(forkserver, path, kfp_server.url, home)
+    first = deploy(path, kfp_server.url)
     assert first.returncode == 0, first.stderr
     assert "Traceback" not in first.stderr
     run = kfp_server.runs[-1]
@@ -256,9 +261,7 @@ def test_deploy_creates_the_pipeline_then_new_versions(package, kfp_server, home
     assert run["runtime_config"]["pipeline_root"] == ROOT
     assert kfp_server.experiments[run["experiment_id"]]["display_name"] == "taxi"
 
-    second = _deploy(
-        forkserver, path, kfp_server.url, home, "--version-name", "v2", "--run-name", "again"
-    )
+    second = deploy(path, kfp_server.url, "--version-name", "v2", "--run-name", "again")
     assert second.returncode == 0, second.stderr
     assert "new version of pipeline" in second.stdout and "(version v2:" in second.stdout
     assert len(kfp_server.pipelines) == 1
@@ -275,33 +278,33 @@ def test_deploy_creates_the_pipeline_then_new_versions(package, kfp_server, home
     assert len(kfp_server.experiments) == 1  # reused by name
 
 
-def test_server_checks_the_spec(package, kfp_server, home, tmp_path, forkserver):
+def test_server_checks_the_spec(package, kfp_server, tmp_path, deploy):
     """The double really compares: a different spec is refused, and the CLI says so."""
     path, spec = package
     job = json.loads(path.read_text())
     job["pipelineSpec"]["pipelineInfo"]["description"] = "edited"
     edited = tmp_path / "edited.json"
     edited.write_text(json.dumps(job))
-    result = _deploy(forkserver, edited, kfp_server.url, home)
+    result = deploy(edited, kfp_server.url)
     assert result.returncode == 1
     assert "HTTP 400" in result.stderr and "differs from the compiled one" in result.stderr
     assert kfp_server.runs == []
 
 
-def test_unreachable_endpoint(package, home, forkserver):
+def test_unreachable_endpoint(package, deploy):
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    result = _deploy(forkserver, package[0], f"http://127.0.0.1:{port}", home, "--timeout", "3")
+    result = deploy(package[0], f"http://127.0.0.1:{port}", "--timeout", "3")
     assert result.returncode == 1
     assert f"error: cannot reach Kubeflow Pipelines at http://127.0.0.1:{port}" in result.stderr
     assert "Check --host / KFP_HOST" in result.stderr
     assert "Traceback" not in result.stderr
 
 
-def test_rejected_upload(package, kfp_server, home, forkserver):
+def test_rejected_upload(package, kfp_server, deploy):
     kfp_server.fail["/pipelines/upload"] = (500, "object store unavailable")
-    result = _deploy(forkserver, package[0], kfp_server.url, home)
+    result = deploy(package[0], kfp_server.url)
     assert result.returncode == 1
     assert "uploading pipeline 'taxi' failed: HTTP 500" in result.stderr
     assert "object store unavailable" in result.stderr
@@ -309,22 +312,22 @@ def test_rejected_upload(package, kfp_server, home, forkserver):
     assert kfp_server.runs == []
 
 
-def test_rejected_credentials(package, kfp_server, home, forkserver):
+def test_rejected_credentials(package, kfp_server, deploy):
     kfp_server.fail["/healthz"] = (401, "unauthenticated")
-    result = _deploy(forkserver, package[0], kfp_server.url, home, "--token", "wrong")
+    result = deploy(package[0], kfp_server.url, "--token", "wrong")
     assert result.returncode == 1
     assert "refused the request (HTTP 401): pass a valid token" in result.stderr
 
 
-def test_rejected_run(package, kfp_server, home, forkserver):
+def test_rejected_run(package, kfp_server, deploy):
     kfp_server.fail["/runs"] = (400, "pipeline root not writable")
-    result = _deploy(forkserver, package[0], kfp_server.url, home)
+    result = deploy(package[0], kfp_server.url)
     assert result.returncode == 1
     assert "starting the run failed: HTTP 400" in result.stderr
     assert "pipeline root not writable" in result.stderr
 
 
-def test_deploy_without_host(package, home, forkserver):
-    result = _cli(forkserver, "deploy", "--package", str(package[0]), home=home)
+def test_deploy_without_host(package, cli):
+    result = cli("deploy", "--package", str(package[0]))
     assert result.returncode == 1
     assert "no Kubeflow Pipelines endpoint: pass --host" in result.stderr

@@ -8,7 +8,8 @@ import tf_keras as keras
 
 def _without_autograph(fn):
     """The tf.function Keras built around a single step, rebuilt with AutoGraph off
-    (anything else, e.g. the eager function of `run_eagerly`, unchanged)."""
+    (anything else unchanged: the eager function of `run_eagerly`, or the lambda a
+    ParameterServerStrategy's coordinator schedules)."""
     if not isinstance(fn, tf.types.experimental.PolymorphicFunction):
         return fn
     return tf.function(fn.python_function, reduce_retracing=True, autograph=False)
@@ -42,26 +43,23 @@ class FastStepModel(keras.Model):
             steps.numpy().item() == 1 and not self.autotune_steps_per_execution
         )
 
+    def _unconverted(self, attr: str, make, force: bool):
+        """Keras' `make` (a make_*_function) once, its one-step function rebuilt without
+        AutoGraph; cached in `attr` as Keras caches it."""
+        if getattr(self, attr) is None or force:
+            make(force)
+            if self._one_step_per_execution():
+                setattr(self, attr, _without_autograph(getattr(self, attr)))
+        return getattr(self, attr)
+
     def make_train_function(self, force=False):
-        if self.train_function is not None and not force:
-            return self.train_function
-        super().make_train_function(force)
-        if self._one_step_per_execution() and not self._cluster_coordinator:
-            self.train_function = self.train_tf_function = _without_autograph(self.train_function)
-        return self.train_function
+        fn = self._unconverted("train_function", super().make_train_function, force)
+        if isinstance(fn, tf.types.experimental.PolymorphicFunction):
+            self.train_tf_function = fn  # Keras keeps the tf.function here too
+        return fn
 
     def make_test_function(self, force=False):
-        if self.test_function is not None and not force:
-            return self.test_function
-        super().make_test_function(force)
-        if self._one_step_per_execution() and not self._cluster_coordinator:
-            self.test_function = _without_autograph(self.test_function)
-        return self.test_function
+        return self._unconverted("test_function", super().make_test_function, force)
 
     def make_predict_function(self, force=False):
-        if self.predict_function is not None and not force:
-            return self.predict_function
-        super().make_predict_function(force)
-        if self._one_step_per_execution():
-            self.predict_function = _without_autograph(self.predict_function)
-        return self.predict_function
+        return self._unconverted("predict_function", super().make_predict_function, force)

@@ -16,10 +16,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         config = config_from_args(args)
         location = store_location(args, config)
-        if config.beam_args:
-            from tfxp.local.beam_workers import check_services
+        from tfxp.local.beam_workers import check_services
 
-            check_services(config.beam_args)
+        check_services(config.beam_args)  # a portable run's job service and worker pool
     except (MetadataStoreError, ValueError) as e:
         print(f"ERROR: {e}", file=sys.stderr)
         return 1

@@ -144,8 +144,6 @@ def check_services(
     Otherwise the first Beam component would wait a minute in Beam's client and
     fail with a gRPC error deep in its log.
     """
-    import grpc
-
     flags = dict(a.split("=", 1) for a in beam_args if a.startswith("--") and "=" in a)
     services = []
     if flags.get("--job_endpoint"):
@@ -154,6 +152,10 @@ def check_services(
         "--environment_config"
     ):
         services.append(("Beam worker pool", flags["--environment_config"], _POOL_HINT))
+    if not services:  # local Beam: nothing to reach
+        return
+    import grpc
+
     for what, address, hint in services:
         with grpc.insecure_channel(address) as channel:
             try:
