@@ -46,9 +46,9 @@ cmd_install() {
   log "installed $("$(find_bin mariadbd mysqld)" --version)"
 }
 
-paths() {  # sets DATA SOCK PID ERRLOG for $1
+paths() {  # sets DATA TMPD SOCK PID ERRLOG for $1
   local dir; dir="$(mkdir -p "$1" && cd "$1" && pwd)"
-  DATA="$dir/data"; PID="$dir/mariadb.pid"; ERRLOG="$dir/mariadb.err"; SOCK="$dir/mariadb.sock"
+  DATA="$dir/data"; TMPD="$dir/tmp"; PID="$dir/mariadb.pid"; ERRLOG="$dir/mariadb.err"; SOCK="$dir/mariadb.sock"
   # Unix socket paths are limited to ~107 bytes; long temp dirs get a short socket path.
   if (( ${#SOCK} > 100 )); then
     if [[ -f "$dir/socket-path" ]]; then SOCK="$(cat "$dir/socket-path")"
@@ -69,18 +69,23 @@ cmd_start() {
   paths "$1"
   local me; me="$(id -un)"
   if alive; then log "already running (pid $(cat "$PID")) in $1"; else
+    # A temp dir of its own (default /tmp): a starting server deletes every #sql*
+    # file in its tmpdir as a crash leftover, other servers' live temporary tables
+    # included. Two servers starting together in /tmp (tests on two workers) made
+    # mariadb-install-db fail with "Unknown table 'mysql.tmp_proxies_priv'".
+    mkdir -p "$TMPD"
     if [[ ! -d "$DATA/mysql" ]]; then
       log "initializing $DATA"
       mkdir -p "$DATA"
       "$(find_bin mariadb-install-db mysql_install_db)" --no-defaults --user="$me" \
-        --datadir="$DATA" --auth-root-authentication-method=normal --skip-test-db \
+        --datadir="$DATA" --tmpdir="$TMPD" --auth-root-authentication-method=normal --skip-test-db \
         >"$1/install-db.log" 2>&1 || { tail -20 "$1/install-db.log" >&2; die "mariadb-install-db failed (log: $1/install-db.log)"; }
     fi
     : >"$ERRLOG"
     # Run as the invoking user (root included, explicitly allowed by --user): the
     # data dir may sit under a private temp dir other users cannot enter.
     nohup "$(find_bin mariadbd mysqld)" --no-defaults --user="$me" --datadir="$DATA" \
-      --socket="$SOCK" --port="$port" --bind-address=127.0.0.1 --pid-file="$PID" \
+      --tmpdir="$TMPD" --socket="$SOCK" --port="$port" --bind-address=127.0.0.1 --pid-file="$PID" \
       --log-error="$ERRLOG" --skip-name-resolve --innodb-buffer-pool-size=32M \
       --innodb-log-file-size=16M --max-connections=200 >/dev/null 2>&1 &
     local started=$SECONDS
