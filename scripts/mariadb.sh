@@ -7,7 +7,7 @@
 #   scripts/mariadb.sh stop DIR                     shut the server down and wait until it is gone
 #   scripts/mariadb.sh status DIR                   exit 0 if it accepts connections
 #
-# The server is a plain background process (no service manager): data, socket,
+# The server is a plain background process (no service manager): data, temp dir, socket,
 # pid file and error log all live in DIR, and it listens on loopback only.
 # Connect ML Metadata with: --mysql-host 127.0.0.1 --mysql-port PORT
 # --mysql-database DB --mysql-user USER and MLMD_MYSQL_PASSWORD=PW.
