@@ -17,17 +17,18 @@ from mariadb_server import running_mariadb
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 
-def _socket(server) -> str:
-    pinned = server.directory / "socket-path"
-    return pinned.read_text().strip() if pinned.exists() else str(server.directory / "mariadb.sock")
-
-
 def test_a_starting_server_leaves_another_servers_temporary_tables(tmp_path: Path) -> None:
     import pymysql
 
     with running_mariadb(tmp_path / "a", "first") as first:
         # A temporary table lives as long as its connection: keep one open.
-        connection = pymysql.connect(unix_socket=_socket(first), user="root", database="first")
+        connection = pymysql.connect(
+            host=first.host,
+            port=first.port,
+            user=first.user,
+            password=first.password,
+            database=first.database,
+        )
         with connection, connection.cursor() as cursor:
             cursor.execute("CREATE TEMPORARY TABLE t (x INT) ENGINE=MyISAM")
             cursor.execute("INSERT INTO t VALUES (7)")
