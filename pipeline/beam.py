@@ -28,6 +28,7 @@ so every mode but in-process carries one.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pipeline.config import LOCAL_RUNNER_ARG, SETUP_FILE
@@ -122,7 +123,12 @@ def beam_args(options: BeamOptions) -> tuple[str, ...]:
     return (*args, *options.extra_args)
 
 
-def in_process_override(args: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+def runs_multi_process(args: Sequence[str]) -> bool:
+    """Whether `args` run Beam's SDK workers as subprocesses of this machine's components."""
+    return _MULTI_PROCESS_ARG in args
+
+
+def in_process_override(args: Sequence[str]) -> tuple[str, ...]:
     """The arguments that keep the Arrow CSV ingest in-process where `args` run
     Beam multi-process on this machine; () for every other mode.
 
@@ -132,7 +138,7 @@ def in_process_override(args: tuple[str, ...] | list[str]) -> tuple[str, ...]:
     in-process against 25.4 s multi-process (README, "Scale"). Remote runners
     (portable, Flink, Spark, Dataflow) keep it on their workers, where the data is.
     """
-    return IN_PROCESS_OVERRIDE if _MULTI_PROCESS_ARG in args else ()
+    return IN_PROCESS_OVERRIDE if runs_multi_process(args) else ()
 
 
 def _dependency_args(options: BeamOptions) -> list[str]:

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from pipeline.beam import runs_multi_process
 from pipeline.config import PipelineConfig
 from pipeline.node_ids import VALIDATION_GATE
 from tfxp.local.preflight import PreflightError, preflight
@@ -124,15 +125,16 @@ def run_local(
         printer(f"run {run_id}: pipeline '{config.pipeline_name}', data {config.data_root}")
         printer(f"  log: {log_path}")
         started = time.perf_counter()
-        _execute(
-            config,
-            run_id,
-            ir,
-            run_options,
-            (progress, printer),
-            log_path,
-            metadata_connection_config,
-        )
+        with _worker_output_to(log_path, config.beam_args, verbose):
+            _execute(
+                config,
+                run_id,
+                ir,
+                run_options,
+                (progress, printer),
+                log_path,
+                metadata_connection_config,
+            )
         wall = time.perf_counter() - started
         connection = metadata_connection_config or metadata.sqlite_metadata_connection_config(
             config.metadata_path
@@ -195,6 +197,32 @@ def _logging_to(log_path: str, progress: logging.Handler, verbose: bool) -> Iter
         file_handler.close()
         for h, level in zip(muted, saved_levels, strict=True):
             h.setLevel(level)
+
+
+@contextlib.contextmanager
+def _worker_output_to(log_path: str, beam_args: Sequence[str], verbose: bool) -> Iterator[None]:
+    """Within the block, this process's fd 2 appends to the run's log when Beam runs
+    multi-process.
+
+    Beam's SDK worker subprocesses inherit fd 2 and log to it themselves (their
+    start-up INFO lines, Beam's and TensorFlow's warnings: ~400 lines on a
+    1M-row run), out of reach of this process's log handlers. In-process runs
+    need nothing: everything logs through the handlers `_logging_to` set.
+    """
+    if verbose or not runs_multi_process(beam_args):
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    os.dup2(log, 2)
+    os.close(log)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 @contextlib.contextmanager
