@@ -17,7 +17,7 @@ from tfx.orchestration import pipeline as tfx_pipeline
 from tfx.proto import example_gen_pb2, pusher_pb2, range_config_pb2, trainer_pb2
 from tfx.types import Channel, standard_artifacts
 
-from components import atomic_pusher
+from components import atomic_pusher, evaluation
 from components.baseline_resolver import BaselineModelStrategy
 from components.example_gen.csv_example_gen import checked_csv_example_gen
 from components.example_gen.image_example_gen import image_example_gen
@@ -160,6 +160,8 @@ def create_pipeline(
         model=trainer.outputs["model"],
         baseline_model=baseline_resolver.outputs["model"],
         eval_config=eval_config(config),
+        # TFMA's extractors, minus per-example copies of features no metric reads.
+        module_path=evaluation.MODULE_PATH,
     )
     # Copy aside, then rename: servers never see a half-written version.
     pusher = atomic_pusher.Pusher(
