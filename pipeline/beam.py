@@ -37,11 +37,13 @@ BEAM_MODES = ("in-process", "multi-process", "portable", "flink", "spark", "data
 # `tfxp run`'s default: a mode chosen for the size of the run's input (auto_mode).
 AUTO = "auto"
 # From this much raw input on, `auto` runs Beam multi-process (one SDK worker per
-# core). Each worker imports TensorFlow and Beam for every component, which costs
-# more than it saves on small spans and pays back on large ones: TFX's taxi
-# example, multi-process against in-process on 2 cores (benchmarks/scale.py), is
-# slower at 100k rows (13 MB: StatisticsGen 25 vs 12 s, Transform 70 vs 57 s) and
-# faster at 1M rows (130 MB: 54 vs 71, 166 vs 246, Evaluator 146 vs 265 s).
+# core). Worker processes cost more than they save on small spans and pay back on
+# large ones: TFX's taxi example, multi-process against in-process on 2 cores
+# (benchmarks/scale.py), is slower at 100k rows (13 MB: StatisticsGen 25 vs 12 s,
+# Transform 70 vs 57 s) and faster at 1M rows (130 MB: 54 vs 71, 166 vs 246,
+# Evaluator 146 vs 265 s). Ours, with workers forked from a zygote
+# (tfxp/local/warm_workers.py), at 100k rows: 37.8 / 40.1 s multi-process against
+# 41.5 / 39.6 s in-process, alternating runs, with 30% more CPU: no gain to pick it.
 AUTO_MULTI_PROCESS_BYTES = 64 * 2**20
 _MULTI_PROCESS_ARG = "--direct_running_mode=multi_processing"
 # Appended to one component's arguments (later flags win) to run it in the

@@ -244,7 +244,7 @@ def test_exec_stands_in_for_the_command_its_streams_exit_and_signals(server, tmp
 def test_attaching_to_a_dead_server_is_an_error_naming_its_log():
     gone = ForkServer(["json"])
     address = gone.address()
-    gone._ensure_started()
+    gone.wait_ready()
     gone._proc.kill()
     gone._proc.wait()
     with pytest.raises(ForkServerError, match="server.log"):
@@ -255,7 +255,7 @@ def test_attaching_to_a_dead_server_is_an_error_naming_its_log():
 def test_a_client_that_hangs_up_mid_request_does_not_stop_the_server(server):
     import socket
 
-    server._ensure_started()
+    server.wait_ready()
     for payload in (b"", b'{"argv": ["x"'):  # nothing, and half a request
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
             s.connect(server.socket_path)

@@ -467,7 +467,9 @@ class ForkServer:
         except OSError:
             return False
 
-    def _ensure_started(self) -> None:
+    def wait_ready(self) -> None:
+        """Starts the server if needed and waits until it listens; ForkServerError
+        (naming its log) if it exited or did not start within `start_timeout`."""
         with self._lock:
             if not self._ready:
                 self.start()
@@ -504,7 +506,7 @@ class ForkServer:
         """
         args = [os.fspath(a) for a in args]
         parse_command(args)  # a clear error here, not a dead child
-        self._ensure_started()
+        self.wait_ready()
         ours: list[IO | None] = [None, None, None]
         theirs: list[int] = []
         to_close: list[int] = []

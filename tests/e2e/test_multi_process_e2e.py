@@ -6,7 +6,8 @@ component, as a user's terminal sees it (the CLI in a process of its own):
 - the workers' own logging (their start-up INFO lines, Beam's and TensorFlow's
   warnings: ~400 lines on a 1M-row run) goes to the run's log, not the terminal;
 - the Arrow CSV ingest ran in the driver's process: only StatisticsGen,
-  Transform and the Evaluator started workers.
+  Transform and the Evaluator started workers;
+- every worker was forked from the run's one zygote (tfxp/local/warm_workers.py).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ WORKERS = 2
 WORKER_STARTED = "Control channel established"
 # Beam components that keep their workers (CsvExampleGen's Arrow ingest does not).
 WITH_WORKERS = ("StatisticsGen", "Transform", "Evaluator")
+# What each worker's stand-in logs (tfxp/local/warm_workers.py main).
+FORKED = "Beam SDK worker: forked from the zygote"
 
 
 @pytest.fixture(scope="module")
@@ -66,3 +69,11 @@ def test_worker_output_goes_to_the_log_not_the_terminal(multi_process_run):
 def test_the_arrow_ingest_started_no_workers(multi_process_run):
     _, _, log = multi_process_run
     assert log.count(WORKER_STARTED) == WORKERS * len(WITH_WORKERS), log.count(WORKER_STARTED)
+
+
+def test_every_worker_forked_from_the_runs_zygote(multi_process_run):
+    _, _, log = multi_process_run
+    assert log.count(FORKED) == WORKERS * len(WITH_WORKERS), log.count(FORKED)
+    zygotes = {line.split(FORKED, 1)[1].strip() for line in log.splitlines() if FORKED in line}
+    assert len(zygotes) == 1, zygotes  # one zygote for the whole run
+    assert "starts fresh" not in log

@@ -42,8 +42,9 @@ def add_config_flags(p: argparse.ArgumentParser, *, store: bool = False) -> None
         )
 
 
-def add_beam_flags(p: argparse.ArgumentParser) -> None:
-    """Where the Beam components run (pipeline/beam.py; README "Beam with separate workers")."""
+def add_beam_flags(p: argparse.ArgumentParser) -> argparse._ArgumentGroup:
+    """Where the Beam components run (pipeline/beam.py; README "Beam with separate workers");
+    returns the flags' group, for a command's own Beam flags."""
     g = p.add_argument_group("Beam (ExampleGen, StatisticsGen, Transform, Evaluator)")
     g.add_argument(
         "--beam",
@@ -77,6 +78,7 @@ def add_beam_flags(p: argparse.ArgumentParser) -> None:
         metavar="--FLAG=VALUE",
         help="a raw Beam pipeline flag, repeatable, last wins (e.g. --beam-arg=--project=p)",
     )
+    return g
 
 
 def _beam_options(args: argparse.Namespace, config: PipelineConfig) -> BeamOptions | None:

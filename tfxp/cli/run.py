@@ -39,6 +39,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             to_nodes=args.to_node or (),
             verbose=args.verbose,
             metadata_connection_config=connection,
+            warm_beam_workers=not args.fresh_workers,
         )
     except (PipelineRunError, ValueError) as e:  # SpanError is a ValueError
         print(f"\nERROR: {e}", file=sys.stderr)
@@ -75,5 +76,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="validation gate: report this anomaly kind (schema, drift, skew, or a TFDV "
         "anomaly type) as a warning instead of blocking; repeatable",
     )
-    add_beam_flags(run)
+    beam = add_beam_flags(run)
+    beam.add_argument(
+        "--fresh-workers",
+        action="store_true",
+        help="multi-process: start each SDK worker as a fresh interpreter (default: forked "
+        "from one process that imported their libraries once)",
+    )
     run.set_defaults(func=cmd_run)

@@ -19,6 +19,7 @@ from pipeline.config import PipelineConfig
 from pipeline.node_ids import VALIDATION_GATE
 from tfxp.local.preflight import PreflightError, preflight
 from tfxp.local.run_guard import run_lock
+from tfxp.local.warm_workers import warm_workers
 
 Printer = Callable[[str], None]
 
@@ -95,11 +96,14 @@ def run_local(
     printer: Printer = print,
     verbose: bool = False,
     metadata_connection_config: Any | None = None,
+    warm_beam_workers: bool = True,
 ):
     """Runs `config`'s pipeline with LocalDagRunner; returns a RunSummary.
 
     `metadata_connection_config` selects another ML Metadata store (e.g.
     MySQL/MariaDB); by default SQLite at `config.metadata_path`.
+    `warm_beam_workers`: multi-process Beam forks its SDK workers from one
+    process that imported their libraries (tfxp/local/warm_workers.py).
     Raises PipelineRunError naming the failed component and the log file.
     """
     sqlite = metadata_connection_config is None
@@ -109,17 +113,40 @@ def run_local(
     except PreflightError as e:
         raise PipelineRunError(str(e)) from None
 
-    from tfx.orchestration import metadata
-
     from tfxp import beam_speedups
-    from tfxp.metadata.summary import summarize_run
 
     beam_speedups.install()
 
     run_id = run_id or new_run_id()
     os.makedirs(config.log_dir, exist_ok=True)
     log_path = os.path.join(config.log_dir, f"{run_id}.log")
-    ir, run_options = _compiled(config, run_id, from_nodes, to_nodes, metadata_connection_config)
+    # First: the workers' zygote imports while the pipeline compiles and ingests.
+    with warm_workers(config.beam_args, log_path, enabled=warm_beam_workers):
+        return _run(
+            config,
+            run_id,
+            log_path,
+            (from_nodes, to_nodes),
+            (printer, verbose),
+            metadata_connection_config,
+        )
+
+
+def _run(
+    config: PipelineConfig,
+    run_id: str,
+    log_path: str,
+    partial: tuple[Sequence[str], Sequence[str]],
+    output: tuple[Printer, bool],
+    metadata_connection_config: Any | None,
+):
+    """run_local's run once the run id and log are set: compile, execute, summarize."""
+    from tfx.orchestration import metadata
+
+    from tfxp.metadata.summary import summarize_run
+
+    printer, verbose = output
+    ir, run_options = _compiled(config, run_id, *partial, metadata_connection_config)
     progress = _ProgressHandler(len(ir.nodes), printer)
     with _logging_to(log_path, progress, verbose):
         printer(f"run {run_id}: pipeline '{config.pipeline_name}', data {config.data_root}")

@@ -1,0 +1,111 @@
+"""Beam's multi-process SDK workers, forked from a process that imported their libraries once.
+
+Under multi-process Beam (`--beam multi-process`, and `auto` on large spans)
+the FnApiRunner starts every SDK worker as a fresh
+`python -m apache_beam.runners.worker.sdk_worker_main`: two per Beam
+component on two cores, six a taxi run. Each imports TensorFlow and its
+component's library before its first bundle: 6.0-6.3 user-s plus ~1 sys-s
+each (`/usr/bin/time python -c 'import apache_beam.runners.worker.sdk_worker_main,
+tensorflow_model_analysis'`, likewise TFDV and `tensorflow_transform.beam`),
+~40 CPU-s a run, paid while the component waits for its workers.
+
+`warm_workers` starts one zygote (tfxp/forkserver.py) when the local run
+begins, which imports those libraries while ExampleGen runs, and for the
+run's duration has the FnApiRunner start its workers as
+`python -m tfxp.local.warm_workers ZYGOTE`: a stand-in (~60 ms to start) that
+forks the worker from the zygote with the stand-in's own standard streams
+and environment (Beam's control and logging addresses), passes the signals
+it gets on, and exits with the worker's status (`ForkServer.exec`). Beam
+sees the same subprocess it started before.
+
+The hook is Beam's registry of worker handlers by environment URN
+(`WorkerHandler.register_environment`): the subprocess environment's entry is
+wrapped for the run and restored after. Only the FnApiRunner's own worker
+command is replaced; any other command line a pipeline names runs as given.
+The trade is the fork server's: a module the zygote imported read its
+environment variables then (the run's, as the workers' would be), and a worker
+does not re-import it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import sys
+from collections.abc import Iterator, Sequence
+
+from pipeline.beam import runs_multi_process
+from tfxp.beam_speedups import PLUGIN
+from tfxp.forkserver import ForkServer
+from tfxp.local.beam_workers import WORKER_PRELOAD
+
+# What the FnApiRunner runs per SDK worker under multi_processing (fn_runner.py).
+BEAM_WORKER_MODULE = "apache_beam.runners.worker.sdk_worker_main"
+# The zygote's imports: the worker's own, and the plugin every local worker
+# imports first (--beam_plugins; this machine's checkout, as the driver's).
+PRELOAD = (*WORKER_PRELOAD, PLUGIN)
+
+
+def fn_runner_command() -> str:
+    """The shell command the FnApiRunner starts each multi-process SDK worker with."""
+    return f"{sys.executable} -m {BEAM_WORKER_MODULE}"
+
+
+def stand_in_command(zygote_address: str) -> str:
+    """The shell command that starts a worker forked from the zygote at `zygote_address`."""
+    return " ".join(shlex.quote(a) for a in (sys.executable, "-m", __name__, zygote_address))
+
+
+@contextlib.contextmanager
+def warm_workers(
+    beam_args: Sequence[str], log_path: str, enabled: bool = True
+) -> Iterator[ForkServer | None]:
+    """Within the block, multi-process Beam's SDK workers fork from a zygote started
+    now (its output appends to `log_path`), which the block gets. Nothing changes
+    for other Beam modes, or when not `enabled` (the block gets None)."""
+    if not enabled or not runs_multi_process(beam_args):
+        yield None
+        return
+    from apache_beam.portability import python_urns
+    from apache_beam.runners.portability.fn_api_runner import worker_handlers
+
+    zygote = ForkServer(PRELOAD, log_path=log_path)
+    zygote.start()  # imports while the run compiles and ingests; forks wait for it
+    registry = worker_handlers.WorkerHandler._registered_environments  # noqa: SLF001 - Beam's hook
+    urn = python_urns.SUBPROCESS_SDK
+    beams_own = registry[urn]
+    default, ours = fn_runner_command().encode(), stand_in_command(zygote.address()).encode()
+
+    def handler(command_line: bytes, *rest: object) -> object:
+        return beams_own[0](ours if command_line == default else command_line, *rest)
+
+    registry[urn] = (handler, beams_own[1])
+    try:
+        yield zygote
+    finally:
+        registry[urn] = beams_own
+        zygote.close()
+
+
+def main(argv: Sequence[str]) -> None:
+    """The stand-in: `python -m tfxp.local.warm_workers ZYGOTE` becomes Beam's SDK worker,
+    forked from the zygote, or started fresh (with a warning) if the zygote failed."""
+    from tfxp.forkserver import ForkServerError
+
+    if len(argv) != 1:
+        sys.exit("usage: python -m tfxp.local.warm_workers ZYGOTE_ADDRESS (started by Beam)")
+    worker = [sys.executable, "-m", BEAM_WORKER_MODULE]
+    zygote = ForkServer.attach(argv[0])
+    try:
+        zygote.wait_ready()  # the zygote may still be importing: forks wait for it
+    except ForkServerError as e:
+        # A run goes on without it, at the cost of the imports this module saves.
+        print(f"WARNING: Beam SDK worker starts fresh: {e}", file=sys.stderr, flush=True)
+        os.execv(sys.executable, worker)
+    print(f"Beam SDK worker: forked from the zygote {argv[0]}", file=sys.stderr, flush=True)
+    zygote.exec(worker, cwd=os.getcwd())
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
