@@ -92,7 +92,7 @@ def test_without_the_block_workers_start_fresh(tmp_path) -> None:
 
 
 def test_a_zygote_that_cannot_start_leaves_fresh_workers_and_says_why(
-    tmp_path, monkeypatch, capfd
+    tmp_path, monkeypatch, capfd, caplog
 ) -> None:
     monkeypatch.setattr(ww, "PRELOAD", ("no_such_module_for_the_zygote",))
     out = tmp_path / "parents"
@@ -100,5 +100,23 @@ def test_a_zygote_that_cannot_start_leaves_fresh_workers_and_says_why(
     with ww.warm_workers(MULTI, str(tmp_path / "run.log")):
         parents = _workers_parents(MULTI, out)
     assert parents  # the pipeline ran
-    assert "WARNING: Beam SDK worker starts fresh: the fork server" in capfd.readouterr().err
+    # Said by the stand-in, or by the driver if the zygote had died before the first worker.
+    said = capfd.readouterr().err + caplog.text
+    assert f"{ww.FRESH_WARNING}the fork server" in said, said[-2000:]
     assert "no_such_module_for_the_zygote" in (tmp_path / "run.log").read_text()
+
+
+def test_a_zygote_not_started_now_starts_with_the_first_worker(tmp_path, light_zygote) -> None:
+    out = tmp_path / "parents"
+    out.mkdir()
+    with ww.warm_workers(MULTI, str(tmp_path / "run.log"), start_now=False) as zygote:
+        assert zygote is not None and zygote._proc is None  # nothing started yet
+        parents = _workers_parents(MULTI, out)
+        zygote_pid = zygote._proc.pid
+    assert set(parents.values()) == {zygote_pid}, (parents, zygote_pid)
+
+
+def test_no_worker_no_zygote(tmp_path) -> None:
+    with ww.warm_workers(MULTI, str(tmp_path / "run.log"), start_now=False) as zygote:
+        pass
+    assert zygote is not None and zygote._proc is None

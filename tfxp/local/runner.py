@@ -120,8 +120,10 @@ def run_local(
     run_id = run_id or new_run_id()
     os.makedirs(config.log_dir, exist_ok=True)
     log_path = os.path.join(config.log_dir, f"{run_id}.log")
-    # First: the workers' zygote imports while the pipeline compiles and ingests.
-    with warm_workers(config.beam_args, log_path, enabled=warm_beam_workers):
+    # First: the workers' zygote imports while the pipeline compiles and ingests;
+    # a partial run (e.g. ExampleGen alone) may start no workers, so it waits for one.
+    partial = bool(from_nodes or to_nodes)
+    with warm_workers(config.beam_args, log_path, warm_beam_workers, start_now=not partial):
         return _run(
             config,
             run_id,

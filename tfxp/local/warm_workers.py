@@ -16,7 +16,16 @@ run's duration has the FnApiRunner start its workers as
 forks the worker from the zygote with the stand-in's own standard streams
 and environment (Beam's control and logging addresses), passes the signals
 it gets on, and exits with the worker's status (`ForkServer.exec`). Beam
-sees the same subprocess it started before.
+sees the same subprocess it started before. Measured on a 1M-row taxi span,
+`local_runner.py --data-root <span> --json` with and without `--fresh-workers`,
+back to back: 120.5 s against 161.9 s (StatisticsGen 16.0 / 25.2 s, Transform
+38.9 / 55.9, Evaluator 47.3 / 65.1).
+
+A partial run (ExampleGen alone, as a window's older spans are ingested) may
+start no worker at all (the Arrow ingest stays in-process), so there the zygote
+starts with the first worker instead. If it cannot start (its imports fail; its
+log is the run's), every worker starts fresh, and the run's log says why
+(`FRESH_WARNING`): slower, not broken.
 
 The hook is Beam's registry of worker handlers by environment URN
 (`WorkerHandler.register_environment`): the subprocess environment's entry is
@@ -30,14 +39,16 @@ does not re-import it.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shlex
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 
 from pipeline.beam import runs_multi_process
 from tfxp.beam_speedups import PLUGIN
-from tfxp.forkserver import ForkServer
+from tfxp.forkserver import ForkServer, ForkServerError
 from tfxp.local.beam_workers import WORKER_PRELOAD
 
 # What the FnApiRunner runs per SDK worker under multi_processing (fn_runner.py).
@@ -45,6 +56,8 @@ BEAM_WORKER_MODULE = "apache_beam.runners.worker.sdk_worker_main"
 # The zygote's imports: the worker's own, and the plugin every local worker
 # imports first (--beam_plugins; this machine's checkout, as the driver's).
 PRELOAD = (*WORKER_PRELOAD, PLUGIN)
+# Said (in the run's log) for each worker that starts fresh because the zygote failed.
+FRESH_WARNING = "Beam SDK worker starts fresh: "
 
 
 def fn_runner_command() -> str:
@@ -59,11 +72,13 @@ def stand_in_command(zygote_address: str) -> str:
 
 @contextlib.contextmanager
 def warm_workers(
-    beam_args: Sequence[str], log_path: str, enabled: bool = True
+    beam_args: Sequence[str], log_path: str, enabled: bool = True, start_now: bool = True
 ) -> Iterator[ForkServer | None]:
-    """Within the block, multi-process Beam's SDK workers fork from a zygote started
-    now (its output appends to `log_path`), which the block gets. Nothing changes
-    for other Beam modes, or when not `enabled` (the block gets None)."""
+    """Within the block, multi-process Beam's SDK workers fork from a zygote (its
+    output appends to `log_path`), which the block gets. The zygote starts now, or
+    with the first worker unless `start_now` (a run that may start no workers, e.g.
+    ExampleGen alone, whose Arrow ingest stays in-process). Nothing changes for
+    other Beam modes, or when not `enabled` (the block gets None)."""
     if not enabled or not runs_multi_process(beam_args):
         yield None
         return
@@ -71,14 +86,22 @@ def warm_workers(
     from apache_beam.runners.portability.fn_api_runner import worker_handlers
 
     zygote = ForkServer(PRELOAD, log_path=log_path)
-    zygote.start()  # imports while the run compiles and ingests; forks wait for it
+    if start_now:
+        zygote.start()  # imports while the run compiles and ingests; forks wait for it
     registry = worker_handlers.WorkerHandler._registered_environments  # noqa: SLF001 - Beam's hook
     urn = python_urns.SUBPROCESS_SDK
     beams_own = registry[urn]
-    default, ours = fn_runner_command().encode(), stand_in_command(zygote.address()).encode()
+    default = fn_runner_command().encode()
+    starting = threading.Lock()  # Beam may start several workers at once
 
     def handler(command_line: bytes, *rest: object) -> object:
-        return beams_own[0](ours if command_line == default else command_line, *rest)
+        if command_line == default:
+            try:
+                with starting:
+                    command_line = stand_in_command(zygote.address()).encode()
+            except ForkServerError as e:  # it died already: as in main(), start fresh
+                logging.getLogger(__name__).warning("%s%s", FRESH_WARNING, e)
+        return beams_own[0](command_line, *rest)
 
     registry[urn] = (handler, beams_own[1])
     try:
@@ -91,8 +114,6 @@ def warm_workers(
 def main(argv: Sequence[str]) -> None:
     """The stand-in: `python -m tfxp.local.warm_workers ZYGOTE` becomes Beam's SDK worker,
     forked from the zygote, or started fresh (with a warning) if the zygote failed."""
-    from tfxp.forkserver import ForkServerError
-
     if len(argv) != 1:
         sys.exit("usage: python -m tfxp.local.warm_workers ZYGOTE_ADDRESS (started by Beam)")
     worker = [sys.executable, "-m", BEAM_WORKER_MODULE]
@@ -101,7 +122,7 @@ def main(argv: Sequence[str]) -> None:
         zygote.wait_ready()  # the zygote may still be importing: forks wait for it
     except ForkServerError as e:
         # A run goes on without it, at the cost of the imports this module saves.
-        print(f"WARNING: Beam SDK worker starts fresh: {e}", file=sys.stderr, flush=True)
+        print(f"WARNING: {FRESH_WARNING}{e}", file=sys.stderr, flush=True)
         os.execv(sys.executable, worker)
     print(f"Beam SDK worker: forked from the zygote {argv[0]}", file=sys.stderr, flush=True)
     zygote.exec(worker, cwd=os.getcwd())
