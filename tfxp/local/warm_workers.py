@@ -12,7 +12,7 @@ tensorflow_model_analysis'`, likewise TFDV and `tensorflow_transform.beam`),
 `warm_workers` starts one zygote (tfxp/forkserver.py) when the local run
 begins, which imports those libraries while ExampleGen runs, and for the
 run's duration has the FnApiRunner start its workers as
-`python -m tfxp.local.warm_workers ZYGOTE`: a stand-in (~60 ms to start) that
+`python -m tfxp.local.warm_workers ZYGOTE`: a stand-in (~0.1 s to start) that
 forks the worker from the zygote with the stand-in's own standard streams
 and environment (Beam's control and logging addresses), passes the signals
 it gets on, and exits with the worker's status (`ForkServer.exec`). Beam
