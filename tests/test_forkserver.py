@@ -290,3 +290,9 @@ def test_an_exit_that_arrives_with_the_pid_is_not_lost(tmp_path):
     assert proc.wait(5) == 5
     thread.join(5)
     listener.close()
+
+
+def test_a_malformed_address_is_an_error_naming_it():
+    for address in ("nonsense", "/tmp/socket:pid", ":12"):
+        with pytest.raises(ForkServerError, match="SOCKET:PID"):
+            ForkServer.attach(address)

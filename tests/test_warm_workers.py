@@ -28,10 +28,13 @@ def _registered():
     return worker_handlers.WorkerHandler._registered_environments[python_urns.SUBPROCESS_SDK]
 
 
-def _workers_parents(args, out_dir) -> dict[int, int]:
+def _workers_parents(args, tmp_path) -> dict[int, int]:
     """{worker pid: its parent's pid} of the SDK workers that ran a small pipeline."""
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
+
+    out_dir = tmp_path / "parents"
+    out_dir.mkdir()
 
     def record(_: int, d: str = str(out_dir)) -> None:
         with open(os.path.join(d, str(os.getpid())), "w") as f:
@@ -71,12 +74,10 @@ def test_the_stand_in_command_is_the_fn_runners_module_swapped() -> None:
 
 def test_multi_process_workers_fork_from_the_zygote(tmp_path, light_zygote) -> None:
     before = _registered()
-    out = tmp_path / "parents"
-    out.mkdir()
     with ww.warm_workers(MULTI, str(tmp_path / "run.log")) as zygote:
         assert zygote is not None and _registered() is not before
         zygote_pid = int(zygote.address().rpartition(":")[2])
-        parents = _workers_parents(MULTI, out)
+        parents = _workers_parents(MULTI, tmp_path)
     assert parents and set(parents.values()) == {zygote_pid}, (parents, zygote_pid)
     assert _registered() is before  # Beam's own handler is back
     with pytest.raises(ProcessLookupError):  # and the zygote stopped (close() reaps it)
@@ -84,9 +85,7 @@ def test_multi_process_workers_fork_from_the_zygote(tmp_path, light_zygote) -> N
 
 
 def test_without_the_block_workers_start_fresh(tmp_path) -> None:
-    out = tmp_path / "parents"
-    out.mkdir()
-    parents = _workers_parents(MULTI, out)
+    parents = _workers_parents(MULTI, tmp_path)
     # Each worker is its own shell's child (Beam's Popen(shell=True)): no common parent.
     assert len(parents) == 2 and len(set(parents.values())) == 2, parents
 
@@ -95,10 +94,8 @@ def test_a_zygote_that_cannot_start_leaves_fresh_workers_and_says_why(
     tmp_path, monkeypatch, capfd, caplog
 ) -> None:
     monkeypatch.setattr(ww, "PRELOAD", ("no_such_module_for_the_zygote",))
-    out = tmp_path / "parents"
-    out.mkdir()
     with ww.warm_workers(MULTI, str(tmp_path / "run.log")):
-        parents = _workers_parents(MULTI, out)
+        parents = _workers_parents(MULTI, tmp_path)
     assert parents  # the pipeline ran
     # Said by the stand-in, or by the driver if the zygote had died before the first worker.
     said = capfd.readouterr().err + caplog.text
@@ -107,11 +104,9 @@ def test_a_zygote_that_cannot_start_leaves_fresh_workers_and_says_why(
 
 
 def test_a_zygote_not_started_now_starts_with_the_first_worker(tmp_path, light_zygote) -> None:
-    out = tmp_path / "parents"
-    out.mkdir()
     with ww.warm_workers(MULTI, str(tmp_path / "run.log"), start_now=False) as zygote:
         assert zygote is not None and zygote._proc is None  # nothing started yet
-        parents = _workers_parents(MULTI, out)
+        parents = _workers_parents(MULTI, tmp_path)
         zygote_pid = zygote._proc.pid
     assert set(parents.values()) == {zygote_pid}, (parents, zygote_pid)
 

@@ -411,6 +411,8 @@ class ForkServer:
         self._pid: int | None = None  # an attached client's server
         if address:
             self.socket_path, _, pid = address.rpartition(":")
+            if not (self.socket_path and pid.isdigit()):
+                raise ForkServerError(f"not a fork server's address (SOCKET:PID): {address!r}")
             self._dir, self._pid = "", int(pid)
             default_log = os.path.join(os.path.dirname(self.socket_path), "server.log")
         else:

@@ -47,25 +47,26 @@ def _processes() -> dict[int, tuple[int, str, str]]:
     return found
 
 
-def _descendants(pid: int) -> dict[int, str]:
-    """{pid: command line} of every live process below `pid`."""
-    procs = _processes()
+def _descendants(pid: int, procs: dict[int, tuple[int, str, str]]) -> dict[int, str]:
+    """{pid: command line} of every live process below `pid` in `procs`."""
+    children: dict[int, list[int]] = {}
+    for p, (ppid, state, _) in procs.items():
+        if state != "Z":
+            children.setdefault(ppid, []).append(p)
     below, todo = {}, [pid]
     while todo:
-        parent = todo.pop()
-        for p, (ppid, state, cmdline) in procs.items():
-            if ppid == parent and p not in below and state != "Z":
-                below[p] = cmdline
-                todo.append(p)
+        for p in children.get(todo.pop(), []):
+            below[p] = procs[p][2]
+            todo.append(p)
     return below
 
 
 def _forked_workers(run_pid: int) -> dict[int, str]:
     """The workers forked from the run's zygote (the zygote: the run's child that serves forks)."""
-    tree = _descendants(run_pid)
     procs = _processes()
+    tree = _descendants(run_pid, procs)
     zygotes = [p for p, c in tree.items() if "tfxp.forkserver" in c and procs[p][0] == run_pid]
-    return {p: c for p, c in tree.items() if p in procs and procs[p][0] in zygotes}
+    return {p: c for p, c in tree.items() if procs[p][0] in zygotes}
 
 
 def _alive(pids) -> dict[int, str]:
@@ -91,9 +92,9 @@ def test_every_process_of_a_stopped_multi_process_run_ends(forkserver, tmp_path:
         pytest.fail(f"Transform never started: {err[-2000:]}")
     deadline = time.monotonic() + 120
     while len(_forked_workers(proc.pid)) < WORKERS:  # Transform's workers are up
-        assert time.monotonic() < deadline, _descendants(proc.pid)
+        assert time.monotonic() < deadline, _descendants(proc.pid, _processes())
         time.sleep(0.2)
-    tree = _descendants(proc.pid)
+    tree = _descendants(proc.pid, _processes())
     assert len(tree) >= 1 + 2 * WORKERS, tree  # the zygote, the stand-ins, the workers
     if stop == "ctrl-c":
         os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C: the run's whole group

@@ -117,15 +117,15 @@ def main(argv: Sequence[str]) -> None:
     if len(argv) != 1:
         sys.exit("usage: python -m tfxp.local.warm_workers ZYGOTE_ADDRESS (started by Beam)")
     worker = [sys.executable, "-m", BEAM_WORKER_MODULE]
-    zygote = ForkServer.attach(argv[0])
     try:
+        zygote = ForkServer.attach(argv[0])
         zygote.wait_ready()  # the zygote may still be importing: forks wait for it
     except ForkServerError as e:
         # A run goes on without it, at the cost of the imports this module saves.
         print(f"WARNING: {FRESH_WARNING}{e}", file=sys.stderr, flush=True)
         os.execv(sys.executable, worker)
     print(f"Beam SDK worker: forked from the zygote {argv[0]}", file=sys.stderr, flush=True)
-    zygote.exec(worker, cwd=os.getcwd())
+    zygote.exec(worker)
 
 
 if __name__ == "__main__":
