@@ -39,7 +39,6 @@ does not re-import it.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import shlex
 import sys
@@ -100,7 +99,9 @@ def warm_workers(
                 with starting:
                     command_line = stand_in_command(zygote.address()).encode()
             except ForkServerError as e:  # it died already: as in main(), start fresh
-                logging.getLogger(__name__).warning("%s%s", FRESH_WARNING, e)
+                # Where the workers' own output goes (the run's log), as main() says it;
+                # not through logging, whose configuration other code may have changed.
+                print(f"WARNING: {FRESH_WARNING}{e}", file=sys.stderr, flush=True)
         return beams_own[0](command_line, *rest)
 
     registry[urn] = (handler, beams_own[1])
