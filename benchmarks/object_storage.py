@@ -34,7 +34,6 @@ import importlib.util
 import itertools
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -55,12 +54,6 @@ def _ingest_child() -> str:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.CHILD
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _run(args: list[str], env: dict[str, str]) -> tuple[float, dict]:
@@ -175,8 +168,7 @@ def whole_runs(tmp: Path, env: dict[str, str], rows: int, train_steps: int) -> s
 
 def _start_store(tmp: Path) -> dict[str, str]:
     """Starts SeaweedFS in `tmp`; the environment of a client of it."""
-    port = _free_port()
-    started = _checked([SCRIPT, "start", str(tmp / "seaweedfs"), str(port)])
+    started = _checked([SCRIPT, "start", str(tmp / "seaweedfs"), "auto"])
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3_"))}
     for line in started.splitlines():
         name, _, value = line.removeprefix("export ").partition("=")

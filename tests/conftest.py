@@ -24,6 +24,10 @@ import sys
 
 import pytest
 
+# One definition for the whole session: a fixture imported into two test modules
+# (or conftests) is two fixtures to pytest, and each would start its own server.
+from seaweedfs_server import seaweedfs  # noqa: F401
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,6 +21,8 @@ from pathlib import Path
 
 import pytest
 import system_packages
+
+from trainer.ports import free_port
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "mariadb.sh"
 
@@ -95,12 +96,6 @@ def _installed() -> bool:
 
 def ensure_installed() -> None:
     system_packages.ensure_installed(_installed(), "mariadb.sh", "mariadb-server")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextlib.contextmanager

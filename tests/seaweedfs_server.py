@@ -5,13 +5,12 @@ in pytest's temp dir, S3 on a free loopback port, signed requests only, no
 automatic bucket creation. `stop()`/`start()` let a test take the server away
 mid-run and bring it back on the same port with the same data.
 
-Use it from a test module with `from seaweedfs_server import seaweedfs  # noqa: F401`.
+tests/conftest.py registers the fixture once for every test.
 """
 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,16 +23,16 @@ ACCESS_KEY = "tfxp-test"
 SECRET_KEY = "tfxp-test-secret"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def ports(directory: Path) -> dict[str, str]:
+    """The ports (and keys) the script keeps in DIR/ports."""
+    lines = (directory / "ports").read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines if "=" in line)
 
 
 @dataclass
 class SeaweedFS:
     directory: Path
-    port: int
+    port: int = 0  # S3's: the script picks a free one at the first start
 
     @property
     def endpoint(self) -> str:
@@ -81,13 +80,21 @@ class SeaweedFS:
 
     def start(self) -> None:
         done = subprocess.run(
-            [str(SCRIPT), "start", str(self.directory), str(self.port), ACCESS_KEY, SECRET_KEY],
+            [
+                str(SCRIPT),
+                "start",
+                str(self.directory),
+                str(self.port or "auto"),
+                ACCESS_KEY,
+                SECRET_KEY,
+            ],
             capture_output=True,
             text=True,
             timeout=120,
         )
         if done.returncode != 0:
             pytest.fail(f"could not start SeaweedFS:\n{done.stderr[-3000:]}", pytrace=False)
+        self.port = int(ports(self.directory)["S3_PORT"])
 
     def stop(self) -> None:
         subprocess.run([str(SCRIPT), "stop", str(self.directory)], capture_output=True, timeout=60)
@@ -100,7 +107,7 @@ class SeaweedFS:
 
 @pytest.fixture(scope="session")
 def seaweedfs(tmp_path_factory: pytest.TempPathFactory):
-    server = SeaweedFS(tmp_path_factory.mktemp("seaweedfs"), free_port())
+    server = SeaweedFS(tmp_path_factory.mktemp("seaweedfs"))
     server.start()
     try:
         yield server

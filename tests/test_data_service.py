@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from trainer import data_service
 from trainer.input import input_fn
+from trainer.ports import free_port
 
 SHARDS = 4
 PER_SHARD = 25
@@ -119,7 +120,7 @@ def test_augment_runs_on_the_workers(shards, cluster):
 
 
 def test_command_serves_until_interrupted(shards, forkserver):
-    port = data_service.free_port()
+    port = free_port()
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(ROOT)}
     proc = forkserver.popen(  # the command in a process of its own, forked
         [sys.executable, "-m", "trainer.data_service", "--workers", "2", "--port", str(port)],

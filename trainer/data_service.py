@@ -14,21 +14,15 @@ from __future__ import annotations
 
 import argparse
 import signal
-import socket
 import sys
 import threading
 from dataclasses import dataclass, field
 
 import tensorflow as tf
 
+from trainer.ports import free_port
+
 PROTOCOL = "grpc"
-
-
-def free_port() -> int:
-    """A TCP port that was free a moment ago (for tests and local clusters)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("localhost", 0))
-        return s.getsockname()[1]
 
 
 def strip_protocol(address: str) -> str:

@@ -242,7 +242,7 @@ def test_unknown_ids_fail_in_one_line(runs: LineageRuns) -> None:
 
 
 def test_unreachable_mysql_fails_in_one_line(runs: LineageRuns) -> None:
-    from mariadb_server import free_port
+    from trainer.ports import free_port
 
     flags = list(runs.flags)
     flags[flags.index("--mysql-port") + 1] = str(free_port())

@@ -27,7 +27,6 @@ from pathlib import Path
 import child
 import pytest
 from e2e_support import SAMPLE_ROWS, split_examples, write_sample
-from seaweedfs_server import seaweedfs  # noqa: F401 - the session's S3 server fixture
 
 from pipeline.config import PROJECT_ROOT
 
@@ -91,7 +90,7 @@ def _download(server, prefix: str, dest: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def portable_run(seaweedfs, tmp_path_factory, forkserver) -> PortableRun:  # noqa: F811
+def portable_run(seaweedfs, tmp_path_factory, forkserver) -> PortableRun:
     """Job service + worker pool + `tfxp run --beam portable` on a bucket, once."""
     tmp = tmp_path_factory.mktemp("portable")
     csv = write_sample(tmp / "local")

@@ -1,4 +1,5 @@
-"""Object-storage tests: a real SeaweedFS S3 server (tests/seaweedfs_server.py)."""
+"""Object-storage tests: a real SeaweedFS S3 server (the `seaweedfs` fixture of
+tests/seaweedfs_server.py, registered in tests/conftest.py)."""
 
 import sys
 from pathlib import Path
@@ -7,5 +8,3 @@ TESTS = Path(__file__).resolve().parent.parent
 for folder in (TESTS, TESTS / "e2e"):
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
-
-from seaweedfs_server import seaweedfs  # noqa: E402, F401

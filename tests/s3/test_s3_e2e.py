@@ -188,7 +188,7 @@ def test_bad_storage_fails_before_any_component_with_one_line(
         args += ["--data-root", data, "--run-dir", "s3://tfxp-e2e/runs/x"]
         expect = "access denied"
     else:
-        from seaweedfs_server import free_port
+        from trainer.ports import free_port
 
         env = {**env, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}"}
         args += ["--data-root", data, "--run-dir", "s3://tfxp-e2e/runs/x"]

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config import PipelineConfig
-from trainer.data_service import free_port
+from trainer.ports import free_ports
 
 TRANSFORM = "Transform"
 
@@ -114,7 +114,7 @@ def launch(
     (out_dir / "logs").mkdir(parents=True, exist_ok=True)
     spec = out_dir / "trainer_args.json"
     spec.write_text(json.dumps(asdict(args), indent=2))
-    ports = [free_port() for _ in range(workers)]
+    ports = free_ports(workers)
     procs = []
     for i in range(workers):
         env = {**os.environ, "TF_CONFIG": json.dumps(tf_config(ports, i))} if workers > 1 else None
