@@ -55,7 +55,8 @@ def test_plain(): time.sleep(0.1)
 def test_each_shared_fixture_instance_is_built_once_across_two_workers(tmp_path: Path) -> None:
     suite = tmp_path / "suite"
     suite.mkdir()
-    for name in ("conftest.py", "xdist_worker.py"):  # the workers' interpreter with it
+    # The conftest with what it imports (the workers' interpreter, the S3 fixture).
+    for name in ("conftest.py", "xdist_worker.py", "seaweedfs_server.py"):
         shutil.copy(Path(__file__).with_name(name), suite / name)
     (suite / "test_shared.py").write_text(SUITE)
     (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    slow: slow\n")
