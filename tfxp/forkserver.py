@@ -27,6 +27,7 @@ answers "pid N", and once the child has exited, "exit CODE" (as
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import io
 import json
 import os
@@ -44,6 +45,10 @@ from pathlib import Path
 from typing import IO, Any, NoReturn
 
 _MAX_REQUEST = 1 << 22  # argv + environment; a few KB in practice
+# `python -m tfxp.forkserver KILL_CHILDREN SOCKET ...`: the kernel ends every child
+# with the server (ForkServer's kill_children_on_exit).
+KILL_CHILDREN = "--kill-children-on-exit"
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 class ForkServerError(RuntimeError):
@@ -183,10 +188,24 @@ def _reopen_std_streams(env: dict[str, str]) -> None:
         setattr(sys, f"__{name}__", stream)
 
 
-def _become(request: dict[str, Any], fds: list[int], keep_closed: list[int]) -> None:
-    """In the forked child: become the request's command. Never returns."""
+def _die_with(server_pid: int) -> None:
+    """Has the kernel SIGKILL this process when the server (its parent) ends."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+    if os.getppid() != server_pid:  # it ended before the prctl: nothing would come
+        os._exit(128 + signal.SIGKILL)
+
+
+def _become(
+    request: dict[str, Any], fds: list[int], keep_closed: list[int], server_pid: int | None
+) -> None:
+    """In the forked child: become the request's command (ended with the server
+    whose pid is `server_pid`, if one is given). Never returns."""
     try:
         os.setsid()  # own session and group: a signal to its group cannot reach the server
+        if server_pid is not None:
+            _die_with(server_pid)
         for fd in keep_closed:
             os.close(fd)
         for target, fd in enumerate(fds):
@@ -215,12 +234,14 @@ def _become(request: dict[str, Any], fds: list[int], keep_closed: list[int]) -> 
 # --- the server ---------------------------------------------------------------
 
 
-def serve(socket_path: str, preload: Sequence[str]) -> None:
-    """`python -m tfxp.forkserver SOCKET [MODULE ...]`: imports, then forks per connection.
+def serve(socket_path: str, preload: Sequence[str], kill_children: bool = False) -> None:
+    """`python -m tfxp.forkserver [KILL_CHILDREN] SOCKET [MODULE ...]`: imports, then
+    forks per connection.
 
     SOCKET appears once the server listens (it is bound under another name and
     renamed), so a client waits for the path, not for a message. The server
-    exits when its stdin reaches end of file (its owner closed it or died).
+    exits when its stdin reaches end of file (its owner closed it or died); its
+    children carry on, each in its own session, unless `kill_children`.
     """
     import importlib
 
@@ -235,11 +256,11 @@ def serve(socket_path: str, preload: Sequence[str]) -> None:
     while True:
         readable, _, _ = select.select([listener, sys.stdin, *children], [], [])
         if sys.stdin in readable and not sys.stdin.buffer.read1(4096):
-            return  # the client is gone; children outlive the server (each its own session)
+            return  # the client is gone
         if listener in readable:
             conn, _ = listener.accept()
             try:
-                _start_child(listener, conn, children)
+                _start_child(listener, conn, children, kill_children)
             except OSError:  # the client went away mid-request: nothing was started
                 conn.close()
         for pidfd in [r for r in readable if isinstance(r, int)]:
@@ -252,7 +273,10 @@ def serve(socket_path: str, preload: Sequence[str]) -> None:
 
 
 def _start_child(
-    listener: socket.socket, conn: socket.socket, children: dict[int, tuple[int, socket.socket]]
+    listener: socket.socket,
+    conn: socket.socket,
+    children: dict[int, tuple[int, socket.socket]],
+    kill_children: bool,
 ) -> None:
     data, fds, _, _ = socket.recv_fds(conn, _MAX_REQUEST, 3)
     while not data.endswith(b"\n"):
@@ -274,10 +298,12 @@ def _start_child(
         return
     sys.stdout.flush()
     sys.stderr.flush()
+    server_pid = os.getpid()
     pid = os.fork()
     if pid == 0:
         others = [c.fileno() for _, c in children.values()] + list(children)
-        _become(request, fds, [listener.fileno(), conn.fileno(), 0, *others])
+        keep_closed = [listener.fileno(), conn.fileno(), 0, *others]
+        _become(request, fds, keep_closed, server_pid if kill_children else None)
     for fd in fds:
         os.close(fd)
     children[os.pidfd_open(pid)] = (pid, conn)
@@ -403,10 +429,14 @@ class ForkServer:
         log_path: str | None = None,
         start_timeout: float = 600,
         address: str | None = None,
+        kill_children_on_exit: bool = False,
     ) -> None:
         """`address`: a server another process started (its `address()`) instead of a
-        new one; such a client never starts or stops it (`attach`)."""
+        new one; such a client never starts or stops it (`attach`).
+        `kill_children_on_exit`: the kernel SIGKILLs every child still running when the
+        server ends (PR_SET_PDEATHSIG), as when its owner dies; otherwise they carry on."""
         self.preload, self.cwd, self.env = tuple(preload), cwd, env
+        self.kill_children_on_exit = kill_children_on_exit
         self.start_timeout = start_timeout
         self._pid: int | None = None  # an attached client's server
         if address:
@@ -442,7 +472,14 @@ class ForkServer:
             raise ForkServerError(f"the fork server exited; its log: {self.log_path}")
         with open(self.log_path, "ab") as log:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "tfxp.forkserver", self.socket_path, *self.preload],
+                [
+                    sys.executable,
+                    "-m",
+                    "tfxp.forkserver",
+                    *([KILL_CHILDREN] if self.kill_children_on_exit else []),
+                    self.socket_path,
+                    *self.preload,
+                ],
                 cwd=self.cwd,
                 env=self.env,
                 stdin=subprocess.PIPE,
@@ -602,7 +639,7 @@ class ForkServer:
 
     def close(self) -> None:
         """Stops the server if this client started it (running children carry on in their
-        own sessions); an attached client just forgets it."""
+        own sessions, unless kill_children_on_exit); an attached client just forgets it."""
         proc, self._proc = self._proc, None
         if proc is not None:
             assert proc.stdin is not None
@@ -623,6 +660,10 @@ class ForkServer:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2:
-        sys.exit("usage: python -m tfxp.forkserver SOCKET [MODULE ...] (started by ForkServer)")
-    serve(sys.argv[1], sys.argv[2:])
+    kill = sys.argv[1:2] == [KILL_CHILDREN]
+    args = sys.argv[2:] if kill else sys.argv[1:]
+    if not args:
+        sys.exit(
+            f"usage: python -m tfxp.forkserver [{KILL_CHILDREN}] SOCKET [MODULE ...] (started by ForkServer)"
+        )
+    serve(args[0], args[1:], kill_children=kill)

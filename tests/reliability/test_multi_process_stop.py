@@ -5,9 +5,10 @@ Under multi-process Beam a run has a process tree of its own: the zygote
 from the zygote, each in a session of its own, out of reach of the signal a
 terminal sends its foreground group. Whether the user presses Ctrl-C (SIGINT to
 the run's whole process group) or the kernel kills the run (SIGKILL to the
-driver alone), every one of them must end: a worker left behind would hold a
-core and a gigabyte. The run is a real `local_runner.py` on 2,000 rows, stopped
-once Transform's two workers are running.
+driver alone), every one of them must end, even a worker that does not notice
+(stopped here): a worker left behind would hold a core and a gigabyte. The run
+is a real `local_runner.py` on 2,000 rows, stopped once Transform's two workers
+are running.
 """
 
 from __future__ import annotations
@@ -99,6 +100,9 @@ def test_every_process_of_a_stopped_multi_process_run_ends(forkserver, tmp_path:
     if stop == "ctrl-c":
         os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C: the run's whole group
     else:
+        # One worker that will not notice its driver's end, as a busy or hung one might
+        # not (a CI run saw one outlive its driver by over 120 s): stopped.
+        os.kill(min(_forked_workers(proc.pid)), signal.SIGSTOP)
         proc.kill()  # the driver alone, as the kernel's OOM killer would
     _, err = child.finish(proc, timeout=120)
     if stop == "ctrl-c":

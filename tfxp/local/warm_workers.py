@@ -25,7 +25,8 @@ A partial run (ExampleGen alone, as a window's older spans are ingested) may
 start no worker at all (the Arrow ingest stays in-process), so there the zygote
 starts with the first worker instead. If it cannot start (its imports fail; its
 log is the run's), every worker starts fresh, and the run's log says why
-(`FRESH_WARNING`): slower, not broken.
+(`FRESH_WARNING`): slower, not broken. Workers end with the zygote, and the
+zygote with the run, however the run ends (a SIGKILLed driver included).
 
 The hook is Beam's registry of worker handlers by environment URN
 (`WorkerHandler.register_environment`): the subprocess environment's entry is
@@ -84,7 +85,10 @@ def warm_workers(
     from apache_beam.portability import python_urns
     from apache_beam.runners.portability.fn_api_runner import worker_handlers
 
-    zygote = ForkServer(PRELOAD, log_path=log_path)
+    # Workers end with the zygote, which ends with the run (its stdin is the driver's
+    # pipe): Beam's own workers only stop once they notice their gRPC channels are
+    # gone, and in one CI run a worker outlived its SIGKILLed driver by over 120 s.
+    zygote = ForkServer(PRELOAD, log_path=log_path, kill_children_on_exit=True)
     if start_now:
         zygote.start()  # imports while the run compiles and ingests; forks wait for it
     registry = worker_handlers.WorkerHandler._registered_environments  # noqa: SLF001 - Beam's hook
@@ -126,7 +130,10 @@ def main(argv: Sequence[str]) -> None:
         print(f"WARNING: {FRESH_WARNING}{e}", file=sys.stderr, flush=True)
         os.execv(sys.executable, worker)
     print(f"Beam SDK worker: forked from the zygote {argv[0]}", file=sys.stderr, flush=True)
-    zygote.exec(worker)
+    try:
+        zygote.exec(worker)
+    except ForkServerError as e:  # it ended mid-run, and the kernel ended the worker with it
+        sys.exit(f"Beam SDK worker: {e}")
 
 
 if __name__ == "__main__":
