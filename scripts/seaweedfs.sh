@@ -53,13 +53,17 @@ EOF
 }
 
 pick_ports() {  # DIR S3_PORT|auto ACCESS_KEY SECRET_KEY: write DIR/ports
+  [[ "$2" == auto || "$2" =~ ^[0-9]+$ ]] || die "S3_PORT must be a port number or 'auto', got '$2'"
   # Picked below the kernel's ephemeral range (trainer/ports.py says why), all at once.
-  local ports; read -r -a ports <<<"$(python3 "$HERE/trainer/ports.py" 8)"
-  local s3="$2" chosen=given
-  if [[ "$s3" == auto ]]; then s3="${ports[7]}"; chosen=auto; fi
-  cat >"$1/ports" <<EOF
+  local picked ports
+  picked="$(python3 "$HERE/trainer/ports.py" 8)" || die "could not pick free ports"
+  read -r -a ports <<<"$picked"
+  local s3="$2"
+  [[ "$s3" == auto ]] && s3="${ports[7]}"
+  # Written whole or not at all: a restart reuses this file.
+  cat >"$1/ports.new" <<EOF
 S3_PORT=$s3
-S3_PORT_CHOSEN=$chosen
+S3_PORT_ARG=$2
 ACCESS_KEY=$3
 SECRET_KEY=$4
 MASTER_PORT=${ports[0]}
@@ -70,6 +74,7 @@ VOLUME_GRPC=${ports[4]}
 FILER_GRPC=${ports[5]}
 S3_GRPC=${ports[6]}
 EOF
+  mv "$1/ports.new" "$1/ports"
 }
 
 launch() {  # DIR: start weed in the background on DIR/ports' ports
@@ -102,9 +107,10 @@ cmd_start() {
   # A server without data yet may move to other ports; one with data keeps them.
   local fresh=""
   [[ -n "$(ls -A "$dir/data" 2>/dev/null)" ]] || fresh=1
-  S3_PORT_CHOSEN=given  # what a ports file from before `auto` existed means
+  S3_PORT_ARG=""  # absent from a ports file written before `auto` existed
   # shellcheck disable=SC1091
   source "$dir/ports"
+  S3_PORT_ARG="${S3_PORT_ARG:-$S3_PORT}"
   if [[ -f "$dir/weed.pid" ]] && kill -0 "$(cat "$dir/weed.pid")" 2>/dev/null; then
     die "already running (pid $(cat "$dir/weed.pid")); stop it first: $0 stop $dir"
   fi
@@ -128,15 +134,11 @@ EOF
     # picks others; a restart keeps its ports (its data names them), and so does an
     # S3 port the caller gave.
     [[ -n "$busy" && -n "$fresh" ]] || break
-    [[ "$busy" == *":$S3_PORT: "* && "$S3_PORT_CHOSEN" != auto ]] && break
+    [[ "$busy" == *":$S3_PORT: "* && "$S3_PORT_ARG" != auto ]] && break
     log "${busy%%: bind*} is taken (attempt $attempt); picking other ports"
     rm -rf "$dir/data"
     mkdir -p "$dir/data"
-    if [[ "$S3_PORT_CHOSEN" == auto ]]; then
-      pick_ports "$dir" auto "$ACCESS_KEY" "$SECRET_KEY"
-    else
-      pick_ports "$dir" "$S3_PORT" "$ACCESS_KEY" "$SECRET_KEY"
-    fi
+    pick_ports "$dir" "$S3_PORT_ARG" "$ACCESS_KEY" "$SECRET_KEY"
   done
   rm -f "$dir/weed.pid"
   die "weed exited; see $dir/weed.log:

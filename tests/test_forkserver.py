@@ -11,7 +11,7 @@ import time
 import child  # tests/child.py: reads with a deadline
 import pytest
 
-from tfxp.forkserver import ForkServer, ForkServerError, parse_command
+from tfxp.forkserver import ForkServer, ForkServerError, parse_command, running
 
 PY = sys.executable
 
@@ -173,29 +173,20 @@ def test_a_server_that_cannot_start_or_dies_is_an_error_naming_its_log(tmp_path)
     dying.close()
 
 
-def _ended(pid: int) -> bool:
-    """Gone, or a zombie nobody reaps yet (a container's pid 1 may not)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rpartition(")")[2].split()[0] in ("Z", "X")
-    except OSError:
-        return True
-
-
 @pytest.mark.parametrize("end", ["owner closes it", "server killed"])
 def test_a_server_that_kills_its_children_on_exit_takes_them_along(end):
     owned = ForkServer(["json"], kill_children_on_exit=True)
     procs = [owned.popen([PY, "-c", "import time; time.sleep(120)"]) for _ in range(2)]
-    assert not any(_ended(p.pid) for p in procs)
+    assert all(running(p.pid) for p in procs)
     if end == "server killed":  # as when its owner's process tree is SIGKILLed
         owned._proc.kill()
         owned._proc.wait()
     else:
         owned.close()
     deadline = time.monotonic() + 30
-    while not all(_ended(p.pid) for p in procs) and time.monotonic() < deadline:
+    while any(running(p.pid) for p in procs) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert all(_ended(p.pid) for p in procs)
+    assert not any(running(p.pid) for p in procs)
     owned.close()
 
 

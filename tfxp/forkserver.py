@@ -313,6 +313,16 @@ def _start_child(
 # --- the client ---------------------------------------------------------------
 
 
+def running(pid: int) -> bool:
+    """Whether `pid` runs: neither gone nor a zombie (a process that is not our child
+    stays one until its own parent reaps it; a container's pid 1 may never)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
 class ForkedProcess:
     """A command forked by the server, used like `subprocess.Popen`.
 
@@ -500,11 +510,7 @@ class ForkServer:
     def _alive(self) -> bool:
         if self._proc is not None:
             return self._proc.poll() is None
-        try:  # not our child: a dead server stays a zombie until its owner reaps it
-            with open(f"/proc/{self._pid}/stat") as f:
-                return f.read().rpartition(")")[2].split()[0] != "Z"
-        except OSError:
-            return False
+        return running(self._pid)  # type: ignore[arg-type]
 
     def wait_ready(self) -> None:
         """Starts the server if needed and waits until it listens; ForkServerError

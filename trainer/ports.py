@@ -64,4 +64,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 if __name__ == "__main__":
-    print(" ".join(str(p) for p in free_ports(int(sys.argv[1]) if len(sys.argv) > 1 else 1)))
+    count = sys.argv[1] if len(sys.argv) > 1 else "1"
+    if len(sys.argv) > 2 or not count.isdigit() or int(count) < 1:
+        sys.exit(f"usage: python trainer/ports.py [COUNT] (a number >= 1), got {sys.argv[1:]}")
+    print(" ".join(str(p) for p in free_ports(int(count))))

@@ -37,9 +37,9 @@ def script(*args: str) -> subprocess.CompletedProcess:
     )
 
 
-def write_ports(directory: Path, s3: int, chosen: str, volume: int) -> None:
+def write_ports(directory: Path, s3: int, s3_arg: str, volume: int) -> None:
     names = ["MASTER_PORT", "FILER_PORT", "MASTER_GRPC", "VOLUME_GRPC", "FILER_GRPC", "S3_GRPC"]
-    lines = [f"S3_PORT={s3}", f"S3_PORT_CHOSEN={chosen}", "ACCESS_KEY=k", "SECRET_KEY=s"]
+    lines = [f"S3_PORT={s3}", f"S3_PORT_ARG={s3_arg}", "ACCESS_KEY=k", "SECRET_KEY=s"]
     lines += [f"{n}={p}" for n, p in zip(names, free_ports(len(names)), strict=True)]
     lines.append(f"VOLUME_PORT={volume}")
     directory.mkdir(parents=True, exist_ok=True)
