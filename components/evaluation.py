@@ -41,6 +41,7 @@ DROP_FEATURES_STAGE = "DropUnreadFeatures"
 ADD_BUCKETS_STAGE = "AddSliceBuckets"
 FEATURE_KEYS = (tfma.constants.FEATURES_KEY, tfma.constants.TRANSFORMED_FEATURES_KEY)
 
+
 def reads_features(eval_config: tfma.EvalConfig) -> bool:
     """Whether evaluating `eval_config` may read an example's features after the
     model's predictions: slicing by a feature, a ranking query, or a metric from a

@@ -18,8 +18,6 @@ from tfx.proto import example_gen_pb2, pusher_pb2, range_config_pb2, trainer_pb2
 from tfx.types import Channel, standard_artifacts
 
 from components import atomic_pusher, evaluation
-from components.slicing.evaluator import Evaluator as SlicedEvaluator
-from components.slicing.rules import SliceRules, metric_name
 from components.baseline_resolver import BaselineModelStrategy
 from components.example_gen.csv_example_gen import checked_csv_example_gen
 from components.example_gen.image_example_gen import image_example_gen
@@ -30,6 +28,9 @@ from components.schema_importer import (
     schema_column_types,
     schema_nan_free_columns,
 )
+from components.serving_check.component import ServingCheck
+from components.slicing.evaluator import Evaluator as SlicedEvaluator
+from components.slicing.rules import SliceRules, metric_name
 from components.span_window import SpanWindowExamples, SpanWindowStrategy
 from components.validation.checks import load_settings
 from components.validation.gate import (
@@ -49,6 +50,7 @@ from pipeline.node_ids import (  # noqa: F401 - the ids are the definition's voc
     PREVIOUS_STATISTICS_RESOLVER,
     PUSHER,
     SCHEMA_IMPORTER,
+    SERVING_CHECK,
     SPAN_WINDOW_EXAMPLES,
     SPAN_WINDOW_RESOLVER,
     STATISTICS_GEN,
@@ -132,7 +134,9 @@ def _error_rate_specs(config: PipelineConfig) -> list[tfma.MetricsSpec]:
         return [
             tfma.MetricsSpec(
                 metrics=metrics,
-                binarize=tfma.BinarizationOptions(class_ids={"values": list(range(num_classes(config)))}),
+                binarize=tfma.BinarizationOptions(
+                    class_ids={"values": list(range(num_classes(config)))}
+                ),
             )
         ]
     return []
@@ -255,10 +259,25 @@ def create_pipeline(
         # TFMA's extractors, minus per-example copies of features no metric reads.
         module_path=evaluation.MODULE_PATH,
     )
+    # A server that knows nothing of this project must load the model and answer
+    # as the Evaluator scored it, or nothing is pushed.
+    serving_check = (
+        ServingCheck(
+            model=trainer.outputs["model"],
+            examples=example_gen.outputs["examples"],
+            model_blessing=evaluator.outputs["blessing"],
+            signature=config.eval_signature,
+            label_key=config.label_key,
+            rows=config.serving_check_rows,
+        ).with_id(SERVING_CHECK)
+        if config.serving_check_rows
+        else None
+    )
     # Copy aside, then rename: servers never see a half-written version.
     pusher = atomic_pusher.Pusher(
         model=trainer.outputs["model"],
         model_blessing=evaluator.outputs["blessing"],
+        infra_blessing=serving_check.outputs["blessing"] if serving_check else None,
         push_destination=pusher_pb2.PushDestination(
             filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=config.serving_dir)
         ),
@@ -278,6 +297,7 @@ def create_pipeline(
             trainer,
             baseline_resolver,
             evaluator,
+            *([serving_check] if serving_check else []),
             pusher,
         ],
         enable_cache=config.enable_cache,

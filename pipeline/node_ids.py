@@ -24,7 +24,9 @@ BASELINE_RESOLVER = "baseline_model_resolver"
 SPAN_WINDOW_RESOLVER = "span_window_resolver"
 SPAN_WINDOW_EXAMPLES = "span_window_examples"
 EVALUATOR = "Evaluator"
+SERVING_CHECK = "ServingCheck"
 PUSHER = "Pusher"
+MODEL_CARD = "ModelCard"
 
 
 # Either ingests a dataset's raw data, by its kind (config.example_gen).

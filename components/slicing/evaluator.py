@@ -147,7 +147,10 @@ class Executor(tfx_executor.Executor):
             super().Do(input_dict, output_dict, exec_properties)
         blessing = artifact_utils.get_single_instance(output_dict[specs.BLESSING_KEY])
         evaluation_uri = artifact_utils.get_single_uri(output_dict[specs.EVALUATION_KEY])
-        if blessing.mlmd_artifact.custom_properties.get(constants.ARTIFACT_PROPERTY_BLESSED_KEY) is None:
+        if (
+            blessing.mlmd_artifact.custom_properties.get(constants.ARTIFACT_PROPERTY_BLESSED_KEY)
+            is None
+        ):
             return  # no thresholds: TFX's Evaluator did not judge, nor do the rules
         has_baseline = bool(input_dict.get(specs.BASELINE_MODEL_KEY))
         metrics, failures, messages = judge(evaluation_uri, rules, has_baseline=has_baseline)

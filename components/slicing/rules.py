@@ -67,7 +67,7 @@ def bucket_label(value: float | None, bounds: tuple[float, ...] | list[float]) -
         return "missing"
     if value < bounds[0]:
         return f"<{_number(bounds[0])}"
-    for low, high in zip(bounds, bounds[1:]):
+    for low, high in zip(bounds, bounds[1:], strict=False):
         if low <= value < high:
             return f"{_number(low)}-{_number(high)}"
     return f">={_number(bounds[-1])}"
@@ -165,7 +165,9 @@ def _candidate(models: dict[str, dict[str, float]]) -> dict[str, float]:
     return models.get(CANDIDATE) or models.get("") or {}
 
 
-def check_slices(metrics: SliceMetrics, rules: SliceRules, *, has_baseline: bool) -> list[SliceFailure]:
+def check_slices(
+    metrics: SliceMetrics, rules: SliceRules, *, has_baseline: bool
+) -> list[SliceFailure]:
     """Failures of every slice (not the whole split) with at least `min_examples` examples."""
     failures: list[SliceFailure] = []
     if not rules.judges_slices:
