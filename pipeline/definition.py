@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import json
 from typing import Any
 
 import tensorflow_model_analysis as tfma
@@ -21,6 +23,7 @@ from components import atomic_pusher, evaluation
 from components.baseline_resolver import BaselineModelStrategy
 from components.example_gen.csv_example_gen import checked_csv_example_gen
 from components.example_gen.image_example_gen import image_example_gen
+from components.model_card.component import ModelCard
 from components.schema_importer import (
     CuratedSchemaImporter,
     file_sha256,
@@ -47,6 +50,7 @@ from pipeline.node_ids import (  # noqa: F401 - the ids are the definition's voc
     EXAMPLE_GEN,
     EXAMPLE_VALIDATOR,
     IMAGE_EXAMPLE_GEN,
+    MODEL_CARD,
     PREVIOUS_STATISTICS_RESOLVER,
     PUSHER,
     SCHEMA_IMPORTER,
@@ -282,6 +286,16 @@ def create_pipeline(
             filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=config.serving_dir)
         ),
     )
+    model_card = _model_card(
+        config,
+        example_gen=example_gen,
+        statistics_gen=statistics_gen,
+        schema_importer=schema_importer,
+        trainer=trainer,
+        evaluator=evaluator,
+        serving_check=serving_check,
+        pusher=pusher,
+    )
     return tfx_pipeline.Pipeline(
         pipeline_name=config.pipeline_name,
         pipeline_root=config.pipeline_root,
@@ -299,12 +313,46 @@ def create_pipeline(
             evaluator,
             *([serving_check] if serving_check else []),
             pusher,
+            model_card,
         ],
         enable_cache=config.enable_cache,
         metadata_connection_config=metadata_connection_config
         or metadata.sqlite_metadata_connection_config(config.metadata_path),
         beam_pipeline_args=list(config.beam_args),
     )
+
+
+def _model_card(config: PipelineConfig, **nodes: Any) -> ModelCard:
+    """The model card of the evaluated model, written beside the pushed version."""
+    t = config.thresholds
+    return ModelCard(
+        model=nodes["trainer"].outputs["model"],
+        examples=nodes["example_gen"].outputs["examples"],
+        statistics=nodes["statistics_gen"].outputs["statistics"],
+        schema=nodes["schema_importer"].outputs["schema"],
+        evaluation=nodes["evaluator"].outputs["evaluation"],
+        model_blessing=nodes["evaluator"].outputs["blessing"],
+        infra_blessing=nodes["serving_check"].outputs["blessing"]
+        if nodes["serving_check"]
+        else None,
+        pushed_model=nodes["pusher"].outputs["pushed_model"],
+        dataset=config.pipeline_name,
+        description=config.description,
+        intended_use=config.intended_use,
+        limitations=config.limitations,
+        hyperparameters=json.dumps(
+            {
+                "train_steps": config.train_steps,
+                "eval_steps": config.eval_steps,
+                "run_fn": config.run_fn,
+                "preprocessing_fn": config.preprocessing_fn,
+                **config.hyperparameters,
+            },
+            sort_keys=True,
+            default=str,
+        ),
+        thresholds=json.dumps(dataclasses.asdict(t), sort_keys=True),
+    ).with_id(MODEL_CARD)
 
 
 def _example_gen(config: PipelineConfig, schema: Any):

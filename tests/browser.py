@@ -34,12 +34,20 @@ def require_chromium() -> None:
     )
 
 
-def open_report(path: Path, timeout: float = 60.0) -> RenderedPage:
+@dataclass
+class RenderedCard:
+    errors: list[str]
+    verdict: str
+    chart_svgs: int
+    slice_rows: dict[str, list[str]]  # slice name -> visible cells of its metrics row
+    headers: list[str]  # the per-slice table's column names
+    serving_check: str  # the serving check table's text ("" when none)
+
+
+def _chromium():
     require_chromium()
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
@@ -53,7 +61,22 @@ def open_report(path: Path, timeout: float = 60.0) -> RenderedPage:
     ):
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    return webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+
+
+def _console_errors(driver) -> list[str]:
+    return [
+        entry["message"]
+        for entry in driver.get_log("browser")
+        if entry.get("level") in ("SEVERE", "ERROR")
+    ]
+
+
+def open_report(path: Path, timeout: float = 60.0) -> RenderedPage:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver = _chromium()
     try:
         driver.set_page_load_timeout(timeout)
         driver.get(path.resolve().as_uri())
@@ -75,11 +98,44 @@ def open_report(path: Path, timeout: float = 60.0) -> RenderedPage:
             if row.is_displayed()
         ]
         decision = driver.find_element(By.ID, "decision").text
-        errors = [
-            entry["message"]
-            for entry in driver.get_log("browser")
-            if entry.get("level") in ("SEVERE", "ERROR")
-        ]
-        return RenderedPage(errors, decision, drawn, rows)
+        return RenderedPage(_console_errors(driver), decision, drawn, rows)
+    finally:
+        driver.quit()
+
+
+def open_model_card(path: Path, timeout: float = 60.0) -> RenderedCard:
+    """A model card (components/model_card/card.py) as the browser shows it."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver = _chromium()
+    try:
+        driver.set_page_load_timeout(timeout)
+        driver.get(path.resolve().as_uri())
+        WebDriverWait(driver, timeout).until(
+            lambda drv: drv.find_elements(By.CSS_SELECTOR, "#slice-chart svg.main-svg")
+        )
+        drawn = sum(
+            1
+            for c in driver.find_elements(By.CSS_SELECTOR, ".chart")
+            if c.find_elements(By.CSS_SELECTOR, "svg.main-svg") and c.is_displayed()
+        )
+        table = driver.find_element(By.ID, "slice-metrics")
+        headers = [th.text for th in table.find_elements(By.TAG_NAME, "th")]
+        rows = {}
+        for row in table.find_elements(By.CSS_SELECTOR, "tr.slice-row"):
+            if row.is_displayed():
+                cells = [td.text for td in row.find_elements(By.TAG_NAME, "td")]
+                rows[cells[0]] = cells
+        return RenderedCard(
+            errors=_console_errors(driver),
+            verdict=driver.find_element(By.ID, "verdict").text,
+            chart_svgs=drawn,
+            slice_rows=rows,
+            headers=headers,
+            serving_check=" ".join(
+                t.text for t in driver.find_elements(By.ID, "serving-check") if t.is_displayed()
+            ),
+        )
     finally:
         driver.quit()
