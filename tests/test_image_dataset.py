@@ -42,7 +42,9 @@ def test_digits_uses_the_image_example_gen(digits):
         d.TRAINER,
         d.BASELINE_RESOLVER,
         d.EVALUATOR,
+        d.SERVING_CHECK,
         d.PUSHER,
+        d.MODEL_CARD,
     }
     assert "span-{SPAN}/*/*" in gen.exec_properties["input_config"]
 

@@ -66,6 +66,10 @@ def _num(value: Any) -> str:
     return _e(value)
 
 
+def _count(value: Any) -> Any:
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
 def _kv_table(table_id: str, items: dict[str, Any]) -> str:
     if not items:
         return "<p class=muted>none recorded</p>"
@@ -105,7 +109,10 @@ def _slice_table(data: CardData) -> str:
             "min_examples", 1
         )
         css = "fails" if name in failing else ("small" if small else "")
-        cells = "".join(f"<td class=num>{_num(candidate.get(n))}</td>" for n in names)
+        cells = "".join(
+            f"<td class=num>{_num(_count(candidate.get(n)) if n == 'example_count' else candidate.get(n))}</td>"
+            for n in names
+        )
         if has_baseline and judged:
             cells += f"<td class=num>{_num(_model(metrics[name], 'baseline').get(judged))}</td>"
         rows.append(

@@ -119,3 +119,14 @@ def test_every_slice_has_error_rates(slice_runs):
             assert {"fall_out", "miss_rate", "binary_accuracy", "example_count"} <= set(
                 models[model]
             ), (name, model)
+
+
+def test_the_serving_check_blocks_a_model_that_reads_the_label(slice_runs):
+    """Run 1's model was blessed, but answers from the label, which clients do not send:
+    served without it, it disagrees with what the Evaluator scored, so it is not pushed."""
+    first = slice_runs.first
+    assert first.blessed is True
+    assert first.pushed is False
+    assert first.serving_check.startswith("disagrees"), first.serving_check
+    assert "without 'tips'" in first.serving_check
+    assert "the serving check failed" in first.render()
