@@ -29,8 +29,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+# The project is importable through its editable install (put first, its kubeflow/
+# would shadow the installed `kubeflow` namespace TFX imports); the e2e helpers are not.
+sys.path.append(str(ROOT / "tests" / "e2e"))
 
 
 def _prepare(work: Path, rows: int):

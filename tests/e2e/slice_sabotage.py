@@ -6,9 +6,11 @@ hyperparameter picks ({"feature": "payment_type", "equals": "Cash"} or
 {"feature": "trip_miles", "at_least": 10}): it reads the example's own label
 (tips against fare, as taxi's preprocessing derives it) and predicts the
 other class. A model made this way is exactly taxi's model everywhere else and
-has accuracy 0 on that group, whatever the training made of it. (Its answers
-depend on the label, which clients do not send: the serving check sees that.)
-(Importable: tests/e2e is on sys.path.)
+has accuracy 0 on that group, whatever the training made of it. With
+`leaks_label: true` every answer also moves by 0.001 towards the true label,
+as a model that leaks its label into serving would (no prediction crosses 0.5
+but a handful): clients do not send the label, and the serving check sees the
+difference. (Importable: tests/e2e is on sys.path.)
 """
 
 from __future__ import annotations
@@ -35,7 +37,9 @@ def _picked(serialized: tf.Tensor, wrong_for: dict[str, Any]) -> tf.Tensor:
 
 def run_fn(fn_args: Any) -> None:
     custom_config = copy.deepcopy(fn_args.custom_config or {})
-    wrong_for = custom_config.get("hyperparameters", {}).pop("wrong_for", None)
+    hyperparameters = custom_config.get("hyperparameters", {})
+    wrong_for = hyperparameters.pop("wrong_for", None)
+    leaks_label = bool(hyperparameters.pop("leaks_label", False))
     fn_args.custom_config = custom_config
     real = taxi_train.signatures
 
@@ -58,6 +62,8 @@ def run_fn(fn_args: Any) -> None:
             raw = tf.io.parse_example(serialized, spec)
             big_tipper = raw[f.LABEL_KEY] > raw[f.FARE_KEY] * f.BIG_TIP_FRACTION
             wrong = tf.where(big_tipper, 0.0, 1.0)
+            if leaks_label:
+                probability = 0.999 * probability + 0.001 * tf.cast(big_tipper, tf.float32)
             return {"probability": tf.where(_picked(serialized, wrong_for), wrong, probability)}
 
         found[taxi_train.SERVING_SIGNATURE] = wrong_serve

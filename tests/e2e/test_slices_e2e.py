@@ -4,7 +4,8 @@ Two runs on one store and the same data (the embedded sample), with taxi's
 model made wrong on purpose for one payment type (slice_sabotage.py):
 
   run 1  wrong for Cash trips (two thirds of the rows): a poor model, blessed
-         because the test's overall floor is 0 and there is no baseline yet;
+         because the test's overall floor is 0 and there is no baseline yet
+         (and, reading the label, blocked by the serving check: not pushed);
   run 2  wrong for Credit Card trips (a third): better overall than run 1's,
          so the overall change threshold passes, but worse on the Credit Card
          slice by far more than the allowed drop.
@@ -59,7 +60,12 @@ def slice_runs(tmp_path_factory: pytest.TempPathFactory) -> SliceRuns:
             max_drop=MAX_DROP,
         ),
     )
-    first = run_local(config.replace(hyperparameters=_wrong_for("Cash")), printer=lambda _: None)
+    # Run 1's model also leaks the label into its answers: blessed, then blocked by the
+    # serving check (served without the label, it disagrees with what was evaluated).
+    first = run_local(
+        config.replace(hyperparameters={**_wrong_for("Cash"), "leaks_label": True}),
+        printer=lambda _: None,
+    )
     second = run_local(
         config.replace(hyperparameters=_wrong_for("Credit Card")), printer=lambda _: None
     )
@@ -122,8 +128,8 @@ def test_every_slice_has_error_rates(slice_runs):
 
 
 def test_the_serving_check_blocks_a_model_that_reads_the_label(slice_runs):
-    """Run 1's model was blessed, but answers from the label, which clients do not send:
-    served without it, it disagrees with what the Evaluator scored, so it is not pushed."""
+    """Run 1's model was blessed, but its answers lean on the label, which clients do not
+    send: served without it, it disagrees with what the Evaluator scored; not pushed."""
     first = slice_runs.first
     assert first.blessed is True
     assert first.pushed is False
