@@ -68,7 +68,7 @@ def tutorial_dataset(path: str, batch: int, augment):
 def our_dataset(pattern: str, batch: int, augment, image_format: str, size: int):
     import tensorflow as tf
 
-    from trainer.image_preprocessing import decode_images
+    from trainer.image.preprocessing import decode_images
     from trainer.input import input_fn
 
     spec = {
@@ -136,7 +136,7 @@ def main() -> int:
 
     import tensorflow as tf
 
-    from trainer.image_model import make_augment
+    from trainer.image.model import make_augment
 
     tf.random.set_seed(0)
     augment = make_augment(translate=8, brightness=0.1, flip=True)

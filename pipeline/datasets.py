@@ -24,7 +24,14 @@ from typing import Any
 
 import yaml
 
-from pipeline.config import PROJECT_ROOT, EvalThresholds, ImageOptions, PipelineConfig
+from pipeline.config import (
+    GENERIC_PREPROCESSING_FN,
+    GENERIC_RUN_FN,
+    PROJECT_ROOT,
+    EvalThresholds,
+    ImageOptions,
+    PipelineConfig,
+)
 
 DATASET_FILE = "dataset.yaml"
 SCHEMA_FILE = "schema.pbtxt"
@@ -34,8 +41,6 @@ NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 
 TASKS = ("binary", "multiclass", "regression")
 TREATMENTS = ("zscore", "bucketize", "vocabulary")
-GENERIC_PREPROCESSING_FN = "trainer.tabular.preprocessing.preprocessing_fn"
-GENERIC_RUN_FN = "trainer.tabular.train.run_fn"
 
 _KEYS = {
     "name",

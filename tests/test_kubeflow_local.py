@@ -254,8 +254,8 @@ def test_spec_code_paths_name_the_projects_code(compiled):
         "components.validation.gate.ValidationGateExecutor",
         "components.validation.gate.ValidationResult",
         "components.atomic_pusher.Executor",
-        "trainer.preprocessing.preprocessing_fn",
-        "trainer.train.run_fn",
+        "trainer.taxi.preprocessing.preprocessing_fn",
+        "trainer.taxi.train.run_fn",
         "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor",
         "tfx.orchestration.kubeflow.v2.file_based_example_gen.driver",
     ):
@@ -274,7 +274,7 @@ def test_every_module_the_specs_name_imports_in_the_image(tmp_path):
     for dataset in ("taxi", "digits"):
         config = KubeflowConfig(image=IMAGE, pipeline_root="gs://b/r", dataset=dataset)
         paths.update(spec_code_paths(compile_pipeline(config)["pipelineSpec"]))
-    assert "trainer.image_train.run_fn" in paths and "trainer.train.run_fn" in paths
+    assert "trainer.image.train.run_fn" in paths and "trainer.taxi.train.run_fn" in paths
     # The Dockerfile's build-time import check covers the project's modules the specs name,
     # so a broken image fails `docker build`, not a pod.
     dockerfile = (PROJECT_ROOT / "Dockerfile").read_text().replace("\\\n", "")
