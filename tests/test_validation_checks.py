@@ -20,7 +20,7 @@ from components.validation.checks import (
     with_comparators,
 )
 from components.validation.gate import previous_span, serving_statistics
-from components.validation.report import render_report
+from components.validation.html_report import render_report
 from data.generate import Drift, generate
 from pipeline.datasets import dataset_config
 
@@ -344,7 +344,7 @@ def test_shipped_serving_requests_have_no_label_and_fit_the_schema(schema, setti
 
 
 def test_report_lookup(tmp_path):
-    from tfxp.metadata.report import ReportError, find_report
+    from tfxp.metadata.gate_report import ReportError, find_report
 
     config = dataset_config("taxi").replace(run_dir=str(tmp_path))
     with pytest.raises(ReportError, match="run the pipeline first"):
