@@ -12,6 +12,7 @@ from tfxp.cli import main as cli_main
 from tfxp.metadata import diff as D
 from tfxp.metadata import graph as G
 from tfxp.metadata import lineage as L
+from tfxp.metadata import lineage_report
 from tfxp.metadata import render as R
 from tfxp.metadata.store import (
     MetadataStoreError,
@@ -69,8 +70,8 @@ def _data(examples_id: int, span: int) -> L.DataVersion:
 
 
 def test_data_facts_one_span_plain_several_per_span() -> None:
-    assert L.data_facts([_data(1, 1)])["span"] == 1
-    many = L.data_facts([_data(1, 1), _data(5, 2)])
+    assert lineage_report.data_facts([_data(1, 1)])["span"] == 1
+    many = lineage_report.data_facts([_data(1, 1), _data(5, 2)])
     assert many["spans"] == "1,2" and many["span 2 fingerprint"] == "2" * 64
 
 

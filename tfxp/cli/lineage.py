@@ -26,12 +26,15 @@ def _graph(args: argparse.Namespace, graph, details: str) -> str:
 
 
 def _with_graph(args: argparse.Namespace, as_dict: dict, graph, text: str) -> str:
-    """The command's output (table or --json), plus the --graph file's note."""
+    """The command's output (table or --json), plus the --graph file's note.
+
+    `graph` builds the drawing (tfxp/metadata/lineage_report.py), only when --graph asks.
+    """
     from tfxp.metadata.render import dumps
 
     out = dumps(as_dict) if args.json else text
     if args.graph:
-        note = _graph(args, graph, text)
+        note = _graph(args, graph(), text)
         # With --json, stdout stays pure JSON; the note goes to stderr.
         if args.json:
             print(note, file=sys.stderr)
@@ -41,20 +44,24 @@ def _with_graph(args: argparse.Namespace, as_dict: dict, graph, text: str) -> st
 
 
 def cmd_lineage_model(args: argparse.Namespace) -> str:
+    from tfxp.metadata.lineage_report import model_graph
     from tfxp.metadata.render import render_model
 
     lin = open_lineage(args)
     model = lin.resolve_model(args.model)
-    lineage = lin.model_lineage(model, with_graph=bool(args.graph))
-    return _with_graph(args, lineage.to_dict(), lineage.graph, render_model(lineage))
+    lineage = lin.model_lineage(model)
+    return _with_graph(
+        args, lineage.to_dict(), lambda: model_graph(lin, lineage), render_model(lineage)
+    )
 
 
 def cmd_lineage_data(args: argparse.Namespace) -> str:
+    from tfxp.metadata.lineage_report import span_graph
     from tfxp.metadata.render import render_span
 
     lin = open_lineage(args, args.dataset)
-    result = lin.spanopen_lineage(args.span, args.version, with_graph=bool(args.graph))
-    return _with_graph(args, result.to_dict(), result.graph, render_span(result))
+    result = lin.span_lineage(args.span, args.version)
+    return _with_graph(args, result.to_dict(), lambda: span_graph(result), render_span(result))
 
 
 def _graph_flag(p: argparse.ArgumentParser) -> None:

@@ -50,12 +50,13 @@ def cmd_runs_list(args: argparse.Namespace) -> str:
 def cmd_runs_show(args: argparse.Namespace) -> str:
     import dataclasses
 
+    from tfxp.metadata.lineage_report import run_facts
     from tfxp.metadata.render import dumps, render_run
 
     lin = open_lineage(args)
     run_id = lin.resolve_run(args.run)
     info = lin.run_info(run_id)
-    facts = lin.run_facts(run_id)
+    facts = run_facts(lin, run_id)
     if args.json:
         out = dataclasses.asdict(info)
         out.update(executed=info.executed, cached=info.cached, facts=facts)
@@ -65,11 +66,12 @@ def cmd_runs_show(args: argparse.Namespace) -> str:
 
 def cmd_runs_diff(args: argparse.Namespace) -> str:
     from tfxp.metadata.diff import diff_report
+    from tfxp.metadata.lineage_report import run_facts
     from tfxp.metadata.render import dumps, render_diff
 
     lin = open_lineage(args)
     a, b = lin.resolve_run(args.a), lin.resolve_run(args.b)
-    report = diff_report(a, b, lin.run_facts(a), lin.run_facts(b))
+    report = diff_report(a, b, run_facts(lin, a), run_facts(lin, b))
     return dumps(report) if args.json else render_diff(report)
 
 
