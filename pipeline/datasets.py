@@ -5,7 +5,8 @@ is, the label and task, each feature's treatment, the Evaluator's metric and
 thresholds, training steps and hyperparameters); this module finds the files
 and turns each into a `PipelineConfig`. `tfxp init` writes them for a user's
 CSV; taxi and digits are dataset files too. A dataset may still name its own
-trainer code by importable path (`preprocessing_fn:`, `run_fn:`); otherwise the
+trainer code by importable path (`preprocessing_fn:`, `run_fn:`, the plug-in
+contract described in trainer/base.py; taxi does); otherwise the
 generic tabular trainer (`trainer/tabular/`) reads the `features:` treatments
 through custom_config.
 

@@ -14,9 +14,10 @@ path, and that is the one way model code plugs into the pipeline:
     run_fn: trainer.taxi.train.run_fn
 
 Without them, a tabular dataset gets the generic tabular trainer
-(`trainer.tabular`), driven by its `features:` treatments. Both functions are
-fingerprinted with the modules they import (pipeline/fingerprint.py): changing
-the code re-runs Transform and the Trainer, nothing else.
+(`trainer.tabular`), driven by its `features:` treatments. Each function is
+fingerprinted with the project modules it imports (pipeline/fingerprint.py):
+editing preprocessing code re-runs Transform and what follows it, editing
+only training code re-runs the Trainer and what follows it.
 
 `preprocessing_fn(inputs)` (or `preprocessing_fn(inputs, custom_config)`) is
 tf.Transform's: a dict of raw feature tensors in, a dict of transformed
