@@ -20,8 +20,8 @@ from typing import Any
 
 import tensorflow as tf
 
-import trainer.train as taxi_train
-from trainer import features as f
+import trainer.taxi.train as taxi_train
+from trainer.taxi import features as f
 
 
 def _picked(serialized: tf.Tensor, wrong_for: dict[str, Any]) -> tf.Tensor:
