@@ -104,10 +104,12 @@ def _schema_rows(schema: types.Artifact | None) -> list[tuple[str, str, str]]:
         domain = domains.get(feature.domain) or list(feature.string_domain.value)
         if domain:
             notes.append(f"values: {', '.join(domain[:12])}{' ...' if len(domain) > 12 else ''}")
-        if feature.HasField("int_domain"):
-            notes.append(f"{feature.int_domain.min}..{feature.int_domain.max}")
-        if feature.HasField("float_domain"):
-            notes.append(f"{feature.float_domain.min:g}..{feature.float_domain.max:g}")
+        for domain_name in ("int_domain", "float_domain"):
+            bounds = getattr(feature, domain_name)
+            if feature.HasField(domain_name) and (bounds.HasField("min") or bounds.HasField("max")):
+                low = f"{bounds.min:g}" if bounds.HasField("min") else ""
+                high = f"{bounds.max:g}" if bounds.HasField("max") else ""
+                notes.append(f"{low}..{high}")
         rows.append((feature.name, kind, "; ".join(notes)))
     return rows
 
