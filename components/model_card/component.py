@@ -54,15 +54,19 @@ def _one(input_dict: dict[str, list[types.Artifact]], key: str) -> types.Artifac
 
 
 def _prop(artifact: types.Artifact | None, name: str) -> Any:
+    """A custom property (or property) as a plain value. TFX's getter also reads the
+    JSON struct form the Kubeflow V2 runtime stores custom properties in, where
+    integers come back as floats."""
     if artifact is None:
         return None
-    value = artifact.mlmd_artifact.custom_properties.get(name)
+    value = artifact.get_custom_property(name)
     if value is None:
-        value = artifact.mlmd_artifact.properties.get(name)
-    if value is None:
-        return None
-    kind = value.WhichOneof("value")
-    return getattr(value, kind) if kind else None
+        stored = artifact.mlmd_artifact.properties.get(name)
+        kind = stored.WhichOneof("value") if stored is not None else None
+        value = getattr(stored, kind) if kind else None
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
 
 
 def _read_json(path: str) -> dict[str, Any]:
