@@ -23,7 +23,8 @@ def python_side_effect(x):
 
 
 def save(path: str, kind: str) -> str:
-    """kind: "good", "python" (its graph calls Python), or "label" (reads the label)."""
+    """kind: "good", "python" (its graph calls Python), or "label" (reads the label);
+    each answers a number `y` and a text `class`."""
     module = tf.Module()
 
     @tf.function(input_signature=SPEC, autograph=False)
@@ -36,7 +37,8 @@ def save(path: str, kind: str) -> str:
             y = x * 2.0 + _parse(serialized, "label")
         else:
             y = x * 2.0
-        return {"y": y}
+        # A text output too, as the tabular trainer's class names.
+        return {"y": y, "class": tf.where(x > 1.0, tf.constant(b"big"), tf.constant(b"small"))}
 
     module.serve = serve
     tf.saved_model.save(module, path, signatures={"serving_default": serve})

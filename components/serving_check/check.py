@@ -147,6 +147,19 @@ def _needs_project_code(error: str, ops: list[str]) -> bool:
     return bool(ops) or "No module named" in error or "pyfunc" in error.lower()
 
 
+def _difference(served: Any, reference: Any) -> float:
+    """Largest absolute difference; for text outputs 0 when all equal, else infinity."""
+    import numpy as np
+
+    if served.shape != reference.shape:
+        return float("inf")
+    if served.size == 0:
+        return 0.0
+    if served.dtype.kind in "OSU" or reference.dtype.kind in "OSU":
+        return 0.0 if bool(np.all(served == reference)) else float("inf")
+    return float(np.max(np.abs(served.astype(np.float64) - reference.astype(np.float64))))
+
+
 def _last_line(error: str) -> str:
     lines = [line for line in error.strip().splitlines() if line.strip()]
     return lines[-1].strip() if lines else error
@@ -195,7 +208,9 @@ def check_model(
             return CheckResult(NEEDS_PROJECT_CODE, f"needs project code: {why}", **common)
         verdict = FAILS_ON_REQUESTS if stage == "predict" else CANNOT_LOAD
         return CheckResult(verdict, f"{verdict} in a fresh process: {_last_line(error)}", **common)
-    served = dict(np.load(os.path.join(out_dir, "outputs.npz")))
+    # Pickled object arrays: string outputs (class names); written by our own child.
+    with np.load(os.path.join(out_dir, "outputs.npz"), allow_pickle=True) as npz:
+        served = {k: npz[k] for k in npz.files}
     latency = {
         f"batch_{size}_{q}": child[f"batch_{size}"][f"{q}_ms"]
         for size in (1, 64)
@@ -208,12 +223,7 @@ def check_model(
             f"disagrees: outputs {sorted(served)} served, {sorted(reference)} evaluated",
             **common,
         )
-    diff = max(
-        float(np.max(np.abs(served[k].astype(np.float64) - reference[k].astype(np.float64))))
-        if served[k].size
-        else 0.0
-        for k in served
-    )
+    diff = max((_difference(served[k], reference[k]) for k in served), default=0.0)
     if not diff <= TOLERANCE:
         return CheckResult(
             DISAGREES,
