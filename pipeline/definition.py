@@ -253,39 +253,7 @@ def create_pipeline(
     # Nothing trains on data the gate blocked: it raises, so Transform never starts.
     transform.add_upstream_node(validation_gate)
     baseline_resolver = _baseline_resolver(trainer, orchestrator)
-    # TFX's Evaluator, with slicing by bucket and the per-slice blessing rules.
-    evaluator = SlicedEvaluator(
-        examples=example_gen.outputs["examples"],
-        model=trainer.outputs["model"],
-        baseline_model=baseline_resolver.outputs["model"],
-        eval_config=eval_config(config),
-        slice_rules=slice_rules(config),
-        # TFMA's extractors, minus per-example copies of features no metric reads.
-        module_path=evaluation.MODULE_PATH,
-    )
-    # A server that knows nothing of this project must load the model and answer
-    # as the Evaluator scored it, or nothing is pushed.
-    serving_check = (
-        ServingCheck(
-            model=trainer.outputs["model"],
-            examples=example_gen.outputs["examples"],
-            model_blessing=evaluator.outputs["blessing"],
-            signature=config.eval_signature,
-            label_key=config.label_key,
-            rows=config.serving_check_rows,
-        ).with_id(SERVING_CHECK)
-        if config.serving_check_rows
-        else None
-    )
-    # Copy aside, then rename: servers never see a half-written version.
-    pusher = atomic_pusher.Pusher(
-        model=trainer.outputs["model"],
-        model_blessing=evaluator.outputs["blessing"],
-        infra_blessing=serving_check.outputs["blessing"] if serving_check else None,
-        push_destination=pusher_pb2.PushDestination(
-            filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=config.serving_dir)
-        ),
-    )
+    evaluator, serving_check, pusher = _release(config, example_gen, trainer, baseline_resolver)
     model_card = _model_card(
         config,
         example_gen=example_gen,
@@ -320,6 +288,44 @@ def create_pipeline(
         or metadata.sqlite_metadata_connection_config(config.metadata_path),
         beam_pipeline_args=list(config.beam_args),
     )
+
+
+def _release(config: PipelineConfig, example_gen, trainer, baseline_resolver) -> tuple:
+    """(Evaluator, ServingCheck or None, Pusher): what a model passes before it is pushed."""
+    # TFX's Evaluator, with slicing by bucket and the per-slice blessing rules.
+    evaluator = SlicedEvaluator(
+        examples=example_gen.outputs["examples"],
+        model=trainer.outputs["model"],
+        baseline_model=baseline_resolver.outputs["model"],
+        eval_config=eval_config(config),
+        slice_rules=slice_rules(config),
+        # TFMA's extractors, minus per-example copies of features no metric reads.
+        module_path=evaluation.MODULE_PATH,
+    )
+    # A server that knows nothing of this project must load the model and answer
+    # as the Evaluator scored it, or nothing is pushed.
+    serving_check = (
+        ServingCheck(
+            model=trainer.outputs["model"],
+            examples=example_gen.outputs["examples"],
+            model_blessing=evaluator.outputs["blessing"],
+            signature=config.eval_signature,
+            label_key=config.label_key,
+            rows=config.serving_check_rows,
+        ).with_id(SERVING_CHECK)
+        if config.serving_check_rows
+        else None
+    )
+    # Copy aside, then rename: servers never see a half-written version.
+    pusher = atomic_pusher.Pusher(
+        model=trainer.outputs["model"],
+        model_blessing=evaluator.outputs["blessing"],
+        infra_blessing=serving_check.outputs["blessing"] if serving_check else None,
+        push_destination=pusher_pb2.PushDestination(
+            filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=config.serving_dir)
+        ),
+    )
+    return evaluator, serving_check, pusher
 
 
 def _model_card(config: PipelineConfig, **nodes: Any) -> ModelCard:
