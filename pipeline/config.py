@@ -146,6 +146,12 @@ class PipelineConfig:
     # Trainer trains where it runs. Each replica's run_fn finds its place in
     # the cluster in TF_CONFIG (trainer/distribution.py).
     trainer_cluster: dict[str, Any] | None = None
+    # The model registry (tfxp/registry.py): the alias a newly pushed version
+    # gets, "champion" (served at once) or "challenger" (until promoted).
+    on_push: str = "champion"
+    # Alerts (tfxp/alerts.py): names of environment variables holding webhook
+    # URLs. Only the names live in files; the URLs are secrets.
+    alert_webhook_env: tuple[str, ...] = ()
 
     @property
     def local_dir(self) -> str:

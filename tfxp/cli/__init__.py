@@ -2,7 +2,8 @@
 
 `tfxp run` runs the whole pipeline (`train` retrains on N local workers);
 `predict`, `verify`, `data`, `runs`, `lineage`, `report` and `schema`
-inspect and feed it; `beam workers` serves Beam SDK workers for
+inspect and feed it; `watch` runs it on each new span, `models` names the
+pushed versions (promote, rollback); `beam workers` serves Beam SDK workers for
 `run --beam portable`.
 """
 
@@ -14,14 +15,14 @@ import sys
 import warnings
 from collections.abc import Sequence
 
-from tfxp.cli import beam, data, init, lineage, predict, report, run, train, verify
+from tfxp.cli import beam, data, init, lineage, models, predict, report, run, train, verify, watch
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tfxp", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    for command in (init, run, train, predict, verify, data, lineage, report, beam):
+    for command in (init, run, train, predict, verify, data, lineage, report, models, watch, beam):
         command.register(sub)
     return parser
 

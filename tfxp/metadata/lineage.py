@@ -47,6 +47,7 @@ from pipeline.node_ids import (
     TRAINER,
     TRANSFORM,
 )
+from tfxp.metadata import aliases
 from tfxp.metadata.graph import Graph
 from tfxp.metadata.properties import json_prop as _json
 from tfxp.metadata.properties import prop
@@ -157,6 +158,8 @@ class ModelLineage:
     metrics: dict[str, float]
     pushes: list[Push]
     graph: Graph | None = None
+    # Registry alias changes that gave this model an alias or took one from it.
+    aliases: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def spans(self) -> list[int]:
@@ -476,6 +479,11 @@ class Lineage:
                 f"no Model artifact {ref} of pipeline '{self.pipeline}' in {self.where} "
                 f"(newest model ids: {known}); use latest, pushed, a model id or a run id"
             )
+        held = aliases.current(self.store, self.pipeline, ref)
+        if held is not None:  # a registry alias: champion, challenger, ...
+            model = self.artifact(held.model_id)
+            if model is not None:
+                return model
         run_id = self.resolve_run(ref)
         info = self.run_info(run_id)
         if info.model_id is None:
@@ -578,6 +586,11 @@ class Lineage:
             blessing=self.blessing(model.id),
             metrics=self.metrics(model.id) if with_metrics else {},
             pushes=self.pushes(model.id),
+            aliases=[
+                c.to_dict()
+                for c in aliases.history(self.store, self.pipeline)
+                if model.id in (c.model_id, c.previous_model_id)
+            ],
         )
         if with_graph:
             lineage.graph = self._model_graph(lineage, model, steps)
