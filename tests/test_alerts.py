@@ -3,60 +3,13 @@ one that is slow, one that answers 500, one that is down."""
 
 from __future__ import annotations
 
-import json
 import socket
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from webhook_server import SECRET, WebhookServer
 
 from tfxp import alerts
-
-SECRET = "T000/B000/s3cr3t-t0ken"
-
-
-class _Hook:
-    """A webhook server on 127.0.0.1: `behaviour(n)` -> (status, delay) for the n-th request."""
-
-    def __init__(self, behaviour) -> None:
-        self.bodies: list[dict] = []
-        self.paths: list[str] = []
-        self.release = threading.Event()
-        hook = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server API
-                length = int(self.headers.get("Content-Length", 0))
-                body = json.loads(self.rfile.read(length))
-                status, slow = behaviour(len(hook.bodies))
-                hook.bodies.append(body)
-                hook.paths.append(self.path)
-                if slow:
-                    hook.release.wait(30)  # longer than any attempt may take
-                try:
-                    self.send_response(status)
-                    self.end_headers()
-                    self.wfile.write(b"ok" if status == 200 else b"no")
-                except OSError:
-                    pass  # the client gave up on us
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/services/{SECRET}"
-
-    def close(self) -> None:
-        self.release.set()
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
@@ -64,7 +17,7 @@ def hook_factory():
     made = []
 
     def make(behaviour):
-        h = _Hook(behaviour)
+        h = WebhookServer(behaviour)
         made.append(h)
         return h
 

@@ -194,3 +194,24 @@ def test_dataset_policy_keys(tmp_path: Path) -> None:
     assert "secret/" not in str(e.value) and "hooks.slack" not in str(e.value)
     with pytest.raises(DatasetFileError, match="unknown key"):
         load_dataset_file(_dataset(tmp_path / "e", "alerts: {url: X}\n"))
+
+
+def test_next_span_ready_is_a_published_span_past_the_newest_ingested(setup) -> None:
+    """The Airflow sensor's poke (airflow/taxi_dag.py)."""
+    from ml_metadata.proto import metadata_store_pb2 as pb
+
+    from tfxp.watch import next_span_ready
+
+    config, store = setup
+    assert next_span_ready(config, None) is None  # no data at all
+    root = Path(config.data_root)
+    _publish(root)
+    assert next_span_ready(config, None) == 1  # no store yet: new
+    s = store()
+    examples = s.put_artifact_type(pb.ArtifactType(name="Examples"))
+    ingested = pb.Artifact(type_id=examples, uri="/x")
+    ingested.custom_properties["span"].int_value = 1
+    s.put_artifacts([ingested])
+    assert next_span_ready(config, s) is None  # span 1 was ingested
+    _publish(root)
+    assert next_span_ready(config, s) == 2

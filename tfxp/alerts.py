@@ -253,15 +253,18 @@ def failed(pipeline: str, run_id: str, component: str | None, error: str) -> Ale
 
 
 def _metric_lines(metrics: Mapping[str, Any], baseline: Mapping[str, Any] | None) -> list[str]:
+    def num(v: float) -> str:
+        return str(int(v)) if float(v).is_integer() else f"{v:.4f}"
+
     lines = []
     for name, value in sorted(metrics.items()):
         if not isinstance(value, int | float):
             continue
         base = (baseline or {}).get(name)
         if isinstance(base, int | float):
-            lines.append(f"{name} {value:.4f} (baseline {base:.4f}, {value - base:+.4f})")
+            lines.append(f"{name} {num(value)} (baseline {num(base)}, {value - base:+.4f})")
         else:
-            lines.append(f"{name} {value:.4f}")
+            lines.append(f"{name} {num(value)}")
     if baseline is None and lines:
         lines.append("no baseline: the first blessed model")
     return lines

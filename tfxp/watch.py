@@ -106,6 +106,27 @@ def published_spans(config: PipelineConfig) -> list[int]:
     return sorted(found)
 
 
+def newest_ingested_span(store: Any) -> int | None:
+    """The newest span any run's ExampleGen ingested (Examples' `span`), or None."""
+    spans = [prop(a, "span") for a in store.get_artifacts_by_type("Examples")]
+    spans = [s for s in spans if s is not None]
+    return max(spans) if spans else None
+
+
+def next_span_ready(config: PipelineConfig, store: Any | None) -> int | None:
+    """A published span newer than every ingested one (the one a run would take), or None.
+
+    The schedulers' sensor (airflow/taxi_dag.py): a run takes the latest span,
+    so "new data" is a published span past the newest ingested. `store` None:
+    no store yet, so any published span is new.
+    """
+    published = published_spans(config)
+    if not published:
+        return None
+    newest = newest_ingested_span(store) if store is not None else None
+    return published[-1] if newest is None or published[-1] > newest else None
+
+
 def _types(store: Any) -> tuple[int, int]:
     ctx_type = pb.ContextType(name=CONTEXT_TYPE)
     ex_type = pb.ExecutionType(name=EXECUTION_TYPE)
@@ -200,10 +221,14 @@ def _stop_on_term() -> Iterator[None]:
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, handler)
+    # A shell starts background jobs (`tfxp watch &`) with SIGINT ignored; a
+    # watcher is meant to be stopped, so Ctrl-C / kill -INT work here too.
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
 
 
 # ---------------------------------------------------------------------------
@@ -258,7 +283,10 @@ class Watcher:
             span = pending[0]
             more = f" ({len(pending) - 1} more waiting)" if len(pending) > 1 else ""
             self.say(f"span {span}: new{more}; running the pipeline")
-            handled = self._run_span(span)
+            try:
+                handled = self._run_span(span)
+            finally:
+                _quiet_absl()
             record_handled(self.open_store(), self.config, handled)
             self.say(f"span {span}: {handled.outcome} (run {handled.run_id}) {handled.detail}")
             return span
@@ -323,6 +351,13 @@ class Watcher:
         except KeyboardInterrupt:
             self.say("stopped between runs")
             return 130
+
+
+def _quiet_absl() -> None:
+    """A run turns absl's INFO lines on (for its log file); between runs they are noise."""
+    from absl import logging as absl_logging
+
+    absl_logging.set_verbosity(absl_logging.WARNING)
 
 
 def _run_id(e: BaseException) -> str | None:

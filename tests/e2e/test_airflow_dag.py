@@ -58,6 +58,9 @@ def test_dag_has_every_component_in_order(tmp_path: Path, forkserver):
         "dag = mod.DAG\n"
         "print(json.dumps({'dag_id': dag.dag_id, 'schedule': str(dag.schedule_interval),\n"
         "  'tasks': {t.task_id: sorted(t.upstream_task_ids) for t in dag.tasks},\n"
+        "  'sensor': {k: str(getattr(dag.get_task('wait_for_new_span'), k)) for k in\n"
+        "             ('mode', 'poke_interval', 'soft_fail')},\n"
+        "  'pokes': mod.new_span_ready(mod.config_from_env()),\n"
         "  'config': {k: getattr(mod.config_from_env(), k) for k in\n"
         "             ('data_root', 'run_dir', 'train_steps', 'eval_steps')}}))\n"
         "import os, sys; sys.stdout.flush(); os._exit(0)  # no TF teardown: ~2 s of CPU\n"
@@ -83,10 +86,15 @@ def test_dag_has_every_component_in_order(tmp_path: Path, forkserver):
         ),
     )
     assert dag["dag_id"] == DAG_ID == config.pipeline_name
-    assert dag["schedule"] == "None"
-    assert dag["tasks"] == {
-        node.id: sorted(u.id for u in node.upstream_nodes) for node in pipeline.components
-    }
+    assert dag["schedule"] == "@hourly"
+    expected = {node.id: sorted(u.id for u in node.upstream_nodes) for node in pipeline.components}
+    # The sensor for the next span comes before the pipeline's first tasks.
+    for upstream in expected.values():
+        if not upstream:
+            upstream.append("wait_for_new_span")
+    assert dag["tasks"] == {**expected, "wait_for_new_span": []}
+    assert dag["sensor"] == {"mode": "reschedule", "poke_interval": "300.0", "soft_fail": "True"}
+    assert dag["pokes"] is True  # span 1 is published, nothing ingested yet
     assert dag["config"] == {
         "data_root": config.data_root,
         "run_dir": config.run_dir,
