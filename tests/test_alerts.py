@@ -155,3 +155,13 @@ def test_event_texts() -> None:
     )
     lines = alerts.blocked("taxi", "R", "span 9", many).lines
     assert len(lines) == alerts.TOP_ANOMALIES + 1 and lines[-1] == "… and 2 more"
+
+
+def test_metrics_against_the_baseline() -> None:
+    metrics = {"auc": 0.9456, "auc_diff": 0.0156, "example_count": 993.0}
+    baseline = {"auc": 0.93, "example_count": 1026.0}
+    lines = alerts.pushed("taxi", "R", "7", "champion", metrics, baseline).lines
+    assert lines == [
+        "auc 0.9456 (baseline 0.9300, +0.0156)",
+        "example_count 993 (baseline 1026, -33)",
+    ]

@@ -256,13 +256,17 @@ def _metric_lines(metrics: Mapping[str, Any], baseline: Mapping[str, Any] | None
     def num(v: float) -> str:
         return str(int(v)) if float(v).is_integer() else f"{v:.4f}"
 
+    def diff(v: float) -> str:
+        return f"{int(v):+d}" if float(v).is_integer() else f"{v:+.4f}"
+
     lines = []
     for name, value in sorted(metrics.items()):
-        if not isinstance(value, int | float):
+        # TFMA's own `<metric>_diff` entries repeat what the baseline column says.
+        if not isinstance(value, int | float) or name.endswith("_diff"):
             continue
         base = (baseline or {}).get(name)
         if isinstance(base, int | float):
-            lines.append(f"{name} {num(value)} (baseline {num(base)}, {value - base:+.4f})")
+            lines.append(f"{name} {num(value)} (baseline {num(base)}, {diff(value - base)})")
         else:
             lines.append(f"{name} {num(value)}")
     if baseline is None and lines:
