@@ -259,3 +259,31 @@ def test_models_commands(world, capsys, monkeypatch) -> None:
     }
     code, _, err = _cli(capsys, "models", "promote", "7", *flags)
     assert code == 1 and err.startswith("ERROR: no pushed version 7")
+
+
+def test_a_refused_model_is_alerted_with_its_component_and_reason(world) -> None:
+    """Any executed component whose output has blessed = 0 refused the model (the
+    Evaluator here; a serving check the same way)."""
+    from types import SimpleNamespace
+
+    from tfxp.local import notify
+
+    config, store, fake = world
+    fake.train_and_push("100")
+    run_ctx = store.get_context_by_type_and_name("pipeline_run", "20261203T100001-abcdef")
+    [node] = store.put_contexts([pb.Context(type_id=fake.ctx_type["node"], name="taxi.Evaluator")])
+    ex_type = store.put_execution_type(pb.ExecutionType(name="Evaluator"))
+    blessing_type = store.put_artifact_type(pb.ArtifactType(name="ModelBlessing"))
+    blessing = pb.Artifact(type_id=blessing_type, uri="/pr/Evaluator/blessing/1")
+    blessing.custom_properties["blessed"].int_value = 0
+    store.put_execution(
+        pb.Execution(type_id=ex_type, last_known_state=pb.Execution.COMPLETE),
+        [(blessing, pb.Event(type=pb.Event.OUTPUT, path=_key("blessing")))],
+        store.get_contexts_by_id([fake.pipeline_ctx, node, run_ctx.id]),
+    )
+    summary = SimpleNamespace(run_id=run_ctx.name, metrics={"BinaryAccuracy": 0.55})
+    [alert] = notify.after_run(store, config, summary, None)
+    assert alert.kind == "refused"
+    text = alert.payload()["text"]
+    assert "Evaluator refused the model: not pushed" in text
+    assert "BinaryAccuracy 0.5500 is below the lower bound 0.6" in text
