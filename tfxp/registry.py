@@ -13,7 +13,7 @@ lineage), and its *serving path* is what a model server reads:
   with one PUT, which S3 makes visible whole or not at all.
 
 The ML Metadata record is written first and the serving path second: when the
-second fails the command says so and re-running it repairs the pointer.
+second fails the error says so, and the same command again rewrites it.
 """
 
 from __future__ import annotations
@@ -147,6 +147,17 @@ def read_pointer(serving_dir: str, alias: str) -> dict[str, Any] | None:
         return json.loads(f.read())
 
 
+def _point(config: PipelineConfig, change: AliasChange, version: ModelVersion) -> str:
+    try:
+        return point(config.serving_dir, change, version)
+    except Exception as e:  # noqa: BLE001 - OSError locally, TensorFlow's errors on s3://
+        raise RegistryError(
+            f"{change.alias} -> version {version.version} is recorded in ML Metadata, but its "
+            f"serving path under {config.serving_dir} could not be changed ({e}); fix that and "
+            f"run `tfxp models promote {version.version} --alias {change.alias}` to rewrite it"
+        ) from None
+
+
 # ---------------------------------------------------------------------------
 # Changes.
 
@@ -182,7 +193,7 @@ def promote(
         previous=previous,
         why=why,
     )
-    path = point(config.serving_dir, change, target)
+    path = _point(config, change, target)
     return Outcome(change, target, path, previous.version if previous else None)
 
 
@@ -214,18 +225,8 @@ def rollback(
         previous=now,
         why=why,
     )
-    path = point(config.serving_dir, change, target)
+    path = _point(config, change, target)
     return Outcome(change, target, path, now.version)
-
-
-def repoint_all(config: PipelineConfig, lineage: Lineage) -> list[str]:
-    """Rewrites every alias's serving path from ML Metadata (repairs an interrupted change)."""
-    by_version = {v.version: v for v in versions(lineage)}
-    done = []
-    for change in aliases.current_aliases(lineage.store, lineage.pipeline).values():
-        if change.version in by_version:
-            done.append(point(config.serving_dir, change, by_version[change.version]))
-    return done
 
 
 def mark_push(config: PipelineConfig, store: Any, run_id: str) -> Outcome | None:
