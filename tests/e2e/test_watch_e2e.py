@@ -4,9 +4,11 @@ One module fixture, one story (few, small runs: 3,000-row spans, 40 steps):
 - span 1 is there when the watcher starts; it trains and pushes (champion);
 - span 2 is published (`publish_span`, atomic) while the watcher runs; the
   watcher is SIGKILLed while span 2's Trainer runs;
-- span 3 (fares x10: drifted) is published while no watcher runs; a new
-  watcher resumes span 2 and the gate blocks span 3; SIGINT stops it between runs.
-A webhook server on loopback records the alerts.
+- span 3 (fares x10: drifted) and span 4 (columns the schema does not know)
+  are published while no watcher runs; a new watcher resumes span 2, the gate
+  blocks span 3, span 4 fails three times and is given up; SIGINT stops the
+  watcher between runs.
+A webhook server on loopback records the alerts; a second one answers 500.
 """
 
 from __future__ import annotations
@@ -99,7 +101,13 @@ def story(tmp_path_factory, forkserver) -> WatchStory:
     tmp = tmp_path_factory.mktemp("watch")
     config = PipelineConfig(data_root=str(tmp / "data"), run_dir=str(tmp / "run"))
     hook = WebhookServer()
-    env = {**os.environ, "TFXP_ALERT_WEBHOOKS": hook.url, "PYTHONUNBUFFERED": "1"}
+    broken = WebhookServer(lambda n: (500, False))
+    env = {
+        **os.environ,
+        "TFXP_ALERT_WEBHOOKS": f"{hook.url} {broken.url}",
+        "TFXP_ALERT_DEADLINE": "3",
+        "PYTHONUNBUFFERED": "1",
+    }
     publish_drop(Path(config.data_root), 0)
     proc = _watcher(forkserver, config, env)
     first: list[str] = []
@@ -121,6 +129,9 @@ def story(tmp_path_factory, forkserver) -> WatchStory:
         proc.wait(timeout=60)
     assert killed, "".join(first)[-3000:]
     publish_drop(Path(config.data_root), 2, fare_factor=10.0)  # drifted
+    publish_span(
+        config.data_root, lambda folder: (folder / "data.csv").write_text("a,b\n1,2\n"), check=False
+    )
 
     proc = _watcher(forkserver, config, env)
     second: list[str] = []
@@ -135,6 +146,7 @@ def story(tmp_path_factory, forkserver) -> WatchStory:
             proc.kill()
             proc.wait(timeout=60)
     hook.close()
+    broken.close()
     return WatchStory(config, "".join(first), "".join(second), code, hook.texts(), tmp)
 
 
@@ -152,10 +164,16 @@ def test_every_span_ran_exactly_once(story) -> None:
 
     store = _store(story.config)
     handled = handled_spans(store, story.config)
-    assert {s: h.outcome for s, h in handled.items()} == {1: "trained", 2: "trained", 3: "blocked"}
+    assert {s: h.outcome for s, h in handled.items()} == {
+        1: "trained",
+        2: "trained",
+        3: "blocked",
+        4: "failed",
+    }
+    assert handled[4].attempts == 3 and "after 3 attempt(s)" in handled[4].detail
     # One record per span, however many watchers and restarts.
     ctx = store.get_context_by_type_and_name("tfxp_watch", f"taxi:{story.config.data_root}")
-    assert len(store.get_executions_by_context(ctx.id)) == 3
+    assert len(store.get_executions_by_context(ctx.id)) == 4
     # Span 2's run was killed in the Trainer and resumed: one complete model per trained span.
     lineage = Lineage(store, "taxi")
     trainers = [e for e, node in lineage.node_of.items() if node == "Trainer"]
@@ -182,6 +200,19 @@ def test_the_drifted_span_is_alerted_once_with_its_anomalies(story) -> None:
     pushed = [t for t in story.alerts if "pushed as champion" in t]
     assert pushed, story.alerts  # span 1's model at least
     assert "no baseline: the first blessed model" in pushed[0]
+
+
+def test_a_failing_span_is_retried_then_alerted_once(story) -> None:
+    assert story.second_output.count("span 4: attempt") == 2  # two retries, with back-off
+    failed = [t for t in story.alerts if "run failed" in t]
+    assert len(failed) == 1, story.alerts
+    assert "CsvExampleGen" in failed[0]
+
+
+def test_an_undeliverable_alert_is_logged_in_the_run_log(story) -> None:
+    logs = "".join(p.read_text() for p in Path(story.config.log_dir).glob("*.log"))
+    assert "not delivered to TFXP_ALERT_WEBHOOKS #2" in logs
+    assert "HTTP 500" in logs
 
 
 def test_push_made_the_model_champion(story) -> None:

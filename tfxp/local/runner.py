@@ -123,16 +123,21 @@ def run_local(
     """
     sqlite = metadata_connection_config is None
     _quiet_third_party()
+    run_id = run_id or new_run_id()
     try:
         preflight(config, sqlite_store=sqlite)
     except PreflightError as e:
-        raise PipelineRunError(str(e)) from None
+        error = PipelineRunError(str(e), "the pre-run check")
+        error.run_id = run_id
+        send = notify.notifier(config, None)  # no run log yet: undelivered goes to stderr
+        if send and alert_failures:
+            send.send(alerts.failed(config.pipeline_name, run_id, error.component, str(e)))
+        raise error from None
 
     from tfxp import beam_speedups
 
     beam_speedups.install()
 
-    run_id = run_id or new_run_id()
     os.makedirs(config.log_dir, exist_ok=True)
     log_path = os.path.join(config.log_dir, f"{run_id}.log")
     # First: the workers' zygote imports while the pipeline compiles and ingests;
