@@ -257,6 +257,8 @@ class Watcher:
         self.run_kwargs = run_kwargs or {}
         self.sleep = sleep
         self._said_waiting: tuple | None = None
+        # The last step found another watcher running a span (so `once` must not end yet).
+        self.busy = False
 
     def say(self, text: str) -> None:
         self.printer(f"[watch {time.strftime('%H:%M:%S')}] {text}")
@@ -271,6 +273,7 @@ class Watcher:
         Returns the span handled, or None.
         """
         with watch_turn(self.config) as mine:
+            self.busy = not mine
             if not mine:
                 self._waiting("another watcher of this store is running a span")
                 return None
@@ -341,7 +344,7 @@ class Watcher:
                 while True:
                     if self.step() is not None:
                         continue  # maybe more are waiting: no pause between spans
-                    if self.options.once:
+                    if self.options.once and not self.busy:
                         self.say("nothing left to run (--once)")
                         return 0
                     self.sleep(self.options.interval)
