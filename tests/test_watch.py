@@ -215,3 +215,11 @@ def test_next_span_ready_is_a_published_span_past_the_newest_ingested(setup) -> 
     assert next_span_ready(config, s) is None  # span 1 was ingested
     _publish(root)
     assert next_span_ready(config, s) == 2
+
+
+def test_watch_command_refuses_bad_settings(tmp_path: Path, capsys) -> None:
+    from tfxp.cli import main
+
+    code = main(["watch", "--run-dir", str(tmp_path), "--interval", "0"])
+    assert code == 1
+    assert "--interval must be > 0" in capsys.readouterr().err
