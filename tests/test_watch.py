@@ -223,3 +223,36 @@ def test_watch_command_refuses_bad_settings(tmp_path: Path, capsys) -> None:
     code = main(["watch", "--run-dir", str(tmp_path), "--interval", "0"])
     assert code == 1
     assert "--interval must be > 0" in capsys.readouterr().err
+
+
+def test_a_data_root_that_cannot_be_listed_is_retried_not_fatal(setup) -> None:
+    config, store = setup
+    _publish(Path(config.data_root))
+    calls = {"n": 0}
+
+    def flaky_store():
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise OSError("connection refused")
+        return store()
+
+    runs = FakeRuns()
+    lines: list[str] = []
+    sleeps: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        if len(sleeps) > 2:
+            raise KeyboardInterrupt
+
+    w = Watcher(
+        config,
+        flaky_store,
+        options=WatchOptions(interval=7),
+        printer=lines.append,
+        run=runs,
+        sleep=sleep,
+    )
+    assert w.run_forever() == 130
+    assert any("cannot list the spans or read ML Metadata (connection refused)" in x for x in lines)
+    assert [s for s, _ in runs.calls] == [1]  # the next look found the span and ran it

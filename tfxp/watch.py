@@ -277,8 +277,12 @@ class Watcher:
             if not mine:
                 self._waiting("another watcher of this store is running a span")
                 return None
-            store = self.open_store()  # read after taking the turn: another may just have run
-            pending = self.pending(store)
+            try:
+                # Read after taking the turn: another watcher may just have run a span.
+                pending = self.pending(self.open_store())
+            except Exception as e:  # noqa: BLE001 - a bucket or store that is down: keep going
+                self._waiting(f"cannot list the spans or read ML Metadata ({_first_line(e)})")
+                return None
             if not pending:
                 self._waiting(f"waiting for a new span in {self.config.data_root}")
                 return None
@@ -354,6 +358,11 @@ class Watcher:
         except KeyboardInterrupt:
             self.say("stopped between runs")
             return 130
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return (text[0] if text else type(e).__name__)[:200]
 
 
 def _quiet_absl() -> None:
