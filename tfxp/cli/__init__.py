@@ -15,14 +15,42 @@ import sys
 import warnings
 from collections.abc import Sequence
 
-from tfxp.cli import beam, data, init, lineage, models, predict, report, run, train, verify, watch
+from tfxp.cli import (
+    beam,
+    data,
+    init,
+    lineage,
+    models,
+    predict,
+    report,
+    run,
+    runs,
+    schema,
+    train,
+    verify,
+    watch,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tfxp", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    for command in (init, run, train, predict, verify, data, lineage, report, models, watch, beam):
+    for command in (
+        init,
+        run,
+        train,
+        predict,
+        verify,
+        data,
+        runs,
+        lineage,
+        report,
+        schema,
+        models,
+        watch,
+        beam,
+    ):
         command.register(sub)
     return parser
 
