@@ -12,7 +12,7 @@ import pytest
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as pb
 
-from pipeline.config import PipelineConfig
+from pipeline.datasets import dataset_config
 from tfxp import registry
 from tfxp.cli import main as tfxp_main
 from tfxp.metadata import aliases
@@ -109,7 +109,7 @@ class FakePipeline:
 @pytest.fixture
 def world(tmp_path: Path):
     store = _store(tmp_path / "metadata.sqlite")
-    config = PipelineConfig(run_dir=str(tmp_path), data_root=str(tmp_path / "data"))
+    config = dataset_config("taxi").replace(run_dir=str(tmp_path), data_root=str(tmp_path / "data"))
     fake = FakePipeline(store, Path(config.serving_dir))
     return config, store, fake
 

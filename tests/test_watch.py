@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import PipelineConfig
-from pipeline.datasets import DatasetFileError, load_dataset_file
+from pipeline.datasets import DatasetFileError, dataset_config, load_dataset_file
 from tfxp.local.runner import PipelineRunError, RunInterruptedError, ValidationBlockedError
 from tfxp.metadata.store import StoreLocation, open_store
 from tfxp.publish import publish_span
@@ -57,7 +56,9 @@ class FakeRuns:
 
 @pytest.fixture
 def setup(tmp_path: Path):
-    config = PipelineConfig(data_root=str(tmp_path / "data"), run_dir=str(tmp_path / "run"))
+    config = dataset_config("taxi").replace(
+        data_root=str(tmp_path / "data"), run_dir=str(tmp_path / "run")
+    )
     location = StoreLocation(sqlite_path=config.metadata_path)
     Path(config.run_dir).mkdir()
     return config, (lambda: open_store(location, create=True))

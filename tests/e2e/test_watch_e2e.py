@@ -29,6 +29,7 @@ from e2e_support import EMBEDDED_CSV
 from webhook_server import SECRET, WebhookServer
 
 from pipeline.config import PROJECT_ROOT, PipelineConfig
+from pipeline.datasets import dataset_config
 from tfxp.publish import publish_span
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
@@ -99,7 +100,7 @@ def _watcher(forkserver, config: PipelineConfig, env: dict[str, str]):
 @pytest.fixture(scope="module")
 def story(tmp_path_factory, forkserver) -> WatchStory:
     tmp = tmp_path_factory.mktemp("watch")
-    config = PipelineConfig(data_root=str(tmp / "data"), run_dir=str(tmp / "run"))
+    config = dataset_config("taxi").replace(data_root=str(tmp / "data"), run_dir=str(tmp / "run"))
     hook = WebhookServer()
     broken = WebhookServer(lambda n: (500, False))
     env = {

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from e2e_support import write_sample
 
-from pipeline.config import PROJECT_ROOT, PipelineConfig
+from pipeline.config import PROJECT_ROOT
+from pipeline.datasets import dataset_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
@@ -60,7 +61,7 @@ def test_watch_runs_each_published_span_of_a_bucket_once(seaweedfs, tmp_path, fo
     from tfxp.metadata.store import StoreLocation, open_store
     from tfxp.watch import handled_spans
 
-    config = PipelineConfig(data_root=data, run_dir=f"s3://{BUCKET}/runs/taxi")
+    config = dataset_config("taxi").replace(data_root=data, run_dir=f"s3://{BUCKET}/runs/taxi")
     store = open_store(StoreLocation(sqlite_path=str(state / "metadata.sqlite")))
     assert {s: h.outcome for s, h in handled_spans(store, config).items()} == {1: "trained"}
     # The push made it champion: the pointer object names the pushed version.
