@@ -78,6 +78,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--name", help="results file name (default: the benchmark script's name)")
     parser.add_argument(
+        "--note",
+        default="",
+        help="how the machine was used meanwhile, e.g. 'shared with other test runs'",
+    )
+    parser.add_argument(
         "benchmark", type=Path, help="the benchmark script, e.g. benchmarks/scale.py"
     )
     parser.add_argument("args", nargs=argparse.REMAINDER, help="the benchmark's own arguments")
@@ -115,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": " ".join(command),
         **before,
         "wall_seconds": round(wall, 1),
-        "machine": machine(),
+        "machine": {**machine(), "note": args.note},
         "result": result,
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
