@@ -3,7 +3,7 @@
 Put this folder on Airflow's DAG path (AIRFLOW__CORE__DAGS_FOLDER=<repo>/airflow)
 with the project importable (the repo's .venv does that). The DAG id is the
 pipeline's name ("taxi"); it has no schedule: trigger it, or run it without a
-scheduler with `airflow dags test taxi 2026-01-01`. See airflow/README.md.
+scheduler with `airflow dags test taxi 2026-01-01`. See docs/orchestrators.md.
 
 Settings, read when Airflow parses this file (all optional):
   TFXP_DATASET      dataset config (default: taxi)
