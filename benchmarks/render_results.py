@@ -63,7 +63,8 @@ def _components(results: dict[str, dict], names: list[str]) -> list[str]:
     rows = [
         [node, *(_num(seconds[n].get(node)) for n in names)]
         for node in order
-        if any(seconds[n].get(node) for n in names)  # resolvers and importers take no time
+        # resolvers and importers take no measurable time
+        if max((seconds[n].get(node) or 0.0) for n in names) >= 0.05
     ]
     return _table(["component seconds", *(SIDE_LABELS.get(n, n) for n in names)], rows)
 
