@@ -144,6 +144,14 @@ def render_scale(result: dict) -> list[str]:
     return lines[:-1]
 
 
+# The benchmark's own order (a result file's keys may come sorted).
+INPUT_ROWS = ("a", "b", "c", "d", "d_train", "d_block", "d_cached", "t", "e")
+
+
+def _row_order(key: str) -> tuple[int, str]:
+    return (INPUT_ROWS.index(key) if key in INPUT_ROWS else len(INPUT_ROWS), key)
+
+
 def render_input_pipeline(result: dict) -> list[str]:
     rows = [
         [
@@ -153,7 +161,7 @@ def render_input_pipeline(result: dict) -> list[str]:
             _num(r.get("best_s"), 2),
             _num(r.get("us_cpu_per_record"), 2),
         ]
-        for key, r in result["results"].items()
+        for key, r in sorted(result["results"].items(), key=lambda kv: _row_order(kv[0]))
     ]
     t = result["results"].get("t", {})
     ratios = ", ".join(f"{k} = {v:.2f}" for k, v in result["ratios"].items())
