@@ -83,6 +83,9 @@ def main(argv: list[str] | None = None) -> int:
         help="how the machine was used meanwhile, e.g. 'shared with other test runs'",
     )
     parser.add_argument(
+        "--results-dir", type=Path, default=RESULTS, help="default: benchmarks/results"
+    )
+    parser.add_argument(
         "benchmark", type=Path, help="the benchmark script, e.g. benchmarks/scale.py"
     )
     parser.add_argument("args", nargs=argparse.REMAINDER, help="the benchmark's own arguments")
@@ -92,7 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     bench_args = [a for a in args.args if a != "--"]
     if "--json" not in bench_args:
         bench_args.append("--json")
-    script = args.benchmark.resolve().relative_to(ROOT)
+    script = args.benchmark.resolve()
+    if script.is_relative_to(ROOT):  # the command as a user types it in the checkout
+        script = script.relative_to(ROOT)
     name = args.name or script.stem
     command = [".venv/bin/python", str(script), *bench_args]
     before = {"date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), **git_commit()}
@@ -123,16 +128,13 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {**machine(), "note": args.note},
         "result": result,
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / f"{name}.json"
+    args.results_dir.mkdir(parents=True, exist_ok=True)
+    out = args.results_dir / f"{name}.json"
     tmp = out.with_suffix(".json.tmp")
     # Keys in the benchmark's own order: its tables are rendered in that order.
     tmp.write_text(json.dumps(record, indent=2) + "\n")
     tmp.replace(out)  # whole or not at all
-    print(
-        f"\nrecorded {out.relative_to(ROOT)} ({wall:.0f} s); render the page with "
-        "benchmarks/render_results.py"
-    )
+    print(f"\nrecorded {out} ({wall:.0f} s); render the page with benchmarks/render_results.py")
     return 0
 
 
