@@ -6,7 +6,7 @@ pipeline's name ("taxi"). It runs on a schedule (hourly by default), and its
 first task, the sensor `wait_for_new_span`, lets a run go on only when a
 span newer than every ingested one is published; otherwise the run is
 skipped, not failed. Trigger it by hand, or run it without a scheduler with
-`airflow dags test taxi 2026-01-01`. See airflow/README.md.
+`airflow dags test taxi 2026-01-01`. See docs/orchestrators.md.
 
 Settings, read when Airflow parses this file (all optional):
   TFXP_DATASET      dataset config (default: taxi)

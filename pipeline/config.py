@@ -100,7 +100,7 @@ class PipelineConfig:
     span: int | None = None
     version: int | None = None
     window: int = 1
-    # TFRecord shards per output split; 0 sizes them for the data (see data/README.md).
+    # TFRecord shards per output split; 0 sizes them for the data (see docs/data-versions.md).
     num_shards: int = 0
     # How ExampleGen reads CSV: "arrow" (pyarrow.csv + vectorised tf.Example
     # encoding; the same examples and splits as TFX's reader, measured in

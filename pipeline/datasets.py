@@ -25,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from components.csv_text import CsvTextError, check_encoding
 from pipeline.config import (
     GENERIC_PREPROCESSING_FN,
     GENERIC_RUN_FN,
@@ -51,6 +52,7 @@ _KEYS = {
     "span_pattern",
     "version_pattern",
     "serving_data",
+    "csv_encoding",
     "label",
     "transformed_label",
     "task",
@@ -304,6 +306,12 @@ def load_dataset_file(path: str | os.PathLike) -> PipelineConfig:
     for key in ("train_steps", "eval_steps"):
         if key in raw:
             changes[key] = int(raw[key])
+    if "csv_encoding" in raw:
+        try:  # a typo in the file fails here, naming it, not in the middle of a run
+            check_encoding(str(raw["csv_encoding"]))
+        except CsvTextError as e:
+            raise DatasetFileError(f"{path}: csv_encoding: {e}") from e
+        changes["csv_encoding"] = str(raw["csv_encoding"])
     if "hyperparameters" in raw:
         changes["hyperparameters"] = dict(raw["hyperparameters"] or {})
     changes["on_push"] = _on_push(raw, str(path))

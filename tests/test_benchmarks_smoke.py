@@ -172,10 +172,15 @@ def test_csv_ingest_benchmark_on_a_few_rows(tmp_path, forkserver):
         "--work",
         str(tmp_path),
         "--one-child",
+        "--json",
         timeout=800,
     )
     assert "| arrow |" in done.stdout and "| tfx |" in done.stdout
     assert "equivalent: yes" in done.stdout
+    # --json (what benchmarks/record.py keeps): the same verdict, and both readers' figures
+    report = json.loads(done.stdout[done.stdout.rindex("\n{") :])
+    assert report["equivalent"] is True and report["rows"] == 300
+    assert set(report["readers"]) == {"arrow", "tfx"} and report["speedup_executor"] > 0
 
 
 @pytest.mark.slow

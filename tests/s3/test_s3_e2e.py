@@ -249,8 +249,10 @@ def test_tfxp_exit_status_survives_the_tensorflow_io_teardown_abort(seaweedfs, t
         [sys.executable, "-c", probe], env=env, cwd=PROJECT_ROOT, capture_output=True, timeout=300
     )
     # If a tensorflow-io upgrade fixes the abort, this documents it (and the
-    # README's rough-edge note can go).
-    assert plain.returncode != 0, "tensorflow-io no longer aborts at exit: update the README"
+    # rough-edge note in docs/object-storage.md can go).
+    assert plain.returncode != 0, (
+        "tensorflow-io no longer aborts at exit: update docs/object-storage.md"
+    )
     upload = _run(["data", "upload", "s3://no-such-bucket-tfxp/x", "--no-create-bucket"], env)
     assert upload.returncode == 1
     assert "does not exist" in upload.stderr
