@@ -2,8 +2,8 @@
 
 `tfxp run` runs the whole pipeline (`train` retrains on N local workers);
 `predict`, `verify`, `data`, `runs`, `lineage`, `report` and `schema`
-inspect and feed it; `beam workers` serves Beam SDK workers for
-`run --beam portable`.
+inspect and feed it; `ui` serves the console (a web page over the same store);
+`beam workers` serves Beam SDK workers for `run --beam portable`.
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ import sys
 import warnings
 from collections.abc import Sequence
 
-from tfxp.cli import beam, data, init, lineage, predict, report, run, train, verify
+from tfxp.cli import beam, data, init, lineage, predict, report, run, train, ui, verify
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tfxp", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    for command in (init, run, train, predict, verify, data, lineage, report, beam):
+    for command in (init, run, train, predict, verify, data, lineage, report, beam, ui):
         command.register(sub)
     return parser
 

@@ -1,0 +1,433 @@
+"""Browsing a store: what the console (`tfxp ui`) shows, answered through `Lineage`.
+
+A `StoreBrowser` keeps one `Lineage` per pipeline and builds it again only when
+the store changed (the newest execution or context moved), so a page over a
+store of a thousand runs reads only what it shows. Everything here is a query
+of ML Metadata's own API or a read of a file under an artifact's URI; nothing
+writes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from ml_metadata.proto import metadata_store_pb2 as pb
+
+from pipeline.node_ids import EVALUATOR, PUSHER, TRAINER, VALIDATION_GATE
+from tfxp.metadata.lineage import Lineage, RunInfo
+from tfxp.metadata.properties import prop
+from tfxp.metadata.store import LineageError, StoreLocation, open_store
+
+_EVENT_KIND = {
+    pb.Event.INPUT: "input",
+    pb.Event.DECLARED_INPUT: "input",
+    pb.Event.OUTPUT: "output",
+    pb.Event.DECLARED_OUTPUT: "output",
+}
+PAGE_SIZE = 50  # runs per page of the runs page
+
+
+@dataclass
+class RunRow:
+    """One line of the runs page."""
+
+    pipeline: str
+    dataset: str | None
+    info: RunInfo
+    status: str  # complete, failed, blocked, running
+    metrics: dict[str, float] = field(default_factory=dict)
+    blessed: bool | None = None
+    pushed: bool | None = None
+
+
+@dataclass
+class Page:
+    rows: list[RunRow]
+    total: int
+    page: int
+    pages: int
+
+
+def dataset_of_pipelines() -> dict[str, str]:
+    """Pipeline name -> the dataset file that names it (schema/<NAME>/dataset.yaml)."""
+    from pipeline.datasets import dataset_config, dataset_names
+
+    out = {}
+    for name in dataset_names():
+        try:
+            out[dataset_config(name).pipeline_name] = name
+        except Exception:  # a broken dataset file must not take the console down
+            continue
+    return out
+
+
+def _prop_items(node: Any) -> list[tuple[str, Any]]:
+    from tfxp.metadata.properties import prop as read
+
+    keys = sorted(set(node.properties) | set(node.custom_properties))
+    return [(k, read(node, k)) for k in keys]
+
+
+class StoreBrowser:
+    """Read-only questions the console asks, one store, every pipeline in it."""
+
+    def __init__(self, location: StoreLocation, run_dir: str | None = None) -> None:
+        self.location = location
+        self.run_dir = run_dir
+        self._lock = threading.RLock()
+        self._store = None
+        self._version: tuple | None = None
+        self._lineages: dict[str, Lineage] = {}
+        self._metrics: dict[str, dict[str, float]] = {}
+        self.datasets = dataset_of_pipelines()
+
+    # -- the store and its changes -------------------------------------------
+
+    @property
+    def store(self):
+        if self._store is None:
+            self._store = open_store(self.location)
+        return self._store
+
+    def _store_version(self) -> tuple:
+        """Cheap: the newest execution (by update time) and the newest context."""
+        from ml_metadata.metadata_store import metadata_store as ms
+
+        newest = ms.ListOptions(limit=1, order_by=ms.OrderByField.UPDATE_TIME, is_asc=False)
+        execs = self.store.get_executions(list_options=newest)
+        contexts = self.store.get_contexts(
+            list_options=ms.ListOptions(limit=1, order_by=ms.OrderByField.ID, is_asc=False)
+        )
+        e = execs[0] if execs else None
+        return (
+            (e.id, e.last_update_time_since_epoch, e.last_known_state) if e else None,
+            contexts[0].id if contexts else None,
+        )
+
+    def refresh(self) -> None:
+        """Forget every cached answer if a run wrote to the store since the last look."""
+        with self._lock:
+            version = self._store_version()
+            if version != self._version:
+                self._lineages.clear()
+                self._version = version
+
+    def pipelines(self) -> list[str]:
+        with self._lock:
+            return sorted(c.name for c in self.store.get_contexts_by_type("pipeline"))
+
+    def lineage(self, pipeline: str) -> Lineage:
+        with self._lock:
+            if pipeline not in self._lineages:
+                if pipeline not in self.pipelines():
+                    raise LineageError(f"no pipeline '{pipeline}' in {self.location.describe()}")
+                self._lineages[pipeline] = Lineage(self.store, pipeline, self.location.describe())
+            return self._lineages[pipeline]
+
+    # -- runs -----------------------------------------------------------------
+
+    def status(self, lin: Lineage, info: RunInfo) -> str:
+        """complete, failed, blocked (by the validation gate) or running."""
+        if info.status == "incomplete":
+            return "running"
+        if info.status == "failed":
+            gate = lin.run_execution(info.run_id, VALIDATION_GATE)
+            if gate is not None and prop(gate, "gate_decision") == "BLOCK":
+                return "blocked"
+            return "failed"
+        return info.status
+
+    def run_rows(
+        self, pipeline: str | None = None, dataset: str | None = None, page: int = 1
+    ) -> Page:
+        """Newest first, one page; every pipeline unless one is asked for."""
+        with self._lock:
+            names = self.pipelines()
+            if dataset:
+                names = [p for p in names if self.datasets.get(p) == dataset]
+            if pipeline:
+                names = [p for p in names if p == pipeline]
+            refs: list[tuple[int, str, str]] = []
+            for name in names:
+                lin = self.lineage(name)
+                refs += [(execs[0].id, name, run) for run, execs in lin.runs.items()]
+            refs.sort(reverse=True)
+            pages = max(1, -(-len(refs) // PAGE_SIZE))
+            page = min(max(1, page), pages)
+            chosen = refs[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
+            rows = [self.run_row(name, run) for _, name, run in chosen]
+            return Page(rows, len(refs), page, pages)
+
+    def run_row(self, pipeline: str, run_id: str) -> RunRow:
+        lin = self.lineage(pipeline)
+        info = lin.run_info(run_id)
+        row = RunRow(pipeline, self.datasets.get(pipeline), info, self.status(lin, info))
+        if info.model_id is not None:
+            b = lin.blessing(info.model_id)
+            row.blessed = bool(b and b.blessed) if b else None
+            row.pushed = any(p.pushed for p in lin.pushes(info.model_id))
+            row.metrics = self.metrics(lin, info.model_id)
+        return row
+
+    def metrics(self, lin: Lineage, model_id: int) -> dict[str, float]:
+        """The model's evaluation metrics; {} if it has none or they cannot be read.
+
+        Cached by the evaluation's URI: an artifact's files do not change."""
+        evaluation = lin.evaluation(model_id)
+        if evaluation is None:
+            return {}
+        if evaluation.uri not in self._metrics:
+            try:
+                self._metrics[evaluation.uri] = lin.metrics(model_id)
+            except LineageError:
+                self._metrics[evaluation.uri] = {}
+        return self._metrics[evaluation.uri]
+
+    # -- one run --------------------------------------------------------------
+
+    def run_edges(self, lin: Lineage, run_id: str) -> list[tuple[int, int]]:
+        """(execution, execution) pairs of one run: the second read what the first wrote
+        (or re-used, when cached)."""
+        execs = lin.runs[run_id]
+        events = lin.events_of_executions([e.id for e in execs])
+        writer: dict[int, int] = {}
+        for e in execs:
+            for ev in events[e.id]:
+                if _EVENT_KIND.get(ev.type) == "output":
+                    writer[ev.artifact_id] = e.id
+        edges = []
+        for e in execs:
+            for ev in events[e.id]:
+                src = writer.get(ev.artifact_id)
+                is_input = _EVENT_KIND.get(ev.type) == "input"
+                if is_input and src not in (None, e.id) and (src, e.id) not in edges:
+                    edges.append((src, e.id))
+        return edges
+
+    def gate(self, lin: Lineage, run_id: str) -> dict[str, Any] | None:
+        """The validation gate's decision, findings and report of a run (None: never reached)."""
+        ex = lin.run_execution(run_id, VALIDATION_GATE)
+        if ex is None:
+            return None
+        out: dict[str, Any] = {"execution_id": ex.id, "state": lin.state(ex)}
+        if prop(ex, "gate_decision"):
+            out.update(
+                decision=prop(ex, "gate_decision"),
+                findings=prop(ex, "gate_findings"),
+                report=None,
+                report_execution=ex.id if prop(ex, "gate_report") else None,
+            )
+            return out
+        results = lin.outputs(ex.id)
+        if results:
+            a = results[0]
+            out.update(
+                decision=prop(a, "decision"),
+                findings=prop(a, "findings"),
+                artifact_id=a.id,
+                report="report.html",
+            )
+        return out
+
+    def reports_dir(self) -> str | None:
+        """The run directory's reports/ (SQLite stores: next to metadata.sqlite)."""
+        if self.location.is_mysql or not self.location.sqlite_path:
+            return None
+        return os.path.join(os.path.dirname(self.location.sqlite_path), "reports")
+
+    def log_path(self, run_id: str) -> str | None:
+        """Where the local runner wrote this run's log (SQLite stores: logs/ next to it)."""
+        if self.location.is_mysql or not self.location.sqlite_path:
+            return None
+        return os.path.join(os.path.dirname(self.location.sqlite_path), "logs", f"{run_id}.log")
+
+    # -- executions and artifacts ----------------------------------------------
+
+    def find_execution(self, execution_id: int) -> tuple[Lineage, pb.Execution]:
+        for name in self.pipelines():
+            lin = self.lineage(name)
+            if execution_id in lin.executions:
+                return lin, lin.executions[execution_id]
+        raise LineageError(f"no execution {execution_id} in {self.location.describe()}")
+
+    def find_artifact(self, artifact_id: int) -> tuple[Lineage, pb.Artifact]:
+        """The artifact and a Lineage of a pipeline that wrote or read it."""
+        with self._lock:
+            found = self.store.get_artifacts_by_id([artifact_id])
+            if not found:
+                raise LineageError(f"no artifact {artifact_id} in {self.location.describe()}")
+            events = self.store.get_events_by_artifact_ids([artifact_id])
+            names = self.pipelines()
+            for name in names:
+                lin = self.lineage(name)
+                if any(ev.execution_id in lin.executions for ev in events):
+                    return lin, lin.artifact(artifact_id)
+            if not names:
+                raise LineageError(f"{self.location.describe()} holds no pipeline runs yet")
+            lin = self.lineage(names[0])
+            return lin, lin.artifact(artifact_id)
+
+    def artifact_events(self, lin: Lineage, artifact_id: int) -> list[dict[str, Any]]:
+        """Who wrote and read an artifact: execution, node, run, direction, key."""
+        from tfxp.metadata.lineage import _event_key
+
+        out = []
+        for ev in lin.events_of_artifacts([artifact_id])[artifact_id]:
+            ex = lin.executions.get(ev.execution_id)
+            out.append(
+                {
+                    "execution_id": ev.execution_id,
+                    "node": lin.node_of.get(ev.execution_id, "?"),
+                    "run": lin.run_of.get(ev.execution_id),
+                    "state": lin.state(ex) if ex is not None else "?",
+                    "kind": _EVENT_KIND.get(ev.type, "?"),
+                    "key": _event_key(ev),
+                }
+            )
+        return sorted(out, key=lambda e: (e["kind"] != "output", e["execution_id"]))
+
+    def execution_artifacts(self, lin: Lineage, execution_id: int) -> list[dict[str, Any]]:
+        from tfxp.metadata.lineage import _event_key
+
+        events = lin.events_of_executions([execution_id])[execution_id]
+        arts = {a.id: a for a in lin.artifacts(ev.artifact_id for ev in events)}
+        out = []
+        for ev in events:
+            a = arts.get(ev.artifact_id)
+            if a is not None:
+                out.append(
+                    {
+                        "artifact_id": a.id,
+                        "type": lin.type_of(a),
+                        "kind": _EVENT_KIND.get(ev.type, "?"),
+                        "key": _event_key(ev),
+                        "uri": a.uri,
+                    }
+                )
+        return sorted(out, key=lambda x: (x["kind"] != "input", x["key"], x["artifact_id"]))
+
+    def trainer_of(self, lin: Lineage, model_id: int) -> pb.Execution | None:
+        ex = lin.producer(model_id)
+        return ex if ex is not None and lin.node_of.get(ex.id) == TRAINER else None
+
+    def input_wait(self, lin: Lineage, model_id: int) -> dict[str, Any] | None:
+        """The Trainer's input-wait figures (input_wait.json in its ModelRun artifact)."""
+        ex = self.trainer_of(lin, model_id)
+        if ex is None:
+            return None
+        for run in lin.outputs(ex.id, "ModelRun"):
+            path = os.path.join(run.uri, "input_wait.json")
+            try:
+                with open(path, encoding="utf-8") as f:
+                    return json.load(f)
+            except (OSError, ValueError):
+                continue
+        return None
+
+    def model_of_evaluation(self, lin: Lineage, evaluation_id: int) -> int | None:
+        """The Model an Evaluator execution judged when it wrote this artifact."""
+        ex = lin.producer(evaluation_id)
+        if ex is None or lin.node_of.get(ex.id) != EVALUATOR:
+            return None
+        for ev in lin.events_of_executions([ex.id])[ex.id]:
+            from tfxp.metadata.lineage import _event_key
+
+            if _EVENT_KIND.get(ev.type) == "input" and _event_key(ev) == "model":
+                return ev.artifact_id
+        return None
+
+    def model_of_push(self, lin: Lineage, pushed_id: int) -> int | None:
+        ex = lin.producer(pushed_id)
+        if ex is None or lin.node_of.get(ex.id) != PUSHER:
+            return None
+        from tfxp.metadata.lineage import _event_key
+
+        for ev in lin.events_of_executions([ex.id])[ex.id]:
+            if _EVENT_KIND.get(ev.type) == "input" and _event_key(ev) == "model":
+                return ev.artifact_id
+        return None
+
+    # -- datasets -------------------------------------------------------------
+
+    def dataset_spans(self, lin: Lineage) -> list[dict[str, Any]]:
+        """Every ingested span of a pipeline: its data versions and the models trained on it."""
+        out = []
+        for span in lin.ingested_spans():
+            examples = lin.span_examples(span)
+            out.append(
+                {
+                    "span": span,
+                    "data": [lin.data_version(a) for a in examples],
+                    "models": lin.models_trained_on(examples) if examples else [],
+                }
+            )
+        return out
+
+    # -- the runs' metrics over time --------------------------------------------
+
+    def metric_series(self, lin: Lineage) -> dict[str, list[dict[str, Any]]]:
+        """metric -> [{run, span(s), value}] over the pipeline's runs, oldest first."""
+        series: dict[str, list[dict[str, Any]]] = {}
+        for run in lin.runs:
+            info = lin.run_info(run)
+            if info.model_id is None:
+                continue
+            for name, value in self.metrics(lin, info.model_id).items():
+                if name.endswith("_diff"):
+                    continue
+                series.setdefault(name, []).append(
+                    {
+                        "run": run,
+                        "started": info.started,
+                        "spans": ",".join(str(s) for s in info.spans),
+                        "value": value,
+                    }
+                )
+        return series
+
+
+def property_items(node: Any) -> list[tuple[str, Any]]:
+    """Every property and custom property of an artifact or execution, sorted by name."""
+    return _prop_items(node)
+
+
+def artifact_files(uri: str, limit: int = 200) -> list[tuple[str, int]]:
+    """(path relative to the artifact's URI, bytes) of the files under it, first `limit`."""
+    out: list[tuple[str, int]] = []
+    if "://" in uri or not os.path.isdir(uri):
+        if os.path.isfile(uri):
+            return [("", os.path.getsize(uri))]
+        return out
+    for root, dirs, files in os.walk(uri):
+        dirs.sort()
+        for name in sorted(files):
+            full = os.path.join(root, name)
+            try:
+                size = os.path.getsize(full)
+            except OSError:
+                continue
+            out.append((os.path.relpath(full, uri), size))
+            if len(out) >= limit:
+                return out
+    return out
+
+
+def resolve_file(folder: str, relative: str) -> str | None:
+    """The real path of the file `relative` under `folder`, or None if it would leave it.
+
+    `..`, absolute paths and symlinks that point outside the folder are refused,
+    so a link planted in a run directory cannot serve /etc/passwd."""
+    if "://" in folder or not relative or "\x00" in relative:
+        return None
+    parts = relative.replace("\\", "/").split("/")
+    if relative.startswith("/") or any(p in ("..", "") for p in parts):
+        return None
+    base = os.path.realpath(folder)
+    target = os.path.realpath(os.path.join(folder, *parts))
+    if not target.startswith(base.rstrip(os.sep) + os.sep):
+        return None
+    return target if os.path.isfile(target) else None
