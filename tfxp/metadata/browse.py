@@ -181,6 +181,8 @@ class StoreBrowser:
         if evaluation is None:
             return {}
         if evaluation.uri not in self._metrics:
+            if "://" not in evaluation.uri and not os.path.exists(evaluation.uri):
+                return {}  # gone (or on another machine): no TensorFlow import to say so
             try:
                 self._metrics[evaluation.uri] = lin.metrics(model_id)
             except LineageError:

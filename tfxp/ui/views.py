@@ -322,6 +322,7 @@ _DETAILS = {
     "Examples": _examples,
     "ExampleStatistics": _statistics,
     "Schema": _schema,
+    "tfxp.ValidationResult": _validation,
     "ValidationResult": _validation,
     "ExampleAnomalies": _anomalies,
     "Model": _model,

@@ -1,0 +1,221 @@
+"""The console (`tfxp ui`) over a small synthetic store: pages, security, escaping, bad stores.
+
+Starlette's TestClient calls the app in process; the browser tests
+(test_ui_browser.py) have uvicorn serve it on a loopback port.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+import ui_store
+from ml_metadata.proto import metadata_store_pb2 as pb
+from starlette.testclient import TestClient
+
+from tfxp.metadata.browse import StoreBrowser, resolve_file
+from tfxp.metadata.store import location_from
+from tfxp.ui import app as ui_app
+from tfxp.ui.app import create_app
+
+LOCAL = "http://127.0.0.1"
+
+
+@pytest.fixture(scope="module")
+def store_dir(tmp_path_factory) -> Path:
+    """Four runs (the third a cached rerun), one still running, an XSS category in the data."""
+    root = tmp_path_factory.mktemp("ui")
+    writer = ui_store.write_runs(root / "metadata.sqlite", 4, category=ui_store.XSS)
+    writer.run("run-going", span=9, stop_after="Trainer", state=pb.Execution.RUNNING)
+    return root
+
+
+def client(run_dir: Path, **kwargs) -> TestClient:
+    browser = StoreBrowser(location_from(run_dir=str(run_dir)))
+    return TestClient(create_app(browser, **kwargs), base_url=LOCAL)
+
+
+@pytest.fixture(scope="module")
+def ui(store_dir: Path) -> TestClient:
+    return client(store_dir)
+
+
+def links(html: str, pattern: str) -> list[str]:
+    return [h.replace("&amp;", "&") for h in re.findall(r'href="(' + pattern + r'[^"]*)"', html)]
+
+
+def test_runs_page_lists_every_run_newest_first_with_status(ui):
+    page = ui.get("/")
+    assert page.status_code == 200
+    runs = re.findall(r'data-run="([^"]+)"', page.text)
+    assert runs == ["run-going", "run-00003", "run-00002", "run-00001", "run-00000"]
+    assert 'class="run-row status-running"' in page.text
+    assert page.text.count("status-complete") == 4
+
+
+def test_runs_page_filters_and_pages(ui, store_dir, monkeypatch):
+    assert "run-00000" not in ui.get("/?dataset=no-such-dataset").text
+    assert 'data-run="run-00000"' in ui.get("/?pipeline=taxi").text
+    import tfxp.metadata.browse as browse
+
+    monkeypatch.setattr(browse, "PAGE_SIZE", 2)
+    first, last = ui.get("/"), ui.get("/?page=3")
+    assert re.findall(r'data-run="([^"]+)"', first.text) == ["run-going", "run-00003"]
+    assert re.findall(r'data-run="([^"]+)"', last.text) == ["run-00000"]
+    assert 'id="older"' in first.text and 'id="newer"' in last.text
+
+
+def test_run_page_graph_states_and_links(ui):
+    page = ui.get("/run?pipeline=taxi&id=run-00002").text
+    assert page.count("state-cached") == 7  # every node of the cached rerun
+    executions = links(page, "/execution/")
+    assert executions and all(ui.get(e).status_code == 200 for e in set(executions))
+    assert 'id="gate-decision">PASS' in page
+    report = links(page, r"/artifact/\d+/file/report.html")[0]
+    served = ui.get(report)
+    assert served.status_code == 200 and "sandbox" in served.headers["content-security-policy"]
+    running = ui.get("/run?pipeline=taxi&id=run-going").text
+    assert 'id="running-note"' in running and "state-running" in running
+
+
+def test_every_artifact_page_answers(ui):
+    for aid in range(1, 40):
+        page = ui.get(f"/artifact/{aid}")
+        assert page.status_code in (200, 404), (aid, page.text[:300])
+        assert "Traceback" not in page.text
+
+
+def test_model_lineage_reaches_the_span(ui):
+    run = ui.get("/run?pipeline=taxi&id=run-00000").text
+    lineage = ui.get(links(run, "/lineage/model/")[0]).text
+    span = links(lineage, "/lineage/span")[0]
+    assert ui.get(span).status_code == 200
+    assert "Models trained on it" in ui.get(span).text
+
+
+def test_compare_and_datasets(ui):
+    page = ui.get("/compare?pipeline=taxi&a=run-00000&b=run-00001").text
+    assert 'class="changed" data-section="code"' in page  # the trainer's code changed
+    assert 'class="changed" data-section="data"' not in page  # both trained on span 1
+    other = ui.get("/compare?pipeline=taxi&a=run-00000&b=run-00003").text
+    assert 'class="changed" data-section="data"' in other  # span 1 against span 2
+    assert ui.get("/datasets").status_code == 200
+
+
+def test_data_values_are_escaped_everywhere(ui, store_dir):
+    pages = ["/", "/datasets", "/run?pipeline=taxi&id=run-00000"]
+    pages += [f"/artifact/{i}" for i in range(1, 12)]
+    for url in pages:
+        text = ui.get(url).text
+        assert "<img src=x" not in text, url
+    stats = next(
+        ui.get(f"/artifact/{i}").text
+        for i in range(1, 12)
+        if "ExampleStatistics" in ui.get(f"/artifact/{i}").text
+    )
+    assert "&lt;img src=x onerror=alert(1)&gt;" in stats  # shown, as text
+    # In the chart's JSON the markup is escaped too (|tojson turns < into \u003c).
+    assert "\\u003cimg src=x" in stats
+
+
+def test_files_only_from_known_artifacts(ui, store_dir, tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("secret")
+    schema = ui_store.open_sqlite(store_dir / "metadata.sqlite").get_artifacts_by_type("Schema")[0]
+    os.symlink(secret, Path(schema.uri) / "link.txt")
+    schema_id = schema.id
+    assert ui.get(f"/artifact/{schema_id}/file/schema.pbtxt").status_code == 200
+    for bad in (
+        f"/artifact/{schema_id}/file/../../../../../etc/passwd",
+        f"/artifact/{schema_id}/file/%2e%2e/%2e%2e/x",
+        f"/artifact/{schema_id}/file//etc/passwd",
+        f"/artifact/{schema_id}/file/link.txt",
+        f"/artifact/{schema_id}/file/missing",
+        "/artifact/99999/file/schema.pbtxt",
+        "/artifact/abc/file/x",
+        "/execution/99999",
+        "/execution/1/gate-report",
+    ):
+        answer = ui.get(bad)
+        assert answer.status_code == 404, bad
+        assert "secret" not in answer.text and "root:" not in answer.text
+
+
+def test_resolve_file_refuses_escapes(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "f").write_text("x")
+    (tmp_path / "outside").write_text("x")
+    os.symlink(tmp_path / "outside", tmp_path / "a" / "link")
+    assert resolve_file(str(tmp_path / "a"), "f") == str(tmp_path / "a" / "f")
+    for bad in ("../outside", "/etc/passwd", "link", "", "a/../f", "f\x00"):
+        assert resolve_file(str(tmp_path / "a"), bad) is None, bad
+
+
+def test_token_required_off_loopback(store_dir, monkeypatch):
+    compared = []
+    real = ui_app.hmac.compare_digest
+    monkeypatch.setattr(
+        ui_app.hmac, "compare_digest", lambda a, b: compared.append(1) or real(a, b)
+    )
+    c = client(store_dir, token="s3cret-token", loopback=False)
+    assert c.get("/").status_code == 401
+    assert c.get("/?token=wrong").status_code == 401
+    assert c.get("/", headers={"Authorization": "Bearer wrong"}).status_code == 401
+    assert c.get("/static/console.css").status_code == 401
+    assert compared, "the token must be compared with hmac.compare_digest"
+    assert c.get("/", headers={"Authorization": "Bearer s3cret-token"}).status_code == 200
+    c2 = client(store_dir, token="s3cret-token", loopback=False)
+    first = c2.get("/?token=s3cret-token", follow_redirects=False)
+    assert first.status_code == 303 and "token" not in first.headers["location"]
+    assert c2.get("/").status_code == 200  # the cookie carries it now
+
+
+def test_loopback_refuses_other_hosts_and_writes(ui):
+    assert ui.get("/", headers={"Host": "evil.example"}).status_code == 400
+    assert ui.post("/").status_code == 405
+    headers = ui.get("/").headers
+    assert "script-src 'self'" in headers["content-security-policy"]
+
+
+def test_assets_are_served_by_the_app(ui):
+    assert ui.get("/static-vendor/plotly.min.js").status_code == 200
+    assert ui.get("/static/graph.js").status_code == 200
+    page = ui.get("/compare?pipeline=taxi").text
+    assert not re.search(r'src="(https?:)?//', page)
+
+
+@pytest.mark.parametrize("kind", ["missing", "empty", "not-mlmd", "no-runs"])
+def test_bad_stores_get_a_clear_page(tmp_path, kind):
+    path = tmp_path / "metadata.sqlite"
+    if kind == "empty":
+        path.write_bytes(b"")
+    elif kind == "not-mlmd":
+        path.write_text("this is not a database " * 100)
+    elif kind == "no-runs":
+        ui_store.open_sqlite(path)
+    c = client(tmp_path)
+    for url in ("/", "/datasets", "/artifact/1", "/run?pipeline=taxi&id=x"):
+        page = c.get(url)
+        assert "Traceback" not in page.text
+        assert page.status_code in (200, 404, 503), (kind, url, page.status_code)
+        if kind != "no-runs":
+            assert page.status_code == 503 and 'id="error-message"' in page.text
+    if kind == "no-runs":
+        assert 'id="no-runs"' in c.get("/").text
+
+
+def test_new_runs_show_on_reload(tmp_path):
+    writer = ui_store.write_runs(tmp_path / "metadata.sqlite", 1)
+    c = client(tmp_path)
+    assert len(re.findall(r'data-run="', c.get("/").text)) == 1
+    writer.run("run-new", span=2)
+    assert 'data-run="run-new"' in c.get("/").text
+
+
+def test_cli_registers_ui():
+    from tfxp.cli import build_parser
+
+    args = build_parser().parse_args(["ui", "--run-dir", "x", "--port", "9"])
+    assert args.port == 9 and args.host == "127.0.0.1"
