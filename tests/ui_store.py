@@ -50,6 +50,8 @@ class Writer:
     category: str = "Cash"
     types: dict[str, int] = field(default_factory=dict)
     runs: int = 0
+    contexts: dict[tuple[str, str], pb.Context] = field(default_factory=dict)
+    written: dict[int, pb.Artifact] = field(default_factory=dict)
 
     def _type(self, kind: str, name: str) -> int:
         key = f"{kind}:{name}"
@@ -63,12 +65,13 @@ class Writer:
         return self.types[key]
 
     def _context(self, kind: str, name: str) -> pb.Context:
-        found = self.store.get_context_by_type_and_name(kind, name)
-        if found is not None:
-            return found
-        ctx = pb.Context(type_id=self._type("context", kind), name=name)
-        ctx.id = self.store.put_contexts([ctx])[0]
-        return ctx
+        if (kind, name) not in self.contexts:
+            found = self.store.get_context_by_type_and_name(kind, name)
+            if found is None:
+                found = pb.Context(type_id=self._type("context", kind), name=name)
+                found.id = self.store.put_contexts([found])[0]
+            self.contexts[kind, name] = found
+        return self.contexts[kind, name]
 
     def run(
         self,
@@ -120,6 +123,9 @@ class Writer:
             ]
             node_ctx = self._context("node", f"{self.pipeline}.{node}")
             _, art_ids, _ = self.store.put_execution(ex, pairs, [pipeline_ctx, run_ctx, node_ctx])
+            for (art, _), aid in zip(pairs, art_ids, strict=True):
+                art.id = aid
+                self.written[aid] = art
             if not ids:
                 ids = {
                     key: art_ids[i]
@@ -140,7 +146,10 @@ class Writer:
         return produced.get(wanted) or next(iter(produced.values()), None)
 
     def _artifact_stub(self, artifact_id: int) -> pb.Artifact:
-        return self.store.get_artifacts_by_id([artifact_id])[0]
+        """The artifact as written (put_execution updates what it is given: no stubs)."""
+        if artifact_id not in self.written:
+            self.written[artifact_id] = self.store.get_artifacts_by_id([artifact_id])[0]
+        return self.written[artifact_id]
 
     @staticmethod
     def _event(kind: int, key: str) -> pb.Event:
