@@ -9,8 +9,10 @@ generated and printed (or give --token / TFXP_UI_TOKEN); requests without it get
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+import threading
 
 from tfxp.metadata.store import MetadataStoreError, add_store_flags, location_from_args
 
@@ -22,6 +24,12 @@ def _default_run_dir() -> str:
     from pipeline.datasets import dataset_config
 
     return dataset_config("taxi").local_dir
+
+
+def _import_tfma() -> None:
+    # A failure here is the metrics page's to report, with what went wrong.
+    with contextlib.suppress(Exception):
+        import tensorflow_model_analysis  # noqa: F401
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
@@ -43,6 +51,9 @@ def cmd_ui(args: argparse.Namespace) -> int:
     except MetadataStoreError as e:
         print(f"WARNING: {e}\n  (the console starts anyway and says so on every page)")
     app = create_app(browser, token=token, loopback=loopback and token is None)
+    # Reading a model's metrics imports TensorFlow Model Analysis (~10 s once): start
+    # it now, so the first page that shows metrics does not wait for all of it.
+    threading.Thread(target=_import_tfma, daemon=True).start()
     shown = f"[{args.host}]" if ":" in args.host else args.host
     address = f"http://{shown}:{args.port}/"
     print(f"tfxp console over {location.describe()}")
