@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import ui_store
+from mariadb_server import mariadb_server  # noqa: F401
 from ml_metadata.proto import metadata_store_pb2 as pb
 from starlette.testclient import TestClient
 
@@ -219,3 +220,24 @@ def test_cli_registers_ui():
 
     args = build_parser().parse_args(["ui", "--run-dir", "x", "--port", "9"])
     assert args.port == 9 and args.host == "127.0.0.1"
+
+
+@pytest.mark.slow  # a real MariaDB server
+@pytest.mark.timeout(300)
+def test_console_over_mariadb(mariadb_server, tmp_path):  # noqa: F811 - the fixture
+    from ml_metadata.metadata_store import metadata_store
+
+    db = mariadb_server.new_database("ui")
+    location = db.location()
+    store = metadata_store.MetadataStore(location.connection_config(create=True, read_only=False))
+    writer = ui_store.Writer(store, tmp_path)
+    first = writer.run("run-a")
+    writer.run("run-b", reuse=first)
+    c = TestClient(create_app(StoreBrowser(location)), base_url=LOCAL)
+    runs = c.get("/").text
+    assert re.findall(r'data-run="([^"]+)"', runs) == ["run-b", "run-a"]
+    run = c.get("/run?pipeline=taxi&id=run-b").text
+    assert "state-cached" in run and "MySQL database" in run
+    assert "(not on this machine)" not in run  # no log path claimed for a MySQL store
+    model = links(c.get("/run?pipeline=taxi&id=run-a").text, "/lineage/model/")[0]
+    assert c.get(model).status_code == 200
