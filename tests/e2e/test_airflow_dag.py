@@ -241,3 +241,19 @@ def test_gate_blocks_a_drifted_span_under_airflow(airflow_runs: AirflowRuns):
     downstream = {d.TRANSFORM, d.TRAINER, d.EVALUATOR, d.PUSHER}
     assert not downstream & set(states), f"ran after the gate blocked: {states}"
     assert airflow_runs.models_after_drifted == 1  # span 1's model only
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(2400)
+def test_console_shows_airflow_runs(airflow_runs: AirflowRuns):
+    """`tfxp ui` over the Airflow runs' store: span 1's run complete, span 2's stopped at
+    the gate (Airflow's launcher records the gate's failure; only the local runner also
+    records the BLOCK decision, which the console shows as "blocked")."""
+    from console_check import check_console
+
+    from tfxp.metadata.store import location_from
+
+    shown = check_console(location_from(run_dir=airflow_runs.config.local_dir))
+    assert len(shown) == 2, shown
+    assert sorted(shown.values())[0] == "blocked" or "failed" in shown.values(), shown
+    assert "complete" in shown.values(), shown

@@ -181,7 +181,7 @@ def compare_page(request: Request) -> Response:
         a=a,
         b=b,
         report=report,
-        chart=views.metrics_chart(series, pipeline),
+        charts=views.metrics_charts(series),
     )
 
 

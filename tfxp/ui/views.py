@@ -118,28 +118,28 @@ def lineage_graph(g: Graph | None) -> dict[str, Any] | None:
 # -- charts -------------------------------------------------------------------------
 
 
-def metrics_chart(series: dict[str, list[dict[str, Any]]], pipeline: str) -> dict[str, Any] | None:
-    """One line per metric over the pipeline's runs (x: run start), as plotly figure JSON."""
-    if not series:
-        return None
-    data = [
-        {
+def metrics_charts(series: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """One small chart per metric over the pipeline's runs (x: run start), as plotly
+    figure JSON: a count and an AUC on one axis would flatten the AUC."""
+    charts = []
+    for name, points in sorted(series.items()):
+        trace = {
             "type": "scatter",
             "mode": "lines+markers",
             "name": name,
             "x": [p["started"] for p in points],
             "y": [p["value"] for p in points],
-            "text": [f"run {p['run']} span {p['spans']}" for p in points],
+            "text": [f"run {p['run']}, span {p['spans']}" for p in points],
         }
-        for name, points in sorted(series.items())
-    ]
-    layout_ = {
-        "title": {"text": f"metrics of {pipeline} over its runs"},
-        "height": 380,
-        "margin": {"l": 50, "r": 10, "t": 40, "b": 40},
-        "legend": {"orientation": "h"},
-    }
-    return {"data": data, "layout": layout_}
+        layout_ = {
+            "title": {"text": name, "font": {"size": 13}},
+            "height": 260,
+            "width": 420,
+            "margin": {"l": 50, "r": 10, "t": 36, "b": 40},
+            "showlegend": False,
+        }
+        charts.append({"data": [trace], "layout": layout_})
+    return charts
 
 
 def statistics_charts(uri: str) -> list[dict[str, Any]]:

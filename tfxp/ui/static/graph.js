@@ -4,8 +4,15 @@
   "use strict";
   function setup(svg) {
     var full = {x: 0, y: 0, w: +svg.dataset.width, h: +svg.dataset.height};
-    var view = Object.assign({}, full);
+    // As tall as the graph (within reason); a graph much wider than the page starts
+    // at its own size from the left (pan to see the rest), not shrunk to fit.
+    svg.style.height = Math.min(Math.max(full.h, 200), 640) + "px";
+    var box = svg.getBoundingClientRect();
+    var natural = {x: 0, y: 0, w: box.width, h: box.height};
+    var start = full.w > box.width * 1.4 ? natural : full;
+    var view = Object.assign({}, start);
     var dragging = null, moved = false;
+    apply();
     function apply() { svg.setAttribute("viewBox", [view.x, view.y, view.w, view.h].join(" ")); }
     function zoom(factor, cx, cy) {
       var r = svg.getBoundingClientRect();
@@ -37,6 +44,7 @@
       if (what === "in") zoom(1 / 1.25);
       else if (what === "out") zoom(1.25);
       else if (what === "reset") { view = Object.assign({}, full); apply(); }
+      else if (what === "actual") { view = Object.assign({}, natural); apply(); }
     });
   }
   document.querySelectorAll("svg.graph").forEach(setup);
