@@ -241,3 +241,37 @@ def test_console_over_mariadb(mariadb_server, tmp_path):  # noqa: F811 - the fix
     assert "(not on this machine)" not in run  # no log path claimed for a MySQL store
     model = links(c.get("/run?pipeline=taxi&id=run-a").text, "/lineage/model/")[0]
     assert c.get(model).status_code == 200
+
+
+def test_refresh_reads_only_what_changed_and_matches_a_fresh_read(tmp_path):
+    """A run going on while the console is open: its new components and state changes
+    show on reload, and the cached view equals a Lineage read from scratch."""
+    from tfxp.metadata.lineage import Lineage
+
+    writer = ui_store.write_runs(tmp_path / "metadata.sqlite", 2)
+    browser = StoreBrowser(location_from(run_dir=str(tmp_path)))
+    browser.refresh()
+    assert [r.info.run_id for r in browser.run_rows().rows] == ["run-00001", "run-00000"]
+    first = browser.lineage("taxi")
+    out = writer.run("run-live", span=5, stop_after="Trainer", state=pb.Execution.RUNNING)
+    del out
+    browser.refresh()
+    live = browser.run_row("taxi", "run-live")
+    assert live.status == "running" and live.info.components[-1].state == "running"
+    trainer = next(
+        e
+        for e in writer.store.get_executions_by_context(
+            writer.store.get_context_by_type_and_name("pipeline_run", "run-live").id
+        )
+        if e.last_known_state == pb.Execution.RUNNING
+    )
+    trainer.last_known_state = pb.Execution.COMPLETE
+    writer.store.put_executions([trainer])
+    writer.run("run-after", span=6)
+    browser.refresh()
+    assert browser.run_row("taxi", "run-live").status == "complete"
+    cached, fresh = browser.lineage("taxi"), Lineage(writer.store, "taxi")
+    assert cached is first  # updated in place, not read again
+    assert list(cached.runs) == list(fresh.runs)
+    for run in fresh.runs:
+        assert browser.run_row("taxi", run).info == fresh.run_info(run)

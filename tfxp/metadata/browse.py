@@ -109,12 +109,38 @@ class StoreBrowser:
         )
 
     def refresh(self) -> None:
-        """Forget every cached answer if a run wrote to the store since the last look."""
+        """Bring the cached runs up to date if a run wrote to the store since the last look.
+
+        Only what changed is read: the executions updated since then (a run's new
+        component, a state going from RUNNING to COMPLETE), added to each pipeline's
+        Lineage; the cached events are dropped (a new run reads old artifacts too)."""
         with self._lock:
             version = self._store_version()
-            if version != self._version:
+            if version == self._version:
+                return
+            since = self._version[0][1] if self._version and self._version[0] else None
+            self._version = version
+            if since is None or not self._lineages:
                 self._lineages.clear()
-                self._version = version
+                return
+            changed = self._executions_since(since)
+            for lin in self._lineages.values():
+                absorb(lin, changed)
+
+    def _executions_since(self, since_ms: int) -> list[tuple[pb.Execution, str | None, str | None]]:
+        """(execution, node context name, pipeline_run context name) of every execution
+        updated at or after `since_ms`."""
+        from ml_metadata.metadata_store import metadata_store as ms
+
+        kinds = {t.id: t.name for t in self.store.get_context_types()}
+        query = f"last_update_time_since_epoch >= {int(since_ms)}"
+        out = []
+        for ex in self.store.get_executions(list_options=ms.ListOptions(filter_query=query)):
+            names = {
+                kinds.get(c.type_id): c.name for c in self.store.get_contexts_by_execution(ex.id)
+            }
+            out.append((ex, names.get("node"), names.get("pipeline_run")))
+        return out
 
     def pipelines(self) -> list[str]:
         with self._lock:
@@ -390,6 +416,29 @@ class StoreBrowser:
                     }
                 )
         return series
+
+
+def absorb(lin: Lineage, changed: list[tuple[pb.Execution, str | None, str | None]]) -> None:
+    """Adds new and updated executions to `lin`'s runs, in place: (execution, its node
+    context's name, its pipeline_run context's name).
+
+    Keeps what `Lineage.__init__` builds (executions, node_of, run_of, runs in id
+    order, runs ordered by their first execution) as if it were built now, without
+    reading every run's executions again; drops the cached events, which new
+    executions add to (a new run reads old artifacts too).
+    """
+    prefix = lin.pipeline + "."
+    for ex, node, run_id in changed:
+        if not node or not node.startswith(prefix) or not run_id:
+            continue
+        lin.executions[ex.id] = ex
+        lin.node_of[ex.id] = node[len(prefix) :]
+        lin.run_of[ex.id] = run_id
+        execs = [e for e in lin.runs.get(run_id, []) if e.id != ex.id] + [ex]
+        lin.runs[run_id] = sorted(execs, key=lambda e: e.id)
+    lin.runs = dict(sorted(lin.runs.items(), key=lambda kv: kv[1][0].id))
+    lin._events_by_exec.clear()
+    lin._events_by_art.clear()
 
 
 def property_items(node: Any) -> list[tuple[str, Any]]:
