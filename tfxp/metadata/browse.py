@@ -17,8 +17,8 @@ from typing import Any
 
 from ml_metadata.proto import metadata_store_pb2 as pb
 
-from pipeline.node_ids import EVALUATOR, PUSHER, TRAINER, VALIDATION_GATE
-from tfxp.metadata.lineage import Lineage, RunInfo
+from pipeline.node_ids import TRAINER, VALIDATION_GATE
+from tfxp.metadata.lineage import Lineage, RunInfo, _event_key
 from tfxp.metadata.properties import prop
 from tfxp.metadata.store import LineageError, StoreLocation, open_store
 
@@ -301,8 +301,6 @@ class StoreBrowser:
 
     def artifact_events(self, lin: Lineage, artifact_id: int) -> list[dict[str, Any]]:
         """Who wrote and read an artifact: execution, node, run, direction, key."""
-        from tfxp.metadata.lineage import _event_key
-
         out = []
         for ev in lin.events_of_artifacts([artifact_id])[artifact_id]:
             ex = lin.executions.get(ev.execution_id)
@@ -319,8 +317,6 @@ class StoreBrowser:
         return sorted(out, key=lambda e: (e["kind"] != "output", e["execution_id"]))
 
     def execution_artifacts(self, lin: Lineage, execution_id: int) -> list[dict[str, Any]]:
-        from tfxp.metadata.lineage import _event_key
-
         events = lin.events_of_executions([execution_id])[execution_id]
         arts = {a.id: a for a in lin.artifacts(ev.artifact_id for ev in events)}
         out = []
@@ -356,24 +352,11 @@ class StoreBrowser:
                 continue
         return None
 
-    def model_of_evaluation(self, lin: Lineage, evaluation_id: int) -> int | None:
-        """The Model an Evaluator execution judged when it wrote this artifact."""
-        ex = lin.producer(evaluation_id)
-        if ex is None or lin.node_of.get(ex.id) != EVALUATOR:
+    def model_read_by(self, lin: Lineage, artifact_id: int, node: str) -> int | None:
+        """The Model that `node` (the Evaluator, the Pusher) read when it wrote this artifact."""
+        ex = lin.producer(artifact_id)
+        if ex is None or lin.node_of.get(ex.id) != node:
             return None
-        for ev in lin.events_of_executions([ex.id])[ex.id]:
-            from tfxp.metadata.lineage import _event_key
-
-            if _EVENT_KIND.get(ev.type) == "input" and _event_key(ev) == "model":
-                return ev.artifact_id
-        return None
-
-    def model_of_push(self, lin: Lineage, pushed_id: int) -> int | None:
-        ex = lin.producer(pushed_id)
-        if ex is None or lin.node_of.get(ex.id) != PUSHER:
-            return None
-        from tfxp.metadata.lineage import _event_key
-
         for ev in lin.events_of_executions([ex.id])[ex.id]:
             if _EVENT_KIND.get(ev.type) == "input" and _event_key(ev) == "model":
                 return ev.artifact_id

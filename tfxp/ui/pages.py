@@ -132,14 +132,9 @@ def model_lineage_page(request: Request) -> Response:
     if lin.type_of(art) != "Model":
         raise HTTPException(404, f"artifact {model_id} is a {lin.type_of(art)}, not a Model")
     lineage = lin.model_lineage(art, with_metrics=False, with_graph=True)
-    return _render(
-        request,
-        "lineage.html",
-        title=f"Lineage of model #{model_id}",
-        graph=views.lineage_graph(lineage.graph),
-        model=lineage,
-        span_links=[(lin.pipeline, s) for s in lineage.spans],
-    )
+    spans = [(lin.pipeline, s) for s in lineage.spans]
+    title = f"Lineage of model #{model_id}"
+    return _lineage(request, title, lineage.graph, model=lineage, span_links=spans)
 
 
 def span_lineage_page(request: Request) -> Response:
@@ -148,13 +143,13 @@ def span_lineage_page(request: Request) -> Response:
     span = _int(request.query_params.get("span"), "span")
     lin = browser.lineage(pipeline)
     result = lin.span_lineage(span, with_graph=True)
+    title = f"Span {span} of pipeline {pipeline}: the models trained on it"
+    return _lineage(request, title, result.graph, span=result, pipeline=pipeline)
+
+
+def _lineage(request: Request, title: str, graph, **context: Any) -> Response:
     return _render(
-        request,
-        "lineage.html",
-        title=f"Span {span} of pipeline {pipeline}: the models trained on it",
-        graph=views.lineage_graph(result.graph),
-        span=result,
-        pipeline=pipeline,
+        request, "lineage.html", title=title, graph=views.lineage_graph(graph), **context
     )
 
 

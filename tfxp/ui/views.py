@@ -10,7 +10,7 @@ from typing import Any
 
 from ml_metadata.proto import metadata_store_pb2 as pb
 
-from pipeline.node_ids import EVALUATOR
+from pipeline.node_ids import EVALUATOR, PUSHER
 from tfxp.metadata.browse import StoreBrowser
 from tfxp.metadata.graph import Graph, layout
 from tfxp.metadata.lineage import Lineage, RunInfo
@@ -267,7 +267,7 @@ def _model(browser, lin, art) -> dict[str, Any]:
 
 
 def _evaluation(browser, lin, art) -> dict[str, Any]:
-    model_id = browser.model_of_evaluation(lin, art.id)
+    model_id = browser.model_read_by(lin, art.id, EVALUATOR)
     blessing = lin.blessing(model_id) if model_id is not None else None
     evaluator = lin.producer(art.id)
     thresholds = None
@@ -314,7 +314,7 @@ def _pushed(browser, lin, art) -> dict[str, Any]:
         "pushed": prop(art, "pushed") == 1,
         "version": prop(art, "pushed_version"),
         "destination": prop(art, "pushed_destination"),
-        "model_id": browser.model_of_push(lin, art.id),
+        "model_id": browser.model_read_by(lin, art.id, PUSHER),
     }
 
 
