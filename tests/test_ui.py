@@ -275,3 +275,14 @@ def test_refresh_reads_only_what_changed_and_matches_a_fresh_read(tmp_path):
     assert list(cached.runs) == list(fresh.runs)
     for run in fresh.runs:
         assert browser.run_row("taxi", run).info == fresh.run_info(run)
+
+
+def test_a_failed_run_shows_what_it_skipped(tmp_path):
+    writer = ui_store.write_runs(tmp_path / "metadata.sqlite", 1)
+    writer.run("run-failed", span=2, stop_after="ValidationGate", state=pb.Execution.FAILED)
+    c = client(tmp_path)
+    assert 'class="run-row status-failed" data-run="run-failed"' in c.get("/").text
+    page = c.get("/run?pipeline=taxi&id=run-failed").text
+    skipped = re.findall(r'class="node state-skipped" data-key="skipped-(\w+)"', page)
+    assert sorted(skipped) == ["Evaluator", "Pusher", "Trainer"]
+    assert "state-failed" in page

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import socket
 import sys
 import threading
 
@@ -54,7 +55,9 @@ def cmd_ui(args: argparse.Namespace) -> int:
     # Reading a model's metrics imports TensorFlow Model Analysis (~10 s once): start
     # it now, so the first page that shows metrics does not wait for all of it.
     threading.Thread(target=_import_tfma, daemon=True).start()
-    shown = f"[{args.host}]" if ":" in args.host else args.host
+    # Every address (0.0.0.0, ::): print one another machine can open.
+    shown = socket.gethostname() if args.host in ("0.0.0.0", "::") else args.host
+    shown = f"[{shown}]" if ":" in shown else shown
     address = f"http://{shown}:{args.port}/"
     print(f"tfxp console over {location.describe()}")
     print(f"  open {address}" + (f"?token={token}" if token else ""))

@@ -236,6 +236,22 @@ class StoreBrowser:
                     edges.append((src, e.id))
         return edges
 
+    def skipped(self, lin: Lineage, run_id: str) -> tuple[list[str], list[tuple[str, str]]]:
+        """The pipeline's components that this run did not run (a partial run, or those
+        after a failure), as other runs recorded them, and the (node, node) edges that
+        reach them, from the newest run that ran them. ML Metadata keeps no pipeline
+        definition per run, so a component no run ever ran is not known."""
+        mine = {lin.node_of[e.id] for e in lin.runs[run_id]}
+        missing = sorted(set(lin.node_of.values()) - mine)
+        if not missing:
+            return [], []
+        for other in reversed(lin.runs):
+            nodes = {lin.node_of[e.id] for e in lin.runs[other]}
+            if other != run_id and set(missing) <= nodes:
+                pairs = [(lin.node_of[a], lin.node_of[b]) for a, b in self.run_edges(lin, other)]
+                return missing, [(a, b) for a, b in pairs if a in missing or b in missing]
+        return missing, []
+
     def gate(self, lin: Lineage, run_id: str) -> dict[str, Any] | None:
         """The validation gate's decision, findings and report of a run (None: never reached)."""
         ex = lin.run_execution(run_id, VALIDATION_GATE)

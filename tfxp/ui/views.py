@@ -90,9 +90,18 @@ def run_graph(browser: StoreBrowser, lin: Lineage, info: RunInfo) -> dict[str, A
         state[f"e{c.execution_id}"] = c.state
     for a, b in browser.run_edges(lin, info.run_id):
         g.edge(f"e{a}", f"e{b}")
+    key_of = {c.node_id: f"e{c.execution_id}" for c in info.components}
+    missing, edges = browser.skipped(lin, info.run_id)
+    for node in missing:
+        key_of[node] = f"skipped-{node}"
+        g.add(key_of[node], "execution", node, ["skipped"])
+        state[key_of[node]] = "skipped"
+    for a, b in edges:
+        if a in key_of and b in key_of:
+            g.edge(key_of[a], key_of[b])
     return _drawn(
         g,
-        lambda key: f"/execution/{key[1:]}",
+        lambda key: f"/execution/{key[1:]}" if key[1:].isdigit() else None,
         lambda node: f"node state-{state.get(node.key, 'unknown')}",
     )
 
