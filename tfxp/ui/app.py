@@ -20,6 +20,7 @@ import ipaddress
 import os
 import secrets
 import time
+from urllib.parse import urlencode
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -116,9 +117,7 @@ class Guard:
             return None
         if token_matches(request.query_params.get("token"), self.token):
             # Once: the cookie carries it from now on, and the address bar loses it.
-            query = "&".join(
-                f"{k}={v}" for k, v in request.query_params.multi_items() if k != "token"
-            )
+            query = urlencode([kv for kv in request.query_params.multi_items() if kv[0] != "token"])
             target = request.url.path + (f"?{query}" if query else "")
             response = RedirectResponse(target, status_code=303)
             response.set_cookie(TOKEN_COOKIE, self.token, httponly=True, samesite="strict")

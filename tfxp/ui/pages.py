@@ -8,6 +8,7 @@ and the browser's lock keeps one store call at a time.
 
 from __future__ import annotations
 
+import logging
 import mimetypes
 import os
 import sqlite3
@@ -287,6 +288,8 @@ def _store_error(request: Request, exc: Exception) -> Response:
     if isinstance(exc, LineageError):
         return _error_page(request, 404, "Not in the store", str(exc))
     text = " ".join(str(exc).split())[:300]
+    # Not a store problem we know: the page says it in one line, the terminal has it all.
+    logging.getLogger("tfxp.ui").error("%s %s", request.url.path, text, exc_info=exc)
     if "locked" in text.lower() or "busy" in text.lower():
         return _error_page(
             request,
