@@ -286,3 +286,27 @@ def test_a_failed_run_shows_what_it_skipped(tmp_path):
     skipped = re.findall(r'class="node state-skipped" data-key="skipped-(\w+)"', page)
     assert sorted(skipped) == ["Evaluator", "Pusher", "Trainer"]
     assert "state-failed" in page
+
+
+def test_artifact_pages_show_what_matters_per_type(ui, store_dir):
+    store = ui_store.open_sqlite(store_dir / "metadata.sqlite")
+
+    def page(type_name: str) -> str:
+        return ui.get(f"/artifact/{store.get_artifacts_by_type(type_name)[0].id}").text
+
+    examples = page("Examples")
+    assert "01" + "cd" * 31 in examples and "3000" in examples and "Split-train" in examples
+    assert 'id="span-link"' in examples
+    model = page("Model")
+    assert "learning_rate" in model and "hidden_units" in model and "code1" in model
+    pushed = page("PushedModel")
+    assert 'id="pushed-version">1001<' in pushed and 'id="model-lineage-link"' in pushed
+    assert 'id="gate-decision">PASS<' in page("tfxp.ValidationResult")
+    assert "payment_type" in page("Schema")
+    assert "blessed" in page("ModelBlessing")
+    generic = (
+        page("TransformGraph")
+        if store.get_artifacts_by_type("TransformGraph")
+        else page("ModelRun")
+    )
+    assert 'id="events"' in generic and 'id="properties"' in generic and 'id="files"' in generic
