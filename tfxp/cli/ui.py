@@ -44,6 +44,17 @@ def cmd_ui(args: argparse.Namespace) -> int:
     except MetadataStoreError as e:
         print(f"ERROR: {e}", file=sys.stderr)
         return 2
+    try:  # a clear line now, instead of uvicorn's after the banner
+        with socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((args.host, args.port))
+    except OSError as e:
+        print(
+            f"ERROR: cannot listen on {args.host}:{args.port} ({e.strerror}); "
+            "pass another --port, or stop what uses it",
+            file=sys.stderr,
+        )
+        return 2
     loopback = is_loopback(args.host)
     token = args.token or os.environ.get(TOKEN_ENV) or (None if loopback else new_token())
     browser = StoreBrowser(location)
