@@ -17,7 +17,7 @@ from typing import Any
 
 from ml_metadata.proto import metadata_store_pb2 as pb
 
-from pipeline.node_ids import TRAINER, VALIDATION_GATE
+from pipeline.node_ids import EXAMPLE_GENS, TRAINER, VALIDATION_GATE
 from tfxp.metadata.lineage import Lineage, RunInfo, _event_key
 from tfxp.metadata.properties import prop
 from tfxp.metadata.store import LineageError, StoreLocation, open_store
@@ -29,6 +29,8 @@ _EVENT_KIND = {
     pb.Event.DECLARED_OUTPUT: "output",
 }
 PAGE_SIZE = 50  # runs per page of the runs page
+SPANS_WITH_MODELS = 20  # spans on the datasets page whose models are listed
+BATCH = 500  # ids per ML Metadata call when reading many at once
 
 
 @dataclass
@@ -185,6 +187,8 @@ class StoreBrowser:
             pages = max(1, -(-len(refs) // PAGE_SIZE))
             page = min(max(1, page), pages)
             chosen = refs[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
+            for name in {n for _, n, _ in chosen}:
+                prefetch(self.lineage(name), [r for _, n, r in chosen if n == name])
             rows = [self.run_row(name, run) for _, name, run in chosen]
             return Page(rows, len(refs), page, pages)
 
@@ -380,16 +384,31 @@ class StoreBrowser:
 
     # -- datasets -------------------------------------------------------------
 
-    def dataset_spans(self, lin: Lineage) -> list[dict[str, Any]]:
-        """Every ingested span of a pipeline: its data versions and the models trained on it."""
+    def dataset_spans(
+        self, lin: Lineage, with_models: int = SPANS_WITH_MODELS
+    ) -> list[dict[str, Any]]:
+        """Every ingested span of a pipeline, newest first: its data versions, and for
+        the newest `with_models` spans the models trained on it (each costs a lineage
+        query per model; older spans link to their lineage page instead)."""
+        prefetch(lin, list(lin.runs))
+        # What span_examples() asks per span with a filter query, from the ExampleGens'
+        # outputs already read: one query fewer per span.
+        by_span: dict[int, dict[int, pb.Artifact]] = {}
+        for ex in lin.executions.values():
+            if lin.node_of[ex.id] in EXAMPLE_GENS:
+                for a in lin.outputs(ex.id, "Examples"):
+                    if prop(a, "span") is not None:
+                        by_span.setdefault(prop(a, "span"), {})[a.id] = a
         out = []
-        for span in lin.ingested_spans():
-            examples = lin.span_examples(span)
+        for i, span in enumerate(sorted(by_span, reverse=True)):
+            examples = [by_span[span][k] for k in sorted(by_span[span])]
             out.append(
                 {
                     "span": span,
                     "data": [lin.data_version(a) for a in examples],
-                    "models": lin.models_trained_on(examples) if examples else [],
+                    "models": lin.models_trained_on(examples)
+                    if examples and i < with_models
+                    else None,
                 }
             )
         return out
@@ -399,6 +418,7 @@ class StoreBrowser:
     def metric_series(self, lin: Lineage) -> dict[str, list[dict[str, Any]]]:
         """metric -> [{run, span(s), value}] over the pipeline's runs, oldest first."""
         series: dict[str, list[dict[str, Any]]] = {}
+        prefetch(lin, list(lin.runs))
         for run in lin.runs:
             info = lin.run_info(run)
             if info.model_id is None:
@@ -415,6 +435,26 @@ class StoreBrowser:
                     }
                 )
         return series
+
+
+def prefetch(lin: Lineage, run_ids: list[str]) -> None:
+    """Reads the events and output artifacts of these runs' executions, and the events
+    of the models among them, in a few batched calls: what `run_info`, `blessing` and
+    `pushes` then ask one run at a time is already in the Lineage's caches."""
+    from ml_metadata.proto import metadata_store_pb2 as pb_
+
+    execs = [e.id for r in run_ids for e in lin.runs.get(r, [])]
+    for i in range(0, len(execs), BATCH):
+        lin.events_of_executions(execs[i : i + BATCH])
+    events = lin.events_of_executions(execs)
+    outputs = sorted(
+        {ev.artifact_id for evs in events.values() for ev in evs if ev.type == pb_.Event.OUTPUT}
+    )
+    for i in range(0, len(outputs), BATCH):
+        lin.artifacts(outputs[i : i + BATCH])
+    models = [a.id for a in lin.artifacts(outputs) if lin.type_of(a) == "Model"]
+    for i in range(0, len(models), BATCH):
+        lin.events_of_artifacts(models[i : i + BATCH])
 
 
 def absorb(lin: Lineage, changed: list[tuple[pb.Execution, str | None, str | None]]) -> None:
