@@ -102,7 +102,11 @@ def test_compare_and_datasets(ui):
     assert 'class="changed" data-section="data"' not in page  # both trained on span 1
     other = ui.get("/compare?pipeline=taxi&a=run-00000&b=run-00003").text
     assert 'class="changed" data-section="data"' in other  # span 1 against span 2
-    assert ui.get("/datasets").status_code == 200
+    datasets = ui.get("/datasets").text
+    assert 'data-pipeline="taxi"' in datasets
+    spans = re.findall(r"/lineage/span\?pipeline=taxi&amp;span=(\d+)", datasets)
+    assert {"1", "2", "9"} <= set(spans)  # the running run ingested span 9
+    assert links(datasets, "/lineage/model/")  # span 1 and 2 trained models
 
 
 def test_data_values_are_escaped_everywhere(ui, store_dir):
