@@ -80,7 +80,8 @@ class StoreBrowser:
     def __init__(self, location: StoreLocation, run_dir: str | None = None) -> None:
         self.location = location
         self.run_dir = run_dir
-        self._lock = threading.RLock()
+        # Held by each caller for a whole question (the console: per page); reentrant.
+        self.lock = threading.RLock()
         self._store = None
         self._version: tuple | None = None
         self._lineages: dict[str, Lineage] = {}
@@ -116,7 +117,7 @@ class StoreBrowser:
         Only what changed is read: the executions updated since then (a run's new
         component, a state going from RUNNING to COMPLETE), added to each pipeline's
         Lineage; the cached events are dropped (a new run reads old artifacts too)."""
-        with self._lock:
+        with self.lock:
             version = self._store_version()
             if version == self._version:
                 return
@@ -145,11 +146,11 @@ class StoreBrowser:
         return out
 
     def pipelines(self) -> list[str]:
-        with self._lock:
+        with self.lock:
             return sorted(c.name for c in self.store.get_contexts_by_type("pipeline"))
 
     def lineage(self, pipeline: str) -> Lineage:
-        with self._lock:
+        with self.lock:
             if pipeline not in self._lineages:
                 if pipeline not in self.pipelines():
                     raise LineageError(f"no pipeline '{pipeline}' in {self.location.describe()}")
@@ -173,7 +174,7 @@ class StoreBrowser:
         self, pipeline: str | None = None, dataset: str | None = None, page: int = 1
     ) -> Page:
         """Newest first, one page; every pipeline unless one is asked for."""
-        with self._lock:
+        with self.lock:
             names = self.pipelines()
             if dataset:
                 names = [p for p in names if self.datasets.get(p) == dataset]
@@ -304,7 +305,7 @@ class StoreBrowser:
 
     def find_artifact(self, artifact_id: int) -> tuple[Lineage, pb.Artifact]:
         """The artifact and a Lineage of a pipeline that wrote or read it."""
-        with self._lock:
+        with self.lock:
             found = self.store.get_artifacts_by_id([artifact_id])
             if not found:
                 raise LineageError(f"no artifact {artifact_id} in {self.location.describe()}")

@@ -2,12 +2,14 @@
 
 Every handler asks `tfxp.metadata.browse.StoreBrowser` (the metadata layer) and
 hands plain values to a Jinja2 template; nothing here queries ML Metadata
-itself. Handlers are plain functions: Starlette runs them in its thread pool,
-and the browser's lock keeps one store call at a time.
+itself. Handlers are plain functions that Starlette runs in its thread pool;
+each holds the browser's lock while it reads (`_one_at_a_time`): ML Metadata's
+store object and the cached Lineage are not for concurrent use.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import mimetypes
 import os
@@ -321,16 +323,26 @@ def add_filters(env) -> None:
     env.filters["size"] = views.size
 
 
+def _one_at_a_time(handler):
+    @functools.wraps(handler)
+    def locked(request: Request) -> Response:
+        with request.app.state.browser.lock:
+            return handler(request)
+
+    return locked
+
+
 def routes() -> list[Route]:
-    return [
-        Route("/", runs_page, name="runs"),
-        Route("/run", run_page, name="run"),
-        Route("/execution/{execution_id}", execution_page, name="execution"),
-        Route("/artifact/{artifact_id}", artifact_page, name="artifact"),
-        Route("/artifact/{artifact_id}/file/{path:path}", artifact_file, name="artifact_file"),
-        Route("/execution/{execution_id}/gate-report", gate_report_file, name="gate_report"),
-        Route("/lineage/model/{model_id}", model_lineage_page, name="model_lineage"),
-        Route("/lineage/span", span_lineage_page, name="span_lineage"),
-        Route("/compare", compare_page, name="compare"),
-        Route("/datasets", datasets_page, name="datasets"),
+    pages = [
+        ("/", runs_page),
+        ("/run", run_page),
+        ("/execution/{execution_id}", execution_page),
+        ("/artifact/{artifact_id}", artifact_page),
+        ("/artifact/{artifact_id}/file/{path:path}", artifact_file),
+        ("/execution/{execution_id}/gate-report", gate_report_file),
+        ("/lineage/model/{model_id}", model_lineage_page),
+        ("/lineage/span", span_lineage_page),
+        ("/compare", compare_page),
+        ("/datasets", datasets_page),
     ]
+    return [Route(path, _one_at_a_time(handler)) for path, handler in pages]
