@@ -246,14 +246,18 @@ def test_gate_blocks_a_drifted_span_under_airflow(airflow_runs: AirflowRuns):
 @pytest.mark.slow
 @pytest.mark.timeout(2400)
 def test_console_shows_airflow_runs(airflow_runs: AirflowRuns):
-    """`tfxp ui` over the Airflow runs' store: span 1's run complete, span 2's stopped at
-    the gate (Airflow's launcher records the gate's failure; only the local runner also
-    records the BLOCK decision, which the console shows as "blocked")."""
+    """`tfxp ui` over the Airflow runs' store (TFX's legacy launcher: `run` and
+    `component_run` contexts): span 1's run complete, with its pages and lineage.
+
+    Span 2's gate raised, but the legacy launcher leaves that execution RUNNING in ML
+    Metadata (Airflow's task state has the failure), so from ML Metadata alone the run
+    reads as still going."""
     from console_check import check_console
 
     from tfxp.metadata.store import location_from
 
     shown = check_console(location_from(run_dir=airflow_runs.config.local_dir))
-    assert len(shown) == 2, shown
-    assert sorted(shown.values())[0] == "blocked" or "failed" in shown.values(), shown
-    assert "complete" in shown.values(), shown
+    assert shown == {
+        "manual__2026-01-01T00:00:00+00:00": "complete",
+        "manual__2026-01-02T00:00:00+00:00": "running",
+    }, shown

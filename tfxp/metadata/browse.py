@@ -142,7 +142,13 @@ class StoreBrowser:
             names = {
                 kinds.get(c.type_id): c.name for c in self.store.get_contexts_by_execution(ex.id)
             }
-            out.append((ex, names.get("node"), names.get("pipeline_run")))
+            node, run = names.get("node"), names.get("pipeline_run")
+            if node is None and names.get("run") and prop(ex, "component_id"):
+                # TFX's legacy launcher (Airflow): see Lineage._add_legacy_runs.
+                pipeline = names.get("pipeline", "")
+                node = f"{pipeline}.{prop(ex, 'component_id')}"
+                run = names["run"].removeprefix(pipeline + ".")
+            out.append((ex, node, run))
         return out
 
     def pipelines(self) -> list[str]:
@@ -278,7 +284,11 @@ class StoreBrowser:
                 decision=prop(a, "decision"),
                 findings=prop(a, "findings"),
                 artifact_id=a.id,
-                report="report.html",
+                # None when the gate never wrote it (a legacy launcher registers the
+                # output before the executor runs, and a blocked gate writes nothing).
+                report="report.html"
+                if os.path.isfile(os.path.join(a.uri, "report.html"))
+                else None,
             )
         return out
 
