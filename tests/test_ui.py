@@ -314,3 +314,23 @@ def test_artifact_pages_show_what_matters_per_type(ui, store_dir):
         else page("ModelRun")
     )
     assert 'id="events"' in generic and 'id="properties"' in generic and 'id="files"' in generic
+
+
+def test_legacy_launcher_runs_show_and_update(tmp_path):
+    """Runs as TFX's legacy launcher (Airflow) records them: listed, drawn, updated."""
+    writer = ui_store.Writer(ui_store.open_sqlite(tmp_path / "metadata.sqlite"), tmp_path)
+    writer.legacy = True
+    writer.run("manual__2026-01-01T00:00:00+00:00")
+    c = client(tmp_path)
+    runs = c.get("/").text
+    assert 'status-complete" data-run="manual__2026-01-01T00:00:00+00:00"' in runs
+    page = c.get("/run?pipeline=taxi&id=manual__2026-01-01T00:00:00%2B00:00").text
+    assert page.count("state-executed") == 7
+    assert c.get("/lineage/span?pipeline=taxi&span=1").status_code == 200
+    writer.run(
+        "manual__2026-01-02T00:00:00+00:00",
+        span=2,
+        stop_after="Trainer",
+        state=pb.Execution.RUNNING,
+    )
+    assert 'status-running" data-run="manual__2026-01-02T00:00:00+00:00"' in c.get("/").text

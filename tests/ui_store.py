@@ -52,6 +52,9 @@ class Writer:
     runs: int = 0
     contexts: dict[tuple[str, str], pb.Context] = field(default_factory=dict)
     written: dict[int, pb.Artifact] = field(default_factory=dict)
+    # TFX's legacy launcher (the Airflow DAG runner): `run` and `component_run`
+    # contexts named after the pipeline and run, the node in `component_id`.
+    legacy: bool = False
 
     def _type(self, kind: str, name: str) -> int:
         key = f"{kind}:{name}"
@@ -88,13 +91,20 @@ class Writer:
         `state` (RUNNING: a run still going; FAILED: a failed one)."""
         self.runs += 1
         pipeline_ctx = self._context("pipeline", self.pipeline)
-        run_ctx = self._context("pipeline_run", run_id)
+        run_ctx = (
+            self._context("run", f"{self.pipeline}.{run_id}")
+            if self.legacy
+            else self._context("pipeline_run", run_id)
+        )
         outputs: dict[str, dict[str, int]] = {}
         for node, exec_type, inputs, outs in NODES:
             last = node == stop_after
             ex = pb.Execution(type_id=self._type("execution", exec_type))
             ex.last_known_state = state if last else pb.Execution.COMPLETE
             self._exec_properties(ex, node)
+            if self.legacy:
+                ex.custom_properties["component_id"].string_value = node
+                ex.custom_properties["run_id"].string_value = run_id
             events = []
             for key, source in inputs.items():
                 aid = self._input_id(outputs, source, key)
@@ -121,7 +131,11 @@ class Writer:
             pairs += [
                 (self._artifact_stub(aid), self._event(kind, key)) for aid, kind, key in events
             ]
-            node_ctx = self._context("node", f"{self.pipeline}.{node}")
+            node_ctx = (
+                self._context("component_run", f"{self.pipeline}.{run_id}.{node}")
+                if self.legacy
+                else self._context("node", f"{self.pipeline}.{node}")
+            )
             _, art_ids, _ = self.store.put_execution(ex, pairs, [pipeline_ctx, run_ctx, node_ctx])
             for (art, _), aid in zip(pairs, art_ids, strict=True):
                 art.id = aid
