@@ -14,14 +14,40 @@ import sys
 import warnings
 from collections.abc import Sequence
 
-from tfxp.cli import beam, data, init, lineage, predict, report, run, train, ui, verify
+from tfxp.cli import (
+    beam,
+    data,
+    init,
+    lineage,
+    predict,
+    report,
+    run,
+    runs,
+    schema,
+    train,
+    ui,
+    verify,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tfxp", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    for command in (init, run, train, predict, verify, data, lineage, report, beam, ui):
+    for command in (
+        init,
+        run,
+        train,
+        predict,
+        verify,
+        data,
+        runs,
+        lineage,
+        report,
+        schema,
+        beam,
+        ui,
+    ):
         command.register(sub)
     return parser
 

@@ -27,6 +27,7 @@ from tfxp.metadata.browse import (
     property_items,
     resolve_file,
 )
+from tfxp.metadata.lineage_report import model_graph, run_facts, span_graph
 from tfxp.metadata.store import LineageError, MetadataStoreError
 from tfxp.ui import views
 
@@ -134,10 +135,11 @@ def model_lineage_page(request: Request) -> Response:
     lin, art = browser.find_artifact(model_id)
     if lin.type_of(art) != "Model":
         raise HTTPException(404, f"artifact {model_id} is a {lin.type_of(art)}, not a Model")
-    lineage = lin.model_lineage(art, with_metrics=False, with_graph=True)
+    lineage = lin.model_lineage(art, with_metrics=False)
     spans = [(lin.pipeline, s) for s in lineage.spans]
     title = f"Lineage of model #{model_id}"
-    return _lineage(request, title, lineage.graph, model=lineage, span_links=spans)
+    graph = model_graph(lin, lineage)
+    return _lineage(request, title, graph, model=lineage, span_links=spans)
 
 
 def span_lineage_page(request: Request) -> Response:
@@ -145,9 +147,9 @@ def span_lineage_page(request: Request) -> Response:
     pipeline = request.query_params.get("pipeline", "")
     span = _int(request.query_params.get("span"), "span")
     lin = browser.lineage(pipeline)
-    result = lin.span_lineage(span, with_graph=True)
+    result = lin.span_lineage(span)
     title = f"Span {span} of pipeline {pipeline}: the models trained on it"
-    return _lineage(request, title, result.graph, span=result, pipeline=pipeline)
+    return _lineage(request, title, span_graph(result), span=result, pipeline=pipeline)
 
 
 def _lineage(request: Request, title: str, graph, **context: Any) -> Response:
@@ -169,7 +171,7 @@ def compare_page(request: Request) -> Response:
     report = None
     if a and b:
         a, b = lin.resolve_run(a), lin.resolve_run(b)
-        report = diff_report(a, b, lin.run_facts(a), lin.run_facts(b))
+        report = diff_report(a, b, run_facts(lin, a), run_facts(lin, b))
     series = browser.metric_series(lin)
     return _render(
         request,

@@ -155,7 +155,7 @@ def statistics_charts(uri: str) -> list[dict[str, Any]]:
     """Per split: its feature table and one chart per feature, as the gate's report draws them."""
     from tensorflow_metadata.proto.v0 import statistics_pb2
 
-    from components.validation.report import feature_figure
+    from components.validation.html_report import feature_figure
 
     out = []
     if "://" in uri or not os.path.isdir(uri):
