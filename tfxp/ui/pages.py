@@ -225,11 +225,8 @@ def _file_response(path: str) -> Response:
 
 def artifact_file(request: Request) -> Response:
     browser = _browser(request)
-    artifact_id = _int(request.path_params["artifact_id"], "artifact id")
-    try:
-        _, art = browser.find_artifact(artifact_id)
-    except LineageError:
-        raise HTTPException(404, f"no artifact {artifact_id}") from None
+    # An unknown id raises LineageError: a 404 page (exception_handlers).
+    _, art = browser.find_artifact(_int(request.path_params["artifact_id"], "artifact id"))
     path = resolve_file(art.uri, request.path_params["path"])
     if path is None:
         raise HTTPException(404, "no such file under this artifact")
@@ -240,11 +237,7 @@ def gate_report_file(request: Request) -> Response:
     """A blocked run's report: the gate raised, so no artifact holds it; the failed
     execution records its path, served only from the run directory's reports/."""
     browser = _browser(request)
-    execution_id = _int(request.path_params["execution_id"], "execution id")
-    try:
-        _, ex = browser.find_execution(execution_id)
-    except LineageError:
-        raise HTTPException(404, f"no execution {execution_id}") from None
+    _, ex = browser.find_execution(_int(request.path_params["execution_id"], "execution id"))
     from tfxp.metadata.properties import prop
 
     recorded = prop(ex, "gate_report")
