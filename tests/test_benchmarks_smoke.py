@@ -347,3 +347,23 @@ def test_object_storage_ingests_each_side_in_a_fresh_child_unless_one_child(
     assert children == ([[local, bucket]] if one_child else [[local], [bucket]])
     assert report["local"]["reader"] == report["bucket"]["reader"] == "arrow"
     assert ("not a measurement" in bench.render_ingest(report)) is one_child
+
+
+def test_ui_benchmark_runs_end_to_end(tmp_path):
+    """benchmarks/ui.py on 6 runs: the store is written, every page timed, the JSON written."""
+    out = tmp_path / "ui.json"
+    done = _run(
+        None,
+        "ui.py",
+        "--runs",
+        "6",
+        "--requests",
+        "2",
+        "--work",
+        str(tmp_path / "w"),
+        "--json",
+        str(out),
+    )
+    assert "runs page" in done.stdout and "anchor" in done.stdout
+    figures = json.loads(out.read_text())
+    assert figures["runs"] == 6 and figures["pages"]["run page"]["p95_ms"] > 0

@@ -249,3 +249,23 @@ def test_gate_blocks_a_drifted_span_under_airflow(airflow_runs: AirflowRuns):
     downstream = {d.TRANSFORM, d.TRAINER, d.EVALUATOR, d.PUSHER}
     assert not downstream & set(states), f"ran after the gate blocked: {states}"
     assert airflow_runs.models_after_drifted == 1  # span 1's model only
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(2400)
+def test_console_shows_airflow_runs(airflow_runs: AirflowRuns):
+    """`tfxp ui` over the Airflow runs' store (TFX's legacy launcher: `run` and
+    `component_run` contexts): span 1's run complete, with its pages and lineage.
+
+    Span 2's gate raised, but the legacy launcher leaves that execution RUNNING in ML
+    Metadata (Airflow's task state has the failure), so from ML Metadata alone the run
+    reads as still going."""
+    from console_check import check_console
+
+    from tfxp.metadata.store import location_from
+
+    shown = check_console(location_from(run_dir=airflow_runs.config.local_dir))
+    assert shown == {
+        "manual__2026-01-01T00:00:00+00:00": "complete",
+        "manual__2026-01-02T00:00:00+00:00": "running",
+    }, shown

@@ -3,7 +3,8 @@
 `tfxp run` runs the whole pipeline (`train` retrains on N local workers);
 `predict`, `verify`, `data`, `runs`, `lineage`, `report` and `schema`
 inspect and feed it; `watch` runs it on each new span, `models` names the
-pushed versions (promote, rollback); `beam workers` serves Beam SDK workers for
+pushed versions (promote, rollback); `ui` serves the console (a web page over
+the same store); `beam workers` serves Beam SDK workers for
 `run --beam portable`.
 """
 
@@ -27,6 +28,7 @@ from tfxp.cli import (
     runs,
     schema,
     train,
+    ui,
     verify,
     watch,
 )
@@ -49,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
         schema,
         models,
         watch,
+        ui,
         beam,
     ):
         command.register(sub)
