@@ -237,12 +237,33 @@ def render_generator(result: dict) -> list[str]:
     return _table(["rows", "seconds", "rows/s", "MB/s of CSV", "peak RSS MB"], rows)
 
 
+def render_ui(result: dict) -> list[str]:
+    rows = [
+        [name, f"{p['p50_ms']:.1f} ms", f"{p['p95_ms']:.1f} ms"]
+        for name, p in result["pages"].items()
+    ]
+    rows += [
+        ["first runs page after start (reads every run)", f"{result['first_page_ms']:.1f} ms", ""],
+        ["runs page after another run wrote", f"{result['after_write_ms']:.1f} ms", ""],
+    ]
+    rows += [[f"{name}, once, cold", f"{ms:.1f} ms", ""] for name, ms in result["once_ms"].items()]
+    return [
+        *_table(["page (server time)", "p50", "p95"], rows),
+        "",
+        f"{result['runs']:,} runs, {result['requests']} requests per page. The anchor, "
+        f"`tfxp runs list`'s read of every run, took {result['anchor_runs_list_ms']:.0f} ms: "
+        f"{result['ratio']:.1f}x the runs page's p95 (target p95: under "
+        f"{result['target_p95_ms']:.0f} ms).",
+    ]
+
+
 RENDERERS: dict[str, tuple[str, Callable[[dict], list[str]]]] = {
     "taxi_vs_tfx_example": ("Ours against TFX's taxi example (`make bench`)", render_taxi),
     "scale": ("Scale", render_scale),
     "csv_ingest": ("CSV ingest", render_csv_ingest),
     "input_pipeline": ("Trainer input pipeline", render_input_pipeline),
     "generator": ("Data generator", render_generator),
+    "ui": ("The console (`tfxp ui`)", render_ui),
 }
 
 
