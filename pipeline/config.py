@@ -129,7 +129,7 @@ class PipelineConfig:
     span: int | None = None
     version: int | None = None
     window: int = 1
-    # TFRecord shards per output split; 0 sizes them for the data (see data/README.md).
+    # TFRecord shards per output split; 0 sizes them for the data (see docs/data-versions.md).
     num_shards: int = 0
     # How ExampleGen reads CSV: "arrow" (pyarrow.csv + vectorised tf.Example
     # encoding; the same examples and splits as TFX's reader, measured in
@@ -193,6 +193,12 @@ class PipelineConfig:
     limitations: str = ""
     # Eval rows the serving check sends to the exported model (0: no serving check).
     serving_check_rows: int = 200
+    # The model registry (tfxp/registry.py): the alias a newly pushed version
+    # gets, "champion" (served at once) or "challenger" (until promoted).
+    on_push: str = "champion"
+    # Alerts (tfxp/alerts.py): names of environment variables holding webhook
+    # URLs. Only the names live in files; the URLs are secrets.
+    alert_webhook_env: tuple[str, ...] = ()
 
     @property
     def local_dir(self) -> str:

@@ -34,17 +34,8 @@ def require_chromium() -> None:
     )
 
 
-@dataclass
-class RenderedCard:
-    errors: list[str]
-    verdict: str
-    chart_svgs: int
-    slice_rows: dict[str, list[str]]  # slice name -> visible cells of its metrics row
-    headers: list[str]  # the per-slice table's column names
-    serving_check: str  # the serving check table's text ("" when none)
-
-
-def _chromium():
+def new_driver(timeout: float = 60.0):
+    """Headless Chromium with its console log kept; offline (only 127.0.0.1 answers)."""
     require_chromium()
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
@@ -56,15 +47,19 @@ def _chromium():
         "--no-sandbox",  # tests run as root in CI
         "--disable-gpu",
         "--disable-dev-shm-usage",
-        "--host-resolver-rules=MAP * ~NOTFOUND",  # offline: no host resolves
+        # Offline: no host resolves but 127.0.0.1, where the console's tests serve it.
+        "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
         "--window-size=1400,1000",
     ):
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(timeout)
+    return driver
 
 
-def _console_errors(driver) -> list[str]:
+def console_errors(driver) -> list[str]:
+    """Console errors and uncaught script errors since the last call."""
     return [
         entry["message"]
         for entry in driver.get_log("browser")
@@ -76,9 +71,8 @@ def open_report(path: Path, timeout: float = 60.0) -> RenderedPage:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    driver = _chromium()
+    driver = new_driver(timeout)
     try:
-        driver.set_page_load_timeout(timeout)
         driver.get(path.resolve().as_uri())
         expected = len(driver.find_elements(By.CSS_SELECTOR, "#charts .chart"))
         WebDriverWait(driver, timeout).until(
@@ -98,9 +92,19 @@ def open_report(path: Path, timeout: float = 60.0) -> RenderedPage:
             if row.is_displayed()
         ]
         decision = driver.find_element(By.ID, "decision").text
-        return RenderedPage(_console_errors(driver), decision, drawn, rows)
+        return RenderedPage(console_errors(driver), decision, drawn, rows)
     finally:
         driver.quit()
+
+
+@dataclass
+class RenderedCard:
+    errors: list[str]
+    verdict: str
+    chart_svgs: int
+    slice_rows: dict[str, list[str]]  # slice name -> visible cells of its metrics row
+    headers: list[str]  # the per-slice table's column names
+    serving_check: str  # the serving check table's text ("" when none)
 
 
 def open_model_card(path: Path, timeout: float = 60.0) -> RenderedCard:
@@ -108,9 +112,8 @@ def open_model_card(path: Path, timeout: float = 60.0) -> RenderedCard:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    driver = _chromium()
+    driver = new_driver(timeout)
     try:
-        driver.set_page_load_timeout(timeout)
         driver.get(path.resolve().as_uri())
         WebDriverWait(driver, timeout).until(
             lambda drv: drv.find_elements(By.CSS_SELECTOR, "#slice-chart svg.main-svg")
@@ -128,7 +131,7 @@ def open_model_card(path: Path, timeout: float = 60.0) -> RenderedCard:
                 cells = [td.text for td in row.find_elements(By.TAG_NAME, "td")]
                 rows[cells[0]] = cells
         return RenderedCard(
-            errors=_console_errors(driver),
+            errors=console_errors(driver),
             verdict=driver.find_element(By.ID, "verdict").text,
             chart_svgs=drawn,
             slice_rows=rows,
