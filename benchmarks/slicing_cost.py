@@ -1,6 +1,7 @@
 """The Evaluator's extra cost of evaluation by slice: the same model and eval data, with and without taxi's slicing.
 
-    .venv/bin/python benchmarks/slicing_cost.py [--rows 100000] [--repeats 2] [--json out.json]
+    .venv/bin/python benchmarks/slicing_cost.py [--rows 100000] [--repeats 2] [--json]
+    .venv/bin/python benchmarks/record.py --name slicing_cost-100k benchmarks/slicing_cost.py
 
 Set-up (not timed): a taxi model trained by the pipeline on the embedded
 3,000-row sample (40 steps; the cost of evaluating does not depend on how well
@@ -85,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rows", type=int, default=100_000, help="rows of the generated span")
     p.add_argument("--repeats", type=int, default=2)
-    p.add_argument("--json", help="also write the results here")
+    p.add_argument("--json", action="store_true", help="also print the results as JSON")
     args = p.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="slicing-cost-"))
     try:
