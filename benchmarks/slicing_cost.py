@@ -113,23 +113,9 @@ def main(argv: list[str] | None = None) -> int:
             f"ratio {ratio:.2f}"
         )
         if args.json:
-            Path(args.json).write_text(
-                json.dumps(
-                    {
-                        "benchmark": "slicing_cost",
-                        "command": " ".join(
-                            ["benchmarks/slicing_cost.py", *(argv or sys.argv[1:])]
-                        ),
-                        "rows": args.rows,
-                        "eval_rows": eval_rows,
-                        "seconds": seconds,
-                        "best": best,
-                        "ratio": ratio,
-                        "date": time.strftime("%Y-%m-%d"),
-                    },
-                    indent=2,
-                )
-            )
+            result = {"benchmark": "slicing_cost", "rows": args.rows, "eval_rows": eval_rows}
+            result.update(seconds=seconds, best=best, ratio=ratio)
+            print(json.dumps(result, indent=2))
         return 0
     finally:
         shutil.rmtree(work, ignore_errors=True)
