@@ -76,6 +76,19 @@ class ImageOptions:
 
 
 @dataclass(frozen=True)
+class InferenceOptions:
+    """Batch inference (`tfxp infer`, and the pipeline's BatchInference step)."""
+
+    # Spans of rows to score, <data_root>/span-<N>/*.csv; None: the dataset's own data_root.
+    data_root: str | None = None
+    # Input columns copied beside each prediction (besides the file and line).
+    key_columns: tuple[str, ...] = ()
+    # Score the newest span there in every pipeline run, with the run's model if blessed.
+    in_pipeline: bool = False
+    batch_size: int = 1024
+
+
+@dataclass(frozen=True)
 class PipelineConfig:
     """Everything that varies between datasets, environments and runs."""
 
@@ -146,6 +159,8 @@ class PipelineConfig:
     # Trainer trains where it runs. Each replica's run_fn finds its place in
     # the cluster in TF_CONFIG (trainer/distribution.py).
     trainer_cluster: dict[str, Any] | None = None
+    # Batch inference: where the spans to score are, key columns, in the pipeline or not.
+    inference: InferenceOptions = InferenceOptions()
 
     @property
     def local_dir(self) -> str:
@@ -175,6 +190,15 @@ class PipelineConfig:
     @property
     def log_dir(self) -> str:
         return os.path.join(self.local_dir, "logs")
+
+    @property
+    def inference_data_root(self) -> str:
+        return self.inference.data_root or self.data_root
+
+    @property
+    def predictions_dir(self) -> str:
+        """Where `tfxp infer` publishes predictions (one folder per scoring)."""
+        return os.path.join(self.run_dir, "predictions")
 
     @property
     def report_dir(self) -> str:

@@ -25,6 +25,9 @@ SPAN_WINDOW_RESOLVER = "span_window_resolver"
 SPAN_WINDOW_EXAMPLES = "span_window_examples"
 EVALUATOR = "Evaluator"
 PUSHER = "Pusher"
+# Only when the dataset file asks for it (batch_inference.in_pipeline); `tfxp infer` records
+# its scorings under the same node id.
+BATCH_INFERENCE = "BatchInference"
 
 
 # Either ingests a dataset's raw data, by its kind (config.example_gen).

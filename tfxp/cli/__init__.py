@@ -1,7 +1,7 @@
 """The `tfxp` command: one module per command group, flags shared through `common`.
 
 `tfxp run` runs the whole pipeline (`train` retrains on N local workers);
-`predict`, `verify`, `data`, `runs`, `lineage`, `report` and `schema`
+`predict`, `infer`, `verify`, `data`, `runs`, `lineage`, `report` and `schema`
 inspect and feed it; `beam workers` serves Beam SDK workers for
 `run --beam portable`.
 """
@@ -14,14 +14,14 @@ import sys
 import warnings
 from collections.abc import Sequence
 
-from tfxp.cli import beam, data, init, lineage, predict, report, run, train, verify
+from tfxp.cli import beam, data, infer, init, lineage, predict, report, run, train, verify
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tfxp", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    for command in (init, run, train, predict, verify, data, lineage, report, beam):
+    for command in (init, run, train, predict, infer, verify, data, lineage, report, beam):
         command.register(sub)
     return parser
 
