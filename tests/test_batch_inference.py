@@ -227,3 +227,36 @@ def test_memory_does_not_grow_with_the_span(tmp_path, serve):
 
     small, large = peak(1), peak(20)  # 200 rows, 4000 rows
     assert large < 2 * small + 2**20
+
+
+def _reference_example(header, row, types) -> tf.train.Example:
+    """What raw_example encodes, built with TensorFlow's own message classes."""
+    feature = {}
+    for name, value in zip(header, row, strict=True):
+        kind, value = types.get(name), value.strip()
+        if kind is None or value == "":
+            continue
+        if kind == "INT":
+            feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=[int(value)]))
+        elif kind == "FLOAT":
+            feature[name] = tf.train.Feature(float_list=tf.train.FloatList(value=[float(value)]))
+        else:
+            feature[name] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[value.encode()]))
+    return tf.train.Example(features=tf.train.Features(feature=feature))
+
+
+def test_raw_example_is_the_example_tensorflow_builds():
+    types = _spec().types
+    rows = _embedded_rows(300)
+    header = rows[0]
+    extreme = list(rows[1])
+    extreme[header.index("trip_start_timestamp")] = "-9223372036854775808"
+    extreme[header.index("fare")] = "3.4e39"  # beyond float32
+    extreme[header.index("company")] = "Taxi Ünïcode ☂"
+    for row in [*rows[1:], extreme]:
+        ours = tf.train.Example.FromString(serving.raw_example(header, row, types))
+        assert ours == _reference_example(header, row, types)
+    assert (
+        tf.train.Example.FromString(serving.raw_example(["fare"], [""], types))
+        == tf.train.Example()
+    )

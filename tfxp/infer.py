@@ -19,6 +19,7 @@ the execution, its model and data inputs and the predictions artifact
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -170,7 +171,7 @@ def run_infer(
 ) -> InferResult:
     from tfxp.local.runner import new_run_id
     from tfxp.metadata.lineage import Lineage
-    from tfxp.metadata.scorings import record_scoring
+    from tfxp.metadata.scorings import ScoringRecord
 
     if config.example_gen != "csv":
         raise InferError(
@@ -188,55 +189,40 @@ def run_infer(
     destination = output or os.path.join(config.predictions_dir, f"span-{chosen.span}-{run_id}")
     if os.path.exists(destination):
         raise InferError(f"{destination} exists; give another --output (nothing was written)")
-    printer(f"scoring {chosen.label} ({chosen.path}) with {model_dir}")
-    serve = serving.load_serving_signature(model_dir)
     files = [str(f) for f in chosen.files]
-    with PredictionsWriter(
-        destination,
-        config.inference.key_columns,
-        serving.prediction_columns(config.tabular),
-        config.tabular,
-        base=str(chosen.path),
-    ) as writer:
-        report = score_files(
-            serve,
-            files,
-            _row_spec(config),
-            writer,
-            tabular=config.tabular,
-            batch_size=config.inference.batch_size,
-            progress=_printer_progress(printer),
-        )
-        digest, _ = files_sha256(files, config.inference_data_root)
-        properties = {
-            "span": chosen.span,
-            "version": chosen.version,
-            "data_root": config.inference_data_root,
-            "content_sha256": digest,
-            "rows_scored": report.rows_scored,
-            "rows_skipped": report.rows_skipped,
-            "model_version": model_version,
-        }
-        examples = _same_examples(lineage, chosen, digest)
-        published = writer.publish(
-            {**properties, "model_id": model_artifact.id, "model_dir": model_dir, "run_id": run_id}
-        )
+    digest, _ = files_sha256(files, config.inference_data_root)
+    record = ScoringRecord(
+        store,
+        pipeline=config.pipeline_name,
+        run_id=run_id,
+        model=model_artifact,
+        examples=_same_examples(lineage, chosen, digest),
+    )
+    properties = {
+        "span": chosen.span,
+        "version": chosen.version,
+        "data_root": config.inference_data_root,
+        "content_sha256": digest,
+        "model_version": model_version,
+    }
+    summary = dict(
+        properties,
+        files=[f.name for f in chosen.files],
+        model_id=model_artifact.id,
+        model_dir=model_dir,
+        run_id=run_id,
+        execution_id=record.execution.id,
+    )
+    published = None
     try:
-        execution_id, predictions_id = record_scoring(
-            store,
-            pipeline=config.pipeline_name,
-            run_id=run_id,
-            model=model_artifact,
-            examples=examples,
-            uri=os.path.abspath(published),
-            properties=properties,
-            started=started,
-        )
-    except Exception:
-        # Predictions without lineage would be untraceable: take them back.
-        import shutil
-
-        shutil.rmtree(published, ignore_errors=True)
+        printer(f"scoring {chosen.label} ({chosen.path}) with {model_dir}")
+        report, published = _score_and_publish(config, chosen, model_dir, destination, summary)
+        properties.update(rows_scored=report.rows_scored, rows_skipped=report.rows_skipped)
+        predictions_id = record.complete(os.path.abspath(published), properties)
+    except BaseException as e:
+        record.fail(f"{type(e).__name__}: {e}")
+        if published:  # predictions without lineage would be untraceable: take them back
+            shutil.rmtree(published, ignore_errors=True)
         raise
     return InferResult(
         chosen,
@@ -246,10 +232,38 @@ def run_infer(
         published,
         report,
         run_id,
-        execution_id,
+        record.execution.id,
         predictions_id,
         time.time() - started,
     )
+
+
+def _score_and_publish(
+    config: PipelineConfig, span: SpanDir, model_dir: str, destination: str, summary: dict
+) -> tuple[ScoringReport, str]:
+    serve = serving.load_serving_signature(model_dir)
+    with PredictionsWriter(
+        destination,
+        config.inference.key_columns,
+        serving.prediction_columns(config.tabular),
+        config.tabular,
+        base=str(span.path),
+    ) as writer:
+        report = score_files(
+            serve,
+            [str(f) for f in span.files],
+            _row_spec(config),
+            writer,
+            tabular=config.tabular,
+            batch_size=config.inference.batch_size,
+            progress=_printer_progress(print),
+        )
+        counts = {
+            "rows_read": report.rows_read,
+            "rows_scored": report.rows_scored,
+            "rows_skipped": report.rows_skipped,
+        }
+        return report, writer.publish({**summary, **counts})
 
 
 def _same_examples(lineage, span: SpanDir, digest: str) -> list:

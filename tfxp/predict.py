@@ -199,8 +199,9 @@ def _score(
             probabilities.extend(serving.single_output(out))
         batch.clear()
 
+    encode = serving.RowEncoder(header, types)
     for line, row in rows:
-        batch.append(serving.raw_example(header, row, types))
+        batch.append(encode(row))
         lines.append(line)
         if keep_rows:
             all_rows.append(row)

@@ -23,6 +23,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from components.batch_inference.scoring import SkippedRow
+from components.batch_inference.serving import encode_example, encode_feature
+from components.example_gen.csv_checks import BYTES, FLOAT, INT
 
 PREDICTIONS_CSV = "predictions.csv"
 PREDICTIONS_TFRECORD = "predictions.tfrecord.gz"
@@ -33,17 +35,17 @@ LOCATION_COLUMNS = ("file", "line")
 
 
 def _column_kinds(columns: Sequence[str], tabular: Any) -> list[str]:
-    """float, int or bytes per prediction column, for the TFRecord features."""
+    """FLOAT, INT or BYTES per prediction column, for the TFRecord features."""
     kinds = []
     for c in columns:
         if c.startswith("probability"):
-            kinds.append("float")
+            kinds.append(FLOAT)
         elif tabular is None:
-            kinds.append("int")  # the single-output model's 0/1 class
+            kinds.append(INT)  # the single-output model's 0/1 class
         elif tabular.task == "regression":
-            kinds.append("float")
+            kinds.append(FLOAT)
         else:
-            kinds.append("bytes")  # a class name
+            kinds.append(BYTES)  # a class name
     return kinds
 
 
@@ -95,33 +97,20 @@ class PredictionsWriter:
         return os.path.relpath(path, self._base) if self._base else os.path.basename(path)
 
     def write(self, path: str, line: int, keys: Sequence[str], cells: Sequence[str]) -> None:
-        import tensorflow as tf
-
         name = self._name(path)
         self._csv.writerow((name, line, *keys, *cells))
-        feature = {
-            "file": tf.train.Feature(bytes_list=tf.train.BytesList(value=[name.encode()])),
-            "line": tf.train.Feature(int64_list=tf.train.Int64List(value=[line])),
-        }
-        for column, value in zip(self.key_columns, keys, strict=True):
-            feature[column] = tf.train.Feature(
-                bytes_list=tf.train.BytesList(value=[value.encode()])
-            )
+        features = [
+            ("file", encode_feature(BYTES, name.encode())),
+            ("line", encode_feature(INT, line)),
+        ]
+        features += [
+            (c, encode_feature(BYTES, v.encode()))
+            for c, v in zip(self.key_columns, keys, strict=True)
+        ]
         for column, kind, value in zip(self.prediction_columns, self._kinds, cells, strict=True):
-            if kind == "float":
-                feature[column] = tf.train.Feature(
-                    float_list=tf.train.FloatList(value=[float(value)])
-                )
-            elif kind == "int":
-                feature[column] = tf.train.Feature(
-                    int64_list=tf.train.Int64List(value=[int(value)])
-                )
-            else:
-                feature[column] = tf.train.Feature(
-                    bytes_list=tf.train.BytesList(value=[value.encode()])
-                )
-        example = tf.train.Example(features=tf.train.Features(feature=feature))
-        self._records.write(example.SerializeToString())
+            typed = float(value) if kind == FLOAT else int(value) if kind == INT else value.encode()
+            features.append((column, encode_feature(kind, typed)))
+        self._records.write(encode_example(features))
 
     def skipped(self, row: SkippedRow) -> None:
         self._skips.writerow((self._name(row.path), row.line, row.reason))

@@ -1,6 +1,6 @@
 """Scores a span's CSV files row by row in fixed-size batches: memory does not grow with the span.
 
-Each data row becomes a raw tf.Example (components/batch_inference/serving.py,
+Each data row becomes a raw tf.Example (serving.RowEncoder,
 the same code as `tfxp predict`) and goes to the serving signature in batches
 of `batch_size`; each scored row goes straight to the sink (the predictions
 writer), so a million-row span needs no more memory than a thousand-row one.
@@ -130,6 +130,7 @@ def _file_rows(path: str, spec: RowSpec, report: ScoringReport, sink: Sink) -> I
         if spec.types.get(name) in (csv_checks.INT, csv_checks.FLOAT)
     ]
     key_at = [header.index(k) for k in spec.key_columns]
+    encode = serving.RowEncoder(header, spec.types)
     line = 1
     try:
         for line, row in rows:
@@ -140,7 +141,7 @@ def _file_rows(path: str, spec: RowSpec, report: ScoringReport, sink: Sink) -> I
                 report.skip(skipped)
                 sink.skipped(skipped)
                 continue
-            yield line, [row[i] for i in key_at], serving.raw_example(header, row, spec.types)
+            yield line, [row[i] for i in key_at], encode(row)
     except csv.Error as e:
         raise ScoringError(f"{path}: malformed CSV after line {line}: {e}; fix the quoting") from e
     except csv_text.CsvTextError as e:

@@ -5,6 +5,7 @@
     tfxp runs diff <run-a> <run-b>         what changed: data, schema, code, hyperparameters, metrics
     tfxp lineage model <id|latest|pushed|run>   Model <- Trainer <- Transform <- Examples <- raw files
     tfxp lineage data <dataset> <span>     the models trained on a span, blessed or pushed or not
+    tfxp lineage scored [--span N]         which model scored which span (`tfxp infer`, BatchInference)
 
 Every command reads the run directory's metadata.sqlite (--run-dir, default
 runs/<pipeline>) or a MySQL store (--mysql-host/--mysql-port/--mysql-database/
@@ -130,6 +131,16 @@ def cmd_lineage_data(args: argparse.Namespace) -> str:
     return _with_graph(args, result.to_dict(), result.graph, render_span(result))
 
 
+def cmd_lineage_scored(args: argparse.Namespace) -> str:
+    from tfxp.metadata.render import dumps
+    from tfxp.metadata.scorings import render_scorings, scorings_or_error
+
+    found = scorings_or_error(_lineage(args), args.span)
+    if args.json:
+        return dumps({"scorings": [s.to_dict() for s in found]})
+    return render_scorings(found)
+
+
 def _run(func):
     def wrapped(args: argparse.Namespace) -> int:
         from tfxp.metadata.store import LineageError
@@ -197,6 +208,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     _common(data, dataset_flag=False)
     _graph_flag(data)
     data.set_defaults(func=_run(cmd_lineage_data))
+    scored = lsub.add_parser("scored", help="which model scored which span (batch inference)")
+    scored.add_argument("--span", type=int, help="only the scorings of this span")
+    _common(scored)
+    scored.set_defaults(func=_run(cmd_lineage_scored))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,7 +13,6 @@ So `tfxp lineage scored` answers from ML Metadata alone, on SQLite or MySQL.
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -95,48 +94,60 @@ def _event(kind: int, key: str, index: int = 0) -> pb.Event:
     return event
 
 
-def record_scoring(
-    store,
-    *,
-    pipeline: str,
-    run_id: str,
-    model: pb.Artifact,
-    examples: list[pb.Artifact],
-    uri: str,
-    properties: dict[str, Any],
-    started: float,
-) -> tuple[int, int]:
-    """Writes one completed scoring (execution, events, contexts) in one ML Metadata call.
+class ScoringRecord:
+    """One `tfxp infer` scoring in ML Metadata: RUNNING from `start`, then `complete` or `fail`.
 
-    Returns (execution id, InferenceResult artifact id).
+    Recorded while it runs, so `tfxp runs list` shows how long it took, and a
+    scoring that failed is there as FAILED with its model and data inputs.
     """
-    execution = pb.Execution(
-        type_id=_type_id(store, "execution", EXECUTION_TYPE),
-        last_known_state=pb.Execution.COMPLETE,
-        name=f"{pipeline}.{BATCH_INFERENCE}.{run_id}",
-    )
-    execution.custom_properties["started_ms"].int_value = int(started * 1000)
-    execution.custom_properties["finished_ms"].int_value = int(time.time() * 1000)
-    result = pb.Artifact(
-        type_id=_type_id(store, "artifact", PREDICTIONS_TYPE), uri=uri, state=pb.Artifact.LIVE
-    )
-    for key, value in properties.items():
-        if value is not None:
-            result.custom_properties[key].CopyFrom(_value(value))
-    inputs = [(model, _event(pb.Event.INPUT, MODEL_KEY))]
-    inputs += [(a, _event(pb.Event.INPUT, EXAMPLES_KEY, i)) for i, a in enumerate(examples)]
-    contexts = [
-        _context(store, "pipeline", pipeline),
-        _context(store, "pipeline_run", run_id),
-        _context(store, "node", f"{pipeline}.{BATCH_INFERENCE}"),
-    ]
-    execution_id, artifact_ids, _ = store.put_execution(
-        execution,
-        [*inputs, (result, _event(pb.Event.OUTPUT, PREDICTIONS_KEY))],
-        contexts,
-        reuse_context_if_already_exist=True,
-    )
-    return execution_id, artifact_ids[-1]
+
+    def __init__(
+        self, store, *, pipeline: str, run_id: str, model: pb.Artifact, examples: list[pb.Artifact]
+    ) -> None:
+        self.store = store
+        self.execution = pb.Execution(
+            type_id=_type_id(store, "execution", EXECUTION_TYPE),
+            last_known_state=pb.Execution.RUNNING,
+            name=f"{pipeline}.{BATCH_INFERENCE}.{run_id}",
+        )
+        inputs = [(model, _event(pb.Event.INPUT, MODEL_KEY))]
+        inputs += [(a, _event(pb.Event.INPUT, EXAMPLES_KEY, i)) for i, a in enumerate(examples)]
+        contexts = [
+            _context(store, "pipeline", pipeline),
+            _context(store, "pipeline_run", run_id),
+            _context(store, "node", f"{pipeline}.{BATCH_INFERENCE}"),
+        ]
+        self.execution.id, _, context_ids = store.put_execution(
+            self.execution, inputs, contexts, reuse_context_if_already_exist=True
+        )
+        self.contexts = store.get_contexts_by_id(context_ids)
+
+    def _finish(self, state: int, outputs: list) -> list[int]:
+        [self.execution] = self.store.get_executions_by_id([self.execution.id])
+        self.execution.last_known_state = state
+        _, artifact_ids, _ = self.store.put_execution(self.execution, outputs, self.contexts)
+        return artifact_ids
+
+    def complete(self, uri: str, properties: dict[str, Any]) -> int:
+        """Marks the scoring COMPLETE with its InferenceResult; returns the artifact id."""
+        result = pb.Artifact(
+            type_id=_type_id(self.store, "artifact", PREDICTIONS_TYPE),
+            uri=uri,
+            state=pb.Artifact.LIVE,
+        )
+        for key, value in properties.items():
+            if value is not None:
+                result.custom_properties[key].CopyFrom(_value(value))
+        [artifact_id] = self._finish(
+            pb.Execution.COMPLETE, [(result, _event(pb.Event.OUTPUT, PREDICTIONS_KEY))]
+        )
+        return artifact_id
+
+    def fail(self, reason: str) -> None:
+        [self.execution] = self.store.get_executions_by_id([self.execution.id])
+        self.execution.custom_properties["error"].string_value = reason[:1000]
+        self.execution.last_known_state = pb.Execution.FAILED
+        self.store.put_execution(self.execution, [], self.contexts)
 
 
 def _key(event: pb.Event) -> str | None:
