@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from typing import Any
 
 import tensorflow_model_analysis as tfma
@@ -19,6 +20,7 @@ from tfx.types import Channel, standard_artifacts
 
 from components import atomic_pusher, evaluation
 from components.baseline_resolver import BaselineModelStrategy
+from components.batch_inference.component import BatchInference
 from components.example_gen.csv_example_gen import checked_csv_example_gen
 from components.example_gen.image_example_gen import image_example_gen
 from components.schema_importer import (
@@ -40,6 +42,7 @@ from pipeline.config import PipelineConfig
 from pipeline.fingerprint import code_fingerprint
 from pipeline.node_ids import (  # noqa: F401 - the ids are the definition's vocabulary too
     BASELINE_RESOLVER,
+    BATCH_INFERENCE,
     EVALUATOR,
     EXAMPLE_GEN,
     EXAMPLE_VALIDATOR,
@@ -55,7 +58,7 @@ from pipeline.node_ids import (  # noqa: F401 - the ids are the definition's voc
     VALIDATION_GATE,
     example_gen_id,
 )
-from pipeline.spans import input_pattern
+from pipeline.spans import inference_span, input_pattern
 
 
 def _value_threshold(t) -> tfma.GenericValueThreshold:
@@ -171,6 +174,7 @@ def create_pipeline(
             filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=config.serving_dir)
         ),
     )
+    batch_inference = _batch_inference(config, schema, trainer, evaluator)
     return tfx_pipeline.Pipeline(
         pipeline_name=config.pipeline_name,
         pipeline_root=config.pipeline_root,
@@ -187,12 +191,46 @@ def create_pipeline(
             baseline_resolver,
             evaluator,
             pusher,
+            *batch_inference,
         ],
         enable_cache=config.enable_cache,
         metadata_connection_config=metadata_connection_config
         or metadata.sqlite_metadata_connection_config(config.metadata_path),
         beam_pipeline_args=list(config.beam_args),
     )
+
+
+def _batch_inference(config: PipelineConfig, schema: Any, trainer, evaluator) -> list:
+    """With `batch_inference.in_pipeline`, the step scoring the newest span of the inference
+    data root with this run's model when it is blessed; else nothing."""
+    if not config.inference.in_pipeline:
+        return []
+    span = inference_span(config)
+    from components.content_fingerprint import files_sha256
+
+    root = config.inference_data_root
+    files = [str(f) for f in span.files]
+    return [
+        BatchInference(
+            model=trainer.outputs["model"],
+            model_blessing=evaluator.outputs["blessing"],
+            data_root=root,
+            span=span.span,
+            files=[os.path.relpath(f, root) for f in files],
+            content_sha256=files_sha256(files, root)[0],
+            columns=schema_column_types(schema),
+            label_key=config.label_key,
+            key_columns=config.inference.key_columns,
+            nan_free=tuple(schema_nan_free_columns(schema)),
+            encoding=config.csv_encoding,
+            tabular=(
+                {"task": config.tabular.task, "classes": list(config.tabular.classes)}
+                if config.tabular is not None
+                else None
+            ),
+            batch_size=config.inference.batch_size,
+        ).with_id(BATCH_INFERENCE)
+    ]
 
 
 def _example_gen(config: PipelineConfig, schema: Any):

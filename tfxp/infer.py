@@ -31,7 +31,7 @@ from components.batch_inference.scoring import RowSpec, ScoringReport, score_fil
 from components.content_fingerprint import files_sha256
 from components.schema_importer import load_schema, schema_column_types, schema_nan_free_columns
 from pipeline.config import PipelineConfig
-from pipeline.spans import SpanDir, list_spans
+from pipeline.spans import SpanDir, SpanError, inference_span, list_spans
 from tfxp.metadata.store import LineageError, StoreLocation, open_store
 
 BLESSED = "blessed"
@@ -78,23 +78,18 @@ class InferResult:
 
 def find_span(config: PipelineConfig, span: int | None, version: int | None = None) -> SpanDir:
     """The span folder to score: `span` (its newest version, or `version`), or the newest span."""
-    root = config.inference_data_root
-    if "://" in root:
-        raise InferError(f"{root}: `tfxp infer` reads spans from a local folder")
-    spans = [s for s in list_spans(root) if s.files]
-    if not spans:
-        raise InferError(
-            f"{root} holds no span-<N>/ folder with CSV files to score; put the rows in "
-            f"{root}/span-<N>/ (or set batch_inference.data_root in the dataset file)"
-        )
-    if span is None:
-        span = spans[-1].span
-    matching = [s for s in spans if s.span == span and (version is None or s.version == version)]
-    if not matching:
-        available = ", ".join(sorted({str(s.span) for s in spans}, key=int))
-        what = f"span {span}" + ("" if version is None else f" version {version}")
-        raise InferError(f"{what} is not in {root}; spans there: {available}")
-    return matching[-1]
+    try:
+        chosen = inference_span(config, span)
+    except SpanError as e:
+        raise InferError(str(e)) from e
+    if version is None or chosen.version == version:
+        return chosen
+    versions = [s for s in list_spans(config.inference_data_root) if s.span == chosen.span]
+    for s in versions:
+        if s.version == version and s.files:
+            return s
+    known = ", ".join(str(s.version) for s in versions)
+    raise InferError(f"span {chosen.span} has no version {version}; versions: {known}")
 
 
 # Where TFX's Trainer puts the serving SavedModel inside a Model artifact
