@@ -260,3 +260,35 @@ def test_raw_example_is_the_example_tensorflow_builds():
         tf.train.Example.FromString(serving.raw_example(["fare"], [""], types))
         == tf.train.Example()
     )
+
+
+@pytest.mark.parametrize(
+    ("column", "cell"),
+    [
+        ("trip_start_month", "3.5"),
+        ("trip_start_month", "  "),
+        ("trip_start_timestamp", "9223372036854775808"),
+        ("fare", "inf"),
+        ("fare", "twelve"),
+    ],
+)
+def test_the_encoder_refuses_what_the_csv_checks_refuse(column, cell):
+    from components.example_gen import csv_checks
+
+    types = _spec().types
+    header = _embedded_rows(1)[0]
+    row = list(_embedded_rows(1)[1])
+    row[header.index(column)] = cell
+    assert csv_checks.cell_problem(cell, types[column]) is not None
+    with pytest.raises(ValueError):
+        serving.RowEncoder(header, types)(row)
+
+
+def test_nan_is_refused_only_where_the_schema_says_so():
+    types = _spec().types
+    header, row = _embedded_rows(1)
+    row = list(row)
+    row[header.index("fare")] = "nan"
+    assert serving.RowEncoder(header, types)(row)
+    with pytest.raises(ValueError):
+        serving.RowEncoder(header, types, finite={"fare"})(row)

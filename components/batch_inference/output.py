@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from components.batch_inference.scoring import SkippedRow
-from components.batch_inference.serving import encode_example, encode_feature
+from components.batch_inference.serving import RowEncoder
 from components.example_gen.csv_checks import BYTES, FLOAT, INT
 
 PREDICTIONS_CSV = "predictions.csv"
@@ -65,7 +65,12 @@ class PredictionsWriter:
         self.key_columns = tuple(key_columns)
         self.prediction_columns = tuple(prediction_columns)
         self.columns = (*LOCATION_COLUMNS, *self.key_columns, *self.prediction_columns)
-        self._kinds = _column_kinds(self.prediction_columns, tabular)
+        # The TFRecords hold the CSV's cells as a tf.Example: file, key columns and class
+        # names as bytes, line and a 0/1 class as int64, probabilities and values as float.
+        columns = self.prediction_columns
+        kinds = dict(zip(columns, _column_kinds(columns, tabular), strict=True))
+        kinds.update({"file": BYTES, "line": INT, **{k: BYTES for k in self.key_columns}})
+        self._encode = RowEncoder(list(self.columns), kinds)
         self._base = base
         parent = os.path.dirname(self.destination) or "."
         if os.path.isdir(self.destination):
@@ -97,20 +102,9 @@ class PredictionsWriter:
         return os.path.relpath(path, self._base) if self._base else os.path.basename(path)
 
     def write(self, path: str, line: int, keys: Sequence[str], cells: Sequence[str]) -> None:
-        name = self._name(path)
-        self._csv.writerow((name, line, *keys, *cells))
-        features = [
-            ("file", encode_feature(BYTES, name.encode())),
-            ("line", encode_feature(INT, line)),
-        ]
-        features += [
-            (c, encode_feature(BYTES, v.encode()))
-            for c, v in zip(self.key_columns, keys, strict=True)
-        ]
-        for column, kind, value in zip(self.prediction_columns, self._kinds, cells, strict=True):
-            typed = float(value) if kind == FLOAT else int(value) if kind == INT else value.encode()
-            features.append((column, encode_feature(kind, typed)))
-        self._records.write(encode_example(features))
+        row = (self._name(path), str(line), *keys, *cells)
+        self._csv.writerow(row)
+        self._records.write(self._encode(row))
 
     def skipped(self, row: SkippedRow) -> None:
         self._skips.writerow((self._name(row.path), row.line, row.reason))

@@ -103,18 +103,13 @@ def _checked_header(path: str, header: list[str], spec: RowSpec) -> list[str]:
     return header
 
 
-def _row_problem(
-    row: list[str], header: list[str], typed: list[tuple[int, str, str, bool]], text, line: int
-) -> str | None:
-    if text.invalid and line in text.invalid:
-        return f"not valid {text.encoding} text"
-    if len(row) != len(header):
-        return f"has {len(row)} fields, the header has {len(header)}"
+def _cell_problem(row: list[str], typed: list[tuple[int, str, str, bool]]) -> str:
+    """Which cell the encoder refused, in the CSV checks' words."""
     for i, name, kind, finite in typed:
         message = csv_checks.cell_problem(row[i], kind, finite)
         if message:
             return f"column {name!r}: {message}"
-    return None
+    return "a value the schema's types do not allow"
 
 
 def _file_rows(path: str, spec: RowSpec, report: ScoringReport, sink: Sink) -> Iterator[tuple]:
@@ -130,18 +125,24 @@ def _file_rows(path: str, spec: RowSpec, report: ScoringReport, sink: Sink) -> I
         if spec.types.get(name) in (csv_checks.INT, csv_checks.FLOAT)
     ]
     key_at = [header.index(k) for k in spec.key_columns]
-    encode = serving.RowEncoder(header, spec.types)
+    encode = serving.RowEncoder(header, spec.types, spec.finite)
     line = 1
     try:
         for line, row in rows:
             report.rows_read += 1
-            problem = _row_problem(row, header, typed, text, line)
-            if problem:
-                skipped = SkippedRow(path, line, problem)
-                report.skip(skipped)
-                sink.skipped(skipped)
-                continue
-            yield line, [row[i] for i in key_at], encode(row)
+            if text.invalid and line in text.invalid:
+                problem = f"not valid {text.encoding} text"
+            elif len(row) != len(header):
+                problem = f"has {len(row)} fields, the header has {len(header)}"
+            else:
+                try:
+                    yield line, [row[i] for i in key_at], encode(row)
+                    continue
+                except ValueError:
+                    problem = _cell_problem(row, typed)
+            skipped = SkippedRow(path, line, problem)
+            report.skip(skipped)
+            sink.skipped(skipped)
     except csv.Error as e:
         raise ScoringError(f"{path}: malformed CSV after line {line}: {e}; fix the quoting") from e
     except csv_text.CsvTextError as e:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import csv
 import math
 import struct
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import Any
 
 from components import csv_text
@@ -74,45 +74,30 @@ def _length_delimited(tag: int, payload: bytes) -> bytes:
     return bytes((tag,)) + _varint(len(payload)) + payload
 
 
-# Feature's oneof fields, each a list message whose field 1 holds the value(s).
-_BYTES_LIST, _FLOAT_LIST, _INT64_LIST = 0x0A, 0x12, 0x1A
+# Feature's oneof field for a BytesList (FLOAT and INT entries are spelled out in RowEncoder).
+_BYTES_LIST = 0x0A
 _FLOAT32 = struct.Struct("<f")
-
-
-def encode_feature(kind: str, value: Any) -> bytes:
-    """A tf.train.Feature holding one value: INT, FLOAT (as float32) or BYTES, in wire format."""
-    if kind == csv_checks.INT:
-        return _length_delimited(_INT64_LIST, _length_delimited(0x0A, _varint(value)))
-    if kind == csv_checks.FLOAT:
-        return _length_delimited(_FLOAT_LIST, b"\x0a\x04" + _FLOAT32.pack(value))
-    return _length_delimited(_BYTES_LIST, _length_delimited(0x0A, value))
-
-
-def encode_example(features: list[tuple[str, bytes]]) -> bytes:
-    """A serialized tf.train.Example of (name, encode_feature(...)) pairs.
-
-    The protobuf wire format written directly: building tf.train.Example
-    messages cost ~150 us a row, 20 times the model's own time per row.
-    """
-    entries = b"".join(
-        _length_delimited(0x0A, _length_delimited(0x0A, name.encode()) + _length_delimited(0x12, f))
-        for name, f in features
-    )
-    return _length_delimited(0x0A, entries) if entries else b""
+_INFINITIES = (math.inf, -math.inf)
 
 
 class RowEncoder:
     """Serialized tf.Examples of CSV rows with one header, typed by the schema.
 
     A missing value (an empty cell) or a column the schema does not know is
-    left out, as CsvExampleGen leaves it out. The protobuf wire format is
-    written directly, with each column's constant bytes prepared once:
-    building tf.train.Example messages took ~45 us of CPU a row (the model
-    itself ~10), this ~8. tests/test_batch_inference.py checks the bytes parse
-    to the message TensorFlow's classes build.
+    left out, as CsvExampleGen leaves it out. A cell the CSV checks refuse
+    (`csv_checks.cell_problem`: not of its type, an integer beyond int64, an
+    infinity, NaN in a `finite` column) raises ValueError, so a caller needs no
+    separate pass over the cells. The protobuf wire format is written directly,
+    with each column's constant bytes prepared once: building tf.train.Example
+    messages took ~45 us of CPU a row (the model itself ~10), this ~14.
+    tests/test_batch_inference.py checks the bytes parse to the message
+    TensorFlow's classes build.
     """
 
-    def __init__(self, header: list[str], types: dict[str, str]) -> None:
+    def __init__(
+        self, header: list[str], types: dict[str, str], finite: Collection[str] = ()
+    ) -> None:
+        self.finite = {i for i, name in enumerate(header) if name in finite}
         # (column index, kind, bytes before the value) for each schema column: a FLOAT
         # entry has a fixed length, so its whole prefix is constant; the others start
         # with their key.
@@ -133,21 +118,29 @@ class RowEncoder:
         entries = []
         append = entries.append
         for i, kind, prefix in self.columns:
-            value = row[i].strip()
+            value = row[i]
             if not value:
                 continue
             if kind == csv_checks.FLOAT:
-                number = float(value)
+                number = float(value)  # as the CSV checks read it: surrounding spaces allowed
+                if number in _INFINITIES or (number != number and i in self.finite):
+                    raise ValueError(f"{value!r} is refused in this column")
                 try:
                     append(prefix + _FLOAT32.pack(number))
                 except OverflowError:  # beyond float32: protobuf stores an infinity
                     append(prefix + _FLOAT32.pack(math.copysign(math.inf, number)))
                 continue
             if kind == csv_checks.INT:
-                varint = _varint(int(value))  # at most 10 bytes: every length fits one byte
+                number = int(value)
+                if not csv_checks.INT64_MIN <= number <= csv_checks.INT64_MAX:
+                    raise ValueError(f"{value!r} does not fit a 64-bit integer")
+                varint = _varint(number)  # at most 10 bytes: every length fits one byte
                 n = len(varint)
                 body = prefix + bytes((0x12, n + 4, 0x1A, n + 2, 0x0A, n)) + varint
             else:
+                value = value.strip()
+                if not value:
+                    continue
                 feature = _length_delimited(_BYTES_LIST, _length_delimited(0x0A, value.encode()))
                 body = prefix + _length_delimited(0x12, feature)
             append(b"\x0a" + _varint(len(body)) + body)
