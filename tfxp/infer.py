@@ -211,7 +211,9 @@ def run_infer(
     published = None
     try:
         printer(f"scoring {chosen.label} ({chosen.path}) with {model_dir}")
-        report, published = _score_and_publish(config, chosen, model_dir, destination, summary)
+        report, published = _score_and_publish(
+            config, chosen, model_dir, destination, summary, printer
+        )
         properties.update(rows_scored=report.rows_scored, rows_skipped=report.rows_skipped)
         predictions_id = record.complete(os.path.abspath(published), properties)
     except BaseException as e:
@@ -234,7 +236,12 @@ def run_infer(
 
 
 def _score_and_publish(
-    config: PipelineConfig, span: SpanDir, model_dir: str, destination: str, summary: dict
+    config: PipelineConfig,
+    span: SpanDir,
+    model_dir: str,
+    destination: str,
+    summary: dict,
+    printer: Callable[[str], None],
 ) -> tuple[ScoringReport, str]:
     serve = serving.load_serving_signature(model_dir)
     with PredictionsWriter(
@@ -251,7 +258,7 @@ def _score_and_publish(
             writer,
             tabular=config.tabular,
             batch_size=config.inference.batch_size,
-            progress=_printer_progress(print),
+            progress=_printer_progress(printer),
         )
         counts = {
             "rows_read": report.rows_read,
