@@ -215,6 +215,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-infer-") as tmp:
         result = bench(args.rows, args.run_dir, Path(tmp))
     result["command"] = " ".join(["benchmarks/batch_inference.py", *sys.argv[1:]])
+    result["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    result["commit"] = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+    ).stdout.strip()
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
