@@ -158,3 +158,28 @@ def test_pipeline_step_scores_the_span_with_the_runs_model(scored, tmp_path):
     ]
     again = run_local(with_step, printer=lambda _: None)
     assert {c.node_id: c.state for c in again.components}["BatchInference"] == "CACHED"
+
+
+def test_benchmark_runs_all_three_on_the_same_rows(scored):
+    """benchmarks/batch_inference.py end to end on a few rows (its numbers mean nothing here)."""
+    import json
+
+    config, _, _, _ = scored
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(PROJECT_ROOT / "benchmarks" / "batch_inference.py"),
+            "--rows",
+            "300",
+            "--run-dir",
+            config.run_dir,
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=PROJECT_ROOT,
+        check=True,
+    )
+    result = json.loads(done.stdout)
+    assert set(result["results"]) == {"ours", "predict", "tfx_bulk_inferrer"}
+    assert all(r["rows_per_s"] > 0 for r in result["results"].values())
