@@ -5,7 +5,7 @@
 One invocation, the same model and the same generated rows (`python -m
 data.generate`, taxi-like) for all three, each in a fresh subprocess:
   - ours:    `tfxp infer`'s run_infer: CSV span -> predictions.csv + .tfrecord.gz,
-             recorded in ML Metadata;
+             recorded in ML Metadata (a copy of the run's store);
   - predict: `tfxp predict`'s predict_csv on the same CSV file, with --output;
   - TFX:     tfx.components.BulkInferrer's executor (`Executor().Do`) on the
              same rows as a GZIP TFRecord split of tf.Examples (encoded before
@@ -26,6 +26,7 @@ import argparse
 import itertools
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -52,7 +53,7 @@ config = PipelineConfig(run_dir={run!r}, inference=InferenceOptions(data_root={d
 INFER_CHILD = """
 from tfxp.infer import run_infer
 from tfxp.metadata.store import location_from
-location = location_from(default_run_dir={run!r})
+location = location_from(default_run_dir={store!r})
 started = time.perf_counter()
 result = run_infer(config, location, span=1, output={out!r}, printer=lambda _: None)
 took = time.perf_counter() - started
@@ -172,8 +173,12 @@ def bench(rows: int, run_dir: str | None, tmp: Path) -> dict:
     [csv_path] = sorted((data / "span-1").glob("*.csv"))
     _tfrecords(csv_path, tmp / "examples" / "Split-eval")
     prelude = _PRELUDE.format(root=str(ROOT), run=run, data=str(data))
+    # `tfxp infer` records its scoring: into a copy of the store, not the run's own.
+    store = tmp / "store"
+    store.mkdir()
+    shutil.copy2(Path(run) / "metadata.sqlite", store / "metadata.sqlite")
     out = {}
-    ours, wall, rss = _child(prelude + INFER_CHILD.format(run=run, out=str(tmp / "ours")))
+    ours, wall, rss = _child(prelude + INFER_CHILD.format(store=str(store), out=str(tmp / "ours")))
     out["ours"] = {"seconds": ours["seconds"], "wall": wall, "peak_rss_mb": rss}
     predict, wall, rss = _child(
         prelude
