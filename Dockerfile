@@ -52,8 +52,8 @@ RUN uv pip install --python "$VIRTUAL_ENV/bin/python" --no-deps --no-build-isola
       -C editable_mode=compat -e /pipeline \
  && cd / && python -c "import components.example_gen.csv_example_gen, \
 components.example_gen.image_example_gen, components.schema_importer, components.validation.gate, \
-components.atomic_pusher, components.baseline_resolver, trainer.preprocessing, trainer.train, \
-trainer.image_preprocessing, trainer.image_train, pipeline.definition"
+components.atomic_pusher, components.baseline_resolver, trainer.taxi.preprocessing, trainer.taxi.train, \
+trainer.image.preprocessing, trainer.image.train, pipeline.definition"
 
 # Beam workers start through the boot program; KFP tasks set their own command
 # (python -m tfx.orchestration.kubeflow.v2...), so this entrypoint serves both.

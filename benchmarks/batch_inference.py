@@ -46,8 +46,10 @@ _WRAPPER = (
 _PRELUDE = """
 import json, sys, time
 sys.path.insert(0, {root!r})
-from pipeline.config import PipelineConfig, InferenceOptions
-config = PipelineConfig(run_dir={run!r}, inference=InferenceOptions(data_root={data!r}))
+from pipeline.config import InferenceOptions
+from pipeline.datasets import dataset_config
+config = dataset_config("taxi").replace(
+    run_dir={run!r}, inference=InferenceOptions(data_root={data!r}))
 """
 
 INFER_CHILD = """

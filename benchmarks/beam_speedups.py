@@ -28,6 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pipeline.config import PROJECT_ROOT, PipelineConfig  # noqa: E402
+from pipeline.datasets import dataset_config  # noqa: E402
 
 EMBEDDED_CSV = PROJECT_ROOT / "data" / "taxi" / "span-1" / "data.csv"
 
@@ -58,7 +59,7 @@ def measure(
     # The runner installs the caches at every run: a no-op while measuring without them.
     beam_speedups.install = lambda: None
     _span(work / "data", rows)
-    config = PipelineConfig(
+    config = dataset_config("taxi").replace(
         data_root=str(work / "data"), run_dir=str(work / "run"), train_steps=40, eval_steps=2
     )
     if warmup:

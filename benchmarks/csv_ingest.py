@@ -44,6 +44,7 @@ CHILD = r"""
 import json, os, sys, time
 from components.example_gen import csv_example_gen
 from pipeline.config import PipelineConfig
+from pipeline.datasets import dataset_config
 from tfxp.local.runner import run_local
 sides = sys.argv[1:]
 timed = {}
@@ -69,7 +70,7 @@ try:
     for i in range(0, len(sides), 3):
         reader, data_root, run_dir = sides[i : i + 3]
         timed.clear()
-        config = PipelineConfig(data_root=data_root, run_dir=run_dir, csv_reader=reader)
+        config = dataset_config("taxi").replace(data_root=data_root, run_dir=run_dir, csv_reader=reader)
         summary = run_local(config, to_nodes=["CsvExampleGen"], printer=lambda _: None)
         [timed["component"]] = [
             c.seconds for c in summary.components if c.node_id == "CsvExampleGen"

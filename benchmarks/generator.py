@@ -29,8 +29,9 @@ INGEST_CHILD = r"""
 import json, sys, time
 sys.path.insert(0, {root!r})
 from pipeline.config import PipelineConfig
+from pipeline.datasets import dataset_config
 from tfxp.local.runner import run_local
-config = PipelineConfig(data_root={data!r}, run_dir={run!r})
+config = dataset_config("taxi").replace(data_root={data!r}, run_dir={run!r})
 started = time.perf_counter()
 summary = run_local(config, to_nodes=["CsvExampleGen"], printer=lambda _: None)
 took = time.perf_counter() - started

@@ -11,9 +11,9 @@ process, and times the same delivered batches (float32 [batch, H, W, 3] in
                     (the common pattern: one record at a time, no parallelism)
   ours, raw         trainer/input.py's input_fn on ImageExampleGen's raw-pixel
                     GZIP shards: shards interleaved, shuffled, batched before
-                    parsing, then decode_raw + normalise (trainer/
-                    image_preprocessing.decode_images, the transform graph's
-                    own code) + augment (trainer/image_model.make_augment) per
+                    parsing, then decode_raw + normalise
+                    (trainer/image/preprocessing.decode_images, the transform
+                    graph's own code) + augment (trainer/image/model.make_augment) per
                     batch, all stages parallel and prefetched
   ours, encoded     the same on the PNG-bytes shards (PNG decoding per image)
   ours, raw stored  the raw-pixel shards written with gzip_level=0 (stored
@@ -68,7 +68,7 @@ def tutorial_dataset(path: str, batch: int, augment):
 def our_dataset(pattern: str, batch: int, augment, image_format: str, size: int):
     import tensorflow as tf
 
-    from trainer.image_preprocessing import decode_images
+    from trainer.image.preprocessing import decode_images
     from trainer.input import input_fn
 
     spec = {
@@ -136,7 +136,7 @@ def main() -> int:
 
     import tensorflow as tf
 
-    from trainer.image_model import make_augment
+    from trainer.image.model import make_augment
 
     tf.random.set_seed(0)
     augment = make_augment(translate=8, brightness=0.1, flip=True)

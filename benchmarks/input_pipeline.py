@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/input_pipeline.py [--records 1000000] [--data-dir DIR]
 
-Generates taxi-like *transformed* tf.Examples (the features trainer/model.py
+Generates taxi-like *transformed* tf.Examples (the features trainer/taxi/model.py
 reads) into 16 GZIP TFRecord shards (kept under --data-dir between runs, else
 in a temporary directory), then times full passes over every record, best of
 --repeats, for:
@@ -17,7 +17,7 @@ in a temporary directory), then times full passes over every record, best of
 plus
 
   t  ours in the Trainer's training configuration: exactly the input_fn settings
-     trainer/train.py's run_fn passes with default hyperparameters (record
+     trainer/taxi/train.py's run_fn passes with default hyperparameters (record
      shuffle, 10,000-record buffer, cache, deterministic order, seed); its
      first pass reads the shards (cold), later passes come from the cache (warm)
 
@@ -62,14 +62,14 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from trainer import data_service  # noqa: E402
-from trainer import features as f  # noqa: E402
+from trainer.taxi import features as f  # noqa: E402
 from trainer.input import input_fn, read_blocks  # noqa: E402
 
 DATA_VERSION = 1  # bump when the generated records change
 
 
 def feature_spec() -> dict[str, tf.io.FixedLenFeature]:
-    """The transformed feature spec trainer/preprocessing.py produces."""
+    """The transformed feature spec trainer/taxi/preprocessing.py produces."""
     spec = {
         f.transformed_name(k): tf.io.FixedLenFeature([], tf.float32)
         for k in f.DENSE_FLOAT_FEATURE_KEYS
@@ -186,11 +186,11 @@ def ours(files: list[str], batch_size: int, **kwargs) -> tf.data.Dataset:
 
 
 def trainer_training_settings() -> dict:
-    """The input_fn keywords trainer/train.py's run_fn uses for training, default hyperparameters.
+    """The input_fn keywords trainer/taxi/train.py's run_fn uses for training, default hyperparameters.
 
     Mirrors `run_fn`'s `dataset(..., training=True)` (no augment, no tf.data service).
     """
-    from trainer.train import Hyperparameters
+    from trainer.base import Hyperparameters
 
     hp = Hyperparameters()
     return {

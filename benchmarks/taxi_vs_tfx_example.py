@@ -276,7 +276,7 @@ def run_ours(
     )
     with _quiet_tf():
         steps, custom = _trainer_settings(run_dir / "metadata.sqlite")
-        from trainer.train import Hyperparameters
+        from trainer.base import Hyperparameters
 
         batch = Hyperparameters.from_custom_config(custom).batch_size
     result.extra.update(train_steps=steps, train_batch=batch)

@@ -126,7 +126,7 @@ print(json.dumps(missing))
 
 def unimportable(paths: list[str], root: Path, python: str = sys.executable) -> dict[str, str]:
     """Dotted path -> error, for each path a fresh interpreter cannot import from `root` alone."""
-    from kubeflow.task_handler import image_environment
+    from kubeflow.local.task_handler import image_environment
 
     proc = subprocess.run(
         # -I: no PYTHONPATH, no user site, no current directory on sys.path.

@@ -36,13 +36,21 @@ LOCAL_RUNNER_ARG = "--runner=FnApiRunner"
 # FnApiRunner stages nothing, so --setup_file only tells TFX not to.
 LOCAL_BEAM_ARGS: tuple[str, ...] = (LOCAL_RUNNER_ARG, f"--setup_file={SETUP_FILE}")
 
+# The defaults name no dataset: a dataset's values come from its dataset file
+# (schema/<NAME>/dataset.yaml, pipeline/datasets.py). Without its own
+# `preprocessing_fn:`/`run_fn:`, a dataset trains with the generic tabular trainer.
+DEFAULT_PIPELINE_NAME = "pipeline"
+GENERIC_PREPROCESSING_FN = "trainer.tabular.preprocessing.preprocessing_fn"
+GENERIC_RUN_FN = "trainer.tabular.train.run_fn"
+
 
 @dataclass(frozen=True)
 class EvalThresholds:
     """When the Evaluator blesses a model."""
 
     metric: str = "BinaryAccuracy"
-    # Absolute floor: the model must beat always predicting "not a big tipper".
+    # Absolute floor (a dataset file sets its own: taxi's model must beat always
+    # predicting "not a big tipper").
     lower_bound: float | None = 0.6
     # A ceiling instead, for metrics where lower is better (e.g. RootMeanSquaredError).
     upper_bound: float | None = None
@@ -92,10 +100,10 @@ class InferenceOptions:
 class PipelineConfig:
     """Everything that varies between datasets, environments and runs."""
 
-    pipeline_name: str = "taxi"
+    pipeline_name: str = DEFAULT_PIPELINE_NAME
     # Raw data: one folder per span, data_root/span-<N>/*.csv, or, for datasets
     # whose drops get re-delivered, data_root/span-<N>/version-<V>/*.csv.
-    data_root: str = str(PROJECT_ROOT / "data" / "taxi")
+    data_root: str = str(PROJECT_ROOT / "data" / DEFAULT_PIPELINE_NAME)
     span_pattern: str = "span-{SPAN}/*.csv"
     version_pattern: str = "span-{SPAN}/version-{VERSION}/*.csv"
     # Which layout: None detects it from the data folder (local roots only).
@@ -115,16 +123,16 @@ class PipelineConfig:
     # `tfxp data add`, `tfxp predict`): UTF-8 (a byte-order mark is skipped) or
     # another ASCII-compatible one such as "latin-1" or "cp1252"; see components/csv_text.py.
     csv_encoding: str = "utf-8"
-    schema_file: str = str(PROJECT_ROOT / "schema" / "taxi" / "schema.pbtxt")
+    schema_file: str = str(PROJECT_ROOT / "schema" / DEFAULT_PIPELINE_NAME / "schema.pbtxt")
     # The validation gate: drift/skew thresholds and warn-only kinds (a YAML
     # file beside the schema), extra kinds downgraded to warnings for this run,
     # and the serving requests to compare with (None: data_root/serving/*.csv;
     # "": the dataset has none, and the gate records that skew is not checked).
-    validation_file: str = str(PROJECT_ROOT / "schema" / "taxi" / "validation.yaml")
+    validation_file: str = str(PROJECT_ROOT / "schema" / DEFAULT_PIPELINE_NAME / "validation.yaml")
     warn_only: tuple[str, ...] = ()
     serving_data: str | None = None
     # Where a run writes: pipeline_root, ML Metadata and pushed models live below.
-    run_dir: str = str(PROJECT_ROOT / "runs" / "taxi")
+    run_dir: str = str(PROJECT_ROOT / "runs" / DEFAULT_PIPELINE_NAME)
     # Object storage (tfxp/storage/storage.py): overrides of where artifacts and
     # pushed models go (s3://..., gs://... or local). A remote run_dir puts both
     # there; ML Metadata (SQLite), logs and the run lock always stay on a local
@@ -132,13 +140,14 @@ class PipelineConfig:
     artifact_root: str | None = None
     serving_root: str | None = None
     state_dir: str | None = None
-    # Trainer code, by importable path (fingerprinted for the cache key).
-    preprocessing_fn: str = "trainer.preprocessing.preprocessing_fn"
-    run_fn: str = "trainer.train.run_fn"
+    # Trainer code, by importable path (fingerprinted for the cache key; the
+    # plug-in contract is described in trainer/base.py).
+    preprocessing_fn: str = GENERIC_PREPROCESSING_FN
+    run_fn: str = GENERIC_RUN_FN
     # The raw label column (absent from serving requests) and the transformed
     # label key TFMA reads from the transform_features signature.
-    label_key: str = "tips"
-    transformed_label_key: str = "tips_xf"
+    label_key: str = "label"
+    transformed_label_key: str = "label_xf"
     train_eval_hash_buckets: tuple[int, int] = (2, 1)
     train_steps: int = 200
     eval_steps: int = 5

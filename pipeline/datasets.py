@@ -5,7 +5,8 @@ is, the label and task, each feature's treatment, the Evaluator's metric and
 thresholds, training steps and hyperparameters); this module finds the files
 and turns each into a `PipelineConfig`. `tfxp init` writes them for a user's
 CSV; taxi and digits are dataset files too. A dataset may still name its own
-trainer code by importable path (`preprocessing_fn:`, `run_fn:`); otherwise the
+trainer code by importable path (`preprocessing_fn:`, `run_fn:`, the plug-in
+contract described in trainer/base.py; taxi does); otherwise the
 generic tabular trainer (`trainer/tabular/`) reads the `features:` treatments
 through custom_config.
 
@@ -25,6 +26,8 @@ from typing import Any
 import yaml
 
 from pipeline.config import (
+    GENERIC_PREPROCESSING_FN,
+    GENERIC_RUN_FN,
     PROJECT_ROOT,
     EvalThresholds,
     ImageOptions,
@@ -40,8 +43,6 @@ NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 
 TASKS = ("binary", "multiclass", "regression")
 TREATMENTS = ("zscore", "bucketize", "vocabulary")
-GENERIC_PREPROCESSING_FN = "trainer.tabular.preprocessing.preprocessing_fn"
-GENERIC_RUN_FN = "trainer.tabular.train.run_fn"
 
 _KEYS = {
     "name",

@@ -1,7 +1,7 @@
 """Content fingerprints of user code referenced by importable path.
 
 TFX's cache key covers a `module_file`'s contents, but a component given an
-importable path (`preprocessing_fn="trainer.preprocessing.preprocessing_fn"`)
+importable path (`preprocessing_fn="trainer.taxi.preprocessing.preprocessing_fn"`)
 is keyed by the path string only: an edit to the code would be served from
 cache. We hash the module and every project module it imports (transitively)
 and pass the hash as a component parameter, so exactly the components whose

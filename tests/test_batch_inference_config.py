@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import InferenceOptions, PipelineConfig
-from pipeline.datasets import DatasetFileError, load_dataset_file
+from pipeline.datasets import DatasetFileError, dataset_config, load_dataset_file
 from pipeline.node_ids import BATCH_INFERENCE, PUSHER
 from pipeline.spans import SpanError, inference_span
 
@@ -94,7 +94,7 @@ def test_pipeline_step_only_when_asked_for_keyed_by_the_span_content(tmp_path):
     from pipeline.definition import create_pipeline
 
     _spans(tmp_path / "unlabelled", 5)
-    base = PipelineConfig(run_dir=str(tmp_path / "run"))
+    base = dataset_config("taxi").replace(run_dir=str(tmp_path / "run"))
     assert BATCH_INFERENCE not in {c.id for c in create_pipeline(base).components}
     asked = base.replace(
         inference=InferenceOptions(

@@ -140,7 +140,7 @@ def test_input_pipeline_benchmark_on_a_few_records(forkserver):
 
 
 def test_input_pipeline_training_row_is_what_the_trainer_passes():
-    from trainer.train import Hyperparameters
+    from trainer.base import Hyperparameters
 
     settings = _module("input_pipeline.py").trainer_training_settings()
     hp = Hyperparameters()

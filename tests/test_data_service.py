@@ -144,7 +144,7 @@ def test_command_serves_until_interrupted(shards, forkserver):
 
 
 def test_trainer_hyperparameters_for_the_service_and_augment():
-    from trainer.train import Hyperparameters, _import_augment
+    from trainer.base import Hyperparameters, import_augment
 
     hp = Hyperparameters.from_custom_config(
         {"hyperparameters": {"data_service_address": "hostA:5050", "shuffle_block": 32}}
@@ -153,5 +153,5 @@ def test_trainer_hyperparameters_for_the_service_and_augment():
     assert Hyperparameters().data_service_address is None
     with pytest.raises(ValueError, match="parallel_epochs"):
         Hyperparameters.from_custom_config({"hyperparameters": {"data_service_mode": "bogus"}})
-    assert _import_augment(None) is None
-    assert _import_augment("trainer.data_service.strip_protocol") is data_service.strip_protocol
+    assert import_augment(None) is None
+    assert import_augment("trainer.data_service.strip_protocol") is data_service.strip_protocol

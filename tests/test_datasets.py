@@ -40,9 +40,33 @@ def _write(home: Path, name: str, text: str) -> Path:
     return folder / "dataset.yaml"
 
 
-def test_taxi_dataset_file_is_the_default_config():
-    # The taxi pipeline, its golden Kubeflow spec and its cache keys stay as they were.
-    assert dataset_config("taxi") == PipelineConfig()
+def test_taxi_values_come_from_its_dataset_file():
+    taxi = dataset_config("taxi")
+    assert (taxi.pipeline_name, taxi.label_key, taxi.transformed_label_key) == (
+        "taxi",
+        "tips",
+        "tips_xf",
+    )
+    # Taxi plugs its own model code in by dotted path, the one documented way.
+    assert taxi.preprocessing_fn == "trainer.taxi.preprocessing.preprocessing_fn"
+    assert taxi.run_fn == "trainer.taxi.train.run_fn"
+    assert taxi.data_root == str(PROJECT_ROOT / "data" / "taxi")
+    assert taxi.schema_file == str(PROJECT_ROOT / "schema" / "taxi" / "schema.pbtxt")
+    assert taxi.validation_file == str(PROJECT_ROOT / "schema" / "taxi" / "validation.yaml")
+    assert taxi.run_dir == str(PROJECT_ROOT / "runs" / "taxi")
+    assert (taxi.train_steps, taxi.eval_steps, taxi.tabular) == (200, 5, None)
+    assert taxi.thresholds == EvalThresholds(
+        metric="BinaryAccuracy", lower_bound=0.6, extra_metrics=("AUC",)
+    )
+
+
+def test_pipeline_config_defaults_name_no_dataset():
+    import dataclasses
+
+    default = PipelineConfig()
+    values = repr(dataclasses.asdict(default)).replace(str(PROJECT_ROOT), "<project>")
+    assert "taxi" not in values.lower() and "digits" not in values.lower()
+    assert (default.preprocessing_fn, default.run_fn) == (GENERIC_PREPROCESSING_FN, GENERIC_RUN_FN)
 
 
 def test_digits_dataset_file_matches_its_former_config():
@@ -51,8 +75,8 @@ def test_digits_dataset_file_matches_its_former_config():
     assert digits.data_root == str(PROJECT_ROOT / "data" / "digits")
     assert digits.span_pattern == "span-{SPAN}/*/*"
     assert digits.serving_data == ""
-    assert digits.preprocessing_fn == "trainer.image_preprocessing.preprocessing_fn"
-    assert digits.run_fn == "trainer.image_train.run_fn"
+    assert digits.preprocessing_fn == "trainer.image.preprocessing.preprocessing_fn"
+    assert digits.run_fn == "trainer.image.train.run_fn"
     assert (digits.label_key, digits.transformed_label_key) == ("label", "label_xf")
     assert (digits.train_steps, digits.eval_steps) == (300, 2)
     assert digits.hyperparameters == {"flip": False}

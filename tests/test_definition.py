@@ -12,7 +12,7 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 from components.example_gen.csv_example_gen import _columns_from_custom_config
 from components.schema_importer import file_sha256, load_schema
 from pipeline import definition
-from pipeline.config import PipelineConfig
+from pipeline.datasets import dataset_config
 from pipeline.definition import create_pipeline
 from pipeline.fingerprint import code_fingerprint
 
@@ -38,7 +38,7 @@ COMPONENT_IDS = {
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    config = PipelineConfig(
+    config = dataset_config("taxi").replace(
         run_dir=str(tmp_path_factory.mktemp("run")), hyperparameters={"batch_size": 32}
     )
     return config, create_pipeline(config)
@@ -176,7 +176,7 @@ def test_broken_schema_fails_the_build_naming_the_file(built, tmp_path):
 
 
 def test_schema_columns_maps_types():
-    columns = schema_columns(load_schema(PipelineConfig().schema_file))
+    columns = schema_columns(load_schema(dataset_config("taxi").schema_file))
     assert columns["fare"] == "FLOAT"
     assert columns["tips"] == "FLOAT"
     assert columns["pickup_latitude"] == "FLOAT"

@@ -7,14 +7,14 @@ import tensorflow_model_analysis as tfma
 from tensorflow_model_analysis.extractors import unbatch_extractor
 
 from components import evaluation
-from pipeline.config import PipelineConfig
+from pipeline.datasets import dataset_config
 from pipeline.definition import create_pipeline, eval_config
 
 
 def _ours() -> tfma.EvalConfig:
     # As TFX's Evaluator hands it to custom_extractors: with TFMA's defaults, first run.
     return tfma.utils.update_eval_config_with_defaults(
-        eval_config(PipelineConfig()), has_baseline=False, rubber_stamp=True
+        eval_config(dataset_config("taxi")), has_baseline=False, rubber_stamp=True
     )
 
 
@@ -64,6 +64,6 @@ def test_the_drop_keeps_what_metrics_read():
 
 
 def test_the_pipelines_evaluator_uses_these_extractors(tmp_path):
-    pipeline = create_pipeline(PipelineConfig(run_dir=str(tmp_path)))
+    pipeline = create_pipeline(dataset_config("taxi").replace(run_dir=str(tmp_path)))
     evaluator = next(c for c in pipeline.components if c.id == "Evaluator")
     assert evaluator.exec_properties["module_path"] == evaluation.MODULE_PATH

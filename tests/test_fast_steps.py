@@ -76,10 +76,10 @@ def test_fast_step_model_trains_without_converting_keras():
 
 
 def test_every_trainer_builds_a_fast_step_model():
-    from trainer.image_model import build_cnn
-    from trainer.model import build_keras_model
+    from trainer.image.model import build_cnn
     from trainer.tabular.features import tabular_spec
     from trainer.tabular.model import build_model
+    from trainer.taxi.model import build_keras_model
 
     spec = tabular_spec(
         {

@@ -134,11 +134,11 @@ def test_unknown_submodule_raises_value_error(pkg):
 
 
 def test_real_trainer_functions():
-    pre = code_fingerprint("trainer.preprocessing.preprocessing_fn")
-    run = code_fingerprint("trainer.train.run_fn")
+    pre = code_fingerprint("trainer.taxi.preprocessing.preprocessing_fn")
+    run = code_fingerprint("trainer.taxi.train.run_fn")
     assert pre != run
-    assert code_fingerprint("trainer.preprocessing.preprocessing_fn") == pre
-    assert code_fingerprint("trainer.train.run_fn") == run
+    assert code_fingerprint("trainer.taxi.preprocessing.preprocessing_fn") == pre
+    assert code_fingerprint("trainer.taxi.train.run_fn") == run
 
 
 def _digest(root: Path, modules: list[str]) -> str:
@@ -156,19 +156,21 @@ def test_real_fingerprints_cover_exactly_the_imported_trainer_modules():
     root = Path(__file__).resolve().parent.parent
     # preprocessing_fn does not import model/input/train: editing them must not
     # invalidate Transform's cache, but must invalidate Trainer's.
-    assert code_fingerprint("trainer.preprocessing.preprocessing_fn") == _digest(
-        root, ["trainer", "trainer.features", "trainer.preprocessing"]
+    assert code_fingerprint("trainer.taxi.preprocessing.preprocessing_fn") == _digest(
+        root, ["trainer", "trainer.taxi", "trainer.taxi.features", "trainer.taxi.preprocessing"]
     )
-    assert code_fingerprint("trainer.train.run_fn") == _digest(
+    assert code_fingerprint("trainer.taxi.train.run_fn") == _digest(
         root,
         [
             "trainer",
+            "trainer.base",
             "trainer.distribution",
             "trainer.fast_steps",
-            "trainer.features",
             "trainer.input",
             "trainer.input_wait",
-            "trainer.model",
-            "trainer.train",
+            "trainer.taxi",
+            "trainer.taxi.features",
+            "trainer.taxi.model",
+            "trainer.taxi.train",
         ],
     )

@@ -11,7 +11,7 @@ import pytest
 from components.example_gen import csv_checks
 from components.schema_importer import load_schema, schema_column_types
 from data import generate as g
-from pipeline.config import PipelineConfig
+from pipeline.datasets import dataset_config
 
 ROWS = 30_000
 
@@ -53,7 +53,7 @@ def test_same_seed_same_bytes(tmp_path, model):
 
 def test_output_passes_the_csv_checks(tmp_path, model):
     files = g.generate(tmp_path / "ok", 20_000, seed=1, model=model)
-    columns = schema_column_types(load_schema(PipelineConfig().schema_file))
+    columns = schema_column_types(load_schema(dataset_config("taxi").schema_file))
     assert csv_checks.check_csv_files([str(f) for f in files], columns) == 20_000
 
 

@@ -7,9 +7,9 @@ import pytest
 import tensorflow as tf
 
 from data.images import encode_png
-from trainer import image_preprocessing as ip
-from trainer.image_model import build_cnn, make_augment
-from trainer.image_train import ImageHyperparameters, _raw_from_image_bytes, image_dataset
+from trainer.image import preprocessing as ip
+from trainer.image.model import build_cnn, make_augment
+from trainer.image.train import ImageHyperparameters, _raw_from_image_bytes, image_dataset
 
 OPTIONS = {"height": 8, "width": 8, "channels": 1, "image_format": "encoded", "class_names": []}
 

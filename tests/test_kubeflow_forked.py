@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kubeflow.forked_tasks import ForkServer, ForkServerError
+from kubeflow.local.forked_tasks import ForkServer, ForkServerError
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -105,7 +105,7 @@ def test_a_server_that_cannot_start_names_its_log(tmp_path: Path) -> None:
 def test_a_task_whose_server_dies_is_a_failed_task_with_the_reason_in_its_log(server) -> None:
     from kfp.local import status
 
-    from kubeflow.task_handler import ForkedTaskHandler
+    from kubeflow.local.task_handler import ForkedTaskHandler
 
     srv, tmp = server
     log = tmp / "task.log"
@@ -120,7 +120,7 @@ def test_a_task_whose_server_dies_is_a_failed_task_with_the_reason_in_its_log(se
 def test_the_real_server_gives_its_tasks_tfxps_beam_caches(tmp_path: Path) -> None:
     """The default preload ends with the Beam plugin; a task sees the caches installed
     (the server here skips the TFX entrypoints: they are not what is tested)."""
-    from kubeflow.forked_tasks import PRELOAD
+    from kubeflow.local.forked_tasks import PRELOAD
 
     plugin = PRELOAD[-1]
     assert plugin == "tfxp.beam_speedups_plugin"

@@ -118,7 +118,7 @@ def test_custom_artifact_types_are_named_by_import_path(compiled):
 
 
 def test_arguments_are_checked_converted_and_defaulted(compiled):
-    from kubeflow.local_run import LocalRunError, load_job, resolve_arguments
+    from kubeflow.local.job_runner import LocalRunError, load_job, resolve_arguments
 
     _, spec = load_job(str(compiled[1]))
     assert resolve_arguments(spec, {}) == {"data_root": "/pipeline/data/taxi"}
@@ -152,7 +152,7 @@ def test_cli_refuses_a_remote_root_and_bad_arguments(compiled, tmp_path, capsys)
 
 
 def test_registry_answers_the_resolver_filters_tfx_compiles(tmp_path):
-    from kubeflow.local_run import ArtifactRegistry, LocalRunError
+    from kubeflow.local.job_runner import ArtifactRegistry, LocalRunError
 
     registry = ArtifactRegistry(str(tmp_path))
     assert registry.latest('schema_title="tfx.ExampleStatistics" AND state=LIVE') is None
@@ -185,7 +185,7 @@ def test_registry_answers_the_resolver_filters_tfx_compiles(tmp_path):
 
 
 def test_task_environment_is_the_dockerfiles():
-    from kubeflow.task_handler import dockerfile_env, dockerfile_workdir, image_environment
+    from kubeflow.local.task_handler import dockerfile_env, dockerfile_workdir, image_environment
 
     env = dockerfile_env()
     assert env["TF_USE_LEGACY_KERAS"] == "1" and env["VIRTUAL_ENV"] == "/opt/venv"
@@ -198,7 +198,7 @@ def test_task_environment_is_the_dockerfiles():
 
 
 def test_image_paths_map_to_the_checkout_and_nothing_else():
-    from kubeflow.task_handler import ImageEnvTaskHandler, to_host_paths
+    from kubeflow.local.task_handler import ImageEnvTaskHandler, to_host_paths
 
     args = [
         "/pipeline/data/taxi",
@@ -217,7 +217,7 @@ def test_image_paths_map_to_the_checkout_and_nothing_else():
 
 
 def test_docker_handler_replaces_the_entrypoint_and_mounts_the_root():
-    from kubeflow.task_handler import DockerImageTaskHandler
+    from kubeflow.local.task_handler import DockerImageTaskHandler
 
     handler = DockerImageTaskHandler(
         "img", ["python", "-m", "x"], "/tmp/root", mounts={"/data/taxi": "/data/taxi"}
@@ -254,8 +254,8 @@ def test_spec_code_paths_name_the_projects_code(compiled):
         "components.validation.gate.ValidationGateExecutor",
         "components.validation.gate.ValidationResult",
         "components.atomic_pusher.Executor",
-        "trainer.preprocessing.preprocessing_fn",
-        "trainer.train.run_fn",
+        "trainer.taxi.preprocessing.preprocessing_fn",
+        "trainer.taxi.train.run_fn",
         "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor",
         "tfx.orchestration.kubeflow.v2.file_based_example_gen.driver",
     ):
@@ -274,7 +274,7 @@ def test_every_module_the_specs_name_imports_in_the_image(tmp_path):
     for dataset in ("taxi", "digits"):
         config = KubeflowConfig(image=IMAGE, pipeline_root="gs://b/r", dataset=dataset)
         paths.update(spec_code_paths(compile_pipeline(config)["pipelineSpec"]))
-    assert "trainer.image_train.run_fn" in paths and "trainer.train.run_fn" in paths
+    assert "trainer.image.train.run_fn" in paths and "trainer.taxi.train.run_fn" in paths
     # The Dockerfile's build-time import check covers the project's modules the specs name,
     # so a broken image fails `docker build`, not a pod.
     dockerfile = (PROJECT_ROOT / "Dockerfile").read_text().replace("\\\n", "")
@@ -302,7 +302,7 @@ def test_subprocess_handler_runs_the_entrypoint_fresh_in_the_image_env(tmp_path)
     and output are the task's. (The e2e jobs fork their tasks: `--runner forked`.)"""
     from kfp.local import status
 
-    from kubeflow.task_handler import ImageEnvTaskHandler
+    from kubeflow.local.task_handler import ImageEnvTaskHandler
 
     entrypoint = "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"
     log = tmp_path / "help.log"

@@ -67,7 +67,7 @@ def test_the_custom_job_tfx_would_submit_runs_our_run_fn_on_every_replica():
     job = client.create_training_job(
         {},
         {},
-        {"custom_config": json.dumps(custom), "run_fn": "trainer.train.run_fn"},
+        {"custom_config": json.dumps(custom), "run_fn": "trainer.taxi.train.run_fn"},
         "tfx.components.trainer.executor.GenericExecutor",
         dict(custom["ai_platform_training_args"]),
         None,  # job id: TFX makes one
@@ -80,7 +80,7 @@ def test_the_custom_job_tfx_would_submit_runs_our_run_fn_on_every_replica():
         assert pool["container_spec"]["image_uri"] == IMAGE
         assert "tfx.scripts.run_executor" in command
         assert "tfx.components.trainer.executor.GenericExecutor" in command
-        assert "trainer.train.run_fn" in command
+        assert "trainer.taxi.train.run_fn" in command
 
 
 @pytest.mark.parametrize(

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from tfxp.cli.lineage import main as lineage_main
+from tfxp.cli import main as cli_main
 from tfxp.metadata import diff as D
 from tfxp.metadata import graph as G
 from tfxp.metadata import lineage as L
+from tfxp.metadata import lineage_report
 from tfxp.metadata import render as R
 from tfxp.metadata.store import (
     MetadataStoreError,
@@ -69,8 +70,8 @@ def _data(examples_id: int, span: int) -> L.DataVersion:
 
 
 def test_data_facts_one_span_plain_several_per_span() -> None:
-    assert L.data_facts([_data(1, 1)])["span"] == 1
-    many = L.data_facts([_data(1, 1), _data(5, 2)])
+    assert lineage_report.data_facts([_data(1, 1)])["span"] == 1
+    many = lineage_report.data_facts([_data(1, 1), _data(5, 2)])
     assert many["spans"] == "1,2" and many["span 2 fingerprint"] == "2" * 64
 
 
@@ -247,7 +248,7 @@ def test_store_without_runs_or_of_another_pipeline(tmp_path: Path) -> None:
     ],
 )
 def test_cli_errors_are_one_line_exit_1(argv, tmp_path: Path, capsys) -> None:
-    assert lineage_main([*argv, "--run-dir", str(tmp_path)]) == 1
+    assert cli_main([*argv, "--run-dir", str(tmp_path)]) == 1
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.startswith("ERROR: no ML Metadata store at ")
@@ -256,7 +257,7 @@ def test_cli_errors_are_one_line_exit_1(argv, tmp_path: Path, capsys) -> None:
 
 def test_cli_store_of_another_pipeline(tmp_path: Path, capsys) -> None:
     _store_with_pipelines(tmp_path / "metadata.sqlite", "penguin")
-    assert lineage_main(["runs", "list", "--run-dir", str(tmp_path)]) == 1
+    assert cli_main(["runs", "list", "--run-dir", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert "'penguin', not 'taxi'" in err and err.count("\n") == 1
 

@@ -1,4 +1,4 @@
-"""trainer.model: the wide-and-deep Keras model over transformed features."""
+"""trainer.taxi.model: the wide-and-deep Keras model over transformed features."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from trainer import features as f
-from trainer.model import build_keras_model
+from trainer.taxi import features as f
+from trainer.taxi.model import build_keras_model
 
 DENSE = [f.transformed_name(k) for k in f.DENSE_FLOAT_FEATURE_KEYS]
 CATEGORICAL = {

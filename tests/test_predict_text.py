@@ -15,7 +15,8 @@ import pytest
 import tensorflow as tf
 
 from components.example_gen.csv_checks import CsvInputError
-from pipeline.config import PROJECT_ROOT, PipelineConfig
+from pipeline.config import PROJECT_ROOT
+from pipeline.datasets import dataset_config
 from tfxp.predict import PredictError, predict_csv
 
 EMBEDDED_CSV = PROJECT_ROOT / "data" / "taxi" / "span-1" / "data.csv"
@@ -51,7 +52,7 @@ def _write(path: Path, rows, prefix: bytes = b"") -> str:
 
 
 def test_bom_file_scores_as_the_plain_file(tmp_path, model_dir):
-    config = PipelineConfig()
+    config = dataset_config("taxi")
     plain = predict_csv(config, _write(tmp_path / "plain.csv", _rows()), model_dir=model_dir)
     bom = _write(tmp_path / "bom.csv", _rows(), prefix=b"\xef\xbb\xbf")
     assert predict_csv(config, bom, model_dir=model_dir).probabilities == plain.probabilities
@@ -64,7 +65,7 @@ def test_rows_the_model_cannot_score_are_refused_by_line(tmp_path, model_dir):
     out = tmp_path / "pred.csv"
     path = _write(tmp_path / "data.csv", rows)
     with pytest.raises(PredictError) as info:
-        predict_csv(PipelineConfig(), path, model_dir=model_dir, output=str(out))
+        predict_csv(dataset_config("taxi"), path, model_dir=model_dir, output=str(out))
     assert "cannot score 2 row(s)" in str(info.value) and "line(s) 5, 10" in str(info.value)
     assert not out.exists(), "nothing is written when a row cannot be scored"
 
@@ -74,7 +75,7 @@ def test_nan_in_a_finite_column_is_refused_before_scoring(tmp_path, model_dir):
     rows[3][rows[0].index("fare")] = "nan"
     path = _write(tmp_path / "data.csv", rows)
     with pytest.raises(CsvInputError, match=r"data.csv:4 column 'fare'.*disallow_nan"):
-        predict_csv(PipelineConfig(), path, model_dir=model_dir)
+        predict_csv(dataset_config("taxi"), path, model_dir=model_dir)
 
 
 def test_latin1_file_is_read_in_the_datasets_encoding(tmp_path, model_dir):
@@ -84,6 +85,8 @@ def test_latin1_file_is_read_in_the_datasets_encoding(tmp_path, model_dir):
     with path.open("w", newline="", encoding="latin-1") as f:
         csv.writer(f, lineterminator="\n").writerows(rows)
     with pytest.raises(CsvInputError, match=r"latin.csv:3 column 'company': not valid UTF-8"):
-        predict_csv(PipelineConfig(), str(path), model_dir=model_dir)
-    result = predict_csv(PipelineConfig(csv_encoding="latin-1"), str(path), model_dir=model_dir)
+        predict_csv(dataset_config("taxi"), str(path), model_dir=model_dir)
+    result = predict_csv(
+        dataset_config("taxi").replace(csv_encoding="latin-1"), str(path), model_dir=model_dir
+    )
     assert len(result.probabilities) == 30

@@ -1,4 +1,4 @@
-"""trainer.preprocessing: the tf.Transform graph, run for real with tf.Transform's Beam API."""
+"""trainer.taxi.preprocessing: the tf.Transform graph, run for real with tf.Transform's Beam API."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import tensorflow_transform.beam as tft_beam
 from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
 
 from components.schema_importer import load_schema
-from trainer import features as f
-from trainer.preprocessing import fill_in_missing, preprocessing_fn
+from trainer.taxi import features as f
+from trainer.taxi.preprocessing import fill_in_missing, preprocessing_fn
 
 SCHEMA_FILE = Path(__file__).resolve().parent.parent / "schema" / "taxi" / "schema.pbtxt"
 

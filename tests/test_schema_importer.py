@@ -9,7 +9,7 @@ import pytest
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 from components.schema_importer import file_sha256, load_schema
-from trainer import features as f
+from trainer.taxi import features as f
 
 SCHEMA_FILE = Path(__file__).resolve().parent.parent / "schema" / "taxi" / "schema.pbtxt"
 
@@ -77,9 +77,9 @@ def test_importer_creates_its_output_folder(tmp_path):
         CuratedSchemaImporter,
         file_sha256,
     )
-    from pipeline.config import PipelineConfig
+    from pipeline.datasets import dataset_config
 
-    schema_file = PipelineConfig().schema_file
+    schema_file = dataset_config("taxi").schema_file
     schema = standard_artifacts.Schema()
     schema.uri = str(tmp_path / "run" / "CuratedSchemaImporter" / "schema")
     executor = CuratedSchemaImporter.EXECUTOR_SPEC.executor_class()

@@ -12,6 +12,7 @@ import sys
 import textwrap
 
 from pipeline.config import PROJECT_ROOT
+from pipeline.datasets import dataset_config
 
 SCRIPT = textwrap.dedent(
     """
@@ -110,12 +111,11 @@ def test_building_the_pipeline_logs_no_deprecation_warning(caplog):
 
     from ml_metadata.proto import metadata_store_pb2
 
-    from pipeline.config import PipelineConfig
     from pipeline.definition import create_pipeline
 
     with caplog.at_level(logging.WARNING):
         create_pipeline(
-            PipelineConfig(),
+            dataset_config("taxi"),
             metadata_connection_config=metadata_store_pb2.ConnectionConfig(
                 fake_database=metadata_store_pb2.FakeDatabaseConfig()
             ),

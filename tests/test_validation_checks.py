@@ -20,11 +20,11 @@ from components.validation.checks import (
     with_comparators,
 )
 from components.validation.gate import previous_span, serving_statistics
-from components.validation.report import render_report
+from components.validation.html_report import render_report
 from data.generate import Drift, generate
-from pipeline.config import PipelineConfig
+from pipeline.datasets import dataset_config
 
-CONFIG = PipelineConfig()
+CONFIG = dataset_config("taxi")
 ROWS = 2000
 
 
@@ -344,9 +344,9 @@ def test_shipped_serving_requests_have_no_label_and_fit_the_schema(schema, setti
 
 
 def test_report_lookup(tmp_path):
-    from tfxp.metadata.report import ReportError, find_report
+    from tfxp.metadata.gate_report import ReportError, find_report
 
-    config = PipelineConfig(run_dir=str(tmp_path))
+    config = dataset_config("taxi").replace(run_dir=str(tmp_path))
     with pytest.raises(ReportError, match="run the pipeline first"):
         find_report(config)
     folder = Path(config.report_dir)

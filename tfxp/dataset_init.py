@@ -713,32 +713,3 @@ def run_init(args: argparse.Namespace, out=None) -> int:
     _write_dataset_files(name, target, inferred, schema, data_root)
     _print_summary(name, target, inferred, published, out)
     return 0
-
-
-def cmd_init(args: argparse.Namespace) -> int:
-    try:
-        return run_init(args)
-    except InitError as e:
-        print(f"ERROR: {e}\nnothing was written", file=sys.stderr)
-        return 1
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    """Adds `init` to the `tfxp` parser."""
-    p = sub.add_parser(
-        "init",
-        help="create a dataset from CSV files: schema, thresholds and a dataset file, no code",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("name", help="the dataset's name (lowercase letters, digits, - and _)")
-    p.add_argument("--csv", nargs="+", required=True, metavar="PATH", help="the CSV files")
-    p.add_argument("--label", required=True, metavar="COLUMN", help="the column to predict")
-    p.add_argument("--task", choices=TASKS, help="default: inferred from the label's values")
-    p.add_argument("--exclude", nargs="+", metavar="COL", help="columns the model must not use")
-    p.add_argument("--link", action="store_true", help="link the files instead of copying them")
-    p.add_argument("--data-root", help="keep the spans here (local or s3://) instead of data/NAME")
-    p.add_argument(
-        "--force", action="store_true", help="rewrite an existing dataset's files (never the data)"
-    )
-    p.set_defaults(func=cmd_init)

@@ -282,7 +282,7 @@ class ValidationGateExecutor(base_executor.BaseExecutor):
         output_dict: dict[str, list[types.Artifact]],
         exec_properties: dict[str, Any],
     ) -> None:
-        from components.validation.report import render_report
+        from components.validation.html_report import render_report
 
         settings = ValidationSettings.from_json(exec_properties["settings"])
         result, current, baseline, serving = _check(input_dict, exec_properties, settings)

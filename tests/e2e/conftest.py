@@ -38,7 +38,7 @@ def taxi_runs(tmp_path_factory: pytest.TempPathFactory) -> TaxiRuns:
     real = definition.code_fingerprint
 
     def edited(path: str, *args, **kwargs) -> str:
-        # Same effect as editing trainer/model.py: the run_fn's code hash changes.
+        # Same effect as editing trainer/taxi/model.py: the run_fn's code hash changes.
         value = real(path, *args, **kwargs)
         return value[::-1] if path == config.run_fn else value
 

@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 from pipeline.config import PROJECT_ROOT, PipelineConfig
+from pipeline.datasets import dataset_config
 
 SAMPLE_ROWS = 3000
 EMBEDDED_CSV = PROJECT_ROOT / "data" / "taxi" / "span-1" / "data.csv"
@@ -24,9 +25,13 @@ def write_sample(data_root: Path, rows: int = SAMPLE_ROWS) -> Path:
 
 def small_config(tmp: Path, **changes) -> PipelineConfig:
     """A config for quick whole runs: few steps, everything under `tmp`."""
-    return PipelineConfig(
-        data_root=str(tmp / "data"), run_dir=str(tmp / "run"), train_steps=40, eval_steps=2
-    ).replace(**changes)
+    return (
+        dataset_config("taxi")
+        .replace(
+            data_root=str(tmp / "data"), run_dir=str(tmp / "run"), train_steps=40, eval_steps=2
+        )
+        .replace(**changes)
+    )
 
 
 def write_span(data_root: Path, span: int, *, start: int = 0, rows: int = SAMPLE_ROWS) -> Path:

@@ -31,8 +31,8 @@ from pathlib import Path
 import pytest
 from e2e_support import write_scaled_fares
 
-from kubeflow import local_run
-from kubeflow.local_run import LocalRun, run_local_job
+from kubeflow.local import job_runner
+from kubeflow.local.job_runner import LocalRun, run_local_job
 from pipeline import definition as d
 
 # The first taxi test may also pay for the session's `taxi_runs` (four LocalDagRunner
@@ -66,7 +66,7 @@ class TaxiKfp:
 def task_server(tmp_path_factory):
     """One warm task server for the taxi jobs (the digits job, on another worker, starts
     its own through the command)."""
-    with local_run.task_server("forked", str(tmp_path_factory.mktemp("kfp-tasks"))) as server:
+    with job_runner.task_server("forked", str(tmp_path_factory.mktemp("kfp-tasks"))) as server:
         yield server
 
 
@@ -215,9 +215,9 @@ def test_digits_job_runs_every_task_to_a_pushed_model(tmp_path, monkeypatch, cap
     root = tmp_path / "kfp-root"
     package = _compile(tmp_path / "digits.json", root, "--dataset", "digits")
     runs = []
-    real = local_run.run_local_job
+    real = job_runner.run_local_job
     monkeypatch.setattr(
-        local_run, "run_local_job", lambda *a, **k: runs.append(real(*a, **k)) or runs[-1]
+        job_runner, "run_local_job", lambda *a, **k: runs.append(real(*a, **k)) or runs[-1]
     )
     capsys.readouterr()
     assert main(["run-local", "--package", str(package), "--runner", "forked"]) == 0  # root: spec's

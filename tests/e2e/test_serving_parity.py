@@ -54,7 +54,7 @@ def test_serving_default_on_raw_examples_matches_the_model_on_materialized_featu
     import tensorflow_transform as tft
     import tf_keras as keras
 
-    from trainer import features as f
+    from trainer.taxi import features as f
 
     cfg = metadata_store_pb2.ConnectionConfig()
     cfg.sqlite.filename_uri = taxi_runs.config.metadata_path

@@ -19,6 +19,7 @@ import pytest
 from reliability_support import write_sample
 
 from pipeline.config import PipelineConfig
+from pipeline.datasets import dataset_config
 from tfxp.local.runner import PipelineRunError, run_local
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -27,8 +28,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 def _config(tmp: Path, rows: int = 2000) -> PipelineConfig:
     write_sample(tmp, rows)
     schema = tmp / "schema.pbtxt"
-    shutil.copy(PipelineConfig().schema_file, schema)
-    return PipelineConfig(
+    shutil.copy(dataset_config("taxi").schema_file, schema)
+    return dataset_config("taxi").replace(
         data_root=str(tmp / "data"),
         run_dir=str(tmp / "run"),
         schema_file=str(schema),

@@ -18,11 +18,12 @@ import child  # tests/child.py (tests/ is on sys.path via its conftest)
 import pytest
 
 from pipeline.config import PROJECT_ROOT, PipelineConfig
+from pipeline.datasets import dataset_config
 from tfxp.local.run_guard import RunGuardError, check_locations, run_lock
 
 
 def _config(tmp: Path) -> PipelineConfig:
-    return PipelineConfig(data_root=str(tmp / "data"), run_dir=str(tmp / "run"))
+    return dataset_config("taxi").replace(data_root=str(tmp / "data"), run_dir=str(tmp / "run"))
 
 
 def test_corrupt_metadata_store_fails_before_any_work(tmp_path):

@@ -14,14 +14,40 @@ import sys
 import warnings
 from collections.abc import Sequence
 
-from tfxp.cli import beam, data, infer, init, lineage, predict, report, run, train, verify
+from tfxp.cli import (
+    beam,
+    data,
+    infer,
+    init,
+    lineage,
+    predict,
+    report,
+    run,
+    runs,
+    schema,
+    train,
+    verify,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tfxp", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    for command in (init, run, train, predict, infer, verify, data, lineage, report, beam):
+    for command in (
+        init,
+        run,
+        train,
+        predict,
+        infer,
+        verify,
+        data,
+        runs,
+        lineage,
+        report,
+        schema,
+        beam,
+    ):
         command.register(sub)
     return parser
 

@@ -4,15 +4,24 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from typing import Any
 
 from pipeline.beam import AUTO, BEAM_MODES, ENVIRONMENT_TYPES, BeamOptions, auto_mode
 from pipeline.config import PipelineConfig
-from pipeline.datasets import dataset_names
+from pipeline.datasets import dataset_config, dataset_names
 from pipeline.overrides import pipeline_config
 from pipeline.spans import select_spans
 from tfxp import beam_speedups
-from tfxp.metadata.store import StoreLocation, add_mysql_flags, location_from
+from tfxp.metadata.store import (
+    MetadataStoreError,
+    StoreLocation,
+    add_mysql_flags,
+    add_store_flags,
+    location_from,
+    location_from_args,
+    open_store,
+)
 from tfxp.storage.storage import config_locations
 
 
@@ -177,3 +186,56 @@ def store_location(args: argparse.Namespace, config: PipelineConfig) -> StoreLoc
         mysql_user=getattr(args, "mysql_user", None),
         default_run_dir=config.local_dir,
     )
+
+
+# The commands that read ML Metadata alone (`tfxp runs`, `tfxp lineage`).
+
+
+def open_lineage(args: argparse.Namespace, dataset: str | None = None):
+    """The `Lineage` queries over the store the flags name (the dataset's by default)."""
+    from tfxp.metadata.lineage import Lineage
+
+    config = dataset_config(dataset or args.dataset)
+    location = location_from_args(args, config.local_dir)
+    store = open_store(location)
+    return Lineage(store, config.pipeline_name, location.describe())
+
+
+def printed(func):
+    """A command returning its text -> one printing it, or one ERROR line and exit code 1."""
+
+    def wrapped(args: argparse.Namespace) -> int:
+        from tfxp.metadata.store import LineageError
+
+        try:
+            text = func(args)
+        except (LineageError, MetadataStoreError, ValueError) as e:
+            message = " ".join(str(e).split())  # one line, whatever the cause
+            print(f"ERROR: {message}", file=sys.stderr)
+            return 1
+        print(text)
+        return 0
+
+    return wrapped
+
+
+def add_store_query_flags(p: argparse.ArgumentParser, *, dataset_flag: bool = True) -> None:
+    """--dataset (optional), --json and the ML Metadata store's flags."""
+    if dataset_flag:
+        p.add_argument(
+            "--dataset",
+            default="taxi",
+            choices=dataset_names(),
+            help="which pipeline's runs (default taxi)",
+        )
+    p.add_argument("--json", action="store_true", help="stable JSON (sorted keys) for scripts")
+    add_store_flags(p, default_run_dir_help=" (default: the dataset's, runs/taxi)")
+
+
+def standalone_main(register, doc: str, argv: list[str] | None = None) -> int:
+    """`python -m tfxp.cli.<group> ...`: one command group's parser without the rest of `tfxp`."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    parser = argparse.ArgumentParser(prog="tfxp", description=doc)
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return args.func(args)

@@ -1,5 +1,42 @@
-"""`tfxp init`: a dataset from CSV files, no code (the work is in `tfxp/dataset_init.py`)."""
+"""`tfxp init NAME --csv FILE... --label COLUMN`: a dataset from CSV files, no code.
 
-from tfxp.dataset_init import register
+The command's flags and its error handling; the inference and the writing are
+in tfxp/dataset_init.py.
+"""
 
-__all__ = ["register"]
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pipeline.datasets import TASKS
+from tfxp import dataset_init
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    try:
+        return dataset_init.run_init(args)
+    except dataset_init.InitError as e:
+        print(f"ERROR: {e}\nnothing was written", file=sys.stderr)
+        return 1
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Adds `init` to the `tfxp` parser."""
+    p = sub.add_parser(
+        "init",
+        help="create a dataset from CSV files: schema, thresholds and a dataset file, no code",
+        description=dataset_init.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("name", help="the dataset's name (lowercase letters, digits, - and _)")
+    p.add_argument("--csv", nargs="+", required=True, metavar="PATH", help="the CSV files")
+    p.add_argument("--label", required=True, metavar="COLUMN", help="the column to predict")
+    p.add_argument("--task", choices=TASKS, help="default: inferred from the label's values")
+    p.add_argument("--exclude", nargs="+", metavar="COL", help="columns the model must not use")
+    p.add_argument("--link", action="store_true", help="link the files instead of copying them")
+    p.add_argument("--data-root", help="keep the spans here (local or s3://) instead of data/NAME")
+    p.add_argument(
+        "--force", action="store_true", help="rewrite an existing dataset's files (never the data)"
+    )
+    p.set_defaults(func=cmd_init)

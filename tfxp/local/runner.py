@@ -311,7 +311,7 @@ def _record_block(
 ) -> None:
     from tfx.orchestration import metadata
 
-    from tfxp.metadata.report import record_block
+    from tfxp.metadata.gate_report import record_block
 
     connection = connection_config or metadata.sqlite_metadata_connection_config(
         config.metadata_path
@@ -325,7 +325,7 @@ def _record_block(
 
 def _gate_outcome(store, config: PipelineConfig, summary, printer: Printer) -> None:
     """The gate's decision and report on the summary; warnings printed."""
-    from tfxp.metadata.report import finish_report
+    from tfxp.metadata.gate_report import finish_report
 
     try:
         outcome = finish_report(store, config, summary.run_id)

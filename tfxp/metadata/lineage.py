@@ -47,7 +47,6 @@ from pipeline.node_ids import (
     TRAINER,
     TRANSFORM,
 )
-from tfxp.metadata.graph import Graph
 from tfxp.metadata.properties import json_prop as _json
 from tfxp.metadata.properties import prop
 from tfxp.metadata.store import LineageError
@@ -156,7 +155,6 @@ class ModelLineage:
     blessing: Blessing | None
     metrics: dict[str, float]
     pushes: list[Push]
-    graph: Graph | None = None
 
     @property
     def spans(self) -> list[int]:
@@ -168,7 +166,6 @@ class ModelLineage:
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
-        out.pop("graph")
         out["spans"] = self.spans
         out["pushed"] = self.pushed
         out["blessed"] = bool(self.blessing and self.blessing.blessed)
@@ -215,12 +212,9 @@ class SpanLineage:
     span: int
     data: list[DataVersion]
     models: list[ModelUse]
-    graph: Graph | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
-        out.pop("graph")
-        return out
+        return dataclasses.asdict(self)
 
 
 # ---------------------------------------------------------------------------
@@ -258,6 +252,8 @@ class Lineage:
         self._artifacts: dict[int, pb.Artifact] = {}
         self._events_by_exec: dict[int, list[pb.Event]] = {}
         self._events_by_art: dict[int, list[pb.Event]] = {}
+        # Each model's walk to its data (model_lineage), for lineage_report.model_graph.
+        self._walks: dict[int, list[tuple[pb.Execution, list[tuple[int, str]], list[int]]]] = {}
 
     # -- store sanity -------------------------------------------------------
 
@@ -546,10 +542,9 @@ class Lineage:
             self._artifacts.setdefault(a.id, a)
         return graph
 
-    def model_lineage(
-        self, model: pb.Artifact, *, with_metrics: bool = True, with_graph: bool = False
-    ) -> ModelLineage:
+    def model_lineage(self, model: pb.Artifact, *, with_metrics: bool = True) -> ModelLineage:
         steps, by_node, raw, writers = self._producers_upstream(model)
+        self._walks[model.id] = steps
         schema_exec, transform_exec = by_node.get(SCHEMA_IMPORTER), by_node.get(TRANSFORM)
         trainer_exec = by_node.get(TRAINER)
         reused = sorted(
@@ -579,8 +574,6 @@ class Lineage:
             metrics=self.metrics(model.id) if with_metrics else {},
             pushes=self.pushes(model.id),
         )
-        if with_graph:
-            lineage.graph = self._model_graph(lineage, model, steps)
         return lineage
 
     def _producers_upstream(self, model: pb.Artifact):
@@ -630,6 +623,14 @@ class Lineage:
             elif node in (SCHEMA_IMPORTER, TRANSFORM) or (node == TRAINER and aid == model.id):
                 by_node[node] = ex
         return steps, by_node, raw, writers.get(model.id, [])
+
+    def producer_steps(
+        self, model: pb.Artifact
+    ) -> list[tuple[pb.Execution, list[tuple[int, str]], list[int]]]:
+        """The executions from the model back to its data: (execution, inputs, outputs)."""
+        if model.id not in self._walks:
+            self._walks[model.id] = self._producers_upstream(model)[0]
+        return self._walks[model.id]
 
     def metrics(self, model_id: int) -> dict[str, float]:
         evaluation = self.evaluation(model_id)
@@ -694,9 +695,7 @@ class Lineage:
                 spans.update(prop(a, "span") for a in self.outputs(ex.id, "Examples"))
         return sorted(spans - {None})
 
-    def span_lineage(
-        self, span: int, version: int | None = None, *, with_graph: bool = False
-    ) -> SpanLineage:
+    def span_lineage(self, span: int, version: int | None = None) -> SpanLineage:
         examples = self.span_examples(span, version)
         if not examples:
             spans = ", ".join(str(s) for s in self.ingested_spans()) or "none"
@@ -706,15 +705,12 @@ class Lineage:
                 f"{spans}); `tfxp run --span {span}` ingests it"
             )
         uses = self.models_trained_on(examples)
-        result = SpanLineage(
+        return SpanLineage(
             pipeline=self.pipeline,
             span=span,
             data=[self.data_version(a) for a in examples],
             models=uses,
         )
-        if with_graph:
-            result.graph = span_graph(result)
-        return result
 
     def models_trained_on(self, examples: Sequence[pb.Artifact]) -> list[ModelUse]:
         """The models whose training data includes any of `examples` (ingested Examples)."""
@@ -745,132 +741,6 @@ class Lineage:
             {self.run_of[e.execution_id] for e in events if e.execution_id in self.run_of}
         )
 
-    # -- diffs --------------------------------------------------------------
-
-    def run_facts(self, run_id: str, *, with_metrics: bool = True) -> dict[str, dict[str, Any]]:
-        """What a run trained on and produced, by section, for `diff_facts`."""
-        facts: dict[str, dict[str, Any]] = {
-            "data": {},
-            "schema": {},
-            "code": {},
-            "hyperparameters": {},
-            "metrics": {},
-            "model": {},
-        }
-        info = self.run_info(run_id)
-        lineage = None
-        if info.model_id is not None:
-            lineage = self.model_lineage(self.artifact(info.model_id), with_metrics=with_metrics)
-            data = lineage.data
-        else:
-            gen = self.run_example_gen(run_id)
-            data = [self.data_version(a) for a in self.outputs(gen.id, "Examples")] if gen else []
-        facts["data"] = data_facts(data)
-        schema_exec = self.run_execution(run_id, SCHEMA_IMPORTER)
-        if schema_exec is not None:
-            facts["schema"] = {
-                "content_sha256": prop(schema_exec, "content_sha256"),
-                "file": prop(schema_exec, "schema_file"),
-            }
-        for node, key in ((TRANSFORM, "transform"), (TRAINER, "trainer")):
-            ex = self.run_execution(run_id, node)
-            if ex is not None:
-                c = self._component_facts(ex)
-                facts["code"][key] = c.get("code_fingerprint")
-                if node == TRAINER:
-                    facts["hyperparameters"] = dict(c.get("hyperparameters") or {})
-        if lineage is not None:
-            facts["metrics"] = {k: v for k, v in lineage.metrics.items() if not k.endswith("_diff")}
-            b = lineage.blessing
-            facts["model"] = {
-                "id": lineage.model_id,
-                "trained_in_run": lineage.trained_in_run,
-                "blessed": bool(b and b.blessed),
-                "baseline_model_id": b.baseline_model_id if b else None,
-                "pushed": lineage.pushed,
-                "pushed_version": next((p.version for p in lineage.pushes if p.pushed), None),
-            }
-        return facts
-
-    # -- graphs -------------------------------------------------------------
-
-    def _model_graph(
-        self,
-        lineage: ModelLineage,
-        model: pb.Artifact,
-        steps: list[tuple[pb.Execution, list[tuple[int, str]], list[int]]],
-    ) -> Graph:
-        g = Graph(title=model_title(lineage))
-        by_id = {d.examples_id: d for d in lineage.data}
-        for ex, ins, outs in steps:
-            node = self.node_of.get(ex.id, self.exec_type(ex))
-            lines = [f"execution #{ex.id}", f"run {self.run_of.get(ex.id, '?')}"]
-            if node == TRAINER:
-                hp = lineage.trainer.get("hyperparameters", {})
-                lines.append(", ".join(f"{k}={v}" for k, v in hp.items()))
-                lines.append(f"code {str(lineage.trainer.get('code_fingerprint'))[:12]}")
-            elif node == TRANSFORM:
-                lines.append(f"code {str(lineage.transform.get('code_fingerprint'))[:12]}")
-            elif node == SCHEMA_IMPORTER:
-                lines.append(f"sha256 {str(lineage.schema.get('content_sha256'))[:12]}")
-                g.add(f"f{ex.id}", "file", "schema file", [str(lineage.schema.get("file"))])
-                g.edge(f"f{ex.id}", f"e{ex.id}")
-            g.add(f"e{ex.id}", "execution", node, lines)
-            for aid, _key in ins:
-                g.edge(f"a{aid}", f"e{ex.id}")
-            for aid in outs:
-                art = self.artifact(aid)
-                g.edge(f"e{ex.id}", f"a{aid}")
-                type_name = self.type_of(art) if art else "?"
-                lines = [f"#{aid}"]
-                if aid in by_id:
-                    d = by_id[aid]
-                    lines = [
-                        f"#{aid} span {d.span}" + ("" if d.version is None else f" v{d.version}"),
-                        f"sha256 {(d.fingerprint or '?')[:12]}",
-                        f"{d.rows if d.rows is not None else '?'} rows",
-                    ]
-                    raw_key = f"raw{aid}"
-                    g.add(
-                        raw_key,
-                        "file",
-                        f"raw data span {d.span}",
-                        [os.path.join(d.input_base or "?", d.pattern or "?")]
-                        + [f"{len(d.files)} file(s) on disk now"],
-                    )
-                    g.edge(raw_key, f"e{ex.id}")
-                g.add(f"a{aid}", "artifact", type_name, lines, highlight=aid == model.id)
-        b = lineage.blessing
-        if b is not None:
-            verdict = "blessed" if b.blessed else "NOT blessed"
-            base = (
-                f"baseline model #{b.baseline_model_id}" if b.baseline_model_id else "no baseline"
-            )
-            metric_lines = [f"{k} {v:.4f}" for k, v in list(lineage.metrics.items())[:3]]
-            g.add("eval", "execution", EVALUATOR, [f"run {b.run_id}"])
-            g.add(
-                f"a{b.blessing_id}",
-                "artifact",
-                "ModelBlessing",
-                [f"#{b.blessing_id} {verdict}", base, *metric_lines],
-            )
-            g.edge(f"a{model.id}", "eval")
-            g.edge("eval", f"a{b.blessing_id}")
-            for p in lineage.pushes:
-                g.add(f"push{p.pushed_model_id}", "execution", PUSHER, [f"run {p.run_id}"])
-                g.add(
-                    f"a{p.pushed_model_id}",
-                    "artifact",
-                    "PushedModel",
-                    [
-                        f"#{p.pushed_model_id} {'pushed' if p.pushed else 'not pushed'}",
-                        f"version {p.version}" if p.pushed else "",
-                    ],
-                )
-                g.edge(f"a{b.blessing_id}", f"push{p.pushed_model_id}")
-                g.edge(f"push{p.pushed_model_id}", f"a{p.pushed_model_id}")
-        return g
-
 
 def _quiet_tensorflow() -> None:
     """TFMA's import prints deprecation chatter that would bury a query's answer."""
@@ -885,66 +755,3 @@ def _quiet_tensorflow() -> None:
     import tensorflow as tf
 
     tf.get_logger().setLevel(logging.ERROR)
-
-
-def model_title(lineage: ModelLineage) -> str:
-    spans = ", ".join(str(s) for s in lineage.spans) or "?"
-    word = "span" if len(lineage.spans) <= 1 else "spans"
-    return (
-        f"Model #{lineage.model_id} of pipeline '{lineage.pipeline}', trained on {word} {spans}"
-        f" (run {lineage.trained_in_run})"
-    )
-
-
-def data_facts(data: Sequence[DataVersion]) -> dict[str, Any]:
-    """Training data as flat, diffable facts (one span: plain keys; several: per span)."""
-    if len(data) == 1:
-        d = data[0]
-        return {
-            "span": d.span,
-            "version": d.version,
-            "fingerprint": d.fingerprint,
-            "rows": d.rows,
-            # No Examples artifact id: a `--no-cache` re-ingestion of the same
-            # bytes is a new artifact but the same data (the fingerprint says so).
-        }
-    out: dict[str, Any] = {"spans": ",".join(str(d.span) for d in data)}
-    for d in data:
-        tag = f"span {d.span}" + ("" if d.version is None else f" v{d.version}")
-        out[f"{tag} fingerprint"] = d.fingerprint
-        out[f"{tag} rows"] = d.rows
-    return out
-
-
-def span_graph(s: SpanLineage) -> Graph:
-    g = Graph(title=f"span {s.span} of pipeline '{s.pipeline}': {len(s.models)} model(s)")
-    for d in s.data:
-        g.add(
-            f"raw{d.examples_id}",
-            "file",
-            f"raw data span {d.span}",
-            [os.path.join(d.input_base or "?", d.pattern or "?")],
-        )
-        g.add(
-            f"a{d.examples_id}",
-            "artifact",
-            "Examples",
-            [f"#{d.examples_id} span {d.span}", f"sha256 {(d.fingerprint or '?')[:12]}"],
-            highlight=True,
-        )
-        g.edge(f"raw{d.examples_id}", f"a{d.examples_id}")
-    for u in s.models:
-        g.add(
-            f"m{u.model_id}",
-            "artifact",
-            "Model",
-            [
-                f"#{u.model_id} run {u.trained_in_run}",
-                f"spans {','.join(str(x) for x in u.spans)}",
-                f"blessed {'yes' if u.blessed else 'no'}",
-                "pushed " + (",".join(u.pushed_versions) if u.pushed else "no"),
-            ],
-        )
-        for d in s.data:
-            g.edge(f"a{d.examples_id}", f"m{u.model_id}")
-    return g

@@ -13,8 +13,8 @@ from tfxp.metadata.lineage import (
     ModelLineage,
     RunInfo,
     SpanLineage,
-    model_title,
 )
+from tfxp.metadata.lineage_report import model_title
 
 
 def _short(value: Any) -> str:

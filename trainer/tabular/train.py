@@ -8,7 +8,7 @@ Signatures of the SavedModel (raw tf.Examples in, transform graph inside):
                       (TFMA finds its prediction under these standard keys.)
   transform_features  serialized raw tf.Examples -> transformed features (TFMA)
 Training reuses the project's input pipeline, hyperparameters, input-wait
-monitor and transform signature (trainer/input.py, trainer/train.py).
+monitor and transform signature (trainer/input.py, trainer/base.py).
 """
 
 from __future__ import annotations
@@ -23,17 +23,17 @@ import tensorflow_transform as tft
 import tf_keras as keras
 from absl import logging
 
+from trainer.base import (
+    SERVING_SIGNATURE,
+    TRANSFORM_SIGNATURE,
+    EpochTimer,
+    Hyperparameters,
+    transform_signature,
+)
 from trainer.distribution import TrainingJob, train_and_export
 from trainer.input import input_fn
 from trainer.tabular.features import TabularSpec, missing_name, tabular_spec
 from trainer.tabular.model import build_model
-from trainer.train import (
-    SERVING_SIGNATURE,
-    TRANSFORM_SIGNATURE,
-    Hyperparameters,
-    _EpochTimer,
-    _transform_signature,
-)
 
 # Batches read to estimate the regression label's mean and spread.
 LABEL_SCALE_BATCHES = 20
@@ -120,7 +120,7 @@ def run_fn(fn_args: Any) -> None:
     def signatures(model: keras.Model) -> dict:
         return {
             SERVING_SIGNATURE: _examples_signature(model, tf_transform_output, spec),
-            TRANSFORM_SIGNATURE: _transform_signature(model, tf_transform_output),
+            TRANSFORM_SIGNATURE: transform_signature(model, tf_transform_output),
         }
 
     train_and_export(
@@ -131,6 +131,6 @@ def run_fn(fn_args: Any) -> None:
             signatures=signatures,
             batch_size=hp.batch_size,
             eval_batch_size=hp.eval_batch_size,
-            callbacks=(_EpochTimer(),),
+            callbacks=(EpochTimer(),),
         ),
     )

@@ -21,9 +21,10 @@ import tensorflow_transform as tft
 import tf_keras as keras
 from absl import logging
 
+from trainer.base import SERVING_SIGNATURE, TRANSFORM_SIGNATURE
 from trainer.distribution import TrainingJob, train_and_export
-from trainer.image_model import build_cnn, make_augment
-from trainer.image_preprocessing import (
+from trainer.image.model import build_cnn, make_augment
+from trainer.image.preprocessing import (
     CHANNELS_KEY,
     HEIGHT_KEY,
     IMAGE_KEY,
@@ -34,9 +35,7 @@ from trainer.image_preprocessing import (
 )
 from trainer.input import input_fn
 
-SERVING_SIGNATURE = "serving_default"
 EXAMPLES_SIGNATURE = "serving_examples"
-TRANSFORM_SIGNATURE = "transform_features"
 
 
 @dataclass(frozen=True)
@@ -53,7 +52,7 @@ class ImageHyperparameters:
     shuffle_buffer: int = 4096
     cache: bool = True
     deterministic: bool = True
-    # Augmentation of training batches (trainer/image_model.make_augment).
+    # Augmentation of training batches (trainer/image/model.make_augment).
     translate: int = 1  # pixels; 0 turns shifting off
     brightness: float = 0.1
     flip: bool = False  # mirrors change digits and text: off unless the classes allow it

@@ -5,7 +5,7 @@ from __future__ import annotations
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from trainer import features as f
+from trainer.taxi import features as f
 
 
 def fill_in_missing(x: tf.Tensor | tf.SparseTensor) -> tf.Tensor:
@@ -32,7 +32,7 @@ def _as_vocab_input(x: tf.Tensor) -> tf.Tensor:
 
 
 def preprocessing_fn(inputs: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-    """Maps raw taxi features to model inputs (see trainer/features.py)."""
+    """Maps raw taxi features to model inputs (see trainer/taxi/features.py)."""
     outputs: dict[str, tf.Tensor] = {}
     for key in f.DENSE_FLOAT_FEATURE_KEYS:
         value = tf.cast(fill_in_missing(inputs[key]), tf.float32)

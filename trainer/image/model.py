@@ -8,7 +8,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from trainer.fast_steps import FastStepModel
-from trainer.image_preprocessing import IMAGE_XF
+from trainer.image.preprocessing import IMAGE_XF
 
 
 def build_cnn(

@@ -13,7 +13,7 @@ Each handler implements `kfp.local`'s `ITaskHandler` and run the task's exact
   checkout: the one thing a subprocess cannot reproduce without a mount.
 * `ForkedTaskHandler` (`--runner forked`): the same command, environment and
   working directory, forked from a server that imported TFX once
-  (`kubeflow/forked_tasks.py`): ~10 s less per task, no fresh interpreter.
+  (`kubeflow/local/forked_tasks.py`): ~10 s less per task, no fresh interpreter.
 * `DockerImageTaskHandler`: the task in the built image, with the pipeline
   root (and any local folder passed as a runtime argument) mounted at the same
   path. `kfp.local`'s own `DockerTaskHandler` passes the command as the
@@ -152,7 +152,7 @@ class ForkedTaskHandler(ImageEnvTaskHandler):
         command = self.command()
         if len(command) < 3 or command[:2] != [sys.executable, "-m"]:
             return super().run()
-        from kubeflow.forked_tasks import ForkServerError
+        from kubeflow.local.forked_tasks import ForkServerError
 
         echo = sys.stdout.buffer if self.echo else None
         try:

@@ -5,7 +5,7 @@ placeholder resolution (`{{$}}` and friends) are the KFP SDK's own
 (`kfp.local`: `graph_utils`, `dag_orchestrator.make_task_arguments`,
 `executor_input_utils`, `placeholder_utils`, `executor_output_utils`); each
 container task's resolved `command + args` runs through a task handler from
-`kubeflow.task_handler` (a subprocess in the image's environment, or the image
+`kubeflow.local.task_handler` (a subprocess in the image's environment, or the image
 itself under Docker).
 
 `kfp.local` runs pipelines written with the KFP DSL; a TFX-compiled spec
@@ -49,7 +49,7 @@ import yaml
 from google.protobuf import json_format
 
 if TYPE_CHECKING:
-    from kubeflow.forked_tasks import ForkServer
+    from kubeflow.local.forked_tasks import ForkServer
 
 Printer = Callable[[str], None]
 REGISTRY = os.path.join(".run-local", "artifacts.jsonl")
@@ -481,7 +481,7 @@ RUNNERS = ("subprocess", "forked", "docker")
 def default_handler_factory(
     runner: str = "subprocess", *, echo: bool = False, mounts=(), server: Any = None
 ):
-    from kubeflow.task_handler import (
+    from kubeflow.local.task_handler import (
         DockerImageTaskHandler,
         ForkedTaskHandler,
         ImageEnvTaskHandler,
@@ -508,8 +508,8 @@ def task_server(runner: str, pipeline_root: str, shared: ForkServer | None = Non
     if shared is not None:  # the caller's: not ours to stop
         yield shared
         return
-    from kubeflow.forked_tasks import ForkServer
-    from kubeflow.task_handler import image_environment, image_workdir
+    from kubeflow.local.forked_tasks import ForkServer
+    from kubeflow.local.task_handler import image_environment, image_workdir
 
     server = ForkServer(
         env=image_environment(),

@@ -1,9 +1,50 @@
-"""TFX Trainer entry point (`run_fn`) and the exported serving signatures."""
+"""What every trainer shares: hyperparameters, input options, signatures and export, the epoch timer.
+
+The trainers (`trainer/taxi/`, `trainer/tabular/`, `trainer/image/`) each import
+from here and from the shared infrastructure (trainer/input.py,
+trainer/distribution.py, ...), never from one another (an import-linter
+contract in pyproject.toml says so).
+
+The plug-in contract: a dataset's own model code
+-------------------------------------------------
+A dataset file (`schema/<NAME>/dataset.yaml`) names its trainer code by dotted
+path, and that is the one way model code plugs into the pipeline:
+
+    preprocessing_fn: trainer.taxi.preprocessing.preprocessing_fn
+    run_fn: trainer.taxi.train.run_fn
+
+Without them, a tabular dataset gets the generic tabular trainer
+(`trainer.tabular`), driven by its `features:` treatments. Each function is
+fingerprinted with the project modules it imports (pipeline/fingerprint.py):
+editing preprocessing code re-runs Transform and what follows it, editing
+only training code re-runs the Trainer and what follows it.
+
+`preprocessing_fn(inputs)` (or `preprocessing_fn(inputs, custom_config)`) is
+tf.Transform's: a dict of raw feature tensors in, a dict of transformed
+tensors out; one of them is the transformed label (`transformed_label:` in the
+dataset file, `<label>_xf` by default).
+
+`run_fn(fn_args)` receives TFX's `FnArgs`: `train_files` and `eval_files`
+(GZIP TFRecord patterns of transformed examples), `transform_output` (the
+Transform graph's directory, for `tft.TFTransformOutput`), `train_steps`,
+`eval_steps`, `serving_model_dir`, `model_run_dir` and `custom_config`
+(`hyperparameters` from the dataset file; `tabular` or `image` options for
+those kinds). It must export a SavedModel to `fn_args.serving_model_dir` with
+  - `serving_default` (SERVING_SIGNATURE): what `tfxp predict` and serving
+    call (serialized raw tf.Examples without the label, or image bytes), and
+    what the Evaluator feeds unless the dataset names another `eval_signature`;
+  - `transform_features` (TRANSFORM_SIGNATURE): serialized raw tf.Examples ->
+    transformed features, from which TFMA reads the transformed label.
+`trainer.distribution.train_and_export` does the training loop (one worker or
+many) and the export: a run_fn builds a `TrainingJob` (model builder, dataset
+function, signatures, batch sizes, callbacks) and hands it over.
+
+Only TensorFlow and tf.Transform are imported here (never `pipeline`).
+"""
 
 from __future__ import annotations
 
 import importlib
-import json
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -13,10 +54,7 @@ import tensorflow_transform as tft
 import tf_keras as keras
 from absl import logging
 
-from trainer import features as f
-from trainer.distribution import TrainingJob, train_and_export
-from trainer.input import DATA_SERVICE_MODES, BatchFn, InputOptions, input_fn
-from trainer.model import build_keras_model
+from trainer.input import DATA_SERVICE_MODES, BatchFn, InputOptions
 
 SERVING_SIGNATURE = "serving_default"
 TRANSFORM_SIGNATURE = "transform_features"
@@ -93,31 +131,7 @@ class Hyperparameters:
         )
 
 
-def _examples_signature(model: keras.Model, tf_transform_output: tft.TFTransformOutput):
-    """serving_default: serialized raw tf.Examples in, probability out.
-
-    The transform graph runs inside the SavedModel, so serving applies exactly
-    the preprocessing that training saw.
-    """
-    model.tft_layer_serving = tf_transform_output.transform_features_layer()
-    raw_spec = tf_transform_output.raw_feature_spec()
-    raw_spec.pop(f.LABEL_KEY, None)
-
-    # autograph=False: no Python control flow here, and conversion costs seconds.
-    @tf.function(
-        input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")],
-        autograph=False,
-    )
-    def serve(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
-        raw = tf.io.parse_example(serialized, raw_spec)
-        transformed = model.tft_layer_serving(raw)
-        transformed.pop(f.TRANSFORMED_LABEL_KEY, None)
-        return {"probability": model(transformed)}
-
-    return serve
-
-
-def _transform_signature(model: keras.Model, tf_transform_output: tft.TFTransformOutput):
+def transform_signature(model: keras.Model, tf_transform_output: tft.TFTransformOutput):
     """transform_features: raw examples (with label) to transformed features, for TFMA."""
     model.tft_layer_eval = tf_transform_output.transform_features_layer()
     raw_spec = tf_transform_output.raw_feature_spec()
@@ -133,7 +147,7 @@ def _transform_signature(model: keras.Model, tf_transform_output: tft.TFTransfor
     return transform
 
 
-class _EpochTimer(keras.callbacks.Callback):
+class EpochTimer(keras.callbacks.Callback):
     """Logs wall time per epoch so slow training shows up in the run log."""
 
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
@@ -143,55 +157,11 @@ class _EpochTimer(keras.callbacks.Callback):
         logging.info("epoch %d took %.2fs: %s", epoch, time.perf_counter() - self._start, logs)
 
 
-def _import_augment(dotted_path: str | None) -> BatchFn | None:
+def import_augment(dotted_path: str | None) -> BatchFn | None:
+    """The `augment` hyperparameter's function ("package.module.function"), or None."""
     if not dotted_path:
         return None
     module, _, name = dotted_path.rpartition(".")
     if not module:
         raise ValueError(f"augment must be 'package.module.function', got {dotted_path!r}")
     return getattr(importlib.import_module(module), name)
-
-
-def signatures(model: keras.Model, tf_transform_output: tft.TFTransformOutput) -> dict:
-    """The SavedModel's serving and transform signatures."""
-    return {
-        SERVING_SIGNATURE: _examples_signature(model, tf_transform_output),
-        TRANSFORM_SIGNATURE: _transform_signature(model, tf_transform_output),
-    }
-
-
-def run_fn(fn_args: Any) -> None:
-    """Trains the model on transformed examples and exports it for serving.
-
-    `fn_args` is TFX's FnArgs: train/eval file patterns, the transform output,
-    step counts, `custom_config` and the serving model directory. With a
-    multi-worker `TF_CONFIG`, every worker runs this (trainer/distribution.py).
-    """
-    hp = Hyperparameters.from_custom_config(fn_args.custom_config)
-    logging.info("hyperparameters: %s", json.dumps(asdict(hp)))
-    # Same data, code and hyperparameters give the same model (up to thread
-    # scheduling in TF's kernels): weights init and shuffling are seeded.
-    keras.utils.set_random_seed(hp.seed)
-    tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
-    feature_spec = tf_transform_output.transformed_feature_spec()
-    augment = _import_augment(hp.augment)
-
-    def dataset(patterns, batch_size: int, training: bool, record_shard) -> tf.data.Dataset:
-        options = hp.input_options(training, augment, record_shard)
-        return input_fn(patterns, feature_spec, f.TRANSFORMED_LABEL_KEY, batch_size, options)
-
-    vocab_sizes = {
-        key: tf_transform_output.vocabulary_size_by_name(key) + f.OOV_SIZE
-        for key in f.VOCAB_FEATURE_KEYS
-    }
-    train_and_export(
-        fn_args,
-        TrainingJob(
-            build_model=lambda: build_keras_model(hp.hidden_units, hp.learning_rate, vocab_sizes),
-            dataset=dataset,
-            signatures=lambda model: signatures(model, tf_transform_output),
-            batch_size=hp.batch_size,
-            eval_batch_size=hp.eval_batch_size,
-            callbacks=(_EpochTimer(),),
-        ),
-    )

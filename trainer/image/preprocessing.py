@@ -4,7 +4,7 @@ Raw examples come from components/example_gen/image_example_gen.py: `image` (the
 encoded bytes, or with image_format="raw" its uint8 pixels), `label`, `height`,
 `width`, `channels`. The transform graph turns them into `image_xf`, float32
 [height, width, channels] in [0, 1] at the configured model size, and
-`label_xf`. It is the same graph at serving time (trainer/image_train.py puts
+`label_xf`. It is the same graph at serving time (trainer/image/train.py puts
 it in the SavedModel), so a served image is decoded and scaled exactly as the
 training images were. No analyzers: nothing here depends on the dataset, so
 Transform's cost is one pass of decoding.

@@ -1,4 +1,4 @@
-"""Validation reports and schema proposals: finding them, recording blocks, `tfxp report|schema`.
+"""Validation reports, gate outcomes and schema proposals, found through ML Metadata.
 
 The gate (components/validation/gate.py) writes `<run dir>/reports/<run id>.html`
 whenever it executes. A run whose gate was cached gets a copy of the report of

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 import tensorflow as tf
 import tf_keras as keras
 
-from trainer import features as f
 from trainer.fast_steps import FastStepModel
+from trainer.taxi import features as f
 
 
 def build_keras_model(
