@@ -53,6 +53,7 @@ class InferResult:
     execution_id: int
     predictions_id: int
     seconds: float
+    dataset: str = ""
 
     def __str__(self) -> str:
         r = self.report
@@ -71,7 +72,7 @@ class InferResult:
         lines += [
             f"predictions: {self.output}/predictions.csv and predictions.tfrecord.gz",
             f"recorded in ML Metadata: run {self.run_id}, predictions #{self.predictions_id} "
-            f"(`tfxp lineage scored --dataset ... --span {self.span.span}`)",
+            f"(`tfxp lineage scored --dataset {self.dataset} --span {self.span.span}`)",
         ]
         return "\n".join(lines)
 
@@ -232,6 +233,7 @@ def run_infer(
         record.execution.id,
         predictions_id,
         time.time() - started,
+        config.pipeline_name,
     )
 
 

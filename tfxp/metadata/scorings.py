@@ -64,9 +64,11 @@ def _type_id(store, kind: str, name: str) -> int:
         "execution": (store.get_execution_type, store.put_execution_type, pb.ExecutionType),
         "context": (store.get_context_type, store.put_context_type, pb.ContextType),
     }[kind]
+    from ml_metadata import errors
+
     try:
         return get(name).id
-    except Exception:  # ml_metadata's NotFoundError: not registered yet
+    except errors.NotFoundError:  # not registered yet
         return put(proto(name=name))
 
 
