@@ -292,3 +292,35 @@ def test_nan_is_refused_only_where_the_schema_says_so():
     assert serving.RowEncoder(header, types)(row)
     with pytest.raises(ValueError):
         serving.RowEncoder(header, types, finite={"fare"})(row)
+
+
+@pytest.mark.parametrize(
+    ("task", "classes", "cells", "kinds"),
+    [
+        ("multiclass", ("a", "b", "c"), ["0.1", "0.7", "0.2", "b"], ["float"] * 3 + ["bytes"]),
+        ("binary", ("no", "yes"), ["0.9", "yes"], ["float", "bytes"]),
+        ("regression", (), ["12.5"], ["float"]),
+    ],
+)
+def test_tabular_predictions_keep_their_types_in_the_tfrecords(
+    tmp_path, task, classes, cells, kinds
+):
+    import types as pytypes
+
+    options = pytypes.SimpleNamespace(task=task, classes=classes)
+    columns = serving.prediction_columns(options)
+    destination = tmp_path / "out"
+    with output.PredictionsWriter(str(destination), ("id",), columns, options) as writer:
+        writer.write(str(tmp_path / "rows.csv"), 2, ["k1"], cells)
+        writer.publish({})
+    with (destination / output.PREDICTIONS_CSV).open() as f:
+        [row] = list(csv.DictReader(f))
+    assert list(row) == ["file", "line", "id", *columns] and list(row.values())[3:] == cells
+    [record] = list(tf.data.TFRecordDataset(str(destination / output.PREDICTIONS_TFRECORD), "GZIP"))
+    feature = tf.train.Example.FromString(record.numpy()).features.feature
+    for column, kind, cell in zip(columns, kinds, cells, strict=True):
+        if kind == "float":
+            assert feature[column].float_list.value[0] == pytest.approx(float(cell))
+        else:
+            assert feature[column].bytes_list.value == [cell.encode()]
+    assert feature["id"].bytes_list.value == [b"k1"] and feature["line"].int64_list.value == [2]
