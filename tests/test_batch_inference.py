@@ -324,3 +324,60 @@ def test_tabular_predictions_keep_their_types_in_the_tfrecords(
         else:
             assert feature[column].bytes_list.value == [cell.encode()]
     assert feature["id"].bytes_list.value == [b"k1"] and feature["line"].int64_list.value == [2]
+
+
+def _executor_run(tmp_path, model_dir: str, blessed: int, files: list[str], root: str):
+    import shutil
+
+    from tfx.types import standard_artifacts
+
+    from components.batch_inference import component
+    from components.content_fingerprint import files_sha256
+
+    model = standard_artifacts.Model()
+    model.uri = str(tmp_path / "model")
+    shutil.copytree(model_dir, tmp_path / "model" / component.SERVING_MODEL_DIR)
+    blessing = standard_artifacts.ModelBlessing()
+    blessing.set_int_custom_property("blessed", blessed)
+    result = standard_artifacts.InferenceResult()
+    result.uri = str(tmp_path / "result")
+    (tmp_path / "result").mkdir()
+    properties = {
+        "data_root": root,
+        "span": 1,
+        "files": json.dumps([os.path.relpath(f, root) for f in files]),
+        "content_sha256": files_sha256(files, root)[0],
+        "columns": json.dumps(_spec().types),
+        "label_key": "tips",
+        "key_columns": "[]",
+        "nan_free": "[]",
+        "encoding": "utf-8",
+        "tabular": "",
+        "batch_size": 4,
+    }
+    component.BatchInferenceExecutor().Do(
+        {"model": [model], "model_blessing": [blessing]}, {"predictions": [result]}, properties
+    )
+    return result
+
+
+def test_pipeline_step_scores_only_a_blessed_model(tmp_path, model_dir):
+    rows = _embedded_rows(9)
+    rows[3][rows[0].index("fare")] = "x"
+    path = _write(tmp_path / "data" / "span-1" / "rows.csv", rows)
+    root = str(tmp_path / "data")
+    refused = _executor_run(tmp_path / "a", model_dir, 0, [path], root)
+    assert refused.get_int_custom_property("scored") == 0
+    assert os.listdir(refused.uri) == []
+    scored = _executor_run(tmp_path / "b", model_dir, 1, [path], root)
+    assert scored.get_int_custom_property("scored") == 1
+    assert scored.get_int_custom_property("rows_scored") == 8
+    assert scored.get_int_custom_property("rows_skipped") == 1
+    assert sorted(os.listdir(scored.uri)) == sorted(
+        [
+            output.PREDICTIONS_CSV,
+            output.PREDICTIONS_TFRECORD,
+            output.SKIPPED_CSV,
+            output.SUMMARY_JSON,
+        ]
+    )
