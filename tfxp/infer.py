@@ -61,7 +61,9 @@ class InferResult:
             f"scored {self.span.label} ({len(r.files)} file(s), {r.rows_read} rows) with model "
             f"#{self.model_id}"
             + (f" version {self.model_version}" if self.model_version else "")
-            + f" in {self.seconds:.1f}s ({r.rows_read / max(self.seconds, 1e-9):,.0f} rows/s)",
+            + f" in {self.seconds:.1f}s",
+            f"  scoring  {r.rows_read / max(r.seconds, 1e-9):,.0f} rows/s "
+            f"({r.seconds:.1f}s after loading the model)",
             f"  scored   {r.rows_scored} rows",
             f"  skipped  {r.rows_skipped} rows"
             + (" (listed in skipped_rows.csv)" if r.rows_skipped else ""),
@@ -253,6 +255,7 @@ def _score_and_publish(
         config.tabular,
         base=str(span.path),
     ) as writer:
+        started = time.perf_counter()
         report = score_files(
             serve,
             [str(f) for f in span.files],
@@ -267,6 +270,7 @@ def _score_and_publish(
             "rows_scored": report.rows_scored,
             "rows_skipped": report.rows_skipped,
         }
+        report.seconds = time.perf_counter() - started
         return report, writer.publish({**summary, **counts})
 
 

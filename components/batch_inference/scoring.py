@@ -57,6 +57,8 @@ class ScoringReport:
     rows_skipped: int = 0
     # The first REPORTED_SKIPS skipped rows (the sink has every one).
     skipped: list[SkippedRow] = field(default_factory=list)
+    # Time spent reading and scoring (set by the caller that timed it).
+    seconds: float = 0.0
 
     def skip(self, row: SkippedRow) -> None:
         self.rows_skipped += 1
