@@ -168,7 +168,6 @@ def run_infer(
     printer: Callable[[str], None] = print,
 ) -> InferResult:
     from tfxp.local.runner import new_run_id
-    from tfxp.metadata.lineage import Lineage
     from tfxp.metadata.scorings import ScoringRecord
 
     if config.example_gen != "csv":
@@ -177,12 +176,9 @@ def run_infer(
         )
     started = time.time()
     chosen = find_span(config, span, version)
-    store = open_store(location, writable=True)
-    lineage = Lineage(store, config.pipeline_name, location.describe())
-    try:
-        model_artifact, model_version, model_dir = find_model(lineage, model)
-    except LineageError as e:
-        raise InferError(str(e)) from e
+    store, lineage, (model_artifact, model_version, model_dir) = _open_model(
+        config, location, model
+    )
     run_id = new_run_id()
     destination = output or os.path.join(config.predictions_dir, f"span-{chosen.span}-{run_id}")
     if os.path.exists(destination):
@@ -237,6 +233,18 @@ def run_infer(
         time.time() - started,
         config.pipeline_name,
     )
+
+
+def _open_model(config: PipelineConfig, location: StoreLocation, model: str):
+    """(the store, opened for writing; its Lineage; find_model's answer)."""
+    from tfxp.metadata.lineage import Lineage
+
+    store = open_store(location, writable=True)
+    lineage = Lineage(store, config.pipeline_name, location.describe())
+    try:
+        return store, lineage, find_model(lineage, model)
+    except LineageError as e:
+        raise InferError(str(e)) from e
 
 
 def _score_and_publish(
