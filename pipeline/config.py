@@ -113,7 +113,7 @@ class PipelineConfig:
     span: int | None = None
     version: int | None = None
     window: int = 1
-    # TFRecord shards per output split; 0 sizes them for the data (see data/README.md).
+    # TFRecord shards per output split; 0 sizes them for the data (see docs/data-versions.md).
     num_shards: int = 0
     # How ExampleGen reads CSV: "arrow" (pyarrow.csv + vectorised tf.Example
     # encoding; the same examples and splits as TFX's reader, measured in
@@ -170,6 +170,12 @@ class PipelineConfig:
     trainer_cluster: dict[str, Any] | None = None
     # Batch inference: where the spans to score are, key columns, in the pipeline or not.
     inference: InferenceOptions = InferenceOptions()
+    # The model registry (tfxp/registry.py): the alias a newly pushed version
+    # gets, "champion" (served at once) or "challenger" (until promoted).
+    on_push: str = "champion"
+    # Alerts (tfxp/alerts.py): names of environment variables holding webhook
+    # URLs. Only the names live in files; the URLs are secrets.
+    alert_webhook_env: tuple[str, ...] = ()
 
     @property
     def local_dir(self) -> str:

@@ -1,8 +1,11 @@
 """The `tfxp` command: one module per command group, flags shared through `common`.
 
 `tfxp run` runs the whole pipeline (`train` retrains on N local workers);
-`predict`, `infer`, `verify`, `data`, `runs`, `lineage`, `report` and `schema`
-inspect and feed it; `beam workers` serves Beam SDK workers for
+`predict`, `verify`, `data`, `runs`, `lineage`, `report` and `schema`
+inspect and feed it; `infer` scores a span with the blessed model (recorded in
+ML Metadata); `watch` runs it on each new span, `models` names the
+pushed versions (promote, rollback); `ui` serves the console (a web page over
+the same store); `beam workers` serves Beam SDK workers for
 `run --beam portable`.
 """
 
@@ -20,13 +23,16 @@ from tfxp.cli import (
     infer,
     init,
     lineage,
+    models,
     predict,
     report,
     run,
     runs,
     schema,
     train,
+    ui,
     verify,
+    watch,
 )
 
 
@@ -46,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
         lineage,
         report,
         schema,
+        models,
+        watch,
+        ui,
         beam,
     ):
         command.register(sub)

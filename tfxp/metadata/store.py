@@ -193,7 +193,8 @@ def _check_reachable(location: StoreLocation) -> None:
 def open_store(location: StoreLocation, *, create: bool = False, writable: bool = False):
     """An MLMD `MetadataStore`, or MetadataStoreError with one line saying what to do.
 
-    `writable`: an existing store opened for writing (`tfxp infer` records its scorings)."""
+    `writable`: an existing SQLite file opened for writing (the registry's alias changes).
+    """
     from ml_metadata.metadata_store import metadata_store
 
     if location.is_mysql:
@@ -211,9 +212,8 @@ def open_store(location: StoreLocation, *, create: bool = False, writable: bool 
                 "or point --run-dir at another run directory"
             )
     try:
-        store = metadata_store.MetadataStore(
-            location.connection_config(create=create, read_only=not writable)
-        )
+        config = location.connection_config(create=create, read_only=not writable)
+        store = metadata_store.MetadataStore(config)
         store.get_context_types()  # a corrupt file opens lazily: touch it now
     except Exception as e:  # MLMD raises RuntimeError / errors.* with C++ messages
         detail = _first_line(e)
