@@ -113,6 +113,19 @@ class ImageOptions:
 
 
 @dataclass(frozen=True)
+class InferenceOptions:
+    """Batch inference (`tfxp infer`, and the pipeline's BatchInference step)."""
+
+    # Spans of rows to score, <data_root>/span-<N>/*.csv; None: the dataset's own data_root.
+    data_root: str | None = None
+    # Input columns copied beside each prediction (besides the file and line).
+    key_columns: tuple[str, ...] = ()
+    # Score the newest span there in every pipeline run, with the run's model if blessed.
+    in_pipeline: bool = False
+    batch_size: int = 1024
+
+
+@dataclass(frozen=True)
 class PipelineConfig:
     """Everything that varies between datasets, environments and runs."""
 
@@ -193,6 +206,8 @@ class PipelineConfig:
     limitations: str = ""
     # Eval rows the serving check sends to the exported model (0: no serving check).
     serving_check_rows: int = 200
+    # Batch inference: where the spans to score are, key columns, in the pipeline or not.
+    inference: InferenceOptions = InferenceOptions()
     # The model registry (tfxp/registry.py): the alias a newly pushed version
     # gets, "champion" (served at once) or "challenger" (until promoted).
     on_push: str = "champion"
@@ -228,6 +243,15 @@ class PipelineConfig:
     @property
     def log_dir(self) -> str:
         return os.path.join(self.local_dir, "logs")
+
+    @property
+    def inference_data_root(self) -> str:
+        return self.inference.data_root or self.data_root
+
+    @property
+    def predictions_dir(self) -> str:
+        """Where `tfxp infer` publishes predictions (one folder per scoring)."""
+        return os.path.join(self.run_dir, "predictions")
 
     @property
     def report_dir(self) -> str:

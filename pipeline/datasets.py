@@ -32,6 +32,7 @@ from pipeline.config import (
     PROJECT_ROOT,
     EvalThresholds,
     ImageOptions,
+    InferenceOptions,
     PipelineConfig,
     SliceOptions,
 )
@@ -72,6 +73,7 @@ _KEYS = {
     "intended_use",
     "limitations",
     "serving_check_rows",
+    "batch_inference",
     "on_push",
     "alerts",
 }
@@ -81,6 +83,7 @@ _ALERT_KEYS = {"webhook_env"}
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _EVAL_KEYS = {"metric", "lower_bound", "upper_bound", "min_change", "extra_metrics"}
 _FEATURE_KEYS = {"treatment", "buckets", "top_k", "oov_buckets"}
+_INFERENCE_KEYS = {"data_root", "key_columns", "in_pipeline", "batch_size"}
 
 
 VALID_FEATURE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -307,6 +310,52 @@ def _tabular(raw: dict, where: str) -> TabularOptions:
     return TabularOptions(label=str(label), task=task, classes=classes, features=parsed)
 
 
+def _inference(raw: Any, where: str, kind: str) -> InferenceOptions:
+    """The `batch_inference:` mapping, every value checked here rather than mid-run."""
+    if raw is None:
+        return InferenceOptions()
+    if not isinstance(raw, dict):
+        raise DatasetFileError(f"{where}: expected a mapping of {sorted(_INFERENCE_KEYS)}")
+    _check_keys(raw, _INFERENCE_KEYS, where)
+    if kind != "tabular":
+        raise DatasetFileError(
+            f"{where}: batch inference scores CSV rows; an {kind} dataset has none"
+        )
+    keys = raw.get("key_columns", [])
+    if (
+        isinstance(keys, str)
+        or not isinstance(keys, list)
+        or not all(isinstance(k, str) and k.strip() for k in keys)
+    ):
+        raise DatasetFileError(
+            f"{where}.key_columns: expected a list of column names, not {keys!r}"
+        )
+    if len(set(keys)) != len(keys):
+        raise DatasetFileError(f"{where}.key_columns: {keys} names a column twice")
+    reserved = sorted({"file", "line"} & set(keys))
+    if reserved:
+        raise DatasetFileError(
+            f"{where}.key_columns: {reserved} clash with the output's own file and line columns"
+        )
+    in_pipeline = raw.get("in_pipeline", False)
+    if not isinstance(in_pipeline, bool):
+        raise DatasetFileError(f"{where}.in_pipeline: expected true or false, not {in_pipeline!r}")
+    batch_size = raw.get("batch_size", InferenceOptions.batch_size)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise DatasetFileError(
+            f"{where}.batch_size: expected a positive integer, not {batch_size!r}"
+        )
+    data_root = raw.get("data_root")
+    if data_root is not None and (not isinstance(data_root, str) or not data_root.strip()):
+        raise DatasetFileError(f"{where}.data_root: expected a folder path, not {data_root!r}")
+    return InferenceOptions(
+        data_root=_path(data_root, PROJECT_ROOT) if data_root else None,
+        key_columns=tuple(keys),
+        in_pipeline=in_pipeline,
+        batch_size=batch_size,
+    )
+
+
 def _on_push(raw: dict, where: str) -> str:
     value = raw.get("on_push", ON_PUSH[0])
     if value not in ON_PUSH:
@@ -387,6 +436,7 @@ def load_dataset_file(path: str | os.PathLike) -> PipelineConfig:
         "image": image,
         "tabular": tabular,
         "slicing": _slicing(raw.get("slicing"), f"{path}: slicing"),
+        "inference": _inference(raw.get("batch_inference"), f"{path}: batch_inference", kind),
     }
     columns = _schema_columns(folder / SCHEMA_FILE)
     if columns:

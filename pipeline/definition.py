@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import os
 from typing import Any
 
 import tensorflow_model_analysis as tfma
@@ -21,6 +22,7 @@ from tfx.types import Channel, standard_artifacts
 
 from components import atomic_pusher, evaluation
 from components.baseline_resolver import BaselineModelStrategy
+from components.batch_inference.component import BatchInference
 from components.example_gen.csv_example_gen import checked_csv_example_gen
 from components.example_gen.image_example_gen import image_example_gen
 from components.model_card.component import ModelCard
@@ -46,6 +48,7 @@ from pipeline.config import PipelineConfig
 from pipeline.fingerprint import code_fingerprint
 from pipeline.node_ids import (  # noqa: F401 - the ids are the definition's vocabulary too
     BASELINE_RESOLVER,
+    BATCH_INFERENCE,
     EVALUATOR,
     EXAMPLE_GEN,
     EXAMPLE_VALIDATOR,
@@ -63,7 +66,7 @@ from pipeline.node_ids import (  # noqa: F401 - the ids are the definition's voc
     VALIDATION_GATE,
     example_gen_id,
 )
-from pipeline.spans import input_pattern
+from pipeline.spans import inference_span, input_pattern
 
 
 def _value_threshold(t) -> tfma.GenericValueThreshold:
@@ -264,6 +267,7 @@ def create_pipeline(
         serving_check=serving_check,
         pusher=pusher,
     )
+    batch_inference = _batch_inference(config, schema, trainer, evaluator)
     return tfx_pipeline.Pipeline(
         pipeline_name=config.pipeline_name,
         pipeline_root=config.pipeline_root,
@@ -282,6 +286,7 @@ def create_pipeline(
             *([serving_check] if serving_check else []),
             pusher,
             model_card,
+            *batch_inference,
         ],
         enable_cache=config.enable_cache,
         metadata_connection_config=metadata_connection_config
@@ -359,6 +364,39 @@ def _model_card(config: PipelineConfig, **nodes: Any) -> ModelCard:
         ),
         thresholds=json.dumps(dataclasses.asdict(t), sort_keys=True),
     ).with_id(MODEL_CARD)
+
+
+def _batch_inference(config: PipelineConfig, schema: Any, trainer, evaluator) -> list:
+    """With `batch_inference.in_pipeline`, the step scoring the newest span of the inference
+    data root with this run's model when it is blessed; else nothing."""
+    if not config.inference.in_pipeline:
+        return []
+    span = inference_span(config)
+    from components.content_fingerprint import files_sha256
+
+    root = config.inference_data_root
+    files = [str(f) for f in span.files]
+    return [
+        BatchInference(
+            model=trainer.outputs["model"],
+            model_blessing=evaluator.outputs["blessing"],
+            data_root=root,
+            span=span.span,
+            files=[os.path.relpath(f, root) for f in files],
+            content_sha256=files_sha256(files, root)[0],
+            columns=schema_column_types(schema),
+            label_key=config.label_key,
+            key_columns=config.inference.key_columns,
+            nan_free=tuple(schema_nan_free_columns(schema)),
+            encoding=config.csv_encoding,
+            tabular=(
+                {"task": config.tabular.task, "classes": list(config.tabular.classes)}
+                if config.tabular is not None
+                else None
+            ),
+            batch_size=config.inference.batch_size,
+        ).with_id(BATCH_INFERENCE)
+    ]
 
 
 def _example_gen(config: PipelineConfig, schema: Any):

@@ -27,6 +27,9 @@ EVALUATOR = "Evaluator"
 SERVING_CHECK = "ServingCheck"
 PUSHER = "Pusher"
 MODEL_CARD = "ModelCard"
+# Only when the dataset file asks for it (batch_inference.in_pipeline); `tfxp infer` records
+# its scorings under the same node id.
+BATCH_INFERENCE = "BatchInference"
 
 
 # Either ingests a dataset's raw data, by its kind (config.example_gen).

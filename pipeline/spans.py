@@ -261,3 +261,24 @@ def check_remote_spans(config: PipelineConfig) -> None:
     if config.span is not None and config.span not in spans:
         available = ", ".join(str(n) for n in sorted(spans))
         raise SpanError(f"span {config.span} does not exist in {root}; spans there: {available}")
+
+
+def inference_span(config: PipelineConfig, span: int | None = None) -> SpanDir:
+    """The span batch inference scores: `span` (its newest version), or the newest span of
+    the dataset's inference data root (batch_inference.data_root, else its data root)."""
+    root = config.inference_data_root
+    if _is_remote(root):
+        raise SpanError(f"{root}: batch inference reads spans from a local folder")
+    spans = [s for s in list_spans(root) if s.files]
+    if not spans:
+        raise SpanError(
+            f"{root} holds no span-<N>/ folder with CSV files to score; put the rows in "
+            f"{root}/span-<N>/ (or set batch_inference.data_root in the dataset file)"
+        )
+    if span is None:
+        return spans[-1]
+    matching = [s for s in spans if s.span == span]
+    if not matching:
+        available = ", ".join(sorted({str(s.span) for s in spans}, key=int))
+        raise SpanError(f"span {span} is not in {root}; spans there: {available}")
+    return matching[-1]

@@ -14,12 +14,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from components import csv_text
+from components.batch_inference import serving
+from components.batch_inference.serving import SIGNATURE, tabular_columns
 from components.example_gen import csv_checks
 from components.schema_importer import load_schema, schema_column_types, schema_nan_free_columns
 from pipeline.config import PipelineConfig
 
 BATCH_SIZE = 1024
-SIGNATURE = "serving_default"
+__all__ = ["SIGNATURE", "PredictError", "PredictResult", "predict_csv", "tabular_columns"]
 
 
 class PredictError(RuntimeError):
@@ -65,40 +67,6 @@ def latest_pushed_model(serving_dir: str) -> str:
             "or pass --model DIR"
         )
     return os.path.join(serving_dir, max(versions, key=int))
-
-
-def _rows(path: str, encoding: str = "utf-8") -> tuple[list[str], Iterator[tuple[int, list[str]]]]:
-    """The header and (line, row) of each data row, read as ExampleGen reads them
-    (components/csv_text.py: byte-order mark skipped, text in the dataset's encoding)."""
-    reader = csv.reader(csv_text.TextLines(path, encoding, strict=True))
-    header = [h.strip() for h in next(reader)]
-
-    def gen() -> Iterator[tuple[int, list[str]]]:
-        line = reader.line_num + 1
-        for row in reader:
-            if row:
-                yield line, row
-            line = reader.line_num + 1
-
-    return header, gen()
-
-
-def _example(header: list[str], row: list[str], types: dict[str, str]) -> bytes:
-    import tensorflow as tf
-
-    feature = {}
-    for name, value in zip(header, row, strict=True):
-        kind = types.get(name)
-        value = value.strip()
-        if kind is None or value == "":
-            continue  # unknown column, or a missing value: left out like CsvExampleGen does
-        if kind == csv_checks.INT:
-            feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=[int(value)]))
-        elif kind == csv_checks.FLOAT:
-            feature[name] = tf.train.Feature(float_list=tf.train.FloatList(value=[float(value)]))
-        else:
-            feature[name] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[value.encode()]))
-    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
 
 
 def predict_csv(
@@ -171,7 +139,7 @@ def _predict(config, csv_path, types, nan_free, output, model_dir, shown) -> Pre
     )
     model_dir = model_dir or latest_pushed_model(config.serving_dir)
     serve = _serving_signature(model_dir)
-    header, rows = _rows(csv_path, config.csv_encoding)
+    header, rows, _ = serving.csv_rows(csv_path, config.csv_encoding)
     probabilities, scored, lines, all_rows = _score(
         serve, csv_path, header, rows, types, config.tabular, keep_rows=bool(output)
     )
@@ -185,15 +153,10 @@ def _predict(config, csv_path, types, nan_free, output, model_dir, shown) -> Pre
 
 
 def _serving_signature(model_dir: str):
-    import tensorflow as tf
-
     try:
-        model = tf.saved_model.load(model_dir)
-        return model.signatures[SIGNATURE]
-    except (OSError, KeyError, ValueError) as e:
-        raise PredictError(
-            f"{model_dir}: not a SavedModel with a {SIGNATURE!r} signature: {e}"
-        ) from e
+        return serving.load_serving_signature(model_dir)
+    except serving.ServingModelError as e:
+        raise PredictError(str(e)) from e
 
 
 def _score(
@@ -211,7 +174,6 @@ def _score(
     each row's line; the rows themselves if `keep_rows`)."""
     import tensorflow as tf
 
-    classes = list(tabular.classes) if tabular is not None else []
     probabilities: list[float] = []
     scored: list[list[str]] = []
     batch: list[bytes] = []
@@ -229,19 +191,17 @@ def _score(
                 f"{csv_path}: the model rejected rows from line {first}: {e.message.splitlines()[0]}"
             ) from e
         if tabular is not None:
-            scored.extend(_tabular_cells(tabular, out))
+            scored.extend(serving.tabular_cells(tabular, out))
             probabilities.extend(
-                float(r[0]) if not classes else max(map(float, r[:-1]))
-                for r in scored[len(probabilities) :]
+                serving.row_score(tabular, r) for r in scored[len(probabilities) :]
             )
         else:
-            probabilities.extend(
-                float(p) for p in tf.reshape(next(iter(out.values())), [-1]).numpy()
-            )
+            probabilities.extend(serving.single_output(out))
         batch.clear()
 
+    encode = serving.RowEncoder(header, types)
     for line, row in rows:
-        batch.append(_example(header, row, types))
+        batch.append(encode(row))
         lines.append(line)
         if keep_rows:
             all_rows.append(row)
@@ -273,29 +233,10 @@ def _write_predictions(output, header, rows, probabilities, columns, scored) -> 
             writer.writerow([*header, *columns])
             writer.writerows([*row, *cells] for row, cells in zip(rows, scored, strict=True))
         else:
-            writer.writerow([*header, "probability", "prediction"])
+            writer.writerow([*header, *serving.SINGLE_OUTPUT_COLUMNS])
             for row, p in zip(rows, probabilities, strict=True):
-                writer.writerow([*row, f"{p:.6f}", int(p >= 0.5)])
+                writer.writerow([*row, *serving.single_output_cells(p)])
     os.replace(tmp, output)  # never leave a half-written predictions file
-
-
-def tabular_columns(options) -> tuple[str, ...]:
-    """Output columns of a tabular model: one probability per class and the class, or the value."""
-    if options.task == "regression":
-        return ("prediction",)
-    if options.task == "binary":
-        return (f"probability_{options.classes[1]}", "prediction")
-    return (*(f"probability_{c}" for c in options.classes), "prediction")
-
-
-def _tabular_cells(options, out) -> list[list[str]]:
-    """serving_default's outputs (trainer/tabular/train.py) -> CSV cells per row."""
-    if options.task == "regression":
-        return [[f"{v:.6g}"] for v in out["predictions"].numpy().reshape(-1)]
-    key = "logistic" if options.task == "binary" else "probabilities"
-    scores = out[key].numpy()
-    names = [c.decode() for c in out["class"].numpy()]
-    return [[*(f"{p:.6f}" for p in row), c] for row, c in zip(scores, names, strict=True)]
 
 
 def _render_tabular(result: PredictResult) -> str:

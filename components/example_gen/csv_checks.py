@@ -280,3 +280,7 @@ def check_csv_files(
             "Fix the file(s) or the curated schema, then rerun."
         )
     return total
+
+
+# The rule for one cell, shared with batch inference (which skips such rows by line).
+cell_problem = _cell_problem

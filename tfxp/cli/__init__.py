@@ -2,7 +2,8 @@
 
 `tfxp run` runs the whole pipeline (`train` retrains on N local workers);
 `predict`, `verify`, `data`, `runs`, `lineage`, `report` and `schema`
-inspect and feed it; `watch` runs it on each new span, `models` names the
+inspect and feed it; `infer` scores a span with the blessed model (recorded in
+ML Metadata); `watch` runs it on each new span, `models` names the
 pushed versions (promote, rollback); `ui` serves the console (a web page over
 the same store); `beam workers` serves Beam SDK workers for
 `run --beam portable`.
@@ -19,6 +20,7 @@ from collections.abc import Sequence
 from tfxp.cli import (
     beam,
     data,
+    infer,
     init,
     lineage,
     models,
@@ -43,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
         run,
         train,
         predict,
+        infer,
         verify,
         data,
         runs,

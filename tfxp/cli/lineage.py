@@ -2,6 +2,7 @@
 
     tfxp lineage model <id|latest|pushed|run>   Model <- Trainer <- Transform <- Examples <- raw files
     tfxp lineage data <dataset> <span>     the models trained on a span, blessed or pushed or not
+    tfxp lineage scored [--span N]         which model scored which span (`tfxp infer`, BatchInference)
 
 Every command reads the run directory's metadata.sqlite (--run-dir, default
 runs/<pipeline>) or a MySQL store (--mysql-host/--mysql-port/--mysql-database/
@@ -64,6 +65,16 @@ def cmd_lineage_data(args: argparse.Namespace) -> str:
     return _with_graph(args, result.to_dict(), lambda: span_graph(result), render_span(result))
 
 
+def cmd_lineage_scored(args: argparse.Namespace) -> str:
+    from tfxp.metadata.render import dumps
+    from tfxp.metadata.scorings import render_scorings, scorings_or_error
+
+    found = scorings_or_error(open_lineage(args), args.span)
+    if args.json:
+        return dumps({"scorings": [s.to_dict() for s in found]})
+    return render_scorings(found)
+
+
 def _graph_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--graph",
@@ -73,7 +84,7 @@ def _graph_flag(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Adds `lineage model|data` to the `tfxp` parser."""
+    """Adds `lineage model|data|scored` to the `tfxp` parser."""
     lineage = sub.add_parser("lineage", help="which data trained which model")
     lsub = lineage.add_subparsers(dest="lineage_command", required=True)
     model = lsub.add_parser("model", help="a model's data, schema, code, blessing and push")
@@ -88,6 +99,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_store_query_flags(data, dataset_flag=False)
     _graph_flag(data)
     data.set_defaults(func=printed(cmd_lineage_data))
+    scored = lsub.add_parser("scored", help="which model scored which span (batch inference)")
+    scored.add_argument("--span", type=int, help="only the scorings of this span")
+    add_store_query_flags(scored)
+    scored.set_defaults(func=printed(cmd_lineage_scored))
 
 
 def main(argv: list[str] | None = None) -> int:
