@@ -7,6 +7,7 @@ from typing import Any
 
 import tensorflow_model_analysis as tfma
 from tfx.components import Evaluator, ExampleValidator, StatisticsGen, Trainer, Transform
+from tfx.dsl.components.base import executor_spec
 from tfx.dsl.components.common.resolver import Resolver
 from tfx.dsl.input_resolution.strategies.latest_artifact_strategy import LatestArtifactStrategy
 from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import (
@@ -21,6 +22,7 @@ from components import atomic_pusher, evaluation
 from components.baseline_resolver import BaselineModelStrategy
 from components.example_gen.csv_example_gen import checked_csv_example_gen
 from components.example_gen.image_example_gen import image_example_gen
+from components.fast_eval import executor as fast_evaluator
 from components.schema_importer import (
     CuratedSchemaImporter,
     file_sha256,
@@ -162,6 +164,9 @@ def create_pipeline(
         eval_config=eval_config(config),
         # TFMA's extractors, minus per-example copies of features no metric reads.
         module_path=evaluation.MODULE_PATH,
+        # Scores in large batches and computes the metrics on whole columns when the
+        # config allows (components/fast_eval/), else TFX's own executor runs.
+        custom_executor_spec=executor_spec.ExecutorClassSpec(fast_evaluator.Executor),
     )
     # Copy aside, then rename: servers never see a half-written version.
     pusher = atomic_pusher.Pusher(
