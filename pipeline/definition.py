@@ -166,7 +166,7 @@ def create_pipeline(
         module_path=evaluation.MODULE_PATH,
         # Scores in large batches and computes the metrics on whole columns when the
         # config allows (components/fast_eval/), else TFX's own executor runs.
-        custom_executor_spec=executor_spec.ExecutorClassSpec(fast_evaluator.Executor),
+        custom_executor_spec=executor_spec.BeamExecutorSpec(fast_evaluator.Executor),
     )
     # Copy aside, then rename: servers never see a half-written version.
     pusher = atomic_pusher.Pusher(

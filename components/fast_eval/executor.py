@@ -24,6 +24,7 @@ from typing import Any
 
 import apache_beam as beam
 import tensorflow_model_analysis as tfma
+from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from tensorflow_model_analysis.evaluators import metrics_validator
 from tfx.components.evaluator import executor as tfx_evaluator
 from tfx.components.util import udf_utils
@@ -164,7 +165,7 @@ def write_results(output_uri: str, eval_config, shared_models: list, results: di
         output_path=output_uri, eval_shared_model=eval_shared_model, eval_config=eval_config
     )
     # A local in-memory pipeline: a handful of records, no worker processes to start.
-    with beam.Pipeline(runner="DirectRunner") as pipeline:
+    with beam.Pipeline(runner=FnApiRunner()) as pipeline:
         evaluation = {
             key: pipeline | f"Create{key}" >> beam.Create([value]) for key, value in results.items()
         }

@@ -19,17 +19,21 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from tensorflow_model_analysis.contrib.aggregates import binary_confusion_matrices as bcm
 from tensorflow_model_analysis.evaluators import metrics_plots_and_validations_evaluator as mpv
 from tensorflow_model_analysis.metrics import (
+    binary_confusion_matrices,
     calibration_histogram,
     example_count,
     metric_specs,
     metric_types,
+    metric_util,
 )
 
 HISTOGRAM = calibration_histogram._CalibrationHistogramCombiner  # noqa: SLF001
 EXAMPLE_COUNT = example_count._ExampleCountCombiner  # noqa: SLF001
-SUPPORTED_COMBINERS = (HISTOGRAM, EXAMPLE_COUNT)
+CONFUSION = binary_confusion_matrices._BinaryConfusionMatrixCombiner  # noqa: SLF001
+SUPPORTED_COMBINERS = (HISTOGRAM, EXAMPLE_COUNT, CONFUSION)
 
 
 class Unsupported(Exception):
@@ -57,31 +61,70 @@ def computations(eval_config: Any) -> mpv.MetricComputations:
     for c in separated.non_derived_computations:
         if not isinstance(c.combiner, SUPPORTED_COMBINERS):
             raise Unsupported(f"metric combiner {type(c.combiner).__name__} ({c.keys[0].name})")
-        if c.preprocessors:
+        # TFMA's standard preprocessor only picks the label, prediction and weight.
+        if any(
+            type(p) is not metric_types.StandardMetricInputsPreprocessor
+            for p in c.preprocessors or []
+        ):
             raise Unsupported(f"preprocessors on {c.keys[0].name}")
-        if isinstance(c.combiner, HISTOGRAM):
+        if isinstance(c.combiner, (HISTOGRAM, CONFUSION)):
             h = c.combiner
             if h._aggregation_type is not None or h._class_weights or h._key.sub_key:  # noqa: SLF001
                 raise Unsupported(f"{c.keys[0].name}: sub keys, aggregation or class weights")
+        if isinstance(c.combiner, CONFUSION) and (
+            c.combiner._example_id_key  # noqa: SLF001
+            or c.combiner._extract_label_prediction_and_weight  # noqa: SLF001
+            is not metric_util.to_label_prediction_example_weight
+        ):
+            raise Unsupported(f"{c.keys[0].name}: example ids or a custom extraction")
         if any(key.output_name for key in c.keys):
             raise Unsupported("multi-output models")
     return separated
 
 
-def _histogram(combiner: Any, columns: Columns) -> dict[Any, Any]:
-    """`_CalibrationHistogramCombiner` over all examples at once (no example weights:
-    every weight is 1.0, as TFMA uses when the model spec names none)."""
+def _triples(columns: Columns, fractional: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Labels, predictions and weights as to_label_prediction_example_weight yields them
+    (no example weights: every weight is 1.0, as TFMA uses when the spec names none)."""
     labels, predictions = columns.labels, columns.predictions
     weights = np.ones_like(labels)
-    if combiner._fractional_labels:  # noqa: SLF001
-        if np.any((labels < 0.0) | (labels > 1.0)):
-            raise Unsupported("labels outside [0, 1] (TFMA raises on them)")
-        # Each example splits into (0, p, w*(1-l)) and (1, p, w*l); zero weights dropped.
-        both_weights = np.concatenate([weights * (1.0 - labels), weights * labels])
-        keep = both_weights != 0.0
-        labels = np.concatenate([np.zeros_like(labels), np.ones_like(labels)])[keep]
-        predictions = np.concatenate([predictions, predictions])[keep]
-        weights = both_weights[keep]
+    if not fractional:
+        return labels, predictions, weights
+    if np.any((labels < 0.0) | (labels > 1.0)):
+        raise Unsupported("labels outside [0, 1] (TFMA raises on them)")
+    # Each example splits into (0, p, w*(1-l)) and (1, p, w*l); zero weights dropped.
+    both_weights = np.concatenate([weights * (1.0 - labels), weights * labels])
+    keep = both_weights != 0.0
+    labels = np.concatenate([np.zeros_like(labels), np.ones_like(labels)])[keep]
+    return labels, np.concatenate([predictions, predictions])[keep], both_weights[keep]
+
+
+def _confusion(combiner: Any, columns: Columns) -> dict[Any, Any]:
+    """`_BinaryConfusionMatrixCombiner` (exact thresholds) over all examples at once."""
+    fractional = combiner._enable_fractional_labels  # noqa: SLF001
+    labels, predictions, weights = _triples(columns, fractional)
+    matrices = combiner._binary_confusion_matrices  # noqa: SLF001
+    accumulator = {}
+    for threshold in matrices._thresholds:  # noqa: SLF001
+        positive = labels == 1.0 if fractional else labels > threshold
+        predicted = predictions > threshold
+        accumulator[threshold] = bcm._ThresholdEntry(  # noqa: SLF001
+            bcm.Matrix(
+                tp=float(weights[positive & predicted].sum()),
+                tn=float(weights[~positive & ~predicted].sum()),
+                fp=float(weights[~positive & predicted].sum()),
+                fn=float(weights[positive & ~predicted].sum()),
+            ),
+            tp_examples=[],
+            tn_examples=[],
+            fp_examples=[],
+            fn_examples=[],
+        )
+    return combiner.extract_output(accumulator)
+
+
+def _histogram(combiner: Any, columns: Columns) -> dict[Any, Any]:
+    """`_CalibrationHistogramCombiner` over all examples at once."""
+    labels, predictions, weights = _triples(columns, combiner._fractional_labels)  # noqa: SLF001
     n = combiner._num_buckets  # noqa: SLF001
     values = predictions if combiner._prediction_based_bucketing else labels  # noqa: SLF001
     index = (values - combiner._left) / combiner._range * n + 1  # noqa: SLF001
@@ -119,7 +162,13 @@ def sliced_results(
     results: dict[metric_types.MetricKey, Any] = {}
     for c in separated.non_derived_computations:
         columns = columns_by_model[c.keys[0].model_name]
-        fill = _histogram if isinstance(c.combiner, HISTOGRAM) else _example_count
+        fill = (
+            _histogram
+            if isinstance(c.combiner, HISTOGRAM)
+            else _confusion
+            if isinstance(c.combiner, CONFUSION)
+            else _example_count
+        )
         results.update(fill(c.combiner, columns))
     for c in separated.derived_computations:
         results.update(c.result(results))

@@ -61,7 +61,7 @@ def _evaluator_inputs(config) -> tuple[dict, dict, dict]:
 
 
 def _run_executor(executor_class, inputs, properties, out: Path):
-    from tfx.dsl.components.base import base_executor
+    from tfx.dsl.components.base import base_beam_executor
     from tfx.types import standard_artifacts
 
     evaluation = standard_artifacts.ModelEvaluation()
@@ -70,7 +70,9 @@ def _run_executor(executor_class, inputs, properties, out: Path):
     blessing.uri = str(out / "blessing")
     Path(blessing.uri).mkdir(parents=True)
     outputs = {"evaluation": [evaluation], "blessing": [blessing]}
-    context = base_executor.BaseExecutor.Context(tmp_dir=str(out / "tmp"), unique_id="1")
+    context = base_beam_executor.BaseBeamExecutor.Context(
+        beam_pipeline_args=[], tmp_dir=str(out / "tmp"), unique_id="1"
+    )
     executor_class(context).Do(inputs, outputs, dict(properties))
     return evaluation.uri, blessing
 
@@ -105,7 +107,9 @@ def test_fast_path_equals_tfma(two_runs, baseline, tmp_path, caplog):
     if not baseline:  # as on a first run
         inputs = {k: v for k, v in inputs.items() if k != "baseline_model"}
     with caplog.at_level(logging.INFO):
-        ours_uri, ours_blessing = _run_executor(fast.Executor, inputs, properties, tmp_path / "ours")
+        ours_uri, ours_blessing = _run_executor(
+            fast.Executor, inputs, properties, tmp_path / "ours"
+        )
     assert "Evaluator: fast path" in caplog.text
     tfma_uri, tfma_blessing = _run_executor(stock.Executor, inputs, properties, tmp_path / "tfma")
 
@@ -118,9 +122,8 @@ def test_fast_path_equals_tfma(two_runs, baseline, tmp_path, caplog):
         else:
             assert ours[key] == value, key
     assert tfma.load_validation_result(ours_uri) == tfma.load_validation_result(tfma_uri)
-    assert ours_blessing.get_int_custom_property("blessed") == tfma_blessing.get_int_custom_property(
+    assert ours_blessing.get_int_custom_property(
         "blessed"
-    )
+    ) == tfma_blessing.get_int_custom_property("blessed")
     assert _files(ours_blessing.uri) == _files(tfma_blessing.uri)
     assert _files(ours_uri) == _files(tfma_uri)
-
