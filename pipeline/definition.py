@@ -164,10 +164,11 @@ def create_pipeline(
         eval_config=eval_config(config),
         # TFMA's extractors, minus per-example copies of features no metric reads.
         module_path=evaluation.MODULE_PATH,
-        # Scores in large batches and computes the metrics on whole columns when the
-        # config allows (components/fast_eval/), else TFX's own executor runs.
-        custom_executor_spec=executor_spec.BeamExecutorSpec(fast_evaluator.Executor),
     )
+    # Scores in large batches and computes the metrics on whole columns when the
+    # config allows (components/fast_eval/), else TFX's own executor runs. TFX 1.16's
+    # Evaluator takes no custom_executor_spec argument; the attribute is what it sets.
+    evaluator.executor_spec = executor_spec.BeamExecutorSpec(fast_evaluator.Executor)
     # Copy aside, then rename: servers never see a half-written version.
     pusher = atomic_pusher.Pusher(
         model=trainer.outputs["model"],
