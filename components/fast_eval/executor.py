@@ -17,13 +17,13 @@ and blesses exactly as TFX's executor does.
 
 from __future__ import annotations
 
-import logging
 import os
 import time
 from typing import Any
 
 import apache_beam as beam
 import tensorflow_model_analysis as tfma
+from absl import logging
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from tensorflow_model_analysis.evaluators import metrics_validator
 from tfx.components.evaluator import executor as tfx_evaluator

@@ -10,11 +10,11 @@ preprocessing functions (TFMA's transformed features, which it searches first).
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
 from components.fast_eval.metrics import Columns, Unsupported
 
