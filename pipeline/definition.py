@@ -23,6 +23,7 @@ from components.baseline_resolver import BaselineModelStrategy
 from components.example_gen.csv_example_gen import checked_csv_example_gen
 from components.example_gen.image_example_gen import image_example_gen
 from components.fast_eval import executor as fast_evaluator
+from components.fast_stats import executor as fast_statistics
 from components.schema_importer import (
     CuratedSchemaImporter,
     file_sha256,
@@ -145,6 +146,9 @@ def create_pipeline(
     statistics_gen = StatisticsGen(
         examples=example_gen.outputs["examples"], schema=schema_importer.outputs["schema"]
     )
+    # TFDV's statistics in one in-process pass when they are exact, else TFX's Beam
+    # executor (components/fast_stats/executor.py).
+    statistics_gen.executor_spec = executor_spec.BeamExecutorSpec(fast_statistics.Executor)
     example_validator = ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_importer.outputs["schema"]
     )

@@ -30,8 +30,8 @@ def two_runs(tmp_path_factory: pytest.TempPathFactory):
     return config, first, second
 
 
-def _evaluator_inputs(config) -> tuple[dict, dict, dict]:
-    """The Evaluator's last execution's (the rerun's) inputs, outputs and properties, from ML Metadata."""
+def _evaluator_inputs(config, node: str = "Evaluator") -> tuple[dict, dict, dict]:
+    """`node`'s last execution's (the rerun's) inputs and properties, from ML Metadata."""
     from ml_metadata.proto import metadata_store_pb2
     from tfx.orchestration import metadata
     from tfx.types import artifact_utils
@@ -42,7 +42,7 @@ def _evaluator_inputs(config) -> tuple[dict, dict, dict]:
         executions = [
             e
             for e in store.get_executions()
-            if store.get_execution_types_by_id([e.type_id])[0].name.endswith("Evaluator")
+            if store.get_execution_types_by_id([e.type_id])[0].name.endswith(node)
         ]
         execution = max(executions, key=lambda e: e.id)
         events = store.get_events_by_execution_ids([execution.id])
@@ -127,3 +127,62 @@ def test_fast_path_equals_tfma(two_runs, baseline, tmp_path, caplog):
     ) == tfma_blessing.get_int_custom_property("blessed")
     assert _files(ours_blessing.uri) == _files(tfma_blessing.uri)
     assert _files(ours_uri) == _files(tfma_uri)
+
+
+def _statistics(executor_class, inputs, properties, out: Path):
+    from tensorflow_metadata.proto.v0 import statistics_pb2
+    from tfx.dsl.components.base import base_beam_executor
+    from tfx.types import standard_artifacts
+
+    artifact = standard_artifacts.ExampleStatistics()
+    artifact.uri = str(out)
+    context = base_beam_executor.BaseBeamExecutor.Context(
+        beam_pipeline_args=[], tmp_dir=str(out / "tmp"), unique_id="1"
+    )
+    executor_class(context).Do(inputs, {"statistics": [artifact]}, dict(properties))
+    protos = {}
+    for split_dir in sorted(out.glob("Split-*")):
+        assert _files(str(split_dir)) == ["FeatureStats.pb"]
+        proto = statistics_pb2.DatasetFeatureStatisticsList()
+        proto.ParseFromString((split_dir / "FeatureStats.pb").read_bytes())
+        protos[split_dir.name] = proto
+    return artifact, protos
+
+
+def _without_sums(proto):
+    """A copy with every numeric feature's mean and std_dev cleared (compared apart)."""
+    copy = type(proto)()
+    copy.CopyFrom(proto)
+    sums = []
+    for dataset in copy.datasets:
+        for feature in dataset.features:
+            if feature.HasField("num_stats"):
+                sums += [feature.num_stats.mean, feature.num_stats.std_dev]
+                feature.num_stats.ClearField("mean")
+                feature.num_stats.ClearField("std_dev")
+    return copy, sums
+
+
+def test_in_process_statistics_equal_statistics_gen(two_runs, tmp_path, caplog):
+    """Every field identical, except numeric means and standard deviations (float sums in
+    another order), which agree to 1e-12 relative."""
+    from tfx.components.statistics_gen import executor as stock
+
+    from components.fast_stats import executor as fast
+
+    config, _, _ = two_runs
+    inputs, properties, _ = _evaluator_inputs(config, node="StatisticsGen")
+    with caplog.at_level(logging.INFO):
+        ours_artifact, ours = _statistics(fast.Executor, inputs, properties, tmp_path / "ours")
+    assert "StatisticsGen: in-process pass" in caplog.text
+    stock_artifact, theirs = _statistics(stock.Executor, inputs, properties, tmp_path / "stock")
+    assert ours.keys() == theirs.keys() == {"Split-train", "Split-eval"}
+    for split in theirs:
+        ours_rest, ours_sums = _without_sums(ours[split])
+        their_rest, their_sums = _without_sums(theirs[split])
+        assert ours_rest == their_rest, split
+        assert ours_sums == pytest.approx(their_sums, rel=1e-12), split
+    assert ours_artifact.split_names == stock_artifact.split_names
+    assert ours_artifact.span == stock_artifact.span
+    for name in ("sample_rate_by_split", "stats_dashboard_link"):
+        assert ours_artifact.get_custom_property(name) == stock_artifact.get_custom_property(name)
