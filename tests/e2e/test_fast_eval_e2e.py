@@ -30,6 +30,19 @@ def two_runs(tmp_path_factory: pytest.TempPathFactory):
     return config, first, second
 
 
+def test_pipeline_blesses_and_pushes_through_the_fast_paths(two_runs):
+    """Both runs evaluated on the fast path (first run, then against the first as
+    baseline), were blessed, and their models pushed."""
+    config, first, second = two_runs
+    for summary in (first, second):
+        assert summary.blessed is True
+        assert summary.pushed is True and summary.pushed_model
+    assert "Evaluator" in second.executed
+    logs = "".join(p.read_text() for p in (Path(config.run_dir) / "logs").glob("*.log"))
+    assert logs.count("Evaluator: fast path") == 2
+    assert logs.count("StatisticsGen: in-process pass") == 2
+
+
 def _evaluator_inputs(config, node: str = "Evaluator") -> tuple[dict, dict, dict]:
     """`node`'s last execution's (the rerun's) inputs and properties, from ML Metadata."""
     from ml_metadata.proto import metadata_store_pb2
