@@ -2,8 +2,11 @@
 
 Put this folder on Airflow's DAG path (AIRFLOW__CORE__DAGS_FOLDER=<repo>/airflow)
 with the project importable (the repo's .venv does that). The DAG id is the
-pipeline's name ("taxi"); it has no schedule: trigger it, or run it without a
-scheduler with `airflow dags test taxi 2026-01-01`. See airflow/README.md.
+pipeline's name ("taxi"). It runs on a schedule (hourly by default), and its
+first task, the sensor `wait_for_new_span`, lets a run go on only when a
+span newer than every ingested one is published; otherwise the run is
+skipped, not failed. Trigger it by hand, or run it without a scheduler with
+`airflow dags test taxi 2026-01-01`. See docs/orchestrators.md.
 
 Settings, read when Airflow parses this file (all optional):
   TFXP_DATASET      dataset config (default: taxi)
@@ -11,6 +14,8 @@ Settings, read when Airflow parses this file (all optional):
   TFXP_RUN_DIR      pipeline root, ML Metadata (metadata.sqlite) and pushed
                     models (default: runs/<pipeline>-airflow in the repository)
   TFXP_TRAIN_STEPS, TFXP_EVAL_STEPS   training / evaluation steps
+  TFXP_SCHEDULE     a cron expression or preset (default @hourly); "none": triggered only
+  TFXP_SENSOR_POKE  seconds between the sensor's looks for a new span (default 300)
   TFXP_BEAM         where Beam work runs, as `tfxp run --beam` (default in-process: the
                     DAG is parsed often, so it does not size spans as `--beam auto` does),
                     with TFXP_BEAM_JOB_ENDPOINT, TFXP_BEAM_ENVIRONMENT_TYPE,
@@ -84,9 +89,18 @@ def beam_from_env(env: Mapping[str, str]) -> BeamOptions | None:
     )
 
 
+DEFAULT_SCHEDULE = "@hourly"
+SENSOR_TASK = "wait_for_new_span"
+
+
+def schedule_from_env(env: Mapping[str, str] = os.environ) -> str | None:
+    value = env.get(ENV_PREFIX + "SCHEDULE", DEFAULT_SCHEDULE).strip()
+    return None if value.lower() in ("", "none") else value
+
+
 AIRFLOW_DAG_CONFIG = {
-    # Runs when triggered (or by `airflow dags test`); set a schedule to poll for new spans.
-    "schedule": None,
+    # Each scheduled run waits for a new span (the sensor); "none": triggered only.
+    "schedule": schedule_from_env(),
     "start_date": datetime.datetime(2026, 1, 1),
     "catchup": False,
     "max_active_runs": 1,  # one writer at a time on the SQLite ML Metadata store
@@ -94,7 +108,42 @@ AIRFLOW_DAG_CONFIG = {
 }
 
 
-def build_dag(config: PipelineConfig):
+def new_span_ready(config: PipelineConfig) -> bool:
+    """The sensor's poke: is a span newer than every ingested one published?"""
+    from tfxp.metadata.store import StoreLocation, open_store
+    from tfxp.watch import next_span_ready
+
+    store = None
+    if os.path.exists(config.metadata_path):
+        store = open_store(StoreLocation(sqlite_path=config.metadata_path))
+    span = next_span_ready(config, store)
+    print(f"new span: {span if span is not None else 'none yet'} under {config.data_root}")
+    return span is not None
+
+
+def add_span_sensor(dag, config: PipelineConfig, poke_seconds: float):
+    """`wait_for_new_span` before the pipeline's first tasks. Reschedule mode frees
+    the worker slot between pokes; soft_fail skips (not fails) a run that saw no
+    new span before the next one is due."""
+    from airflow.sensors.python import PythonSensor
+
+    roots = list(dag.roots)
+    sensor = PythonSensor(
+        task_id=SENSOR_TASK,
+        dag=dag,
+        python_callable=new_span_ready,
+        op_args=[config],
+        mode="reschedule",
+        poke_interval=poke_seconds,
+        timeout=50 * 60,
+        soft_fail=True,
+    )
+    for task in roots:
+        sensor >> task
+    return sensor
+
+
+def build_dag(config: PipelineConfig, env: Mapping[str, str] = os.environ):
     """The DAG for `config`, after the same pre-run check as `tfxp run` (a failure
     is the DAG's import error in Airflow, naming the problem and the fix)."""
     preflight(config)
@@ -102,7 +151,9 @@ def build_dag(config: PipelineConfig):
     # components there get the same DoFn-introspection cache as `tfxp run`.
     beam_speedups.install()
     runner = AirflowDagRunner(AirflowPipelineConfig(airflow_dag_config=AIRFLOW_DAG_CONFIG))
-    return runner.run(create_pipeline(config, orchestrator=AIRFLOW))
+    dag = runner.run(create_pipeline(config, orchestrator=AIRFLOW))
+    add_span_sensor(dag, config, float(env.get(ENV_PREFIX + "SENSOR_POKE", "300")))
+    return dag
 
 
 DAG = build_dag(config_from_env())

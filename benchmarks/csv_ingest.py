@@ -146,6 +146,7 @@ def main() -> None:
         action="store_true",
         help="smoke runs: both readers in one child process (not a measurement, see above)",
     )
+    p.add_argument("--json", action="store_true", help="also print the results as JSON")
     args = p.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="csv-ingest-"))
     data_root = work / "data"
@@ -217,6 +218,20 @@ def main() -> None:
     print(f"splits (count, sha256 of sorted examples): arrow {examples(arrow)}")
     print(f"                                            tfx   {examples(tfx)}")
     print("equivalent: " + ("yes" if same else "NO"))
+    if args.json:
+        payload = {
+            "rows": args.rows,
+            "csv_mb": csv_mb,
+            "one_child": args.one_child,
+            "load_average": load,
+            "readers": results,
+            "speedup_executor": tfx["do"] / arrow["do"],
+            "speedup_executor_without_checks": (tfx["do"] - checks) / arrow["do"],
+            "speedup_process": tfx["wall"] / arrow["wall"],
+            "cpu_ratio": tfx["do_cpu"] / arrow["do_cpu"],
+            "equivalent": same,
+        }
+        print(json.dumps(payload, indent=2, sort_keys=True))
     sys.exit(0 if same else 1)
 
 

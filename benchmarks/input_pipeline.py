@@ -62,8 +62,8 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from trainer import data_service  # noqa: E402
-from trainer.taxi import features as f  # noqa: E402
 from trainer.input import input_fn, read_blocks  # noqa: E402
+from trainer.taxi import features as f  # noqa: E402
 
 DATA_VERSION = 1  # bump when the generated records change
 

@@ -12,7 +12,7 @@ Remote files go through pyarrow's own S3 and GCS filesystems (C++ clients with
 ranged reads), not TensorFlow's S3 plugin: that plugin's reads go through a
 loopback relay (tfxp/storage/s3_shim.py) and its multi-part reads returned
 wrong bytes. The S3 client reads the same standard environment as every other
-S3 client of the project (README, "Object storage"): credentials from
+S3 client of the project (docs/object-storage.md): credentials from
 AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN / AWS_PROFILE and
 ~/.aws; the endpoint of an S3-compatible store from `s3_endpoint` (the one
 mapping of AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL / S3_ENDPOINT, also used by

@@ -5,7 +5,7 @@
   run-local  run a compiled PipelineJob here, task by task, with KFP's local orchestrator
 
 Settings come from flags, else environment variables (KFP_IMAGE,
-KFP_PIPELINE_ROOT, KFP_HOST, KFP_NAMESPACE, KFP_TOKEN). See kubeflow/README.md.
+KFP_PIPELINE_ROOT, KFP_HOST, KFP_NAMESPACE, KFP_TOKEN). See docs/orchestrators.md.
 """
 
 from __future__ import annotations

@@ -138,7 +138,7 @@ def in_process_override(args: Sequence[str]) -> tuple[str, ...]:
     writer per shard), so worker processes only add their start-up, each of
     which imports TensorFlow: CsvExampleGen on a 1M-row span took 5.7 s
     in-process against 13.6 s multi-process, back to back, identical shards
-    (README, "Beam with separate workers"). Remote runners
+    (docs/beyond-one-machine.md). Remote runners
     (portable, Flink, Spark, Dataflow) keep it on their workers, where the data is.
     """
     return IN_PROCESS_OVERRIDE if runs_multi_process(args) else ()
@@ -208,8 +208,8 @@ def _check_portable(options: BeamOptions, given: set[str]) -> None:
     mode = options.mode
     if not options.job_endpoint and mode == "portable":
         raise BeamConfigError(
-            "the 'portable' Beam mode needs a job service: --job-endpoint HOST:PORT (see README "
-            "'Beam with separate workers' for starting one)"
+            "the 'portable' Beam mode needs a job service: --job-endpoint HOST:PORT (see docs/beyond-one-machine.md, "
+            "'Beam with separate workers', for starting one)"
         )
     if not options.job_endpoint and mode in _MASTER_FLAG and _MASTER_FLAG[mode] not in given:
         flag = _MASTER_FLAG[mode]

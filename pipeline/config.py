@@ -100,7 +100,7 @@ class PipelineConfig:
     span: int | None = None
     version: int | None = None
     window: int = 1
-    # TFRecord shards per output split; 0 sizes them for the data (see data/README.md).
+    # TFRecord shards per output split; 0 sizes them for the data (see docs/data-versions.md).
     num_shards: int = 0
     # How ExampleGen reads CSV: "arrow" (pyarrow.csv + vectorised tf.Example
     # encoding; the same examples and splits as TFX's reader, measured in
@@ -155,6 +155,12 @@ class PipelineConfig:
     # Trainer trains where it runs. Each replica's run_fn finds its place in
     # the cluster in TF_CONFIG (trainer/distribution.py).
     trainer_cluster: dict[str, Any] | None = None
+    # The model registry (tfxp/registry.py): the alias a newly pushed version
+    # gets, "champion" (served at once) or "challenger" (until promoted).
+    on_push: str = "champion"
+    # Alerts (tfxp/alerts.py): names of environment variables holding webhook
+    # URLs. Only the names live in files; the URLs are secrets.
+    alert_webhook_env: tuple[str, ...] = ()
 
     @property
     def local_dir(self) -> str:

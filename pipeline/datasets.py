@@ -25,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from components.csv_text import CsvTextError, check_encoding
 from pipeline.config import (
     GENERIC_PREPROCESSING_FN,
     GENERIC_RUN_FN,
@@ -51,6 +52,7 @@ _KEYS = {
     "span_pattern",
     "version_pattern",
     "serving_data",
+    "csv_encoding",
     "label",
     "transformed_label",
     "task",
@@ -65,7 +67,12 @@ _KEYS = {
     "evaluation",
     "eval_signature",
     "image",
+    "on_push",
+    "alerts",
 }
+ON_PUSH = ("champion", "challenger")
+_ALERT_KEYS = {"webhook_env"}
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _EVAL_KEYS = {"metric", "lower_bound", "upper_bound", "min_change", "extra_metrics"}
 _FEATURE_KEYS = {"treatment", "buckets", "top_k", "oov_buckets"}
 
@@ -213,6 +220,40 @@ def _tabular(raw: dict, where: str) -> TabularOptions:
     return TabularOptions(label=str(label), task=task, classes=classes, features=parsed)
 
 
+def _on_push(raw: dict, where: str) -> str:
+    value = raw.get("on_push", ON_PUSH[0])
+    if value not in ON_PUSH:
+        raise DatasetFileError(
+            f"{where}: on_push must be one of {list(ON_PUSH)} (the alias a newly pushed model "
+            f"gets), not {value!r}"
+        )
+    return str(value)
+
+
+def _alert_env(raw: Any, where: str) -> tuple[str, ...]:
+    """`alerts: {webhook_env: NAME or [NAMES]}`: environment variables, never URLs."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict):
+        raise DatasetFileError(f"{where}: expected a mapping with webhook_env")
+    _check_keys(raw, _ALERT_KEYS, where)
+    names = raw.get("webhook_env") or []
+    names = [names] if isinstance(names, str) else list(names)
+    for name in names:
+        if not isinstance(name, str) or not ENV_NAME.match(name):
+            secret = isinstance(name, str) and "://" in name
+            raise DatasetFileError(
+                f"{where}.webhook_env: "
+                + (
+                    "holds a URL; a webhook URL is a secret and does not belong in a file: "
+                    "put it in an environment variable and name the variable here"
+                    if secret
+                    else f"{name!r} is not an environment variable name"
+                )
+            )
+    return tuple(names)
+
+
 def load_dataset_file(path: str | os.PathLike) -> PipelineConfig:
     """The `PipelineConfig` a dataset file describes; schema and thresholds beside it."""
     path = Path(path)
@@ -265,8 +306,16 @@ def load_dataset_file(path: str | os.PathLike) -> PipelineConfig:
     for key in ("train_steps", "eval_steps"):
         if key in raw:
             changes[key] = int(raw[key])
+    if "csv_encoding" in raw:
+        try:  # a typo in the file fails here, naming it, not in the middle of a run
+            check_encoding(str(raw["csv_encoding"]))
+        except CsvTextError as e:
+            raise DatasetFileError(f"{path}: csv_encoding: {e}") from e
+        changes["csv_encoding"] = str(raw["csv_encoding"])
     if "hyperparameters" in raw:
         changes["hyperparameters"] = dict(raw["hyperparameters"] or {})
+    changes["on_push"] = _on_push(raw, str(path))
+    changes["alert_webhook_env"] = _alert_env(raw.get("alerts"), f"{path}: alerts")
     changes["preprocessing_fn"] = raw.get("preprocessing_fn", GENERIC_PREPROCESSING_FN)
     changes["run_fn"] = raw.get("run_fn", GENERIC_RUN_FN)
     return PipelineConfig(**changes)

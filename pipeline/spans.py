@@ -22,6 +22,8 @@ SPAN_DIR = re.compile(r"^span-(\d+)$")
 VERSION_DIR = re.compile(r"^version-(\d+)$")
 # Hidden, and not matched by `span-{SPAN}`: a drop being written is invisible to runs.
 INCOMING_PREFIX = ".incoming-"
+# Written last into an object-storage span (no folder rename there): the span is whole.
+PUBLISHED_MARKER = "_PUBLISHED"
 UNVERSIONED_PATTERN = "span-{SPAN}/*.csv"
 VERSIONED_PATTERN = "span-{SPAN}/version-{VERSION}/*.csv"
 

@@ -34,12 +34,11 @@ def require_chromium() -> None:
     )
 
 
-def open_report(path: Path, timeout: float = 60.0) -> RenderedPage:
+def new_driver(timeout: float = 60.0):
+    """Headless Chromium with its console log kept; offline (only 127.0.0.1 answers)."""
     require_chromium()
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
@@ -48,14 +47,32 @@ def open_report(path: Path, timeout: float = 60.0) -> RenderedPage:
         "--no-sandbox",  # tests run as root in CI
         "--disable-gpu",
         "--disable-dev-shm-usage",
-        "--host-resolver-rules=MAP * ~NOTFOUND",  # offline: no host resolves
+        # Offline: no host resolves but 127.0.0.1, where the console's tests serve it.
+        "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
         "--window-size=1400,1000",
     ):
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(timeout)
+    return driver
+
+
+def console_errors(driver) -> list[str]:
+    """Console errors and uncaught script errors since the last call."""
+    return [
+        entry["message"]
+        for entry in driver.get_log("browser")
+        if entry.get("level") in ("SEVERE", "ERROR")
+    ]
+
+
+def open_report(path: Path, timeout: float = 60.0) -> RenderedPage:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver = new_driver(timeout)
     try:
-        driver.set_page_load_timeout(timeout)
         driver.get(path.resolve().as_uri())
         expected = len(driver.find_elements(By.CSS_SELECTOR, "#charts .chart"))
         WebDriverWait(driver, timeout).until(
@@ -75,11 +92,6 @@ def open_report(path: Path, timeout: float = 60.0) -> RenderedPage:
             if row.is_displayed()
         ]
         decision = driver.find_element(By.ID, "decision").text
-        errors = [
-            entry["message"]
-            for entry in driver.get_log("browser")
-            if entry.get("level") in ("SEVERE", "ERROR")
-        ]
-        return RenderedPage(errors, decision, drawn, rows)
+        return RenderedPage(console_errors(driver), decision, drawn, rows)
     finally:
         driver.quit()

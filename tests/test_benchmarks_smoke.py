@@ -172,10 +172,15 @@ def test_csv_ingest_benchmark_on_a_few_rows(tmp_path, forkserver):
         "--work",
         str(tmp_path),
         "--one-child",
+        "--json",
         timeout=800,
     )
     assert "| arrow |" in done.stdout and "| tfx |" in done.stdout
     assert "equivalent: yes" in done.stdout
+    # --json (what benchmarks/record.py keeps): the same verdict, and both readers' figures
+    report = json.loads(done.stdout[done.stdout.rindex("\n{") :])
+    assert report["equivalent"] is True and report["rows"] == 300
+    assert set(report["readers"]) == {"arrow", "tfx"} and report["speedup_executor"] > 0
 
 
 @pytest.mark.slow
@@ -342,3 +347,21 @@ def test_object_storage_ingests_each_side_in_a_fresh_child_unless_one_child(
     assert children == ([[local, bucket]] if one_child else [[local], [bucket]])
     assert report["local"]["reader"] == report["bucket"]["reader"] == "arrow"
     assert ("not a measurement" in bench.render_ingest(report)) is one_child
+
+
+def test_ui_benchmark_runs_end_to_end(tmp_path):
+    """benchmarks/ui.py on 6 runs: the store is written, every page timed, the JSON printed."""
+    done = _run(
+        None,
+        "ui.py",
+        "--runs",
+        "6",
+        "--requests",
+        "2",
+        "--work",
+        str(tmp_path / "w"),
+        "--json",
+    )
+    assert "runs page" in done.stdout and "anchor" in done.stdout
+    figures = json.loads(done.stdout[done.stdout.rindex("\n{") :])
+    assert figures["runs"] == 6 and figures["pages"]["run page"]["p95_ms"] > 0

@@ -139,12 +139,29 @@ def test_regression_defaults_to_an_rmse_ceiling(tmp_path):
         ("label: y\ntask: regression\nfeatures: {a: zscore}\nsteps: 3\n", "unknown key(s)"),
         ("task: regression\nfeatures: {a: zscore}\n", "`label:`"),
         ("name: other\nlabel: y\ntask: regression\nfeatures: {a: zscore}\n", "differs"),
+        ("label: y\ntask: regression\nfeatures: {a: zscore}\ncsv_encoding: nope\n", "csv_encoding"),
+        ("label: y\ntask: regression\nfeatures: {a: zscore}\ncsv_encoding: utf-16\n", "iconv"),
     ],
 )
 def test_bad_dataset_files_name_the_problem(tmp_path, text, message):
     path = _write(tmp_path, "bad", text)
     with pytest.raises(DatasetFileError, match=message.replace("(", r"\(").replace(")", r"\)")):
         load_dataset_file(path)
+
+
+def test_csv_encoding_comes_from_the_dataset_file(tmp_path):
+    path = _write(
+        tmp_path,
+        "latin",
+        "label: y\ntask: regression\nfeatures: {a: zscore}\ncsv_encoding: latin-1\n",
+    )
+    assert load_dataset_file(path).csv_encoding == "latin-1"
+    assert (
+        load_dataset_file(
+            _write(tmp_path, "plain", "label: y\ntask: regression\nfeatures: {a: zscore}\n")
+        ).csv_encoding
+        == "utf-8"
+    )
 
 
 def test_unknown_dataset_says_how_to_make_one():

@@ -1,6 +1,6 @@
 """Operations on the pipeline: the `tfxp` commands, ML Metadata readers, object storage, the local run.
 
-Floor 2 of the house (README "Layout"): imports `pipeline`, `components` and
+Floor 2 of the house (docs/architecture.md): imports `pipeline`, `components` and
 `trainer`, never the runners above it.
 """
 

@@ -73,7 +73,7 @@ class Hyperparameters:
     cache: bool = True
     deterministic: bool = True
     seed: int = 42
-    # Input pipeline (trainer/input.py, trainer/INPUT_PIPELINE.md).
+    # Input pipeline (trainer/input.py, docs/trainer-input.md).
     shuffle_buffer: int = 10_000
     shuffle_block: int = 1  # > 1: shuffle blocks of records (faster, coarser)
     threadpool_size: int | None = None  # None: TF's shared pool

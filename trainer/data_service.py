@@ -6,7 +6,7 @@ starts a dispatcher and N workers in this process, prints the dispatcher's
 address and serves until Ctrl-C. Give the address to the Trainer as the
 `data_service_address` hyperparameter. On a cluster, start the dispatcher
 alone (`--workers 0`) on one host and workers elsewhere with `--dispatcher
-HOST:PORT --worker-host THIS_HOST` (see trainer/INPUT_PIPELINE.md). Workers
+HOST:PORT --worker-host THIS_HOST` (see docs/trainer-input.md). Workers
 must be able to read the files the Trainer's pipeline names.
 """
 

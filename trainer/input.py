@@ -6,7 +6,7 @@ AUTOTUNEd and prefetched so the model never waits on a single file. With a
 tf.data service dispatcher address the same pipeline runs on remote workers
 (`distribute`). `trainer.input_wait.InputWaitMonitor` measures, per epoch,
 how long training waited for input and how long it computed. Measurements:
-trainer/INPUT_PIPELINE.md.
+docs/trainer-input.md.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ BatchFn = Callable[[dict[str, tf.Tensor], tf.Tensor], tuple[dict[str, tf.Tensor]
 DATA_SERVICE_MODES = ("distributed_epoch", "parallel_epochs")
 
 # Shards read at once. Two per core is plenty for GZIP: more only adds
-# per-record hand-offs between threads (measured, see INPUT_PIPELINE.md).
+# per-record hand-offs between threads (see docs/trainer-input.md).
 DEFAULT_CYCLE_LENGTH = 4
 # Consecutive records of one shard a training reader hands over as one block. A
 # per-record hand-off costs more than the record; 64 amortizes it (the window
@@ -71,7 +71,7 @@ def read_blocks(
 
     Each reader thread batches its own shard, so threads hand over whole
     blocks instead of single records: per-record hand-offs between threads
-    cost more CPU than decompressing the record (INPUT_PIPELINE.md). Blocks at
+    cost more CPU than decompressing the record (docs/trainer-input.md). Blocks at
     the end of a shard may be short; `rebatch` evens them out.
     """
     files, default_cycle = _list_files(file_patterns, shuffle_files, seed)
@@ -291,7 +291,7 @@ def _window_shuffled(
     """Training batches, each a uniform sample of a window of `shuffle_buffer` records.
 
     A per-record `Dataset.shuffle` costs a tf.data hand-off and a buffer swap
-    per record (~5 us on this machine, more than parsing it: INPUT_PIPELINE.md).
+    per record (~5 us on this machine, more than parsing it: docs/trainer-input.md).
     Here every tf.data step handles many records: blocks of `block_length`
     consecutive records of one shard (cached serialized) are shuffled as
     blocks over a buffer of `shuffle_buffer` records, re-cut into windows of

@@ -103,9 +103,12 @@ def _quantiles(f: statistics_pb2.FeatureNameStatistics) -> tuple[list[float], li
     return [], []
 
 
-def _chart(
+def feature_figure(
     feature: str, datasets: Mapping[str, statistics_pb2.DatasetFeatureStatisticsList]
-) -> str:
+):
+    """One feature's chart over `datasets` (name -> statistics) as a plotly Figure, or
+    None when no dataset has it: category shares as bars, numbers as quantiles.
+    The report inlines it; the console (`tfxp ui`) draws the same figure."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
@@ -130,7 +133,7 @@ def _chart(
             if xs:
                 fig.add_scatter(name=name, x=xs, y=ys, mode="lines+markers", line_color=color)
     if not fig.data:
-        return ""
+        return None
     fig.update_layout(
         title=feature + (" (share of values)" if categorical else " (quantiles)"),
         barmode="group",
@@ -141,6 +144,15 @@ def _chart(
         xaxis_title=None if categorical else "fraction of examples",
         yaxis_title="share" if categorical else "value",
     )
+    return fig
+
+
+def _chart(
+    feature: str, datasets: Mapping[str, statistics_pb2.DatasetFeatureStatisticsList]
+) -> str:
+    fig = feature_figure(feature, datasets)
+    if fig is None:
+        return ""
     div = fig.to_html(full_html=False, include_plotlyjs=False, config={"displayModeBar": False})
     return f'<div class=chart data-feature="{_e(feature)}">{div}</div>'
 

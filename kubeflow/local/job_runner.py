@@ -9,7 +9,7 @@ container task's resolved `command + args` runs through a task handler from
 itself under Docker).
 
 `kfp.local` runs pipelines written with the KFP DSL; a TFX-compiled spec
-needs four things it does not do, done here and listed in kubeflow/README.md:
+needs four things it does not do, done here and listed in docs/orchestrators.md:
 
 1. `resolver` executors (TFX's Resolver nodes compile to ML Metadata queries):
    answered from a small artifact registry of earlier `run-local` runs under

@@ -58,6 +58,9 @@ def test_dag_has_every_component_in_order(tmp_path: Path, forkserver):
         "dag = mod.DAG\n"
         "print(json.dumps({'dag_id': dag.dag_id, 'schedule': str(dag.schedule_interval),\n"
         "  'tasks': {t.task_id: sorted(t.upstream_task_ids) for t in dag.tasks},\n"
+        "  'sensor': {k: str(getattr(dag.get_task('wait_for_new_span'), k)) for k in\n"
+        "             ('mode', 'poke_interval', 'soft_fail')},\n"
+        "  'pokes': mod.new_span_ready(mod.config_from_env()),\n"
         "  'config': {k: getattr(mod.config_from_env(), k) for k in\n"
         "             ('data_root', 'run_dir', 'train_steps', 'eval_steps')}}))\n"
         "import os, sys; sys.stdout.flush(); os._exit(0)  # no TF teardown: ~2 s of CPU\n"
@@ -83,10 +86,15 @@ def test_dag_has_every_component_in_order(tmp_path: Path, forkserver):
         ),
     )
     assert dag["dag_id"] == DAG_ID == config.pipeline_name
-    assert dag["schedule"] == "None"
-    assert dag["tasks"] == {
-        node.id: sorted(u.id for u in node.upstream_nodes) for node in pipeline.components
-    }
+    assert dag["schedule"] == "@hourly"
+    expected = {node.id: sorted(u.id for u in node.upstream_nodes) for node in pipeline.components}
+    # The sensor for the next span comes before the pipeline's first tasks.
+    for upstream in expected.values():
+        if not upstream:
+            upstream.append("wait_for_new_span")
+    assert dag["tasks"] == {**expected, "wait_for_new_span": []}
+    assert dag["sensor"] == {"mode": "reschedule", "poke_interval": "300.0", "soft_fail": "True"}
+    assert dag["pokes"] is True  # span 1 is published, nothing ingested yet
     assert dag["config"] == {
         "data_root": config.data_root,
         "run_dir": config.run_dir,
@@ -241,3 +249,23 @@ def test_gate_blocks_a_drifted_span_under_airflow(airflow_runs: AirflowRuns):
     downstream = {d.TRANSFORM, d.TRAINER, d.EVALUATOR, d.PUSHER}
     assert not downstream & set(states), f"ran after the gate blocked: {states}"
     assert airflow_runs.models_after_drifted == 1  # span 1's model only
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(2400)
+def test_console_shows_airflow_runs(airflow_runs: AirflowRuns):
+    """`tfxp ui` over the Airflow runs' store (TFX's legacy launcher: `run` and
+    `component_run` contexts): span 1's run complete, with its pages and lineage.
+
+    Span 2's gate raised, but the legacy launcher leaves that execution RUNNING in ML
+    Metadata (Airflow's task state has the failure), so from ML Metadata alone the run
+    reads as still going."""
+    from console_check import check_console
+
+    from tfxp.metadata.store import location_from
+
+    shown = check_console(location_from(run_dir=airflow_runs.config.local_dir))
+    assert shown == {
+        "manual__2026-01-01T00:00:00+00:00": "complete",
+        "manual__2026-01-02T00:00:00+00:00": "running",
+    }, shown

@@ -1,6 +1,6 @@
 """A component that crashes is recorded FAILED in ML Metadata and publishes nothing.
 
-README ("Bad input"): "A failed component publishes nothing: its execution is
+docs/reliability.md: "A failed component publishes nothing: its execution is
 recorded as failed in ML Metadata and no artifact of it is live." The
 ExampleGen side is in test_bad_input.py; this is a crash inside Transform's
 user code (the preprocessing_fn raises), with everything upstream complete.

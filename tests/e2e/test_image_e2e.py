@@ -235,3 +235,13 @@ def test_dominant_class_is_blocked_naming_label(image_runs):
     found = _gate_findings(image_runs.config, "span3")
     assert found["decision"] == "BLOCK"
     assert {f["feature"] for f in found["findings"] if f["severity"] == "BLOCK"} == {"label"}
+
+
+def test_console_shows_digits_runs(image_runs):
+    """`tfxp ui` over the digits store: two complete runs, span 3 blocked at the gate."""
+    from console_check import check_console
+
+    from tfxp.metadata.store import location_from
+
+    shown = check_console(location_from(run_dir=image_runs.config.local_dir))
+    assert shown == {"span1": "complete", "span2": "complete", "span3": "blocked"}, shown

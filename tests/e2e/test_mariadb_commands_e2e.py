@@ -117,3 +117,11 @@ def test_incomplete_settings_fail_in_one_line(server, run) -> None:
     for argv in (["verify", *where], ["data", "list", *where], ["schema", "propose", *where]):
         code, _, err = tfxp(argv, env)
         assert code == 1 and err.count("\n") == 1 and "--mysql-database" in err, (argv, err)
+
+
+def test_console_reads_the_mariadb_store(server, run) -> None:
+    """`tfxp ui` over the MariaDB store the run wrote: the run, its pages, its lineage."""
+    from console_check import check_console
+
+    shown = check_console(server.location())
+    assert list(shown.values()) == ["complete"], shown

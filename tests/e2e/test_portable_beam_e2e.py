@@ -1,6 +1,6 @@
 """The taxi pipeline with Beam's portable runner and SDK workers in separate processes.
 
-As README "Beam with separate workers" has a user do it, on loopback:
+As docs/beyond-one-machine.md has a user do it, on loopback:
 - Beam's own Python job service (`local_job_service_main`) and a worker pool
   (`tfxp beam workers`) run as processes of their own;
 - `tfxp run --beam portable` submits every Beam component (ExampleGen,

@@ -1,6 +1,6 @@
 """Training/serving parity: the exported model scores raw tf.Examples exactly as it was trained.
 
-README ("No training/serving skew"): `serving_default` takes serialized raw
+docs/getting-started.md ("No training/serving skew"): `serving_default` takes serialized raw
 tf.Examples and applies the transform graph inside the SavedModel. Here the
 same rows go two ways: raw eval examples (ExampleGen's output) through the
 pushed model's `serving_default`, and Transform's *materialized* eval features

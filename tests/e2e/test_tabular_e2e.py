@@ -207,3 +207,14 @@ def test_second_span_trains_and_an_unchanged_rerun_is_cached(table_runs, request
     assert "CsvExampleGen" in second.executed and "Trainer" in second.executed
     assert "CuratedSchemaImporter" in second.cached  # the schema did not change
     assert not cached.executed, cached.render()
+
+
+def test_console_shows_an_init_datasets_runs(table_runs):
+    """`tfxp ui` over a `tfxp init` dataset's store: its runs, pages and lineage answer."""
+    from console_check import check_console
+
+    from tfxp.metadata.store import location_from
+
+    with dataset_path(table_runs.home):
+        shown = check_console(location_from(run_dir=table_runs.config.local_dir))
+    assert shown and set(shown.values()) == {"complete"}, shown

@@ -156,7 +156,13 @@ def test_upload_numbers_spans_and_reports_missing_credentials(seaweedfs, tmp_pat
     anonymous = forkserver.run(args, env=env, capture_output=True, text=True, timeout=120)
     assert anonymous.returncode == 1
     assert "no AWS credentials found" in anonymous.stderr
-    assert sorted(seaweedfs.keys("tfxp-up")) == ["taxi/span-1/data.csv", "taxi/span-2/data.csv"]
+    # Each span's _PUBLISHED marker is written after its files (tfxp watch waits for it).
+    assert sorted(seaweedfs.keys("tfxp-up")) == [
+        "taxi/span-1/_PUBLISHED",
+        "taxi/span-1/data.csv",
+        "taxi/span-2/_PUBLISHED",
+        "taxi/span-2/data.csv",
+    ]
 
 
 def test_relay_serves_only_requests_signed_with_our_secret(objects, seaweedfs, monkeypatch):

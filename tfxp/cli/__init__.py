@@ -2,7 +2,9 @@
 
 `tfxp run` runs the whole pipeline (`train` retrains on N local workers);
 `predict`, `verify`, `data`, `runs`, `lineage`, `report` and `schema`
-inspect and feed it; `beam workers` serves Beam SDK workers for
+inspect and feed it; `watch` runs it on each new span, `models` names the
+pushed versions (promote, rollback); `ui` serves the console (a web page over
+the same store); `beam workers` serves Beam SDK workers for
 `run --beam portable`.
 """
 
@@ -19,13 +21,16 @@ from tfxp.cli import (
     data,
     init,
     lineage,
+    models,
     predict,
     report,
     run,
     runs,
     schema,
     train,
+    ui,
     verify,
+    watch,
 )
 
 
@@ -33,7 +38,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tfxp", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    for command in (init, run, train, predict, verify, data, runs, lineage, report, schema, beam):
+    for command in (
+        init,
+        run,
+        train,
+        predict,
+        verify,
+        data,
+        runs,
+        lineage,
+        report,
+        schema,
+        models,
+        watch,
+        ui,
+        beam,
+    ):
         command.register(sub)
     return parser
 

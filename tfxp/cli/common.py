@@ -35,7 +35,7 @@ def add_config_flags(p: argparse.ArgumentParser, *, store: bool = False) -> None
     )
     p.add_argument("--data-root", help="raw data folder holding span-<N>/ drops")
     p.add_argument("--run-dir", help="where the pipeline root, ML Metadata and pushed models go")
-    # Object storage (s3://, gs://): see README "Object storage".
+    # Object storage (s3://, gs://): see docs/object-storage.md.
     p.add_argument("--pipeline-root", help="artifacts here instead of <run-dir>/pipeline_root")
     p.add_argument("--serving-dir", help="push models here instead of <run-dir>/serving")
     p.add_argument(
@@ -52,7 +52,7 @@ def add_config_flags(p: argparse.ArgumentParser, *, store: bool = False) -> None
 
 
 def add_beam_flags(p: argparse.ArgumentParser) -> argparse._ArgumentGroup:
-    """Where the Beam components run (pipeline/beam.py; README "Beam with separate workers");
+    """Where the Beam components run (pipeline/beam.py; docs/beyond-one-machine.md);
     returns the flags' group, for a command's own Beam flags."""
     g = p.add_argument_group("Beam (ExampleGen, StatisticsGen, Transform, Evaluator)")
     g.add_argument(

@@ -50,6 +50,11 @@ def cmd_run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         return 1
+    finally:
+        # Alerts are posted in the background; give them their deadline before exiting.
+        from tfxp import alerts
+
+        alerts.wait_for_deliveries(alerts.deadline_seconds())
     print()
     print(summary.to_json() if args.json else summary.render())
     return 0

@@ -17,6 +17,8 @@ from typing import Any
 from pipeline.beam import runs_multi_process
 from pipeline.config import PipelineConfig
 from pipeline.node_ids import VALIDATION_GATE
+from tfxp import alerts
+from tfxp.local import notify
 from tfxp.local.preflight import PreflightError, preflight
 from tfxp.local.run_guard import run_lock
 from tfxp.local.warm_workers import warm_workers
@@ -26,6 +28,15 @@ Printer = Callable[[str], None]
 
 class PipelineRunError(RuntimeError):
     """A run failed; the message says which component, why, and where the log is."""
+
+    def __init__(self, message: str, component: str | None = None) -> None:
+        super().__init__(message)
+        self.component = component
+        self.run_id: str | None = None
+
+
+class RunInterruptedError(PipelineRunError):
+    """Ctrl-C stopped the run; completed components are cached."""
 
 
 class ValidationBlockedError(PipelineRunError):
@@ -97,6 +108,7 @@ def run_local(
     verbose: bool = False,
     metadata_connection_config: Any | None = None,
     warm_beam_workers: bool = True,
+    alert_failures: bool = True,
 ):
     """Runs `config`'s pipeline with LocalDagRunner; returns a RunSummary.
 
@@ -104,34 +116,59 @@ def run_local(
     MySQL/MariaDB); by default SQLite at `config.metadata_path`.
     `warm_beam_workers`: multi-process Beam forks its SDK workers from one
     process that imported their libraries (tfxp/local/warm_workers.py).
-    Raises PipelineRunError naming the failed component and the log file.
+    Raises PipelineRunError naming the failed component and the log file
+    (its `run_id` set). Webhook alerts (tfxp/alerts.py) go out when the run
+    is blocked, fails (unless `alert_failures` is False: a watcher that will
+    retry), pushes a model, or a component refuses the model.
     """
     sqlite = metadata_connection_config is None
     _quiet_third_party()
+    run_id = run_id or new_run_id()
     try:
         preflight(config, sqlite_store=sqlite)
     except PreflightError as e:
-        raise PipelineRunError(str(e)) from None
+        error = PipelineRunError(str(e), "the pre-run check")
+        error.run_id = run_id
+        send = notify.notifier(config, None)  # no run log yet: undelivered goes to stderr
+        if send and alert_failures:
+            send.send(alerts.failed(config.pipeline_name, run_id, error.component, str(e)))
+        raise error from None
 
     from tfxp import beam_speedups
 
     beam_speedups.install()
 
-    run_id = run_id or new_run_id()
     os.makedirs(config.log_dir, exist_ok=True)
     log_path = os.path.join(config.log_dir, f"{run_id}.log")
     # First: the workers' zygote imports while the pipeline compiles and ingests;
     # a partial run (e.g. ExampleGen alone) may start no workers, so it waits for one.
     partial = bool(from_nodes or to_nodes)
-    with warm_workers(config.beam_args, log_path, warm_beam_workers, start_now=not partial):
-        return _run(
-            config,
-            run_id,
-            log_path,
-            (from_nodes, to_nodes),
-            (printer, verbose),
-            metadata_connection_config,
-        )
+    # Alerts go out from here, around the run: no component waits on the network.
+    send = notify.notifier(config, log_path)
+    try:
+        with warm_workers(config.beam_args, log_path, warm_beam_workers, start_now=not partial):
+            return _run(
+                config,
+                run_id,
+                log_path,
+                (from_nodes, to_nodes),
+                (printer, verbose, send),
+                metadata_connection_config,
+            )
+    except RunInterruptedError as e:
+        e.run_id = run_id
+        raise  # someone is at the terminal: nobody needs telling
+    except ValidationBlockedError as e:
+        e.run_id = run_id
+        if send:
+            label = notify.span_label(config)
+            send.send(alerts.blocked(config.pipeline_name, run_id, label, str(e)))
+        raise
+    except PipelineRunError as e:
+        e.run_id = run_id
+        if send and alert_failures:
+            send.send(alerts.failed(config.pipeline_name, run_id, e.component, str(e)))
+        raise
 
 
 def _run(
@@ -147,7 +184,7 @@ def _run(
 
     from tfxp.metadata.summary import summarize_run
 
-    printer, verbose = output
+    printer, verbose, send = output
     ir, run_options = _compiled(config, run_id, *partial, metadata_connection_config)
     progress = _ProgressHandler(len(ir.nodes), printer)
     with _logging_to(log_path, progress, verbose):
@@ -171,6 +208,8 @@ def _run(
         with metadata.Metadata(connection) as m:
             summary = summarize_run(m.store, config, run_id, wall_seconds=wall, log_path=log_path)
             _gate_outcome(m.store, config, summary, printer)
+            if not partial[0] and not partial[1]:
+                notify.finish(m.store, config, summary, send, printer)
             return summary
 
 
@@ -292,18 +331,21 @@ def _execute(config, run_id, ir, run_options, reporting, log_path, connection_co
             LocalDagRunner().run_with_ir(ir, run_options=run_options)
     except KeyboardInterrupt:
         where = progress.interrupted_during or progress.current or "start-up"
-        raise PipelineRunError(
+        raise RunInterruptedError(
             f"run {run_id} interrupted during {where}; completed "
-            "components are cached, so rerunning the same command resumes from there."
+            "components are cached, so rerunning the same command resumes from there.",
+            where,
         ) from None
     except Exception as e:
         failed = progress.current or "the pipeline"
         cause = _root_cause(e)
         if failed == VALIDATION_GATE and cause.startswith("validation gate blocked"):
             _record_block(config, run_id, cause, connection_config)
-            raise ValidationBlockedError(f"{cause}\n  full log: {log_path}") from None
+            raise ValidationBlockedError(f"{cause}\n  full log: {log_path}", failed) from None
         corrupt = _diagnose_corrupt_input(config, run_id, cause, connection_config)
-        raise PipelineRunError(f"{failed} failed: {cause}{corrupt}\n  full log: {log_path}") from e
+        raise PipelineRunError(
+            f"{failed} failed: {cause}{corrupt}\n  full log: {log_path}", failed
+        ) from e
 
 
 def _record_block(

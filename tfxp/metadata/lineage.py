@@ -47,6 +47,7 @@ from pipeline.node_ids import (
     TRAINER,
     TRANSFORM,
 )
+from tfxp.metadata import aliases
 from tfxp.metadata.properties import json_prop as _json
 from tfxp.metadata.properties import prop
 from tfxp.metadata.store import LineageError
@@ -155,6 +156,8 @@ class ModelLineage:
     blessing: Blessing | None
     metrics: dict[str, float]
     pushes: list[Push]
+    # Registry alias changes that gave this model an alias or took one from it.
+    aliases: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def spans(self) -> list[int]:
@@ -247,6 +250,7 @@ class Lineage:
                 self.runs[ctx.name] = sorted(mine, key=lambda e: e.id)
                 for e in mine:
                     self.run_of[e.id] = ctx.name
+        self._add_legacy_runs()
         # Chronological: by the first execution of each run.
         self.runs = dict(sorted(self.runs.items(), key=lambda kv: kv[1][0].id))
         self._artifacts: dict[int, pb.Artifact] = {}
@@ -254,6 +258,27 @@ class Lineage:
         self._events_by_art: dict[int, list[pb.Event]] = {}
         # Each model's walk to its data (model_lineage), for lineage_report.model_graph.
         self._walks: dict[int, list[tuple[pb.Execution, list[tuple[int, str]], list[int]]]] = {}
+
+    def _add_legacy_runs(self) -> None:
+        """Runs of TFX's legacy launcher (the Airflow DAG runner's): it records no `node`
+        or `pipeline_run` contexts but `run` contexts named `<pipeline>.<run id>`, and
+        names the component in the execution property `component_id`."""
+        prefix = self.pipeline + "."
+        for ctx in self.store.get_contexts_by_type("run"):
+            if not ctx.name.startswith(prefix):
+                continue
+            run_id = ctx.name[len(prefix) :]
+            mine = [
+                e
+                for e in self.store.get_executions_by_context(ctx.id)
+                if e.id not in self.node_of and prop(e, "component_id")
+            ]
+            for e in mine:
+                self.node_of[e.id] = prop(e, "component_id")
+                self.executions[e.id] = e
+                self.run_of[e.id] = run_id
+            if mine:
+                self.runs[run_id] = sorted(mine, key=lambda e: e.id)
 
     # -- store sanity -------------------------------------------------------
 
@@ -472,6 +497,11 @@ class Lineage:
                 f"no Model artifact {ref} of pipeline '{self.pipeline}' in {self.where} "
                 f"(newest model ids: {known}); use latest, pushed, a model id or a run id"
             )
+        held = aliases.current(self.store, self.pipeline, ref)
+        if held is not None:  # a registry alias: champion, challenger, ...
+            model = self.artifact(held.model_id)
+            if model is not None:
+                return model
         run_id = self.resolve_run(ref)
         info = self.run_info(run_id)
         if info.model_id is None:
@@ -573,6 +603,11 @@ class Lineage:
             blessing=self.blessing(model.id),
             metrics=self.metrics(model.id) if with_metrics else {},
             pushes=self.pushes(model.id),
+            aliases=[
+                c.to_dict()
+                for c in aliases.history(self.store, self.pipeline)
+                if model.id in (c.model_id, c.previous_model_id)
+            ],
         )
         return lineage
 
@@ -683,6 +718,15 @@ class Lineage:
             found += self.store.get_artifacts(
                 list_options=metadata_store.ListOptions(filter_query=query)
             )
+        if not found:  # legacy (Airflow) runs have no node contexts to filter by
+            found = [
+                a
+                for ex in self.executions.values()
+                if self.node_of[ex.id] in EXAMPLE_GENS
+                for a in self.outputs(ex.id, "Examples")
+                if prop(a, "span") == span
+            ]
+            found = list({a.id: a for a in found}.values())
         found = [a for a in found if version is None or prop(a, "version") == version]
         for a in found:
             self._artifacts.setdefault(a.id, a)

@@ -167,6 +167,13 @@ def render_model(m: ModelLineage) -> str:
             lines.append(f"  pushed     version {p.version} -> {p.destination} (run {p.run_id})")
     else:
         lines.append("  pushed     no")
+    for c in m.aliases:
+        gained = c["model_id"] == m.model_id
+        verb = "became" if gained else "lost"
+        why = f": {c['why']}" if c["why"] else ""
+        lines.append(
+            f"  alias      {verb} {c['alias']} ({c['action']}) {c['when']} by {c['who']}{why}"
+        )
     return "\n".join(lines)
 
 

@@ -190,8 +190,11 @@ def _check_reachable(location: StoreLocation) -> None:
         ) from None
 
 
-def open_store(location: StoreLocation, *, create: bool = False):
-    """An MLMD `MetadataStore`, or MetadataStoreError with one line saying what to do."""
+def open_store(location: StoreLocation, *, create: bool = False, writable: bool = False):
+    """An MLMD `MetadataStore`, or MetadataStoreError with one line saying what to do.
+
+    `writable`: an existing SQLite file opened for writing (the registry's alias changes).
+    """
     from ml_metadata.metadata_store import metadata_store
 
     if location.is_mysql:
@@ -209,7 +212,8 @@ def open_store(location: StoreLocation, *, create: bool = False):
                 "or point --run-dir at another run directory"
             )
     try:
-        store = metadata_store.MetadataStore(location.connection_config(create=create))
+        config = location.connection_config(create=create, read_only=not writable)
+        store = metadata_store.MetadataStore(config)
         store.get_context_types()  # a corrupt file opens lazily: touch it now
     except Exception as e:  # MLMD raises RuntimeError / errors.* with C++ messages
         detail = _first_line(e)

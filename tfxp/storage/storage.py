@@ -42,6 +42,7 @@ from urllib.parse import urlparse
 
 # The one mapping of the endpoint variables, shared with the Arrow ingest's S3 client.
 from components.object_storage import s3_endpoint
+from pipeline.spans import PUBLISHED_MARKER
 
 REMOTE_SCHEMES = ("s3", "gs")
 # Retries of both S3 clients unless the user chose otherwise: the SDK defaults
@@ -466,6 +467,11 @@ def upload_span(
                 )
                 client.upload_file(f, bucket, key)
                 uris.append(f"s3://{bucket}/{key}")
+            # Last: the span is whole (watchers wait for it; tfxp/watch.py).
+            marker = "/".join(
+                p for p in (prefix.strip("/"), f"span-{number}", PUBLISHED_MARKER) if p
+            )
+            client.put_object(Bucket=bucket, Key=marker, Body=b"")
         except StorageError:
             raise
         except Exception as e:
@@ -486,4 +492,6 @@ def upload_span(
         uri = f"{root}/span-{number}/{os.path.basename(f)}"
         tf.io.gfile.copy(f, uri, overwrite=False)
         uris.append(uri)
+    with tf.io.gfile.GFile(f"{root}/span-{number}/{PUBLISHED_MARKER}", "w") as marker:
+        marker.write("")
     return Uploaded(number, tuple(uris), nbytes, False)

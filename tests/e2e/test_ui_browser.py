@@ -1,0 +1,184 @@
+"""The console in headless Chromium, served by uvicorn on a loopback port.
+
+A user's path over the shared taxi runs (tests/e2e/conftest.py: a fresh run,
+a cached rerun, a trainer-code change, a --no-cache retrain): the runs page, a
+run with its graph and a cached node, the evaluation, lineage from the pushed
+model to its span, two runs compared; no JavaScript error on any page. And a
+category value that is markup shows as text. UPDATE_SCREENSHOTS=1 saves each
+main page to docs/images/ui-<page>.png.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import ui_store
+from browser import console_errors, new_driver
+
+from pipeline.config import PROJECT_ROOT
+
+SCREENSHOTS = os.environ.get("UPDATE_SCREENSHOTS") == "1"
+
+
+@contextlib.contextmanager
+def serving(run_dir: Path) -> Iterator[str]:
+    """uvicorn serving the console over `run_dir` on a free loopback port: its address."""
+    import uvicorn
+
+    from tfxp.metadata.browse import StoreBrowser
+    from tfxp.metadata.store import location_from
+    from tfxp.ui.app import create_app
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    app = create_app(StoreBrowser(location_from(run_dir=str(run_dir))))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        if not thread.is_alive():
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+def _screenshot(driver, page: str) -> None:
+    if SCREENSHOTS:
+        folder = PROJECT_ROOT / "docs" / "images"
+        folder.mkdir(parents=True, exist_ok=True)
+        driver.save_screenshot(str(folder / f"ui-{page}.png"))
+
+
+def _open(driver, url: str) -> None:
+    driver.get(url)
+    errors = console_errors(driver)
+    assert not errors, (url, errors)
+
+
+def _wait(driver, css: str, timeout: float = 30.0):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, timeout).until(lambda d: d.find_elements(By.CSS_SELECTOR, css))
+
+
+@pytest.mark.slow  # a real browser
+@pytest.mark.timeout(300)
+def test_markup_in_data_shows_as_text(tmp_path: Path):
+    from selenium.common.exceptions import NoAlertPresentException
+    from selenium.webdriver.common.by import By
+
+    ui_store.write_runs(tmp_path / "metadata.sqlite", 2, category=ui_store.XSS)
+    statistics = ui_store.open_sqlite(tmp_path / "metadata.sqlite").get_artifacts_by_type(
+        "ExampleStatistics"
+    )[0]
+    with serving(tmp_path) as base:
+        driver = new_driver()
+        try:
+            for url in (
+                f"/artifact/{statistics.id}",
+                "/",
+                "/datasets",
+                "/run?pipeline=taxi&id=run-00000",
+            ):
+                _open(driver, base + url)
+                if "artifact" in url:
+                    _wait(driver, ".chart svg.main-svg")  # plotly drew the category chart
+                    assert ui_store.XSS in driver.find_element(By.ID, "statistics").text
+                with pytest.raises(NoAlertPresentException):
+                    driver.switch_to.alert.text  # noqa: B018 - raises when no alert is open
+                injected = driver.execute_script(
+                    "return document.querySelectorAll('img[src=\"x\"], img[onerror]').length"
+                )
+                assert injected == 0, url
+                assert not driver.execute_script("return window.__xss === true"), url
+            assert not console_errors(driver)
+        finally:
+            driver.quit()
+
+
+@pytest.mark.slow  # four whole pipeline runs (shared) and a real browser
+@pytest.mark.timeout(1500)
+def test_a_users_path_through_the_console(taxi_runs):
+    t = taxi_runs
+    runs = [t.first.run_id, t.cached.run_id, t.trainer_code_changed.run_id, t.retrained.run_id]
+    with serving(Path(t.config.run_dir)) as base:
+        walk(base, *runs)
+
+
+def walk(base: str, first: str, cached: str, code_changed: str, retrained: str) -> None:
+    """The user's path over the four shared taxi runs (their ids, oldest first)."""
+    from selenium.webdriver.common.by import By
+
+    driver = new_driver()
+    try:
+        _open(driver, base + "/")
+        runs = [
+            r.get_attribute("data-run") for r in driver.find_elements(By.CSS_SELECTOR, "tr.run-row")
+        ]
+        assert runs == [retrained, code_changed, cached, first], runs
+        _screenshot(driver, "runs")
+
+        # A run whose components were all cached: its graph shows them so.
+        row = driver.find_element(By.CSS_SELECTOR, f'tr[data-run="{cached}"]')
+        row.find_element(By.CSS_SELECTOR, "a.run-link").click()
+        _wait(driver, "svg.graph")
+        assert not console_errors(driver)
+        assert driver.find_elements(By.CSS_SELECTOR, "svg.graph g.state-cached"), "no cached node"
+        assert driver.find_element(By.ID, "gate-decision").text in ("PASS", "WARN")
+        _screenshot(driver, "run")
+
+        # The evaluation: click the graph's Evaluator box, then its ModelEvaluation.
+        driver.find_element(
+            By.XPATH, "//*[local-name()='a'][.//*[local-name()='text' and text()='Evaluator']]"
+        ).click()
+        _wait(driver, "#artifacts")
+        driver.find_element(By.XPATH, "//tr[td[text()='ModelEvaluation']]//a").click()
+        _wait(driver, "#evaluation")
+        assert "blessed" in driver.find_element(By.ID, "blessing").text.lower()
+        assert driver.find_elements(By.CSS_SELECTOR, "#metrics td.num")
+        assert not console_errors(driver)
+        _screenshot(driver, "evaluation")
+
+        # Lineage: from the pushed model back to its span.
+        _open(driver, base + f"/run?pipeline=taxi&id={first}")
+        driver.find_element(By.ID, "model-link").click()
+        pushed = driver.find_element(
+            By.XPATH, "//section[@id='model']//a[starts-with(text(), 'version')]"
+        )
+        pushed.click()
+        _wait(driver, "#pushed")
+        driver.find_element(By.ID, "model-lineage-link").click()
+        _wait(driver, "svg.graph g.highlight")
+        assert not console_errors(driver)
+        _screenshot(driver, "lineage")
+        driver.find_element(By.CSS_SELECTOR, "a.span-link").click()
+        _wait(driver, "#span-models a")
+        assert not console_errors(driver)
+
+        # Compare: the trainer-code change shows as a changed code fingerprint.
+        _open(driver, base + f"/compare?pipeline=taxi&a={cached}&b={code_changed}")
+        rows = driver.find_elements(By.CSS_SELECTOR, "#diff tr.changed")
+        changed = {r.get_attribute("data-section") for r in rows}
+        assert "code" in changed and "data" not in changed, changed
+        _wait(driver, ".chart svg.main-svg")  # the metrics-over-runs chart drew
+        assert not console_errors(driver)
+        _screenshot(driver, "compare")
+
+        _open(driver, base + "/datasets")
+        assert driver.find_elements(By.CSS_SELECTOR, "section.dataset a[href^='/lineage/model/']")
+        _screenshot(driver, "datasets")
+    finally:
+        driver.quit()

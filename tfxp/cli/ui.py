@@ -1,0 +1,91 @@
+"""`tfxp ui`: the console, a read-only web app over ML Metadata and the run directory.
+
+    tfxp ui [--run-dir DIR | --mysql-host H ...] [--host 127.0.0.1] [--port 8765]
+
+Binds 127.0.0.1 by default. Any other address needs an access token: one is
+generated and printed (or give --token / TFXP_UI_TOKEN); requests without it get 401.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import socket
+import sys
+import threading
+
+from tfxp.metadata.store import MetadataStoreError, add_store_flags, location_from_args
+
+DEFAULT_PORT = 8765
+TOKEN_ENV = "TFXP_UI_TOKEN"
+
+
+def _default_run_dir() -> str:
+    from pipeline.datasets import dataset_config
+
+    return dataset_config("taxi").local_dir
+
+
+def _import_tfma() -> None:
+    # A failure here is the metrics page's to report, with what went wrong.
+    with contextlib.suppress(Exception):
+        import tensorflow_model_analysis  # noqa: F401
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from tfxp.metadata.browse import StoreBrowser
+    from tfxp.ui.app import create_app, is_loopback, new_token
+
+    try:
+        location = location_from_args(args, args.run_dir or _default_run_dir())
+    except MetadataStoreError as e:
+        print(f"ERROR: {e}", file=sys.stderr)
+        return 2
+    try:  # a clear line now, instead of uvicorn's after the banner
+        with socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((args.host, args.port))
+    except OSError as e:
+        print(
+            f"ERROR: cannot listen on {args.host}:{args.port} ({e.strerror}); "
+            "pass another --port, or stop what uses it",
+            file=sys.stderr,
+        )
+        return 2
+    loopback = is_loopback(args.host)
+    token = args.token or os.environ.get(TOKEN_ENV) or (None if loopback else new_token())
+    browser = StoreBrowser(location)
+    try:
+        browser.refresh()  # say now, not on the first page, if the store cannot be read
+    except MetadataStoreError as e:
+        print(f"WARNING: {e}\n  (the console starts anyway and says so on every page)")
+    app = create_app(browser, token=token, loopback=loopback and token is None)
+    # Reading a model's metrics imports TensorFlow Model Analysis (~10 s once): start
+    # it now, so the first page that shows metrics does not wait for all of it.
+    threading.Thread(target=_import_tfma, daemon=True).start()
+    # Every address (0.0.0.0, ::): print one another machine can open.
+    shown = socket.gethostname() if args.host in ("0.0.0.0", "::") else args.host
+    shown = f"[{shown}]" if ":" in shown else shown
+    address = f"http://{shown}:{args.port}/"
+    print(f"tfxp console over {location.describe()}")
+    print(f"  open {address}" + (f"?token={token}" if token else ""))
+    if token and not args.token and not os.environ.get(TOKEN_ENV):
+        print(f"  access token (generated): {token}")
+    print("  read-only; Ctrl-C stops it", flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("ui", help="the console: a web page of runs, graphs, artifacts, lineage")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}")
+    p.add_argument(
+        "--token",
+        help=f"access token for non-loopback addresses (env {TOKEN_ENV}; default: generated)",
+    )
+    add_store_flags(p, default_run_dir_help=" (default: runs/taxi)")
+    p.set_defaults(func=cmd_ui)

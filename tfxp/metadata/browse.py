@@ -1,0 +1,534 @@
+"""Browsing a store: what the console (`tfxp ui`) shows, answered through `Lineage`.
+
+A `StoreBrowser` keeps one `Lineage` per pipeline and builds it again only when
+the store changed (the newest execution or context moved), so a page over a
+store of a thousand runs reads only what it shows. Everything here is a query
+of ML Metadata's own API or a read of a file under an artifact's URI; nothing
+writes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from ml_metadata.proto import metadata_store_pb2 as pb
+
+from pipeline.node_ids import EXAMPLE_GENS, TRAINER, VALIDATION_GATE
+from tfxp.metadata.lineage import Lineage, RunInfo, _event_key
+from tfxp.metadata.properties import prop
+from tfxp.metadata.store import LineageError, StoreLocation, open_store
+
+_EVENT_KIND = {
+    pb.Event.INPUT: "input",
+    pb.Event.DECLARED_INPUT: "input",
+    pb.Event.OUTPUT: "output",
+    pb.Event.DECLARED_OUTPUT: "output",
+}
+PAGE_SIZE = 50  # runs per page of the runs page
+SPANS_WITH_MODELS = 20  # spans on the datasets page whose models are listed
+BATCH = 500  # ids per ML Metadata call when reading many at once
+
+
+@dataclass
+class RunRow:
+    """One line of the runs page."""
+
+    pipeline: str
+    dataset: str | None
+    info: RunInfo
+    status: str  # complete, failed, blocked, running
+    metrics: dict[str, float] = field(default_factory=dict)
+    blessed: bool | None = None
+    pushed: bool | None = None
+
+
+@dataclass
+class Page:
+    rows: list[RunRow]
+    total: int
+    page: int
+    pages: int
+
+
+def dataset_of_pipelines() -> dict[str, str]:
+    """Pipeline name -> the dataset file that names it (schema/<NAME>/dataset.yaml)."""
+    from pipeline.datasets import dataset_config, dataset_names
+
+    out = {}
+    for name in dataset_names():
+        try:
+            out[dataset_config(name).pipeline_name] = name
+        except Exception:  # a broken dataset file must not take the console down
+            continue
+    return out
+
+
+def _prop_items(node: Any) -> list[tuple[str, Any]]:
+    from tfxp.metadata.properties import prop as read
+
+    keys = sorted(set(node.properties) | set(node.custom_properties))
+    return [(k, read(node, k)) for k in keys]
+
+
+class StoreBrowser:
+    """Read-only questions the console asks, one store, every pipeline in it."""
+
+    def __init__(self, location: StoreLocation, run_dir: str | None = None) -> None:
+        self.location = location
+        self.run_dir = run_dir
+        # Held by each caller for a whole question (the console: per page); reentrant.
+        self.lock = threading.RLock()
+        self._store = None
+        self._version: tuple | None = None
+        self._lineages: dict[str, Lineage] = {}
+        self._metrics: dict[str, dict[str, float]] = {}
+        self.datasets = dataset_of_pipelines()
+
+    # -- the store and its changes -------------------------------------------
+
+    @property
+    def store(self):
+        if self._store is None:
+            self._store = open_store(self.location)
+        return self._store
+
+    def _store_version(self) -> tuple:
+        """Cheap: the newest execution (by update time) and the newest context."""
+        from ml_metadata.metadata_store import metadata_store as ms
+
+        newest = ms.ListOptions(limit=1, order_by=ms.OrderByField.UPDATE_TIME, is_asc=False)
+        execs = self.store.get_executions(list_options=newest)
+        contexts = self.store.get_contexts(
+            list_options=ms.ListOptions(limit=1, order_by=ms.OrderByField.ID, is_asc=False)
+        )
+        e = execs[0] if execs else None
+        return (
+            (e.id, e.last_update_time_since_epoch, e.last_known_state) if e else None,
+            contexts[0].id if contexts else None,
+        )
+
+    def refresh(self) -> None:
+        """Bring the cached runs up to date if a run wrote to the store since the last look.
+
+        Only what changed is read: the executions updated since then (a run's new
+        component, a state going from RUNNING to COMPLETE), added to each pipeline's
+        Lineage; the cached events are dropped (a new run reads old artifacts too)."""
+        with self.lock:
+            version = self._store_version()
+            if version == self._version:
+                return
+            since = self._version[0][1] if self._version and self._version[0] else None
+            self._version = version
+            if since is None or not self._lineages:
+                self._lineages.clear()
+                return
+            changed = self._executions_since(since)
+            for lin in self._lineages.values():
+                absorb(lin, changed)
+
+    def _executions_since(self, since_ms: int) -> list[tuple[pb.Execution, str | None, str | None]]:
+        """(execution, node context name, pipeline_run context name) of every execution
+        updated at or after `since_ms`."""
+        from ml_metadata.metadata_store import metadata_store as ms
+
+        kinds = {t.id: t.name for t in self.store.get_context_types()}
+        query = f"last_update_time_since_epoch >= {int(since_ms)}"
+        out = []
+        for ex in self.store.get_executions(list_options=ms.ListOptions(filter_query=query)):
+            names = {
+                kinds.get(c.type_id): c.name for c in self.store.get_contexts_by_execution(ex.id)
+            }
+            node, run = names.get("node"), names.get("pipeline_run")
+            if node is None and names.get("run") and prop(ex, "component_id"):
+                # TFX's legacy launcher (Airflow): see Lineage._add_legacy_runs.
+                pipeline = names.get("pipeline", "")
+                node = f"{pipeline}.{prop(ex, 'component_id')}"
+                run = names["run"].removeprefix(pipeline + ".")
+            out.append((ex, node, run))
+        return out
+
+    def pipelines(self) -> list[str]:
+        with self.lock:
+            return sorted(c.name for c in self.store.get_contexts_by_type("pipeline"))
+
+    def lineage(self, pipeline: str) -> Lineage:
+        with self.lock:
+            if pipeline not in self._lineages:
+                if pipeline not in self.pipelines():
+                    raise LineageError(f"no pipeline '{pipeline}' in {self.location.describe()}")
+                self._lineages[pipeline] = Lineage(self.store, pipeline, self.location.describe())
+            return self._lineages[pipeline]
+
+    # -- runs -----------------------------------------------------------------
+
+    def status(self, lin: Lineage, info: RunInfo) -> str:
+        """complete, failed, blocked (by the validation gate) or running."""
+        if info.status == "incomplete":
+            return "running"
+        if info.status == "failed":
+            gate = lin.run_execution(info.run_id, VALIDATION_GATE)
+            if gate is not None and prop(gate, "gate_decision") == "BLOCK":
+                return "blocked"
+            return "failed"
+        return info.status
+
+    def run_rows(
+        self, pipeline: str | None = None, dataset: str | None = None, page: int = 1
+    ) -> Page:
+        """Newest first, one page; every pipeline unless one is asked for."""
+        with self.lock:
+            names = self.pipelines()
+            if dataset:
+                names = [p for p in names if self.datasets.get(p) == dataset]
+            if pipeline:
+                names = [p for p in names if p == pipeline]
+            refs: list[tuple[int, str, str]] = []
+            for name in names:
+                lin = self.lineage(name)
+                refs += [(execs[0].id, name, run) for run, execs in lin.runs.items()]
+            refs.sort(reverse=True)
+            pages = max(1, -(-len(refs) // PAGE_SIZE))
+            page = min(max(1, page), pages)
+            chosen = refs[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
+            for name in {n for _, n, _ in chosen}:
+                prefetch(self.lineage(name), [r for _, n, r in chosen if n == name])
+            rows = [self.run_row(name, run) for _, name, run in chosen]
+            return Page(rows, len(refs), page, pages)
+
+    def run_row(self, pipeline: str, run_id: str) -> RunRow:
+        lin = self.lineage(pipeline)
+        info = lin.run_info(run_id)
+        row = RunRow(pipeline, self.datasets.get(pipeline), info, self.status(lin, info))
+        if info.model_id is not None:
+            b = lin.blessing(info.model_id)
+            row.blessed = bool(b and b.blessed) if b else None
+            row.pushed = any(p.pushed for p in lin.pushes(info.model_id))
+            row.metrics = self.metrics(lin, info.model_id)
+        return row
+
+    def metrics(self, lin: Lineage, model_id: int) -> dict[str, float]:
+        """The model's evaluation metrics; {} if it has none or they cannot be read.
+
+        Cached by the evaluation's URI: an artifact's files do not change."""
+        evaluation = lin.evaluation(model_id)
+        if evaluation is None:
+            return {}
+        if evaluation.uri not in self._metrics:
+            if "://" not in evaluation.uri and not os.path.exists(evaluation.uri):
+                return {}  # gone (or on another machine): no TensorFlow import to say so
+            try:
+                self._metrics[evaluation.uri] = lin.metrics(model_id)
+            except LineageError:
+                self._metrics[evaluation.uri] = {}
+        return self._metrics[evaluation.uri]
+
+    # -- one run --------------------------------------------------------------
+
+    def run_edges(self, lin: Lineage, run_id: str) -> list[tuple[int, int]]:
+        """(execution, execution) pairs of one run: the second read what the first wrote
+        (or re-used, when cached)."""
+        execs = lin.runs[run_id]
+        events = lin.events_of_executions([e.id for e in execs])
+        writer: dict[int, int] = {}
+        for e in execs:
+            for ev in events[e.id]:
+                if _EVENT_KIND.get(ev.type) == "output":
+                    writer[ev.artifact_id] = e.id
+        edges = []
+        for e in execs:
+            for ev in events[e.id]:
+                src = writer.get(ev.artifact_id)
+                is_input = _EVENT_KIND.get(ev.type) == "input"
+                if is_input and src not in (None, e.id) and (src, e.id) not in edges:
+                    edges.append((src, e.id))
+        return edges
+
+    def skipped(self, lin: Lineage, run_id: str) -> tuple[list[str], list[tuple[str, str]]]:
+        """The pipeline's components that this run did not run (a partial run, or those
+        after a failure), as other runs recorded them, and the (node, node) edges that
+        reach them, from the newest run that ran them. ML Metadata keeps no pipeline
+        definition per run, so a component no run ever ran is not known."""
+        mine = {lin.node_of[e.id] for e in lin.runs[run_id]}
+        missing = sorted(set(lin.node_of.values()) - mine)
+        if not missing:
+            return [], []
+        for other in reversed(lin.runs):
+            nodes = {lin.node_of[e.id] for e in lin.runs[other]}
+            if other != run_id and set(missing) <= nodes:
+                pairs = [(lin.node_of[a], lin.node_of[b]) for a, b in self.run_edges(lin, other)]
+                return missing, [(a, b) for a, b in pairs if a in missing or b in missing]
+        return missing, []
+
+    def gate(self, lin: Lineage, run_id: str) -> dict[str, Any] | None:
+        """The validation gate's decision, findings and report of a run (None: never reached)."""
+        ex = lin.run_execution(run_id, VALIDATION_GATE)
+        if ex is None:
+            return None
+        out: dict[str, Any] = {"execution_id": ex.id, "state": lin.state(ex)}
+        if prop(ex, "gate_decision"):
+            out.update(
+                decision=prop(ex, "gate_decision"),
+                findings=prop(ex, "gate_findings"),
+                report=None,
+                report_execution=ex.id if prop(ex, "gate_report") else None,
+            )
+            return out
+        results = lin.outputs(ex.id)
+        if results:
+            a = results[0]
+            out.update(
+                decision=prop(a, "decision"),
+                findings=prop(a, "findings"),
+                artifact_id=a.id,
+                # None when the gate never wrote it (a legacy launcher registers the
+                # output before the executor runs, and a blocked gate writes nothing).
+                report="report.html"
+                if os.path.isfile(os.path.join(a.uri, "report.html"))
+                else None,
+            )
+        return out
+
+    def reports_dir(self) -> str | None:
+        """The run directory's reports/ (SQLite stores: next to metadata.sqlite)."""
+        if self.location.is_mysql or not self.location.sqlite_path:
+            return None
+        return os.path.join(os.path.dirname(self.location.sqlite_path), "reports")
+
+    def log_path(self, run_id: str) -> str | None:
+        """Where the local runner wrote this run's log (SQLite stores: logs/ next to it)."""
+        if self.location.is_mysql or not self.location.sqlite_path:
+            return None
+        return os.path.join(os.path.dirname(self.location.sqlite_path), "logs", f"{run_id}.log")
+
+    # -- executions and artifacts ----------------------------------------------
+
+    def find_execution(self, execution_id: int) -> tuple[Lineage, pb.Execution]:
+        for name in self.pipelines():
+            lin = self.lineage(name)
+            if execution_id in lin.executions:
+                return lin, lin.executions[execution_id]
+        raise LineageError(f"no execution {execution_id} in {self.location.describe()}")
+
+    def find_artifact(self, artifact_id: int) -> tuple[Lineage, pb.Artifact]:
+        """The artifact and a Lineage of a pipeline that wrote or read it."""
+        with self.lock:
+            found = self.store.get_artifacts_by_id([artifact_id])
+            if not found:
+                raise LineageError(f"no artifact {artifact_id} in {self.location.describe()}")
+            events = self.store.get_events_by_artifact_ids([artifact_id])
+            names = self.pipelines()
+            for name in names:
+                lin = self.lineage(name)
+                if any(ev.execution_id in lin.executions for ev in events):
+                    return lin, lin.artifact(artifact_id)
+            if not names:
+                raise LineageError(f"{self.location.describe()} holds no pipeline runs yet")
+            lin = self.lineage(names[0])
+            return lin, lin.artifact(artifact_id)
+
+    def artifact_events(self, lin: Lineage, artifact_id: int) -> list[dict[str, Any]]:
+        """Who wrote and read an artifact: execution, node, run, direction, key."""
+        out = []
+        for ev in lin.events_of_artifacts([artifact_id])[artifact_id]:
+            ex = lin.executions.get(ev.execution_id)
+            out.append(
+                {
+                    "execution_id": ev.execution_id,
+                    "node": lin.node_of.get(ev.execution_id, "?"),
+                    "run": lin.run_of.get(ev.execution_id),
+                    "state": lin.state(ex) if ex is not None else "?",
+                    "kind": _EVENT_KIND.get(ev.type, "?"),
+                    "key": _event_key(ev),
+                }
+            )
+        return sorted(out, key=lambda e: (e["kind"] != "output", e["execution_id"]))
+
+    def execution_artifacts(self, lin: Lineage, execution_id: int) -> list[dict[str, Any]]:
+        events = lin.events_of_executions([execution_id])[execution_id]
+        arts = {a.id: a for a in lin.artifacts(ev.artifact_id for ev in events)}
+        out = []
+        for ev in events:
+            a = arts.get(ev.artifact_id)
+            if a is not None:
+                out.append(
+                    {
+                        "artifact_id": a.id,
+                        "type": lin.type_of(a),
+                        "kind": _EVENT_KIND.get(ev.type, "?"),
+                        "key": _event_key(ev),
+                        "uri": a.uri,
+                    }
+                )
+        return sorted(out, key=lambda x: (x["kind"] != "input", x["key"], x["artifact_id"]))
+
+    def trainer_of(self, lin: Lineage, model_id: int) -> pb.Execution | None:
+        ex = lin.producer(model_id)
+        return ex if ex is not None and lin.node_of.get(ex.id) == TRAINER else None
+
+    def input_wait(self, lin: Lineage, model_id: int) -> dict[str, Any] | None:
+        """The Trainer's input-wait figures (input_wait.json in its ModelRun artifact)."""
+        ex = self.trainer_of(lin, model_id)
+        if ex is None:
+            return None
+        for run in lin.outputs(ex.id, "ModelRun"):
+            path = os.path.join(run.uri, "input_wait.json")
+            try:
+                with open(path, encoding="utf-8") as f:
+                    return json.load(f)
+            except (OSError, ValueError):
+                continue
+        return None
+
+    def model_read_by(self, lin: Lineage, artifact_id: int, node: str) -> int | None:
+        """The Model that `node` (the Evaluator, the Pusher) read when it wrote this artifact."""
+        ex = lin.producer(artifact_id)
+        if ex is None or lin.node_of.get(ex.id) != node:
+            return None
+        for ev in lin.events_of_executions([ex.id])[ex.id]:
+            if _EVENT_KIND.get(ev.type) == "input" and _event_key(ev) == "model":
+                return ev.artifact_id
+        return None
+
+    # -- datasets -------------------------------------------------------------
+
+    def dataset_spans(
+        self, lin: Lineage, with_models: int = SPANS_WITH_MODELS
+    ) -> list[dict[str, Any]]:
+        """Every ingested span of a pipeline, newest first: its data versions, and for
+        the newest `with_models` spans the models trained on it (each costs a lineage
+        query per model; older spans link to their lineage page instead)."""
+        prefetch(lin, list(lin.runs))
+        # What span_examples() asks per span with a filter query, from the ExampleGens'
+        # outputs already read: one query fewer per span.
+        by_span: dict[int, dict[int, pb.Artifact]] = {}
+        for ex in lin.executions.values():
+            if lin.node_of[ex.id] in EXAMPLE_GENS:
+                for a in lin.outputs(ex.id, "Examples"):
+                    if prop(a, "span") is not None:
+                        by_span.setdefault(prop(a, "span"), {})[a.id] = a
+        out = []
+        for i, span in enumerate(sorted(by_span, reverse=True)):
+            examples = [by_span[span][k] for k in sorted(by_span[span])]
+            out.append(
+                {
+                    "span": span,
+                    "data": [lin.data_version(a) for a in examples],
+                    "models": lin.models_trained_on(examples)
+                    if examples and i < with_models
+                    else None,
+                }
+            )
+        return out
+
+    # -- the runs' metrics over time --------------------------------------------
+
+    def metric_series(self, lin: Lineage) -> dict[str, list[dict[str, Any]]]:
+        """metric -> [{run, span(s), value}] over the pipeline's runs, oldest first."""
+        series: dict[str, list[dict[str, Any]]] = {}
+        prefetch(lin, list(lin.runs))
+        for run in lin.runs:
+            info = lin.run_info(run)
+            if info.model_id is None:
+                continue
+            for name, value in self.metrics(lin, info.model_id).items():
+                if name.endswith("_diff"):
+                    continue
+                series.setdefault(name, []).append(
+                    {
+                        "run": run,
+                        "started": info.started,
+                        "spans": ",".join(str(s) for s in info.spans),
+                        "value": value,
+                    }
+                )
+        return series
+
+
+def prefetch(lin: Lineage, run_ids: list[str]) -> None:
+    """Reads the events and output artifacts of these runs' executions, and the events
+    of the models among them, in a few batched calls: what `run_info`, `blessing` and
+    `pushes` then ask one run at a time is already in the Lineage's caches."""
+    from ml_metadata.proto import metadata_store_pb2 as pb_
+
+    execs = [e.id for r in run_ids for e in lin.runs.get(r, [])]
+    for i in range(0, len(execs), BATCH):
+        lin.events_of_executions(execs[i : i + BATCH])
+    events = lin.events_of_executions(execs)
+    outputs = sorted(
+        {ev.artifact_id for evs in events.values() for ev in evs if ev.type == pb_.Event.OUTPUT}
+    )
+    for i in range(0, len(outputs), BATCH):
+        lin.artifacts(outputs[i : i + BATCH])
+    models = [a.id for a in lin.artifacts(outputs) if lin.type_of(a) == "Model"]
+    for i in range(0, len(models), BATCH):
+        lin.events_of_artifacts(models[i : i + BATCH])
+
+
+def absorb(lin: Lineage, changed: list[tuple[pb.Execution, str | None, str | None]]) -> None:
+    """Adds new and updated executions to `lin`'s runs, in place: (execution, its node
+    context's name, its pipeline_run context's name).
+
+    Keeps what `Lineage.__init__` builds (executions, node_of, run_of, runs in id
+    order, runs ordered by their first execution) as if it were built now, without
+    reading every run's executions again; drops the cached events, which new
+    executions add to (a new run reads old artifacts too).
+    """
+    prefix = lin.pipeline + "."
+    for ex, node, run_id in changed:
+        if not node or not node.startswith(prefix) or not run_id:
+            continue
+        lin.executions[ex.id] = ex
+        lin.node_of[ex.id] = node[len(prefix) :]
+        lin.run_of[ex.id] = run_id
+        execs = [e for e in lin.runs.get(run_id, []) if e.id != ex.id] + [ex]
+        lin.runs[run_id] = sorted(execs, key=lambda e: e.id)
+    lin.runs = dict(sorted(lin.runs.items(), key=lambda kv: kv[1][0].id))
+    lin._events_by_exec.clear()
+    lin._events_by_art.clear()
+
+
+def property_items(node: Any) -> list[tuple[str, Any]]:
+    """Every property and custom property of an artifact or execution, sorted by name."""
+    return _prop_items(node)
+
+
+def artifact_files(uri: str, limit: int = 200) -> list[tuple[str, int]]:
+    """(path relative to the artifact's URI, bytes) of the files under it, first `limit`."""
+    out: list[tuple[str, int]] = []
+    if "://" in uri or not os.path.isdir(uri):
+        if os.path.isfile(uri):
+            return [("", os.path.getsize(uri))]
+        return out
+    for root, dirs, files in os.walk(uri):
+        dirs.sort()
+        for name in sorted(files):
+            full = os.path.join(root, name)
+            try:
+                size = os.path.getsize(full)
+            except OSError:
+                continue
+            out.append((os.path.relpath(full, uri), size))
+            if len(out) >= limit:
+                return out
+    return out
+
+
+def resolve_file(folder: str, relative: str) -> str | None:
+    """The real path of the file `relative` under `folder`, or None if it would leave it.
+
+    `..`, absolute paths and symlinks that point outside the folder are refused,
+    so a link planted in a run directory cannot serve /etc/passwd."""
+    if "://" in folder or not relative or "\x00" in relative:
+        return None
+    parts = relative.replace("\\", "/").split("/")
+    if relative.startswith("/") or any(p in ("..", "") for p in parts):
+        return None
+    base = os.path.realpath(folder)
+    target = os.path.realpath(os.path.join(folder, *parts))
+    if not target.startswith(base.rstrip(os.sep) + os.sep):
+        return None
+    return target if os.path.isfile(target) else None

@@ -1,0 +1,392 @@
+"""`tfxp watch`: every new, completely published span starts exactly one run.
+
+What makes a span "completely published":
+- local disk: it is a `span-<N>` folder with data files. `tfxp data add`
+  writes a drop into a hidden folder and renames it into place, so a watcher
+  never sees half of one (tfxp/publish.py).
+- object storage: `span-<N>/_PUBLISHED` exists. S3 has no folder rename, so
+  `tfxp data upload` writes this marker after the last file; anything else
+  that delivers spans to a bucket writes it last too.
+
+Which spans were handled is recorded in ML Metadata (the pipeline's own store),
+one `tfxp.SpanHandled` execution per span in the `tfxp_watch` context with the
+outcome (trained, blocked by the gate, failed) and the run id. A watcher that
+is killed and restarted reads it back: a span whose run was cut short was not
+recorded, so it runs again (its completed components come from the cache),
+and a recorded one never does. Two watchers of one store take turns through a
+lock file beside the run lock (flock: released by the kernel when the holder
+dies, even by SIGKILL) and re-read the records after taking it, so each span
+runs once.
+
+A failing run is retried with back-off (30 s, 60 s, ... by default) up to
+`--max-attempts`, then recorded as failed and alerted, and the watcher goes on
+with the next span. A span the gate blocks is recorded on the first run and
+alerted once. Ctrl-C (or SIGTERM) between runs stops the watcher at once;
+during a run it stops the run (completed components are cached) and the span
+runs again on the next start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ml_metadata.proto import metadata_store_pb2 as pb
+
+from pipeline.config import PipelineConfig
+from pipeline.spans import PUBLISHED_MARKER, list_spans, member_glob
+from tfxp.local.runner import (
+    PipelineRunError,
+    RunInterruptedError,
+    ValidationBlockedError,
+    run_local,
+)
+from tfxp.metadata.properties import prop
+
+CONTEXT_TYPE = "tfxp_watch"
+EXECUTION_TYPE = "tfxp.SpanHandled"
+LOCK_FILE = ".watch.lock"
+TRAINED, BLOCKED, FAILED = "trained", "blocked", "failed"
+_INT_PROPS = ("span", "attempts")
+_STR_PROPS = ("data_root", "outcome", "run_id", "detail")
+
+Printer = Callable[[str], None]
+
+
+class WatchStopped(Exception):
+    """Ctrl-C or SIGTERM: the watcher stops (between runs, or by stopping the run)."""
+
+
+@dataclass(frozen=True)
+class WatchOptions:
+    interval: float = 30.0
+    max_attempts: int = 3
+    backoff: float = 30.0
+    # Handle the spans there now, then return (cron, CI, tests).
+    once: bool = False
+
+
+@dataclass(frozen=True)
+class Handled:
+    span: int
+    outcome: str
+    run_id: str
+    attempts: int
+    detail: str
+
+
+# ---------------------------------------------------------------------------
+# Which spans are there, which were handled.
+
+
+def published_spans(config: PipelineConfig) -> list[int]:
+    """Span numbers that are completely published under the data root, ascending."""
+    root = config.data_root
+    if "://" not in root:
+        return sorted({s.span for s in list_spans(root, member_glob(config)) if s.files})
+    from tfx.dsl.io import fileio
+
+    from tfxp.storage.storage import enable_filesystems
+
+    enable_filesystems([root])
+    base = root.rstrip("/")
+    found = set()
+    for marker in fileio.glob(f"{base}/span-*/{PUBLISHED_MARKER}"):
+        name = marker[len(base) + 1 :].split("/", 1)[0]
+        if name.startswith("span-") and name[5:].isdigit():
+            found.add(int(name[5:]))
+    return sorted(found)
+
+
+def newest_ingested_span(store: Any) -> int | None:
+    """The newest span any run's ExampleGen ingested (Examples' `span`), or None."""
+    spans = [prop(a, "span") for a in store.get_artifacts_by_type("Examples")]
+    spans = [s for s in spans if s is not None]
+    return max(spans) if spans else None
+
+
+def next_span_ready(config: PipelineConfig, store: Any | None) -> int | None:
+    """A published span newer than every ingested one (the one a run would take), or None.
+
+    The schedulers' sensor (airflow/taxi_dag.py): a run takes the latest span,
+    so "new data" is a published span past the newest ingested. `store` None:
+    no store yet, so any published span is new.
+    """
+    published = published_spans(config)
+    if not published:
+        return None
+    newest = newest_ingested_span(store) if store is not None else None
+    return published[-1] if newest is None or published[-1] > newest else None
+
+
+def _types(store: Any) -> tuple[int, int]:
+    ctx_type = pb.ContextType(name=CONTEXT_TYPE)
+    ex_type = pb.ExecutionType(name=EXECUTION_TYPE)
+    for name in _INT_PROPS:
+        ex_type.properties[name] = pb.INT
+    for name in _STR_PROPS:
+        ex_type.properties[name] = pb.STRING
+    return store.put_context_type(ctx_type), store.put_execution_type(ex_type)
+
+
+def _context_name(config: PipelineConfig) -> str:
+    # One record set per pipeline and data root: another data root is other data.
+    return f"{config.pipeline_name}:{config.data_root.rstrip('/')}"
+
+
+def _context(store: Any, config: PipelineConfig, *, create: bool) -> pb.Context | None:
+    name = _context_name(config)
+    try:
+        found = store.get_context_by_type_and_name(CONTEXT_TYPE, name)
+    except Exception:  # noqa: BLE001 - the type is not registered yet
+        found = None
+    if found is not None or not create:
+        return found
+    ctx_type_id, _ = _types(store)
+    [ctx_id] = store.put_contexts([pb.Context(type_id=ctx_type_id, name=name)])
+    return store.get_contexts_by_id([ctx_id])[0]
+
+
+def handled_spans(store: Any, config: PipelineConfig) -> dict[int, Handled]:
+    """span -> its record (the first one, should two ever exist)."""
+    ctx = _context(store, config, create=False)
+    if ctx is None:
+        return {}
+    out: dict[int, Handled] = {}
+    for ex in sorted(store.get_executions_by_context(ctx.id), key=lambda e: e.id):
+        span = prop(ex, "span")
+        if span is not None and span not in out:
+            out[span] = Handled(
+                span,
+                prop(ex, "outcome") or "",
+                prop(ex, "run_id") or "",
+                prop(ex, "attempts") or 0,
+                prop(ex, "detail") or "",
+            )
+    return out
+
+
+def record_handled(store: Any, config: PipelineConfig, h: Handled) -> None:
+    ctx = _context(store, config, create=True)
+    _, ex_type_id = _types(store)
+    ex = pb.Execution(type_id=ex_type_id, last_known_state=pb.Execution.COMPLETE)
+    ex.properties["span"].int_value = h.span
+    ex.properties["attempts"].int_value = h.attempts
+    ex.properties["data_root"].string_value = config.data_root
+    ex.properties["outcome"].string_value = h.outcome
+    ex.properties["run_id"].string_value = h.run_id
+    ex.properties["detail"].string_value = h.detail[:2000]
+    store.put_execution(ex, [], [ctx])
+
+
+# ---------------------------------------------------------------------------
+# Taking turns and stopping.
+
+
+@contextlib.contextmanager
+def watch_turn(config: PipelineConfig) -> Iterator[bool]:
+    """Yields True while this process holds the watchers' lock, False if another does."""
+    os.makedirs(config.local_dir, exist_ok=True)
+    path = os.path.join(config.local_dir, LOCK_FILE)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps({"pid": os.getpid()}).encode(), 0)
+        yield True
+    finally:
+        os.close(fd)  # releases the flock
+
+
+@contextlib.contextmanager
+def _stop_on_term() -> Iterator[None]:
+    """SIGTERM stops the watcher the way Ctrl-C does (service managers send it)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    # A shell starts background jobs (`tfxp watch &`) with SIGINT ignored; a
+    # watcher is meant to be stopped, so Ctrl-C / kill -INT work here too.
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
+
+
+# ---------------------------------------------------------------------------
+# The watcher.
+
+
+class Watcher:
+    """Runs the pipeline once per new span of `config.data_root`."""
+
+    def __init__(
+        self,
+        config: PipelineConfig,
+        open_store: Callable[[], Any],
+        *,
+        options: WatchOptions = WatchOptions(),
+        printer: Printer = print,
+        run: Callable[..., Any] = run_local,
+        run_kwargs: dict[str, Any] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.config = config
+        self.open_store = open_store
+        self.options = options
+        self.printer = printer
+        self.run = run
+        self.run_kwargs = run_kwargs or {}
+        self.sleep = sleep
+        self._said_waiting: tuple | None = None
+        # The last step found another watcher running a span (so `once` must not end yet).
+        self.busy = False
+
+    def say(self, text: str) -> None:
+        self.printer(f"[watch {time.strftime('%H:%M:%S')}] {text}")
+
+    def pending(self, store: Any) -> list[int]:
+        handled = handled_spans(store, self.config)
+        return [s for s in published_spans(self.config) if s not in handled]
+
+    def step(self) -> int | None:
+        """Handles the oldest unhandled span, if any and if no other watcher is busy.
+
+        Returns the span handled, or None.
+        """
+        with watch_turn(self.config) as mine:
+            self.busy = not mine
+            if not mine:
+                self._waiting("another watcher of this store is running a span")
+                return None
+            try:
+                # Read after taking the turn: another watcher may just have run a span.
+                pending = self.pending(self.open_store())
+            except Exception as e:  # noqa: BLE001 - a bucket or store that is down: keep going
+                self._waiting(f"cannot list the spans or read ML Metadata ({_first_line(e)})")
+                return None
+            if not pending:
+                self._waiting(f"waiting for a new span in {self.config.data_root}")
+                return None
+            self._said_waiting = None
+            span = pending[0]
+            more = f" ({len(pending) - 1} more waiting)" if len(pending) > 1 else ""
+            self.say(f"span {span}: new{more}; running the pipeline")
+            try:
+                handled = self._run_span(span)
+            finally:
+                _quiet_absl()
+            record_handled(self.open_store(), self.config, handled)
+            self.say(f"span {span}: {handled.outcome} (run {handled.run_id}) {handled.detail}")
+            return span
+
+    def _waiting(self, text: str) -> None:
+        if self._said_waiting != (text,):
+            self.say(text + f" (every {self.options.interval:g}s; Ctrl-C stops)")
+            self._said_waiting = (text,)
+
+    def _run_span(self, span: int) -> Handled:
+        config = self.config.replace(span=span, version=None, window=1)
+        attempts = self.options.max_attempts
+        for attempt in range(1, attempts + 1):
+            run_id = None
+            try:
+                summary = self.run(
+                    config,
+                    printer=lambda line: self.printer(f"  {line}"),
+                    # Only the last attempt's failure is worth telling anyone about.
+                    alert_failures=attempt == attempts,
+                    **self.run_kwargs,
+                )
+                return Handled(span, TRAINED, summary.run_id, attempt, _pushed(summary))
+            except RunInterruptedError as e:
+                raise WatchStopped(str(e)) from None
+            except ValidationBlockedError as e:
+                first = str(e).splitlines()[0]
+                return Handled(span, BLOCKED, _run_id(e) or "", attempt, first)
+            except (PipelineRunError, ValueError) as e:
+                run_id = _run_id(e)
+                error = str(e).splitlines()[0]
+                if attempt == attempts:
+                    return Handled(
+                        span, FAILED, run_id or "", attempt, f"after {attempt} attempt(s): {error}"
+                    )
+                pause = self.options.backoff * 2 ** (attempt - 1)
+                self.say(
+                    f"span {span}: attempt {attempt}/{attempts} failed ({error}); "
+                    f"retrying in {pause:g}s"
+                )
+                self.sleep(pause)
+        raise AssertionError("unreachable")
+
+    def run_forever(self) -> int:
+        """Polls until Ctrl-C/SIGTERM (or, with `once`, until nothing is pending)."""
+        self.say(
+            f"watching {self.config.data_root} for pipeline '{self.config.pipeline_name}'; "
+            f"handled spans are recorded in ML Metadata ({self.config.metadata_path})"
+        )
+        try:
+            with _stop_on_term():
+                while True:
+                    if self.step() is not None:
+                        continue  # maybe more are waiting: no pause between spans
+                    if self.options.once and not self.busy:
+                        self.say("nothing left to run (--once)")
+                        return 0
+                    self.sleep(self.options.interval)
+        except WatchStopped as e:
+            self.say(f"stopped: {e}")
+            return 130
+        except KeyboardInterrupt:
+            self.say("stopped between runs")
+            return 130
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return (text[0] if text else type(e).__name__)[:200]
+
+
+def _quiet_absl() -> None:
+    """A run turns absl's INFO lines on (for its log file); between runs they are noise."""
+    from absl import logging as absl_logging
+
+    absl_logging.set_verbosity(absl_logging.WARNING)
+
+
+def _run_id(e: BaseException) -> str | None:
+    import re
+
+    if getattr(e, "run_id", None):
+        return e.run_id
+    m = re.search(r"run (\d{8}T\d{6}-[0-9a-f]{6})", str(e))
+    if m:
+        return m.group(1)
+    m = re.search(r"logs/(\d{8}T\d{6}-[0-9a-f]{6})\.log", str(e))
+    return m.group(1) if m else None
+
+
+def _pushed(summary: Any) -> str:
+    if getattr(summary, "pushed", None):
+        return f"pushed {summary.pushed_model}"
+    if getattr(summary, "blessed", None) is False:
+        return "not blessed: not pushed"
+    return ""
