@@ -71,3 +71,17 @@ def test_labels_outside_zero_one_are_refused():
     columns = metrics.Columns(np.array([0.0, 2.0]), np.array([0.1, 0.9]))
     with pytest.raises(metrics.Unsupported, match="labels outside"):
         metrics.sliced_results(separated, {"": columns}, None)
+
+
+def test_fast_paths_run_only_where_beam_runs_here():
+    from components.local_beam import runner_refusal
+
+    in_process = ["--runner=FnApiRunner", "--setup_file=setup.py"]
+    multi = [*in_process, "--direct_running_mode=multi_processing", "--direct_num_workers=0"]
+    assert runner_refusal([], single_process=True) is None
+    assert runner_refusal(in_process, single_process=True) is None
+    assert runner_refusal(multi, single_process=False) is None
+    assert "worker processes" in runner_refusal(multi, single_process=True)
+    # A per-component override back to in-process (later flags win).
+    assert runner_refusal([*multi, "--direct_running_mode=in_memory"], single_process=True) is None
+    assert "DataflowRunner" in runner_refusal(["--runner=DataflowRunner"], single_process=False)

@@ -33,6 +33,7 @@ from tfx.utils import io_utils, json_utils, path_utils, proto_utils
 
 from components import evaluation
 from components.fast_eval import metrics, scoring
+from components.local_beam import runner_refusal
 
 FAST, TFMA = "fast", "tfma"
 
@@ -78,7 +79,11 @@ class Executor(tfx_evaluator.Executor):
 
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 (TFX's name)
         started = time.perf_counter()
-        refusal = _module_refusal(exec_properties) or _inputs_refusal(input_dict, exec_properties)
+        refusal = (
+            runner_refusal(self._beam_pipeline_args, single_process=False)
+            or _module_refusal(exec_properties)
+            or _inputs_refusal(input_dict, exec_properties)
+        )
         eval_config = None
         if refusal is None:
             eval_config = _eval_config(input_dict, exec_properties)

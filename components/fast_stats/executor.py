@@ -36,6 +36,8 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, json_utils, stats_utils
 from tfx_bsl.coders import example_coder
 
+from components.local_beam import runner_refusal
+
 BATCH_SIZE = 8192
 EXACT_DISTINCT_LIMIT = stats_impl._DEFAULT_MG_SKETCH_SIZE  # noqa: SLF001
 
@@ -102,7 +104,9 @@ class Executor(tfx_statistics.Executor):
 
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 (TFX's name)
         started = time.perf_counter()
-        refusal = _refusal(input_dict, exec_properties)
+        refusal = runner_refusal(self._beam_pipeline_args, single_process=True) or _refusal(
+            input_dict, exec_properties
+        )
         if refusal is None:
             try:
                 self._in_process(input_dict, output_dict, exec_properties)
