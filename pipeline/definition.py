@@ -10,6 +10,7 @@ from typing import Any
 
 import tensorflow_model_analysis as tfma
 from tfx.components import ExampleValidator, StatisticsGen, Trainer, Transform
+from tfx.dsl.components.base import executor_spec
 from tfx.dsl.components.common.resolver import Resolver
 from tfx.dsl.input_resolution.strategies.latest_artifact_strategy import LatestArtifactStrategy
 from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import (
@@ -25,6 +26,7 @@ from components.baseline_resolver import BaselineModelStrategy
 from components.batch_inference.component import BatchInference
 from components.example_gen.csv_example_gen import checked_csv_example_gen
 from components.example_gen.image_example_gen import image_example_gen
+from components.fast_stats import executor as fast_statistics
 from components.model_card.component import ModelCard
 from components.schema_importer import (
     CuratedSchemaImporter,
@@ -244,6 +246,9 @@ def create_pipeline(
     statistics_gen = StatisticsGen(
         examples=example_gen.outputs["examples"], schema=schema_importer.outputs["schema"]
     )
+    # TFDV's statistics in one in-process pass when they are exact, else TFX's Beam
+    # executor (components/fast_stats/executor.py).
+    statistics_gen.executor_spec = executor_spec.BeamExecutorSpec(fast_statistics.Executor)
     example_validator = ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_importer.outputs["schema"]
     )

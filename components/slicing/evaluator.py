@@ -1,7 +1,9 @@
 """TFX's Evaluator, with slicing by bucket and per-slice blessing rules.
 
 TFMA computes the metrics of every slice the eval config names and checks the
-overall thresholds; this executor then (1) checks the per-slice rules
+overall thresholds (through components/fast_eval/, which computes them itself
+when the config has only the overall slice, else runs TFX's executor); this
+executor then (1) checks the per-slice rules
 (components/slicing/rules.py) on TFMA's output, (2) writes `slices.json`
 beside TFMA's output (every slice's metrics for both models, the rules and
 the failures: what the model card shows), and (3) when a rule or TFMA's own
@@ -21,13 +23,13 @@ from absl import logging
 from tfx import types
 from tfx.components.evaluator import component as tfx_evaluator
 from tfx.components.evaluator import constants
-from tfx.components.evaluator import executor as tfx_executor
 from tfx.dsl.components.base import base_beam_component, executor_spec
 from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, component_spec, standard_artifacts
 from tfx.types import standard_component_specs as specs
 from tfx.utils import io_utils
 
+from components.fast_eval import executor as fast_executor
 from components.slicing.rules import (
     BASELINE,
     CANDIDATE,
@@ -133,8 +135,8 @@ def judge(
     return metrics, slice_failures, messages
 
 
-class Executor(tfx_executor.Executor):
-    """TFX's Evaluator executor, then the per-slice rules (module docstring)."""
+class Executor(fast_executor.Executor):
+    """The Evaluator's executor (fast path or TFX's), then the per-slice rules (module docstring)."""
 
     def Do(  # noqa: N802 - TFX API
         self,
