@@ -46,7 +46,7 @@ from components.validation.gate import (
 )
 from pipeline.beam import in_process_override
 from pipeline.config import PipelineConfig
-from pipeline.fingerprint import code_fingerprint
+from pipeline.fingerprint import code_fingerprint, defines
 from pipeline.node_ids import (  # noqa: F401 - the ids are the definition's vocabulary too
     BASELINE_RESOLVER,
     BATCH_INFERENCE,
@@ -434,6 +434,12 @@ def _tuner(config: PipelineConfig, transform, schema_importer, extra_config: dic
         return None
     tuning = config.tuning
     tuner_fn = tuner_fn_path(config.run_fn)
+    if not defines(tuner_fn):
+        raise ValueError(
+            f"dataset {config.pipeline_name!r} declares tuning:, but its trainer has no "
+            f"search: {tuner_fn} is not defined (the taxi and generic tabular trainers have "
+            "one; remove tuning: or add a tuner_fn beside the run_fn, see docs/tuning.md)"
+        )
     return Tuner(
         tuner_fn=tuner_fn,
         examples=transform.outputs["transformed_examples"],

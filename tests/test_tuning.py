@@ -14,7 +14,7 @@ import pytest
 from pipeline import definition
 from pipeline.datasets import DatasetFileError, dataset_config, load_dataset_file
 from pipeline.definition import create_pipeline
-from pipeline.fingerprint import code_fingerprint
+from pipeline.fingerprint import code_fingerprint, defines
 from trainer.base import Hyperparameters, tuned_values
 from trainer.tuning import declare, trial_hyperparameters
 
@@ -165,3 +165,17 @@ def test_the_trainer_takes_the_tuned_values_and_steps():
     assert Hyperparameters.from_fn_args(untuned) == Hyperparameters()
     assert untuned.train_steps == 100
     assert tuned_values(None) == {}
+
+
+def test_a_trainer_without_a_search_is_refused_when_the_pipeline_is_built(tmp_path):
+    config = load_dataset_file(_taxi_with(tmp_path, GOOD)).replace(
+        run_dir=str(tmp_path / "r"), run_fn="trainer.image.train.run_fn"
+    )
+    with pytest.raises(ValueError, match=r"trainer\.image\.train\.tuner_fn is not defined"):
+        create_pipeline(config)
+
+
+def test_the_taxi_and_tabular_trainers_define_their_search():
+    assert defines("trainer.taxi.train.tuner_fn")
+    assert defines("trainer.tabular.train.tuner_fn")
+    assert not defines("trainer.taxi.train.no_such_fn")

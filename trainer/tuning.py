@@ -7,6 +7,8 @@ values with one trial's choices put in) to a compiled Keras model, and the
 dataset function its run_fn uses. Each trial trains `trial_steps` steps on the
 train split (its own batch size, when that is tuned) and is scored by its loss
 on the eval split (`val_loss`, lower is better: every trainer has a loss).
+KerasTuner's BaseTuner runs the loop and its oracle picks the values; `_Search`
+builds and trains each trial.
 
 The search space arrives through custom_config["tuning"] (pipeline/config.py's
 TuningOptions, checked when the dataset file loads).
@@ -22,6 +24,7 @@ from typing import Any
 import keras_tuner as kt
 import tensorflow as tf
 import tf_keras as keras
+from keras_tuner.engine import base_tuner
 from tfx.components.tuner.component import TunerFnResult
 
 from trainer.base import Hyperparameters, tuned_values, units_choice
@@ -60,35 +63,37 @@ def trial_hyperparameters(base: Hyperparameters, hp: kt.HyperParameters) -> Hype
     return dataclasses.replace(base, **values)
 
 
-class _SearchModel(kt.HyperModel):
-    """Builds a trial's model and trains it: KerasTuner's way to tune the batch and steps."""
+class _Search(base_tuner.BaseTuner):
+    """KerasTuner's search loop, each trial built and trained here with tf_keras.
 
-    def __init__(self, fn_args: Any, build_model, dataset: DatasetFn, base: Hyperparameters):
-        super().__init__()
+    KerasTuner's own Tuner builds through Keras 3 (installed beside tf_keras) and
+    refuses the tf_keras models this project trains; its BaseTuner only asks
+    `run_trial` for the objective's value.
+    """
+
+    def __init__(self, fn_args: Any, build_model, dataset: DatasetFn, base: Hyperparameters, **kw):
+        super().__init__(hypermodel=None, **kw)
         self._fn_args = fn_args
         self._build_model = build_model
         self._dataset = dataset
         self._base = base
 
-    def build(self, hp: kt.HyperParameters) -> keras.Model:
-        trial = trial_hyperparameters(self._base, hp)
-        keras.utils.set_random_seed(trial.seed)
-        return self._build_model(trial)
-
-    def fit(self, hp: kt.HyperParameters, model: keras.Model, *args, **kwargs):
-        trial = trial_hyperparameters(self._base, hp)
+    def run_trial(self, trial, *args, **kwargs) -> float:
+        hp = trial.hyperparameters
+        values = trial_hyperparameters(self._base, hp)
         steps = int(hp.values.get("train_steps", self._fn_args.train_steps))
-        train = self._dataset(self._fn_args.train_files, trial.batch_size, True)
-        evaluate = self._dataset(self._fn_args.eval_files, trial.eval_batch_size, False)
-        return model.fit(
-            train,
+        keras.backend.clear_session()
+        keras.utils.set_random_seed(values.seed)
+        model = self._build_model(values)
+        history = model.fit(
+            self._dataset(self._fn_args.train_files, values.batch_size, True),
             epochs=1,
             steps_per_epoch=steps,
-            validation_data=evaluate,
+            validation_data=self._dataset(self._fn_args.eval_files, values.eval_batch_size, False),
             validation_steps=self._fn_args.eval_steps,
-            callbacks=kwargs.get("callbacks"),
             verbose=2,
         )
+        return float(min(history.history[OBJECTIVE.name]))
 
 
 def _with_deadline(oracle_class: type, max_minutes: float | None) -> type:
@@ -126,9 +131,12 @@ def search_result(
         allow_new_entries=False,
         tune_new_entries=False,
     )
-    tuner = kt.Tuner(
+    tuner = _Search(
+        fn_args,
+        build_model,
+        dataset,
+        base,
         oracle=oracle,
-        hypermodel=_SearchModel(fn_args, build_model, dataset, base),
         directory=fn_args.working_dir,
         project_name="search",
         # The Tuner's working dir is its own per execution; nothing to resume.
