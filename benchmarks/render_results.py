@@ -257,6 +257,20 @@ def render_ui(result: dict) -> list[str]:
     ]
 
 
+def render_slicing_cost(result: dict) -> list[str]:
+    seconds = result["seconds"]
+    rows = [
+        [label, ", ".join(f"{s:.1f}" for s in seconds[key]), f"{result['best'][key]:.1f}"]
+        for key, label in (("anchor", "whole split only"), ("sliced", "with taxi's slicing"))
+    ]
+    return [
+        *_table(["Evaluator (TFMA, same model and data)", "runs (s)", "best (s)"], rows),
+        "",
+        f"{result['eval_rows']:,} eval rows of a {result['rows']:,}-row generated taxi span; "
+        f"with slicing / without: {result['ratio']:.2f}.",
+    ]
+
+
 def render_batch_inference(result: dict) -> list[str]:
     labels = {
         "ours": "`tfxp infer`",
@@ -292,6 +306,7 @@ RENDERERS: dict[str, tuple[str, Callable[[dict], list[str]]]] = {
     "input_pipeline": ("Trainer input pipeline", render_input_pipeline),
     "generator": ("Data generator", render_generator),
     "ui": ("The console (`tfxp ui`)", render_ui),
+    "slicing_cost": ("Evaluation by slice (docs/trust.md)", render_slicing_cost),
     "batch_inference": ("Batch inference (`tfxp infer`)", render_batch_inference),
 }
 

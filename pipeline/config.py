@@ -61,6 +61,35 @@ class EvalThresholds:
 
 
 @dataclass(frozen=True)
+class SliceOptions:
+    """Evaluation by slice (the dataset file's `slicing:`): which groups of the eval
+    split get their own metrics, and what the blessing asks of each group."""
+
+    # Each slicing is one feature or several crossed, e.g. (("payment_type",),
+    # ("payment_type", "trip_miles")). A bucketed feature is sliced by its bucket.
+    by: tuple[tuple[str, ...], ...] = ()
+    # Numeric feature -> ascending bucket boundaries: [1, 5] makes <1, 1-5, >=5.
+    buckets: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    # Slices with fewer eval examples than this are reported but never block a blessing.
+    min_examples: int = 1
+    # Each judged slice's `metric` must be at least this (at most, for a ceiling metric).
+    lower_bound: float | None = None
+    upper_bound: float | None = None
+    # No judged slice may fall more than this below the baseline model on that slice.
+    max_drop: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "by": [list(s) for s in self.by],
+            "buckets": {k: list(v) for k, v in self.buckets.items()},
+            "min_examples": self.min_examples,
+            "lower_bound": self.lower_bound,
+            "upper_bound": self.upper_bound,
+            "max_drop": self.max_drop,
+        }
+
+
+@dataclass(frozen=True)
 class ImageOptions:
     """Image datasets: how ExampleGen reads class folders, and the model's input size."""
 
@@ -204,6 +233,15 @@ class PipelineConfig:
     # Trainer trains where it runs. Each replica's run_fn finds its place in
     # the cluster in TF_CONFIG (trainer/distribution.py).
     trainer_cluster: dict[str, Any] | None = None
+    # Evaluation by slice and the per-slice blessing rules (None: overall only).
+    slicing: SliceOptions | None = None
+    # The model card's words from the dataset file: what the model is for, and
+    # where it must not be trusted.
+    description: str = ""
+    intended_use: str = ""
+    limitations: str = ""
+    # Eval rows the serving check sends to the exported model (0: no serving check).
+    serving_check_rows: int = 200
     # Batch inference: where the spans to score are, key columns, in the pipeline or not.
     inference: InferenceOptions = InferenceOptions()
     # Hyperparameter tuning before the Trainer; None: the fixed `hyperparameters`.

@@ -36,6 +36,7 @@ from pipeline.config import (
     ImageOptions,
     InferenceOptions,
     PipelineConfig,
+    SliceOptions,
     TuningOptions,
 )
 
@@ -71,11 +72,16 @@ _KEYS = {
     "evaluation",
     "eval_signature",
     "image",
+    "slicing",
+    "intended_use",
+    "limitations",
+    "serving_check_rows",
     "batch_inference",
     "on_push",
     "alerts",
     "tuning",
 }
+_SLICING_KEYS = {"by", "buckets", "min_examples", "lower_bound", "upper_bound", "max_drop"}
 ON_PUSH = ("champion", "challenger")
 _ALERT_KEYS = {"webhook_env"}
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -198,6 +204,87 @@ def _thresholds(raw: Any, where: str, task: str | None) -> EvalThresholds:
         min_change=float(raw.get("min_change", defaults.min_change)),
         extra_metrics=tuple(raw.get("extra_metrics", defaults.extra_metrics) or ()),
     )
+
+
+def _number(raw: dict, key: str, where: str) -> float | None:
+    value = raw.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise DatasetFileError(f"{where}.{key}: expected a number, not {value!r}")
+    return float(value)
+
+
+def _slicing(raw: Any, where: str) -> SliceOptions | None:
+    """`slicing:` -> SliceOptions; every feature named must be a column of the schema
+    (checked by the caller, which knows the columns)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise DatasetFileError(f"{where}: expected a mapping of {sorted(_SLICING_KEYS)}")
+    _check_keys(raw, _SLICING_KEYS, where)
+    by_raw = raw.get("by") or []
+    if not isinstance(by_raw, list) or not by_raw:
+        raise DatasetFileError(
+            f"{where}.by: a list of features to slice by, each a name or a list of names "
+            "(crossed), e.g. [payment_type, [payment_type, trip_miles]]"
+        )
+    by: list[tuple[str, ...]] = []
+    for i, item in enumerate(by_raw):
+        names = tuple(str(n) for n in (item if isinstance(item, list) else [item]))
+        if not names or len(set(names)) != len(names):
+            raise DatasetFileError(f"{where}.by[{i}]: {item!r} must name distinct features")
+        by.append(names)
+    buckets_raw = raw.get("buckets") or {}
+    if not isinstance(buckets_raw, dict):
+        raise DatasetFileError(f"{where}.buckets: maps a numeric feature to its boundaries")
+    buckets: dict[str, tuple[float, ...]] = {}
+    for name, bounds in buckets_raw.items():
+        if (
+            not isinstance(bounds, list)
+            or not bounds
+            or not all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in bounds)
+            or list(bounds) != sorted(set(bounds))
+        ):
+            raise DatasetFileError(
+                f"{where}.buckets.{name}: expected ascending distinct numbers, not {bounds!r}"
+            )
+        if not any(str(name) in names for names in by):
+            raise DatasetFileError(f"{where}.buckets.{name}: {name!r} is not in `by`")
+        buckets[str(name)] = tuple(float(b) for b in bounds)
+    min_examples = raw.get("min_examples", 1)
+    if isinstance(min_examples, bool) or not isinstance(min_examples, int) or min_examples < 1:
+        raise DatasetFileError(f"{where}.min_examples: a whole number >= 1, not {min_examples!r}")
+    max_drop = _number(raw, "max_drop", where)
+    if max_drop is not None and max_drop < 0:
+        raise DatasetFileError(f"{where}.max_drop: a drop is >= 0, not {max_drop}")
+    return SliceOptions(
+        by=tuple(by),
+        buckets=buckets,
+        min_examples=min_examples,
+        lower_bound=_number(raw, "lower_bound", where),
+        upper_bound=_number(raw, "upper_bound", where),
+        max_drop=max_drop,
+    )
+
+
+def _check_slice_features(slicing: SliceOptions | None, columns: set[str], where: str) -> None:
+    for names in slicing.by if slicing else ():
+        for name in names:
+            if name not in columns:
+                raise DatasetFileError(
+                    f"{where}.by: {name!r} is not a column of the schema; columns: "
+                    f"{sorted(columns)}"
+                )
+
+
+def _schema_columns(schema_file: Path) -> set[str] | None:
+    """Feature names of a curated schema (None when it cannot be read: checked later)."""
+    try:
+        text = schema_file.read_text(encoding="utf-8")
+    except OSError:
+        return None
+    return set(re.findall(r'^\s*name:\s*"([^"]+)"', text, flags=re.MULTILINE))
 
 
 def _tabular(raw: dict, where: str) -> TabularOptions:
@@ -461,8 +548,20 @@ def load_dataset_file(path: str | os.PathLike) -> PipelineConfig:
         "example_gen": "image" if kind == "image" else "csv",
         "image": image,
         "tabular": tabular,
+        "slicing": _slicing(raw.get("slicing"), f"{path}: slicing"),
         "inference": _inference(raw.get("batch_inference"), f"{path}: batch_inference", kind),
     }
+    columns = _schema_columns(folder / SCHEMA_FILE)
+    if columns:
+        _check_slice_features(changes["slicing"], columns, f"{path}: slicing")
+    for key in ("description", "intended_use", "limitations"):
+        if raw.get(key) is not None:
+            changes[key] = str(raw[key]).strip()
+    if "serving_check_rows" in raw:
+        rows = raw["serving_check_rows"]
+        if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
+            raise DatasetFileError(f"{path}: serving_check_rows: a whole number >= 0, not {rows!r}")
+        changes["serving_check_rows"] = rows
     for key in ("span_pattern", "version_pattern", "eval_signature", "serving_data"):
         if key in raw:
             changes[key] = raw[key]

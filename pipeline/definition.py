@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import json
 import os
 from typing import Any
 
 import tensorflow_model_analysis as tfma
-from tfx.components import (
-    Evaluator,
-    ExampleValidator,
-    StatisticsGen,
-    Trainer,
-    Transform,
-    Tuner,
-)
+from tfx.components import ExampleValidator, StatisticsGen, Trainer, Transform, Tuner
 from tfx.dsl.components.common.resolver import Resolver
 from tfx.dsl.input_resolution.strategies.latest_artifact_strategy import LatestArtifactStrategy
 from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import (
@@ -30,6 +25,7 @@ from components.baseline_resolver import BaselineModelStrategy
 from components.batch_inference.component import BatchInference
 from components.example_gen.csv_example_gen import checked_csv_example_gen
 from components.example_gen.image_example_gen import image_example_gen
+from components.model_card.component import ModelCard
 from components.schema_importer import (
     CuratedSchemaImporter,
     file_sha256,
@@ -37,6 +33,9 @@ from components.schema_importer import (
     schema_column_types,
     schema_nan_free_columns,
 )
+from components.serving_check.component import ServingCheck
+from components.slicing.evaluator import Evaluator as SlicedEvaluator
+from components.slicing.rules import SliceRules, metric_name
 from components.span_window import SpanWindowExamples, SpanWindowStrategy
 from components.validation.checks import load_settings
 from components.validation.gate import (
@@ -54,9 +53,11 @@ from pipeline.node_ids import (  # noqa: F401 - the ids are the definition's voc
     EXAMPLE_GEN,
     EXAMPLE_VALIDATOR,
     IMAGE_EXAMPLE_GEN,
+    MODEL_CARD,
     PREVIOUS_STATISTICS_RESOLVER,
     PUSHER,
     SCHEMA_IMPORTER,
+    SERVING_CHECK,
     SPAN_WINDOW_EXAMPLES,
     SPAN_WINDOW_RESOLVER,
     STATISTICS_GEN,
@@ -76,6 +77,111 @@ def _value_threshold(t) -> tfma.GenericValueThreshold:
     return tfma.GenericValueThreshold(lower_bound={"value": t.lower_bound})
 
 
+def task(config: PipelineConfig) -> str:
+    """binary, multiclass or regression: what the per-slice error rates can be."""
+    if config.tabular is not None:
+        return config.tabular.task
+    if config.image is not None or config.thresholds.metric.startswith("SparseCategorical"):
+        return "multiclass"
+    if config.thresholds.upper_bound is not None:
+        return "regression"
+    return "binary"
+
+
+def num_classes(config: PipelineConfig) -> int:
+    if config.tabular is not None:
+        return len(config.tabular.classes)
+    if config.image is not None:
+        return len(config.image.class_names)
+    return 2
+
+
+# Fairness Indicators' per-slice error rates, by TFMA's names: the false
+# positive rate (fall-out, metric `fall_out`) and false negative rate (miss
+# rate, `miss_rate`) at threshold 0.5.
+ERROR_RATES = ("FallOut", "MissRate")
+
+
+def slice_rules(config: PipelineConfig) -> SliceRules:
+    """The Evaluator's per-slice blessing rules (components/slicing/rules.py)."""
+    s = config.slicing
+    t = config.thresholds
+    if s is None:
+        return SliceRules(metric=metric_name(t.metric), higher_is_better=t.upper_bound is None)
+    return SliceRules(
+        metric=metric_name(t.metric),
+        higher_is_better=t.upper_bound is None,
+        by=s.by,
+        buckets=dict(s.buckets),
+        min_examples=s.min_examples,
+        lower_bound=s.lower_bound,
+        upper_bound=s.upper_bound,
+        max_drop=s.max_drop,
+    )
+
+
+def slicing_specs(config: PipelineConfig) -> list[tfma.SlicingSpec]:
+    """The whole eval split, then each slicing of the dataset file (bucketed features
+    by their bucket feature)."""
+    rules = slice_rules(config)
+    return [tfma.SlicingSpec()] + [
+        tfma.SlicingSpec(feature_keys=rules.slice_features(names)) for names in rules.by
+    ]
+
+
+def _error_rate_specs(config: PipelineConfig) -> list[tfma.MetricsSpec]:
+    """False positive and negative rates per slice: binary as they are, multiclass
+    one class against the rest (TFMA's binarize)."""
+    if config.slicing is None:
+        return []
+    kind = task(config)
+    metrics = [tfma.MetricConfig(class_name=m) for m in ERROR_RATES]
+    if kind == "binary":
+        return [tfma.MetricsSpec(metrics=metrics)]
+    if kind == "multiclass":
+        return [
+            tfma.MetricsSpec(
+                metrics=metrics,
+                binarize=tfma.BinarizationOptions(
+                    class_ids={"values": list(range(num_classes(config)))}
+                ),
+            )
+        ]
+    return []
+
+
+def _overall_threshold(config: PipelineConfig) -> tfma.MetricThreshold:
+    t = config.thresholds
+    return tfma.MetricThreshold(
+        value_threshold=_value_threshold(t),
+        # Ignored on the first run, when no blessed baseline exists.
+        change_threshold=tfma.GenericChangeThreshold(
+            direction=tfma.MetricDirection.LOWER_IS_BETTER
+            if t.upper_bound is not None
+            else tfma.MetricDirection.HIGHER_IS_BETTER,
+            absolute={"value": -t.min_change if t.upper_bound is not None else t.min_change},
+        ),
+    )
+
+
+def _blessing_metric(config: PipelineConfig) -> tfma.MetricConfig:
+    """The metric the blessing reads, its thresholds on the whole eval split. TFMA
+    applies a plain `threshold` to every slice; the per-slice rules are the
+    dataset file's `slicing:` (checked by components/slicing), so with slices
+    the overall thresholds are pinned to the overall slice."""
+    metric = config.thresholds.metric
+    if config.slicing is None:
+        return tfma.MetricConfig(class_name=metric, threshold=_overall_threshold(config))
+    return tfma.MetricConfig(
+        class_name=metric,
+        per_slice_thresholds=[
+            tfma.PerSliceMetricThreshold(
+                slicing_specs=[tfma.SlicingSpec()], threshold=_overall_threshold(config)
+            )
+        ],
+    )
+
+
 def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
     t = config.thresholds
     return tfma.EvalConfig(
@@ -89,31 +195,16 @@ def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
                 preprocessing_function_names=["transform_features"],
             )
         ],
-        slicing_specs=[tfma.SlicingSpec()],
+        slicing_specs=slicing_specs(config),
         metrics_specs=[
             tfma.MetricsSpec(
                 metrics=[
                     tfma.MetricConfig(class_name="ExampleCount"),
                     *(tfma.MetricConfig(class_name=m) for m in t.extra_metrics),
-                    tfma.MetricConfig(
-                        class_name=t.metric,
-                        threshold=tfma.MetricThreshold(
-                            value_threshold=_value_threshold(t),
-                            # Ignored on the first run, when no blessed baseline exists.
-                            change_threshold=tfma.GenericChangeThreshold(
-                                direction=tfma.MetricDirection.LOWER_IS_BETTER
-                                if t.upper_bound is not None
-                                else tfma.MetricDirection.HIGHER_IS_BETTER,
-                                absolute={
-                                    "value": -t.min_change
-                                    if t.upper_bound is not None
-                                    else t.min_change
-                                },
-                            ),
-                        ),
-                    ),
+                    _blessing_metric(config),
                 ]
-            )
+            ),
+            *_error_rate_specs(config),
         ],
     )
 
@@ -166,21 +257,16 @@ def create_pipeline(
     # Nothing trains on data the gate blocked: it raises, so Transform never starts.
     transform.add_upstream_node(validation_gate)
     baseline_resolver = _baseline_resolver(trainer, orchestrator)
-    evaluator = Evaluator(
-        examples=example_gen.outputs["examples"],
-        model=trainer.outputs["model"],
-        baseline_model=baseline_resolver.outputs["model"],
-        eval_config=eval_config(config),
-        # TFMA's extractors, minus per-example copies of features no metric reads.
-        module_path=evaluation.MODULE_PATH,
-    )
-    # Copy aside, then rename: servers never see a half-written version.
-    pusher = atomic_pusher.Pusher(
-        model=trainer.outputs["model"],
-        model_blessing=evaluator.outputs["blessing"],
-        push_destination=pusher_pb2.PushDestination(
-            filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=config.serving_dir)
-        ),
+    evaluator, serving_check, pusher = _release(config, example_gen, trainer, baseline_resolver)
+    model_card = _model_card(
+        config,
+        example_gen=example_gen,
+        statistics_gen=statistics_gen,
+        schema_importer=schema_importer,
+        trainer=trainer,
+        evaluator=evaluator,
+        serving_check=serving_check,
+        pusher=pusher,
     )
     batch_inference = _batch_inference(config, schema, trainer, evaluator)
     return tfx_pipeline.Pipeline(
@@ -199,7 +285,9 @@ def create_pipeline(
             trainer,
             baseline_resolver,
             evaluator,
+            *([serving_check] if serving_check else []),
             pusher,
+            model_card,
             *batch_inference,
         ],
         enable_cache=config.enable_cache,
@@ -207,6 +295,77 @@ def create_pipeline(
         or metadata.sqlite_metadata_connection_config(config.metadata_path),
         beam_pipeline_args=list(config.beam_args),
     )
+
+
+def _release(config: PipelineConfig, example_gen, trainer, baseline_resolver) -> tuple:
+    """(Evaluator, ServingCheck or None, Pusher): what a model passes before it is pushed."""
+    # TFX's Evaluator, with slicing by bucket and the per-slice blessing rules.
+    evaluator = SlicedEvaluator(
+        examples=example_gen.outputs["examples"],
+        model=trainer.outputs["model"],
+        baseline_model=baseline_resolver.outputs["model"],
+        eval_config=eval_config(config),
+        slice_rules=slice_rules(config),
+        # TFMA's extractors, minus per-example copies of features no metric reads.
+        module_path=evaluation.MODULE_PATH,
+    )
+    # A server that knows nothing of this project must load the model and answer
+    # as the Evaluator scored it, or nothing is pushed.
+    serving_check = (
+        ServingCheck(
+            model=trainer.outputs["model"],
+            examples=example_gen.outputs["examples"],
+            model_blessing=evaluator.outputs["blessing"],
+            signature=config.eval_signature,
+            label_key=config.label_key,
+            rows=config.serving_check_rows,
+        ).with_id(SERVING_CHECK)
+        if config.serving_check_rows
+        else None
+    )
+    # Copy aside, then rename: servers never see a half-written version.
+    pusher = atomic_pusher.Pusher(
+        model=trainer.outputs["model"],
+        model_blessing=evaluator.outputs["blessing"],
+        infra_blessing=serving_check.outputs["blessing"] if serving_check else None,
+        push_destination=pusher_pb2.PushDestination(
+            filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=config.serving_dir)
+        ),
+    )
+    return evaluator, serving_check, pusher
+
+
+def _model_card(config: PipelineConfig, **nodes: Any) -> ModelCard:
+    """The model card of the evaluated model, written beside the pushed version."""
+    t = config.thresholds
+    return ModelCard(
+        model=nodes["trainer"].outputs["model"],
+        examples=nodes["example_gen"].outputs["examples"],
+        statistics=nodes["statistics_gen"].outputs["statistics"],
+        schema=nodes["schema_importer"].outputs["schema"],
+        evaluation=nodes["evaluator"].outputs["evaluation"],
+        model_blessing=nodes["evaluator"].outputs["blessing"],
+        infra_blessing=nodes["serving_check"].outputs["blessing"]
+        if nodes["serving_check"]
+        else None,
+        pushed_model=nodes["pusher"].outputs["pushed_model"],
+        dataset=config.pipeline_name,
+        description=config.description,
+        intended_use=config.intended_use,
+        limitations=config.limitations,
+        hyperparameters=json.dumps(
+            {
+                "train_steps": config.train_steps,
+                "eval_steps": config.eval_steps,
+                "run_fn": config.run_fn,
+                "preprocessing_fn": config.preprocessing_fn,
+                **config.hyperparameters,
+            },
+            sort_keys=True,
+            default=str,
+        ),
+        thresholds=json.dumps(dataclasses.asdict(t), sort_keys=True),
+    ).with_id(MODEL_CARD)
 
 
 def _batch_inference(config: PipelineConfig, schema: Any, trainer, evaluator) -> list:

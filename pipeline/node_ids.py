@@ -25,7 +25,9 @@ BASELINE_RESOLVER = "baseline_model_resolver"
 SPAN_WINDOW_RESOLVER = "span_window_resolver"
 SPAN_WINDOW_EXAMPLES = "span_window_examples"
 EVALUATOR = "Evaluator"
+SERVING_CHECK = "ServingCheck"
 PUSHER = "Pusher"
+MODEL_CARD = "ModelCard"
 # Only when the dataset file asks for it (batch_inference.in_pipeline); `tfxp infer` records
 # its scorings under the same node id.
 BATCH_INFERENCE = "BatchInference"

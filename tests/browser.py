@@ -95,3 +95,50 @@ def open_report(path: Path, timeout: float = 60.0) -> RenderedPage:
         return RenderedPage(console_errors(driver), decision, drawn, rows)
     finally:
         driver.quit()
+
+
+@dataclass
+class RenderedCard:
+    errors: list[str]
+    verdict: str
+    chart_svgs: int
+    slice_rows: dict[str, list[str]]  # slice name -> visible cells of its metrics row
+    headers: list[str]  # the per-slice table's column names
+    serving_check: str  # the serving check table's text ("" when none)
+
+
+def open_model_card(path: Path, timeout: float = 60.0) -> RenderedCard:
+    """A model card (components/model_card/card.py) as the browser shows it."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver = new_driver(timeout)
+    try:
+        driver.get(path.resolve().as_uri())
+        WebDriverWait(driver, timeout).until(
+            lambda drv: drv.find_elements(By.CSS_SELECTOR, "#slice-chart svg.main-svg")
+        )
+        drawn = sum(
+            1
+            for c in driver.find_elements(By.CSS_SELECTOR, ".chart")
+            if c.find_elements(By.CSS_SELECTOR, "svg.main-svg") and c.is_displayed()
+        )
+        table = driver.find_element(By.ID, "slice-metrics")
+        headers = [th.text for th in table.find_elements(By.TAG_NAME, "th")]
+        rows = {}
+        for row in table.find_elements(By.CSS_SELECTOR, "tr.slice-row"):
+            if row.is_displayed():
+                cells = [td.text for td in row.find_elements(By.TAG_NAME, "td")]
+                rows[cells[0]] = cells
+        return RenderedCard(
+            errors=console_errors(driver),
+            verdict=driver.find_element(By.ID, "verdict").text,
+            chart_svgs=drawn,
+            slice_rows=rows,
+            headers=headers,
+            serving_check=" ".join(
+                t.text for t in driver.find_elements(By.ID, "serving-check") if t.is_displayed()
+            ),
+        )
+    finally:
+        driver.quit()

@@ -90,6 +90,9 @@ def test_init_writes_schema_thresholds_and_dataset_file(tmp_path, home):
     assert config.tabular.task == "multiclass" and config.tabular.classes == ("a", "b", "c")
     assert config.thresholds.lower_bound == pytest.approx(0.35)  # the majority class's share
     assert config.data_root == str(tmp_path / "data" / "shop")
+    # The suggested slicing: the categorical feature with few values, judged by drop.
+    assert config.slicing.by == (("colour",),)
+    assert config.slicing.max_drop == 0.1 and config.slicing.min_examples >= 20
     schema = (home / "shop" / "schema.pbtxt").read_text()
     assert 'default_environment: "TRAINING"' in schema and 'not_in_environment: "SERVING"' in schema
     assert (home / "shop" / "validation.yaml").exists()
@@ -98,7 +101,10 @@ def test_init_writes_schema_thresholds_and_dataset_file(tmp_path, home):
     with pytest.raises(InitError, match="exists"):
         run_init(_args(tmp_path, "shop", [path], "kind"), out=io.StringIO())
     assert run_init(_args(tmp_path, "shop", [path], "colour", force=True), out=io.StringIO()) == 0
-    assert load_dataset_file(home / "shop" / "dataset.yaml").tabular.task == "binary"
+    rewritten = load_dataset_file(home / "shop" / "dataset.yaml")
+    assert rewritten.tabular.task == "binary"
+    # colour is the label now: kind (3 values) is the slicing.
+    assert rewritten.slicing.by == (("kind",),)
     assert sorted(p.name for p in (tmp_path / "data" / "shop").iterdir()) == ["span-1"]
 
 

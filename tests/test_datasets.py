@@ -58,6 +58,11 @@ def test_taxi_values_come_from_its_dataset_file():
     assert taxi.thresholds == EvalThresholds(
         metric="BinaryAccuracy", lower_bound=0.6, extra_metrics=("AUC",)
     )
+    # Evaluation by slice and the model card's words are the dataset file's too.
+    assert taxi.slicing.by == (("payment_type",), ("trip_miles",))
+    assert taxi.slicing.buckets == {"trip_miles": (1.0, 3.0, 10.0)}
+    assert (taxi.slicing.min_examples, taxi.slicing.max_drop) == (50, 0.1)
+    assert taxi.intended_use and taxi.limitations and taxi.description
 
 
 def test_pipeline_config_defaults_name_no_dataset():

@@ -32,7 +32,9 @@ COMPONENT_IDS = {
     definition.TRAINER,
     definition.BASELINE_RESOLVER,
     definition.EVALUATOR,
+    definition.SERVING_CHECK,
     definition.PUSHER,
+    definition.MODEL_CARD,
 }
 
 
@@ -56,7 +58,7 @@ def _custom_config(component) -> dict:
 def test_component_ids_are_the_module_constants(built):
     _, pipeline = built
     ids = [c.id for c in pipeline.components]
-    assert len(ids) == len(COMPONENT_IDS) == 11
+    assert len(ids) == len(COMPONENT_IDS) == 13
     assert set(ids) == COMPONENT_IDS
 
 
@@ -73,7 +75,9 @@ def test_components_run_after_their_inputs(built):
         (definition.TRANSFORM, definition.TRAINER),
         (definition.TRAINER, definition.EVALUATOR),
         (definition.BASELINE_RESOLVER, definition.EVALUATOR),
-        (definition.EVALUATOR, definition.PUSHER),
+        (definition.EVALUATOR, definition.SERVING_CHECK),
+        (definition.SERVING_CHECK, definition.PUSHER),
+        (definition.PUSHER, definition.MODEL_CARD),
     ]
     for first, then in before:
         assert order.index(first) < order.index(then), (first, then)

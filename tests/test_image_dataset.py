@@ -42,7 +42,9 @@ def test_digits_uses_the_image_example_gen(digits):
         d.TRAINER,
         d.BASELINE_RESOLVER,
         d.EVALUATOR,
+        d.SERVING_CHECK,
         d.PUSHER,
+        d.MODEL_CARD,
     }
     assert "span-{SPAN}/*/*" in gen.exec_properties["input_config"]
 
@@ -74,9 +76,17 @@ def test_eval_config_thresholds_sparse_accuracy_on_example_signature(digits):
     assert ec.model_specs[0].label_key == "label_xf"
     metrics = {m.class_name: m for m in ec.metrics_specs[0].metrics}
     assert set(metrics) == {"ExampleCount", "SparseCategoricalAccuracy"}
-    t = metrics["SparseCategoricalAccuracy"].threshold
+    # With slices (by label), the overall thresholds hold for the whole split only.
+    (per_slice,) = metrics["SparseCategoricalAccuracy"].per_slice_thresholds
+    assert list(per_slice.slicing_specs) == [tfma.SlicingSpec()]
+    t = per_slice.threshold
     assert t.value_threshold.lower_bound.value == 0.9
     assert t.change_threshold.direction == tfma.MetricDirection.HIGHER_IS_BETTER
+    assert [list(s.feature_keys) for s in ec.slicing_specs] == [[], ["label"]]
+    # Each class's false positive and negative rates, one class against the rest.
+    (rates,) = ec.metrics_specs[1:]
+    assert {m.class_name for m in rates.metrics} == {"FallOut", "MissRate"}
+    assert list(rates.binarize.class_ids.values) == list(range(10))
 
 
 def test_taxi_keeps_its_binary_metrics():

@@ -299,7 +299,7 @@ def test_dry_run_validates_without_a_server(compiled, capsys, monkeypatch):
     _, path = compiled
     assert main(["deploy", "--package", str(path), "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "dry run: PipelineSpec 'taxi' is valid (12 tasks" in out and "Nothing was sent" in out
+    assert "dry run: PipelineSpec 'taxi' is valid (14 tasks" in out and "Nothing was sent" in out
     assert main(["deploy", "--package", str(path), "--image", "other/tfx-pipeline:1", "--dry-run"])
     assert "recompile with this --image" in capsys.readouterr().err
 

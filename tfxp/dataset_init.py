@@ -492,7 +492,55 @@ def dataset_yaml(inferred: Inferred, data_root: str | None) -> str:
             f"  lower_bound: {_round_up(inferred.majority)}",
             f"  extra_metrics: {extra}",
         ]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _slicing_lines(inferred)) + "\n"
+
+
+# A categorical feature with at most this many values makes a readable slicing.
+SLICE_MAX_VALUES = 12
+
+
+def suggested_slices(inferred: Inferred) -> list[str]:
+    """Features to slice the evaluation by: up to two categorical features with few
+    values (fewest first), or for a classifier with none, its label (one slice per class)."""
+    categorical = sorted(
+        (
+            c
+            for c in inferred.features
+            if c.treatment == "vocabulary" and 2 <= c.distinct <= SLICE_MAX_VALUES
+        ),
+        key=lambda c: (c.distinct, c.name),
+    )
+    names = [c.name for c in categorical[:2]]
+    if not names and inferred.task != "regression":
+        names = [inferred.label.name]
+    return names
+
+
+def _slicing_lines(inferred: Inferred) -> list[str]:
+    names = suggested_slices(inferred)
+    lines = [
+        "",
+        "# Evaluation by slice (docs/trust.md): every metric per value of these features",
+        "# (a numeric feature needs `buckets: {name: [boundaries]}`), and the blessing",
+        "# asks each slice with at least `min_examples` eval rows not to fall more than",
+        "# `max_drop` behind the baseline model on that slice. `lower_bound` adds a floor.",
+        "# Written with the limitations below into the model card of every pushed model.",
+    ]
+    if not names:
+        return lines + ["# slicing:", "#   by: [a_feature]", "#   min_examples: 20"]
+    drop = _significant(0.1 * inferred.label_std) if inferred.task == "regression" else 0.1
+    lines += [
+        "slicing:",
+        f"  by: [{', '.join(_yaml_str(n) for n in names)}]",
+        f"  min_examples: {max(20, inferred.rows // 100)}",
+        f"  max_drop: {drop}",
+        "# What the model is for and where it must not be trusted (the model card says it).",
+        "# intended_use: >-",
+        "#   ...",
+        "# limitations: >-",
+        "#   ...",
+    ]
+    return lines
 
 
 def train_steps(rows: int, batch_size: int = DEFAULT_BATCH_SIZE) -> int:

@@ -226,6 +226,9 @@ def test_airflow_dags_test_runs_the_pipeline(airflow_runs: AirflowRuns):
     assert airflow_runs.blessed == [1]
     assert airflow_runs.pushed == [1]
     assert airflow_runs.served  # the pushed SavedModel version
+    # The serving check passed it, and its model card sits beside it.
+    (version,) = airflow_runs.served
+    assert (Path(airflow_runs.config.serving_dir) / version / "model_card.html").is_file()
     # The validation gate ran under Airflow too and wrote its report.
     assert airflow_runs.reports, log
 

@@ -137,6 +137,14 @@ def _check_complete_run(run: LocalRun) -> None:
     destination = Path(pushed["metadata"]["pushed_destination"])
     assert destination.parent == Path(run.pipeline_root) / "serving"
     assert (destination / "saved_model.pb").is_file()
+    # The serving check passed in its fresh process, and the card sits beside the push.
+    check = run.output(d.SERVING_CHECK, "blessing")
+    assert check["metadata"]["blessed"] == 1, check["metadata"]
+    assert check["metadata"]["verdict"] == "passed"
+    assert check["metadata"]["latency_batch_64_p99_ms"] > 0
+    assert (destination / "model_card.html").is_file()
+    card = Path(run.output(d.MODEL_CARD, "card")["uri"]) / "card.html"
+    assert "slice-metrics" in card.read_text()
 
 
 def _count_examples(split_dir: Path) -> int:

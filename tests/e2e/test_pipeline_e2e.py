@@ -25,7 +25,9 @@ WORK_NODES = [
     d.TRANSFORM,
     d.TRAINER,
     d.EVALUATOR,
+    d.SERVING_CHECK,
     d.PUSHER,
+    d.MODEL_CARD,
 ]
 
 

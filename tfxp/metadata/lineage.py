@@ -130,6 +130,8 @@ class Blessing:
     blessing_id: int
     baseline_model_id: int | None
     run_id: str | None
+    # Why not blessed (components/slicing/evaluator.py): failing thresholds and slices.
+    message: str | None = None
 
 
 @dataclass
@@ -527,6 +529,7 @@ class Lineage:
             blessing_id=b.id,
             baseline_model_id=prop(b, "baseline_model_id"),
             run_id=self.run_of.get(ex.id),
+            message=prop(b, "blessing_message") or None,
         )
 
     def evaluation(self, model_id: int) -> pb.Artifact | None:

@@ -125,6 +125,9 @@ def run_facts(lin: Lineage, run_id: str, *, with_metrics: bool = True) -> dict[s
             "pushed": lineage.pushed,
             "pushed_version": next((p.version for p in lineage.pushes if p.pushed), None),
         }
+        if b and not b.blessed and b.message:
+            # Why not: each failing threshold or slice with its numbers.
+            facts["model"]["not_blessed_because"] = b.message
     return facts
 
 

@@ -159,6 +159,8 @@ def render_model(m: ModelLineage) -> str:
         )
         verdict = "yes" if b.blessed else "no"
         lines.append(f"  blessed    {verdict} (evaluated in run {b.run_id}), {base}")
+        if not b.blessed and b.message:
+            lines.extend(f"             {reason}" for reason in b.message.split("; "))
     if m.metrics:
         lines.append("  metrics    " + ", ".join(f"{k} {_short(v)}" for k, v in m.metrics.items()))
     pushed = [p for p in m.pushes if p.pushed]

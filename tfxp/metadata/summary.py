@@ -32,6 +32,10 @@ class RunSummary:
     components: list[ComponentResult] = field(default_factory=list)
     metrics: dict[str, float] = field(default_factory=dict)
     blessed: bool | None = None
+    # Why the model was not blessed: each failing threshold or slice with its numbers.
+    blessing_message: str | None = None
+    # The serving check's verdict and message (components/serving_check).
+    serving_check: str | None = None
     pushed: bool | None = None
     pushed_model: str | None = None
     model_uri: str | None = None
@@ -67,10 +71,15 @@ class RunSummary:
             lines.append(f"eval metrics: {shown}")
         if self.blessed is not None:
             lines.append(f"blessed: {'yes' if self.blessed else 'no'}")
+            if not self.blessed and self.blessing_message:
+                lines.extend(f"  {reason}" for reason in self.blessing_message.split("; "))
+        if self.serving_check:
+            lines.append(f"serving check: {self.serving_check}")
         if self.pushed:
             lines.append(f"pushed model: {self.pushed_model}")
         elif self.blessed is not None:
-            lines.append("pushed model: none (the model was not blessed)")
+            why = "the model was not blessed" if not self.blessed else "the serving check failed"
+            lines.append(f"pushed model: none ({why})")
         if self.validation:
             lines.append(f"validation: {self.validation.lower()}")
         if self.report_path:
@@ -136,6 +145,9 @@ def summarize_run(
                     summary.metrics = {"unreadable": str(e)}  # type: ignore[dict-item]
             elif type_name == "ModelBlessing":
                 summary.blessed = bool(prop(art, "blessed"))
+                summary.blessing_message = prop(art, "blessing_message") or None
+            elif type_name == "InfraBlessing":
+                summary.serving_check = prop(art, "message") or None
             elif type_name == "PushedModel":
                 summary.pushed = bool(prop(art, "pushed"))
                 summary.pushed_model = prop(art, "pushed_destination") if summary.pushed else None

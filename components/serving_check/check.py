@@ -1,0 +1,242 @@
+"""Checks a SavedModel the way a model server uses it, in a process that knows nothing of the project.
+
+`check_model` sends real rows (serialized tf.Examples without the label, as a
+client sends them) through the model's serving signature in a fresh Python
+process (child.py: TensorFlow, no project code on its path) and compares its
+outputs with the reference: the same signature called in this process on the
+same rows as the Evaluator sends them (with the label), which is how TFMA's
+signature-based evaluation gets the predictions it scores. The verdict is one
+of: passed, cannot load, needs project code, fails on requests, disagrees.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import site
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from absl import logging
+
+PASSED = "passed"
+CANNOT_LOAD = "cannot load"
+NEEDS_PROJECT_CODE = "needs project code"
+FAILS_ON_REQUESTS = "fails on requests"
+DISAGREES = "disagrees"
+TOLERANCE = 1e-6
+# The project's top-level packages: none may be importable in the fresh process.
+PROJECT_PACKAGES = ("trainer", "pipeline", "components", "tfxp", "kubeflow")
+# TensorFlow ops that call back into the Python process that built the graph.
+PYTHON_OPS = {"PyFunc", "PyFuncStateless", "EagerPyFunc"}
+CHILD = Path(__file__).with_name("child.py")
+CHILD_TIMEOUT_SECONDS = 600
+
+
+@dataclass
+class CheckResult:
+    verdict: str
+    message: str
+    rows: int = 0
+    max_abs_diff: float | None = None
+    load_seconds: float | None = None
+    latency_ms: dict[str, float] = field(default_factory=dict)
+    python_ops: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == PASSED
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def python_ops(model_dir: str) -> list[str]:
+    """Ops of the SavedModel's graphs that run Python code of the exporting process."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved = saved_model_pb2.SavedModel()
+    try:
+        saved.ParseFromString(Path(model_dir, "saved_model.pb").read_bytes())
+    except Exception as e:  # unreadable (e.g. a DecodeError): loading will say more
+        logging.warning("cannot read %s/saved_model.pb: %s", model_dir, e)
+        return []
+    found = set()
+    for meta in saved.meta_graphs:
+        graph = meta.graph_def
+        nodes = list(graph.node) + [n for fn in graph.library.function for n in fn.node_def]
+        found |= {n.op for n in nodes if n.op in PYTHON_OPS}
+    return sorted(found)
+
+
+def without_feature(serialized: bytes, feature: str) -> bytes:
+    """A serialized tf.Example without `feature` (the label: clients do not send it)."""
+    import tensorflow as tf
+
+    example = tf.train.Example.FromString(serialized)
+    if feature in example.features.feature:
+        del example.features.feature[feature]
+    return example.SerializeToString()
+
+
+def _input_name(signature: Any) -> str:
+    names = list(signature.structured_input_signature[1])
+    if len(names) != 1:
+        raise ValueError(f"the signature takes {names}; the serving check sends one input")
+    return names[0]
+
+
+def reference_outputs(model_dir: str, signature_name: str, rows: list[bytes]) -> tuple[str, dict]:
+    """(input name, output name -> array): the signature called in this process, as TFMA does."""
+    import numpy as np
+    import tensorflow as tf
+
+    signature = tf.saved_model.load(model_dir).signatures[signature_name]
+    name = _input_name(signature)
+    outputs: dict[str, list] = {}
+    for i in range(0, len(rows), 64):
+        for key, value in signature(**{name: tf.constant(rows[i : i + 64])}).items():
+            outputs.setdefault(key, []).append(value.numpy())
+    return name, {k: np.concatenate(v) for k, v in outputs.items()}
+
+
+def site_dirs() -> list[str]:
+    """Where the installed packages are, without the project root the editable install adds."""
+    project = str(Path(__file__).resolve().parents[2])
+    dirs = [
+        *site.getsitepackages(),
+        sysconfig.get_paths()["purelib"],
+        sysconfig.get_paths()["platlib"],
+    ]
+    seen: list[str] = []
+    for d in dirs:
+        if d and d not in seen and os.path.realpath(d) != os.path.realpath(project):
+            seen.append(d)
+    return seen
+
+
+def run_child(request: dict[str, Any], log_path: str) -> dict[str, Any]:
+    """Runs child.py on `request` in a fresh interpreter; its result.json."""
+    request_path = os.path.join(request["out_dir"], "request.json")
+    Path(request_path).write_text(json.dumps(request))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    with open(log_path, "w") as log:
+        subprocess.run(
+            [sys.executable, "-I", "-S", str(CHILD), request_path],
+            cwd=request["out_dir"],  # an empty folder: nothing importable by accident
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            timeout=CHILD_TIMEOUT_SECONDS,
+            check=False,
+        )
+    result_path = Path(request["out_dir"], "result.json")
+    if not result_path.exists():
+        tail = Path(log_path).read_text(errors="replace")[-2000:]
+        return {"stage": "crash", "error": f"the fresh process ended without a result:\n{tail}"}
+    return json.loads(result_path.read_text())
+
+
+def _needs_project_code(error: str, ops: list[str]) -> bool:
+    return bool(ops) or "No module named" in error or "pyfunc" in error.lower()
+
+
+def _difference(served: Any, reference: Any) -> float:
+    """Largest absolute difference; for text outputs 0 when all equal, else infinity."""
+    import numpy as np
+
+    if served.shape != reference.shape:
+        return float("inf")
+    if served.size == 0:
+        return 0.0
+    if served.dtype.kind in "OSU" or reference.dtype.kind in "OSU":
+        return 0.0 if bool(np.all(served == reference)) else float("inf")
+    return float(np.max(np.abs(served.astype(np.float64) - reference.astype(np.float64))))
+
+
+def _last_line(error: str) -> str:
+    lines = [line for line in error.strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else error
+
+
+def check_model(
+    model_dir: str,
+    rows: list[bytes],
+    *,
+    signature: str,
+    label_key: str,
+    work_dir: str,
+    latency_rows: int = 100,
+) -> CheckResult:
+    """The serving check of the SavedModel in `model_dir` on `rows` (serialized eval examples)."""
+    import numpy as np
+    import tensorflow as tf
+
+    ops = python_ops(model_dir)
+    try:
+        input_name, reference = reference_outputs(model_dir, signature, rows)
+    except Exception as e:  # not even this process can: no server will
+        return CheckResult(CANNOT_LOAD, f"cannot load: {type(e).__name__}: {e}", python_ops=ops)
+    os.makedirs(work_dir, exist_ok=True)
+    examples = os.path.join(work_dir, "requests.tfrecord")
+    with tf.io.TFRecordWriter(examples) as writer:
+        for row in rows:
+            writer.write(without_feature(row, label_key))
+    out_dir = tempfile.mkdtemp(prefix="child-", dir=work_dir)
+    request = {
+        "model_dir": model_dir,
+        "signature": signature,
+        "input_name": input_name,
+        "examples": examples,
+        "site_dirs": site_dirs(),
+        "project_packages": list(PROJECT_PACKAGES),
+        "latency_rows": min(latency_rows, len(rows)),
+        "out_dir": out_dir,
+    }
+    child = run_child(request, os.path.join(work_dir, "child.log"))
+    stage, error = child.get("stage"), child.get("error", "")
+    common = dict(rows=len(rows), python_ops=ops)
+    if stage != "done":
+        if _needs_project_code(error, ops):
+            why = f"its graph calls Python ({', '.join(ops)})" if ops else _last_line(error)
+            return CheckResult(NEEDS_PROJECT_CODE, f"needs project code: {why}", **common)
+        verdict = FAILS_ON_REQUESTS if stage == "predict" else CANNOT_LOAD
+        return CheckResult(verdict, f"{verdict} in a fresh process: {_last_line(error)}", **common)
+    # Pickled object arrays: string outputs (class names); written by our own child.
+    with np.load(os.path.join(out_dir, "outputs.npz"), allow_pickle=True) as npz:
+        served = {k: npz[k] for k in npz.files}
+    latency = {
+        f"batch_{size}_{q}": child[f"batch_{size}"][f"{q}_ms"]
+        for size in (1, 64)
+        for q in ("p50", "p99")
+    }
+    common.update(load_seconds=child["load_seconds"], latency_ms=latency)
+    if set(served) != set(reference):
+        return CheckResult(
+            DISAGREES,
+            f"disagrees: outputs {sorted(served)} served, {sorted(reference)} evaluated",
+            **common,
+        )
+    diff = max((_difference(served[k], reference[k]) for k in served), default=0.0)
+    if not diff <= TOLERANCE:
+        return CheckResult(
+            DISAGREES,
+            f"disagrees: outputs differ from the Evaluator's by up to {diff:.3g} "
+            f"(allowed {TOLERANCE:g}) on {len(rows)} eval rows sent without {label_key!r}",
+            max_abs_diff=diff,
+            **common,
+        )
+    return CheckResult(
+        PASSED,
+        f"passed: {len(rows)} eval rows served as the Evaluator scored them (max difference "
+        f"{diff:.3g}); load {child['load_seconds']:.2f}s, batch 1 p50 "
+        f"{latency['batch_1_p50']:.2f} ms",
+        max_abs_diff=diff,
+        **common,
+    )

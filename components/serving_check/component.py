@@ -1,0 +1,152 @@
+"""The ServingCheck component: between the Evaluator and the Pusher, like TFX's InfraValidator.
+
+Its output is an `InfraBlessing`, which TFX's Pusher (components/atomic_pusher.py)
+takes as `infra_blessing`: a model that cannot load, needs project code, fails
+on requests or disagrees with the Evaluator is not pushed. The artifact's
+custom properties hold the verdict and its message, the load time, and p50/p99
+latency at batch sizes 1 and 64 (ML Metadata); result.json and the fresh
+process's log are in its folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from absl import logging
+from tfx import types
+from tfx.components.evaluator import constants as evaluator_constants
+from tfx.dsl.components.base import base_component, base_executor, executor_spec
+from tfx.types import artifact_utils, component_spec, standard_artifacts
+from tfx.utils import io_utils
+
+from components.serving_check.check import check_model
+
+MODEL_KEY = "model"
+EXAMPLES_KEY = "examples"
+MODEL_BLESSING_KEY = "model_blessing"
+BLESSING_KEY = "blessing"
+RESULT_FILE = "result.json"
+# TFX's InfraValidator's marker files; the Pusher reads the `blessed` property.
+BLESSED_FILE = "INFRA_BLESSED"
+NOT_BLESSED_FILE = "INFRA_NOT_BLESSED"
+
+
+def eval_rows(examples: types.Artifact, count: int, split: str = "eval") -> list[bytes]:
+    """The first `count` serialized examples of the split (GZIP TFRecord shards)."""
+    import tensorflow as tf
+
+    pattern = os.path.join(artifact_utils.get_split_uri([examples], split), "*")
+    files = sorted(tf.io.gfile.glob(pattern))
+    if not files:
+        raise FileNotFoundError(f"no {split} examples at {pattern}")
+    records = tf.data.TFRecordDataset(files, compression_type="GZIP").take(count)
+    return [r.numpy() for r in records]
+
+
+def _record(blessing: types.Artifact, result: Any, skipped: str = "") -> None:
+    blessing.set_int_custom_property("blessed", int(bool(result and result.passed)))
+    blessing.set_string_custom_property("verdict", result.verdict if result else "skipped")
+    blessing.set_string_custom_property("message", result.message if result else skipped)
+    if result is None:
+        return
+    blessing.set_int_custom_property("rows", result.rows)
+    for name, value in (
+        ("load_seconds", result.load_seconds),
+        ("max_abs_diff", result.max_abs_diff),
+        *((f"latency_{k}_ms", v) for k, v in result.latency_ms.items()),
+    ):
+        if value is not None:
+            blessing.set_float_custom_property(name, float(value))
+
+
+class Executor(base_executor.BaseExecutor):
+    def Do(  # noqa: N802 - TFX API
+        self,
+        input_dict: dict[str, list[types.Artifact]],
+        output_dict: dict[str, list[types.Artifact]],
+        exec_properties: dict[str, Any],
+    ) -> None:
+        blessing = artifact_utils.get_single_instance(output_dict[BLESSING_KEY])
+        model_blessing = input_dict.get(MODEL_BLESSING_KEY) or []
+        if model_blessing and (
+            model_blessing[0].get_int_custom_property(
+                evaluator_constants.ARTIFACT_PROPERTY_BLESSED_KEY
+            )
+            != 1
+        ):
+            # Nothing will be pushed: save the work.
+            _record(blessing, None, "not checked: the Evaluator did not bless the model")
+            io_utils.write_string_file(os.path.join(blessing.uri, NOT_BLESSED_FILE), "")
+            return
+        model = artifact_utils.get_single_instance(input_dict[MODEL_KEY])
+        model_dir = os.path.join(model.uri, "Format-Serving")
+        if not os.path.isdir(model_dir):
+            model_dir = model.uri
+        rows = eval_rows(
+            artifact_utils.get_single_instance(input_dict[EXAMPLES_KEY]),
+            int(exec_properties["rows"]),
+        )
+        result = check_model(
+            model_dir,
+            rows,
+            signature=exec_properties["signature"],
+            label_key=exec_properties["label_key"],
+            work_dir=os.path.join(blessing.uri, "work"),
+        )
+        _record(blessing, result)
+        io_utils.write_string_file(
+            os.path.join(blessing.uri, RESULT_FILE), json.dumps(result.to_dict(), indent=1)
+        )
+        marker = BLESSED_FILE if result.passed else NOT_BLESSED_FILE
+        io_utils.write_string_file(os.path.join(blessing.uri, marker), "")
+        if result.passed:
+            logging.info("Serving check %s", result.message)
+        else:
+            logging.error("Serving check: the model will not be pushed: %s", result.message)
+
+
+class ServingCheckSpec(component_spec.ComponentSpec):
+    PARAMETERS = {
+        "signature": component_spec.ExecutionParameter(type=str),
+        "label_key": component_spec.ExecutionParameter(type=str),
+        "rows": component_spec.ExecutionParameter(type=int),
+    }
+    INPUTS = {
+        MODEL_KEY: component_spec.ChannelParameter(type=standard_artifacts.Model),
+        EXAMPLES_KEY: component_spec.ChannelParameter(type=standard_artifacts.Examples),
+        MODEL_BLESSING_KEY: component_spec.ChannelParameter(
+            type=standard_artifacts.ModelBlessing, optional=True
+        ),
+    }
+    OUTPUTS = {BLESSING_KEY: component_spec.ChannelParameter(type=standard_artifacts.InfraBlessing)}
+
+
+class ServingCheck(base_component.BaseComponent):
+    """Loads and queries the candidate in a fresh process; blesses it for the Pusher or not."""
+
+    SPEC_CLASS = ServingCheckSpec
+    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(Executor)
+
+    def __init__(
+        self,
+        *,
+        model: types.BaseChannel,
+        examples: types.BaseChannel,
+        model_blessing: types.BaseChannel | None = None,
+        signature: str,
+        label_key: str,
+        rows: int,
+    ) -> None:
+        super().__init__(
+            spec=ServingCheckSpec(
+                model=model,
+                examples=examples,
+                model_blessing=model_blessing,
+                signature=signature,
+                label_key=label_key,
+                rows=rows,
+                blessing=types.Channel(type=standard_artifacts.InfraBlessing),
+            )
+        )

@@ -1,0 +1,218 @@
+"""TFX's Evaluator, with slicing by bucket and per-slice blessing rules.
+
+TFMA computes the metrics of every slice the eval config names and checks the
+overall thresholds; this executor then (1) checks the per-slice rules
+(components/slicing/rules.py) on TFMA's output, (2) writes `slices.json`
+beside TFMA's output (every slice's metrics for both models, the rules and
+the failures: what the model card shows), and (3) when a rule or TFMA's own
+threshold fails, records the model NOT blessed with a message that names each
+failing slice and both numbers, as the blessing's `blessing_message` custom
+property and in the log.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Any
+
+from absl import logging
+from tfx import types
+from tfx.components.evaluator import component as tfx_evaluator
+from tfx.components.evaluator import constants
+from tfx.components.evaluator import executor as tfx_executor
+from tfx.dsl.components.base import base_beam_component, executor_spec
+from tfx.dsl.io import fileio
+from tfx.types import artifact_utils, component_spec, standard_artifacts
+from tfx.types import standard_component_specs as specs
+from tfx.utils import io_utils
+
+from components.slicing.rules import (
+    BASELINE,
+    CANDIDATE,
+    OVERALL,
+    SliceFailure,
+    SliceMetrics,
+    SliceRules,
+    bucketed,
+    check_slices,
+    slice_name,
+)
+
+SLICE_RULES_KEY = "slice_rules"
+SLICES_FILE = "slices.json"
+# Custom property of the ModelBlessing: why the model was not blessed ("" when it was).
+MESSAGE_PROPERTY = constants.ARTIFACT_PROPERTY_BLESSING_MESSAGE_KEY
+
+
+def _metric_label(key: Any) -> str:
+    """A metric's name, with its class for per-class (binarized) metrics."""
+    name = key.name
+    if key.HasField("sub_key"):
+        sub = key.sub_key
+        if sub.HasField("class_id"):
+            name += f"[class {sub.class_id.value}]"
+        elif sub.HasField("top_k"):
+            name += f"[top {sub.top_k.value}]"
+    return name
+
+
+def read_slice_metrics(evaluation_uri: str) -> SliceMetrics:
+    """slice name -> model name -> metric -> value, from TFMA's output (no diff metrics)."""
+    import tensorflow_model_analysis as tfma
+    from tensorflow_model_analysis.slicer import slicer_lib
+
+    found: SliceMetrics = {}
+    for record in tfma.load_metrics(evaluation_uri):
+        name = slice_name(slicer_lib.deserialize_slice_key(record.slice_key))
+        models = found.setdefault(name, {})
+        for kv in record.metric_keys_and_values:
+            if kv.key.is_diff or not kv.value.HasField("double_value"):
+                continue
+            models.setdefault(kv.key.model_name, {})[_metric_label(kv.key)] = float(
+                kv.value.double_value.value
+            )
+    return found
+
+
+def overall_failures(evaluation_uri: str, metrics: SliceMetrics) -> list[str]:
+    """TFMA's own threshold failures (the overall thresholds), each with both numbers."""
+    import tensorflow_model_analysis as tfma
+
+    result = tfma.load_validation_result(evaluation_uri)
+    messages = []
+    overall = metrics.get(OVERALL, {})
+    for per_slice in result.metric_validations_per_slice:
+        for failure in per_slice.failures:
+            name = failure.metric_key.name
+            value = failure.metric_value.double_value.value
+            threshold = failure.metric_threshold
+            if failure.metric_key.is_diff:
+                candidate = overall.get(CANDIDATE, {}).get(name, math.nan)
+                baseline = overall.get(BASELINE, {}).get(name, math.nan)
+                allowed = threshold.change_threshold.absolute.value
+                messages.append(
+                    f"overall: {name} {candidate:.4f} against the baseline's {baseline:.4f}, "
+                    f"a change of {value:+.4f} (required: {allowed:+g} or better)"
+                )
+            else:
+                bounds = threshold.value_threshold
+                limit = (
+                    f"below the floor {bounds.lower_bound.value:g}"
+                    if bounds.HasField("lower_bound") and value < bounds.lower_bound.value
+                    else f"above the ceiling {bounds.upper_bound.value:g}"
+                )
+                messages.append(f"overall: {name} {value:.4f} is {limit}")
+    if not result.validation_ok and not messages:
+        # e.g. a threshold's metric that was not computed: never bless silently.
+        messages.append(f"TFMA's validation failed: {result}".strip())
+    return messages
+
+
+def _set_blessing(blessing: types.Artifact, blessed: bool) -> None:
+    for name in (constants.BLESSED_FILE_NAME, constants.NOT_BLESSED_FILE_NAME):
+        path = os.path.join(blessing.uri, name)
+        if fileio.exists(path):
+            fileio.remove(path)
+    name = constants.BLESSED_FILE_NAME if blessed else constants.NOT_BLESSED_FILE_NAME
+    io_utils.write_string_file(os.path.join(blessing.uri, name), "")
+    blessing.set_int_custom_property(
+        constants.ARTIFACT_PROPERTY_BLESSED_KEY,
+        constants.BLESSED_VALUE if blessed else constants.NOT_BLESSED_VALUE,
+    )
+
+
+def judge(
+    evaluation_uri: str, rules: SliceRules, *, has_baseline: bool
+) -> tuple[SliceMetrics, list[SliceFailure], list[str]]:
+    """(every slice's metrics, failing slices, every failure's message) of an evaluation."""
+    metrics = read_slice_metrics(evaluation_uri)
+    slice_failures = check_slices(metrics, rules, has_baseline=has_baseline)
+    messages = overall_failures(evaluation_uri, metrics) + [f.message() for f in slice_failures]
+    return metrics, slice_failures, messages
+
+
+class Executor(tfx_executor.Executor):
+    """TFX's Evaluator executor, then the per-slice rules (module docstring)."""
+
+    def Do(  # noqa: N802 - TFX API
+        self,
+        input_dict: dict[str, list[types.Artifact]],
+        output_dict: dict[str, list[types.Artifact]],
+        exec_properties: dict[str, Any],
+    ) -> None:
+        rules = SliceRules.from_json(exec_properties.get(SLICE_RULES_KEY))
+        with bucketed(rules.buckets):
+            super().Do(input_dict, output_dict, exec_properties)
+        blessing = artifact_utils.get_single_instance(output_dict[specs.BLESSING_KEY])
+        evaluation_uri = artifact_utils.get_single_uri(output_dict[specs.EVALUATION_KEY])
+        if (
+            blessing.mlmd_artifact.custom_properties.get(constants.ARTIFACT_PROPERTY_BLESSED_KEY)
+            is None
+        ):
+            return  # no thresholds: TFX's Evaluator did not judge, nor do the rules
+        has_baseline = bool(input_dict.get(specs.BASELINE_MODEL_KEY))
+        metrics, failures, messages = judge(evaluation_uri, rules, has_baseline=has_baseline)
+        io_utils.write_string_file(
+            os.path.join(evaluation_uri, SLICES_FILE),
+            json.dumps(
+                {
+                    "rules": json.loads(rules.to_json()),
+                    "has_baseline": has_baseline,
+                    "metrics": metrics,
+                    "failures": [f.__dict__ for f in failures],
+                    "messages": messages,
+                },
+                indent=1,
+                sort_keys=True,
+                default=str,
+            ),
+        )
+        blessed = not messages
+        _set_blessing(blessing, blessed)
+        message = "; ".join(messages)
+        blessing.set_string_custom_property(MESSAGE_PROPERTY, message)
+        if blessed:
+            logging.info("Blessed: every judged slice passed its rules.")
+        else:
+            logging.error("NOT blessed: %s", message)
+
+
+class SlicedEvaluatorSpec(specs.EvaluatorSpec):
+    PARAMETERS = {
+        **specs.EvaluatorSpec.PARAMETERS,
+        SLICE_RULES_KEY: component_spec.ExecutionParameter(type=str, optional=True),
+    }
+
+
+class Evaluator(tfx_evaluator.Evaluator):
+    """TFX's Evaluator (same id, inputs and outputs) with `slice_rules` (SliceRules JSON)."""
+
+    SPEC_CLASS = SlicedEvaluatorSpec
+    EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)
+
+    def __init__(
+        self,
+        *,
+        examples: types.BaseChannel,
+        model: types.BaseChannel,
+        baseline_model: types.BaseChannel | None,
+        eval_config: Any,
+        slice_rules: SliceRules,
+        module_path: str | None = None,
+    ) -> None:
+        # TFX's __init__ builds its own spec class; this one adds a parameter.
+        base_beam_component.BaseBeamComponent.__init__(
+            self,
+            spec=SlicedEvaluatorSpec(
+                examples=examples,
+                model=model,
+                baseline_model=baseline_model,
+                eval_config=eval_config,
+                module_path=module_path,
+                slice_rules=slice_rules.to_json(),
+                evaluation=types.Channel(type=standard_artifacts.ModelEvaluation),
+                blessing=types.Channel(type=standard_artifacts.ModelBlessing),
+            ),
+        )

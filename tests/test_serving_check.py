@@ -1,0 +1,76 @@
+"""components/serving_check: a fresh process without the project loads and queries a model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import serving_check_models as models
+
+from components.serving_check import check
+
+
+def _check(tmp_path: Path, kind: str, **kwargs) -> check.CheckResult:
+    model = models.save(str(tmp_path / kind), kind)
+    return check.check_model(
+        model,
+        models.rows(),
+        signature="serving_default",
+        label_key="label",
+        work_dir=str(tmp_path / f"work-{kind}"),
+        latency_rows=10,
+        **kwargs,
+    )
+
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # a TensorFlow process per check
+
+
+def test_a_model_a_server_can_run_passes_with_its_figures(tmp_path):
+    import pipeline  # noqa: F401 - importable here, in the test's process
+    import trainer  # noqa: F401
+
+    result = _check(tmp_path, "good")
+    assert result.verdict == check.PASSED, result.message
+    assert result.rows == 20 and result.max_abs_diff == 0.0
+    assert result.load_seconds > 0
+    assert set(result.latency_ms) == {
+        "batch_1_p50",
+        "batch_1_p99",
+        "batch_64_p50",
+        "batch_64_p99",
+    }
+    assert 0 < result.latency_ms["batch_1_p50"] <= result.latency_ms["batch_1_p99"]
+    # The fresh process could not import the project (importable in this one).
+    (result_file,) = (tmp_path / "work-good").glob("child-*/result.json")
+    child = json.loads(result_file.read_text())
+    assert child["stage"] == "done"
+    assert child["project_importable"] == []  # it tried trainer, pipeline, components, ...
+    assert {"trainer", "pipeline"} <= set(check.PROJECT_PACKAGES)
+
+
+def test_a_model_calling_python_needs_project_code(tmp_path):
+    result = _check(tmp_path, "python")
+    assert result.verdict == check.NEEDS_PROJECT_CODE
+    assert "EagerPyFunc" in result.message and result.message.startswith("needs project code")
+
+
+def test_a_model_reading_the_label_disagrees(tmp_path):
+    result = _check(tmp_path, "label")
+    assert result.verdict == check.DISAGREES
+    assert "without 'label'" in result.message and result.max_abs_diff == pytest.approx(1.0)
+
+
+def test_a_model_that_does_not_load(tmp_path):
+    model = Path(models.save(str(tmp_path / "broken"), "good"))
+    (model / "saved_model.pb").write_bytes(b"not a SavedModel")
+    result = check.check_model(
+        str(model),
+        models.rows(),
+        signature="serving_default",
+        label_key="label",
+        work_dir=str(tmp_path / "work"),
+    )
+    assert result.verdict == check.CANNOT_LOAD
+    assert result.message.startswith("cannot load")
