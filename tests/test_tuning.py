@@ -179,3 +179,26 @@ def test_the_taxi_and_tabular_trainers_define_their_search():
     assert defines("trainer.taxi.train.tuner_fn")
     assert defines("trainer.tabular.train.tuner_fn")
     assert not defines("trainer.taxi.train.no_such_fn")
+
+
+def test_runs_show_lists_each_trial_best_first():
+    from tfxp.metadata.render import _trial_lines
+
+    trials = [
+        {"trial_id": "1", "score": 0.41, "learning_rate": 0.003, "hidden_units": "64,32"},
+        {"trial_id": "0", "score": 0.69, "learning_rate": 1e-06, "hidden_units": "16"},
+    ]
+    lines = _trial_lines({"trials": trials, "best": trials[0]})
+    assert lines[0].split() == [
+        "tuning",
+        "2",
+        "trial(s),",
+        "best",
+        "first",
+        "(score:",
+        "eval",
+        "loss)",
+    ]
+    assert "score 0.4100" in lines[1] and "learning_rate=0.003" in lines[1]
+    assert "learning_rate=1e-06" in lines[2] and "hidden_units=16" in lines[2]
+    assert _trial_lines({}) == []

@@ -80,3 +80,20 @@ def test_an_unchanged_rerun_is_cached_tuner_included(tuned):
     assert states[d.TUNER] == "CACHED", states
     assert states[d.TRAINER] == "CACHED", states
     assert again.executed == []
+
+
+def test_runs_show_lists_the_trials(tuned):
+    import contextlib
+    import io
+
+    from tfxp.cli import main
+
+    config, first, _ = tuned
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["runs", "show", first.run_id, "--run-dir", config.run_dir])
+    assert code == 0, err.getvalue()
+    text = out.getvalue()
+    assert "2 trial(s), best first" in text, text
+    best, worst = [line for line in text.splitlines() if line.lstrip().startswith("trial ")]
+    assert "learning_rate=0.003" in best and "learning_rate=1e-06" in worst, text
