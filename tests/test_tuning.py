@@ -202,3 +202,22 @@ def test_runs_show_lists_each_trial_best_first():
     assert "score 0.4100" in lines[1] and "learning_rate=0.003" in lines[1]
     assert "learning_rate=1e-06" in lines[2] and "hidden_units=16" in lines[2]
     assert _trial_lines({}) == []
+
+
+def test_a_tuned_dataset_compiles_for_kubeflow_with_the_tuner_before_the_trainer(
+    tmp_path, monkeypatch
+):
+    from kubeflow.compiler import compile_pipeline
+    from kubeflow.config import KubeflowConfig
+    from pipeline.datasets import DATASET_PATH_ENV
+
+    _taxi_with(tmp_path, GOOD)
+    monkeypatch.setenv(DATASET_PATH_ENV, str(tmp_path))
+    job = compile_pipeline(
+        KubeflowConfig(image="registry.example.com/ml/tfx:t", pipeline_root="gs://b/tfx/taxi")
+    )
+    tasks = job["pipelineSpec"]["root"]["dag"]["tasks"]
+    assert definition.TUNER in tasks
+    trainer_inputs = tasks[definition.TRAINER]["inputs"]["artifacts"]
+    producer = trainer_inputs["hyperparameters"]["taskOutputArtifact"]["producerTask"]
+    assert producer == definition.TUNER
