@@ -97,3 +97,34 @@ def test_runs_show_lists_the_trials(tuned):
     assert "2 trial(s), best first" in text, text
     best, worst = [line for line in text.splitlines() if line.lstrip().startswith("trial ")]
     assert "learning_rate=0.003" in best and "learning_rate=1e-06" in worst, text
+
+
+def test_a_tfxp_init_dataset_is_tuned_by_the_generic_trainer(tmp_path):
+    """The generic tabular trainer's search: layer sizes of a `tfxp init` table."""
+    from test_tabular_e2e import dataset_path, tfxp, write_table
+
+    from pipeline.datasets import dataset_config
+    from tfxp.local.runner import run_local
+
+    home, data = tmp_path / "schema", tmp_path / "data"
+    write_table("wine", tmp_path / "wine.csv")
+    code, _, err = tfxp(
+        home, "init", "wine", "--csv", str(tmp_path / "wine.csv"), "--label", "cultivar",
+        "--data-root", str(data),
+    )  # fmt: skip
+    assert code == 0, err
+    dataset_file = home / "wine" / "dataset.yaml"
+    dataset_file.write_text(
+        dataset_file.read_text()
+        + "\ntuning:\n  max_trials: 2\n  search_space:\n"
+        + "    hidden_units: {choices: [[8], [64, 32]]}\n"
+    )
+    with dataset_path(home):
+        config = dataset_config("wine").replace(run_dir=str(tmp_path / "run"))
+    run = run_local(config, printer=lambda _: None)
+    assert {d.TUNER, d.TRAINER} <= set(run.executed)
+    trials = json.loads(
+        _one(f"{config.pipeline_root}/Tuner/tuner_results/*/tuner_results.json").read_text()
+    )
+    assert sorted(t["hidden_units"] for t in trials) == ["64,32", "8"], trials
+    assert run.metrics["sparse_categorical_accuracy"] > 0.5, run.metrics
