@@ -221,3 +221,34 @@ def test_a_tuned_dataset_compiles_for_kubeflow_with_the_tuner_before_the_trainer
     trainer_inputs = tasks[definition.TRAINER]["inputs"]["artifacts"]
     producer = trainer_inputs["hyperparameters"]["taskOutputArtifact"]["producerTask"]
     assert producer == definition.TUNER
+
+
+def test_the_time_budget_stops_new_trials_after_the_first(tmp_path):
+    from trainer.tuning import _with_deadline
+
+    def oracle(max_minutes):
+        hp = kt.HyperParameters()
+        hp.Choice("batch_size", [8, 16, 32])
+        made = _with_deadline(kt.oracles.RandomSearchOracle, max_minutes)(
+            objective=kt.Objective("val_loss", "min"), max_trials=3, hyperparameters=hp, seed=1
+        )
+        made._set_project_dir(str(tmp_path), f"search{max_minutes}")
+        return made
+
+    spent = oracle(1e-9)  # the budget is gone before the search starts
+    first = spent.create_trial("t")
+    assert first.status == kt.engine.trial.TrialStatus.RUNNING
+    spent.update_trial(first.trial_id, {"val_loss": 1.0})
+    spent.end_trial(first)
+    assert spent.create_trial("t").status == kt.engine.trial.TrialStatus.STOPPED
+    # Within the budget, the trial budget rules.
+    ample = oracle(60)
+    statuses = []
+    for _ in range(4):
+        trial = ample.create_trial("t")
+        statuses.append(trial.status)
+        if trial.status == kt.engine.trial.TrialStatus.RUNNING:
+            ample.update_trial(trial.trial_id, {"val_loss": 1.0})
+            ample.end_trial(trial)
+    assert statuses.count(kt.engine.trial.TrialStatus.RUNNING) == 3
+    assert statuses[-1] == kt.engine.trial.TrialStatus.STOPPED

@@ -105,8 +105,9 @@ def _with_deadline(oracle_class: type, max_minutes: float | None) -> type:
     class Deadline(oracle_class):
         def create_trial(self, tuner_id):
             if time.monotonic() > deadline:
-                # kt stops when as many trials exist as max_trials allows.
-                self.max_trials = len(self.trials)
+                # kt stops when as many trials exist as max_trials allows; one
+                # trial always runs, or there would be no best hyperparameters.
+                self.max_trials = max(1, len(self.trials))
             return super().create_trial(tuner_id)
 
     return Deadline
