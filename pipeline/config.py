@@ -125,6 +125,42 @@ class InferenceOptions:
     batch_size: int = 1024
 
 
+# What a `tuning:` search space may name: the trainer's Hyperparameters
+# (trainer/base.py) that change the model or its training, with their kind.
+# "units" is a list of layer sizes (hidden_units); KerasTuner chooses among
+# such lists as strings ("64,32").
+TUNABLE: dict[str, str] = {
+    "learning_rate": "float",
+    "batch_size": "int",
+    "hidden_units": "units",
+    "train_steps": "int",
+}
+TUNING_ALGORITHMS = ("random", "bayesian")
+
+
+@dataclass(frozen=True)
+class TuningOptions:
+    """A search over hyperparameters before training (the Tuner step, trainer/tuning.py)."""
+
+    # Hyperparameter -> {"min", "max", "sampling": linear|log, "step"} or {"choices": [...]}.
+    search_space: dict[str, dict[str, Any]]
+    algorithm: str = "random"
+    max_trials: int = 4
+    # Stop starting new trials after this many minutes (a trial under way finishes).
+    max_minutes: float | None = None
+    # Each trial's training steps (None: the dataset's train_steps).
+    trial_steps: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "search_space": {k: dict(v) for k, v in self.search_space.items()},
+            "algorithm": self.algorithm,
+            "max_trials": self.max_trials,
+            "max_minutes": self.max_minutes,
+            "trial_steps": self.trial_steps,
+        }
+
+
 @dataclass(frozen=True)
 class PipelineConfig:
     """Everything that varies between datasets, environments and runs."""
@@ -208,6 +244,8 @@ class PipelineConfig:
     serving_check_rows: int = 200
     # Batch inference: where the spans to score are, key columns, in the pipeline or not.
     inference: InferenceOptions = InferenceOptions()
+    # Hyperparameter tuning before the Trainer; None: the fixed `hyperparameters`.
+    tuning: TuningOptions | None = None
     # The model registry (tfxp/registry.py): the alias a newly pushed version
     # gets, "champion" (served at once) or "challenger" (until promoted).
     on_push: str = "champion"

@@ -30,11 +30,14 @@ from pipeline.config import (
     GENERIC_PREPROCESSING_FN,
     GENERIC_RUN_FN,
     PROJECT_ROOT,
+    TUNABLE,
+    TUNING_ALGORITHMS,
     EvalThresholds,
     ImageOptions,
     InferenceOptions,
     PipelineConfig,
     SliceOptions,
+    TuningOptions,
 )
 
 DATASET_FILE = "dataset.yaml"
@@ -76,6 +79,7 @@ _KEYS = {
     "batch_inference",
     "on_push",
     "alerts",
+    "tuning",
 }
 _SLICING_KEYS = {"by", "buckets", "min_examples", "lower_bound", "upper_bound", "max_drop"}
 ON_PUSH = ("champion", "challenger")
@@ -83,6 +87,9 @@ _ALERT_KEYS = {"webhook_env"}
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _EVAL_KEYS = {"metric", "lower_bound", "upper_bound", "min_change", "extra_metrics"}
 _FEATURE_KEYS = {"treatment", "buckets", "top_k", "oov_buckets"}
+_TUNING_KEYS = {"search_space", "algorithm", "max_trials", "max_minutes", "trial_steps"}
+_RANGE_KEYS = {"min", "max", "sampling", "step"}
+_SAMPLINGS = ("linear", "log")
 _INFERENCE_KEYS = {"data_root", "key_columns", "in_pipeline", "batch_size"}
 
 
@@ -356,6 +363,112 @@ def _inference(raw: Any, where: str, kind: str) -> InferenceOptions:
     )
 
 
+def _is_number(value: Any, kind: str) -> bool:
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) if kind == "int" else isinstance(value, (int, float))
+
+
+def _units(value: Any) -> bool:
+    """A list of layer sizes: positive integers, at least one."""
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(_is_number(u, "int") and u > 0 for u in value)
+    )
+
+
+def _search_dimension(name: str, spec: Any, where: str) -> dict[str, Any]:
+    """One hyperparameter's range ({min, max, sampling, step}) or its {choices}."""
+    kind = TUNABLE[name]
+    if not isinstance(spec, dict):
+        raise DatasetFileError(f"{where}: expected {{min:, max:}} or {{choices: [...]}}")
+    if "choices" in spec:
+        _check_keys(spec, {"choices"}, where)
+        choices = spec["choices"]
+        if not isinstance(choices, list) or not choices:
+            raise DatasetFileError(f"{where}.choices: an empty range; list at least one value")
+        check = _units if kind == "units" else (lambda v: _is_number(v, kind))
+        wrong = [c for c in choices if not check(c)]
+        if wrong:
+            expected = {"units": "lists of positive layer sizes", "int": "integers"}
+            raise DatasetFileError(
+                f"{where}.choices: {wrong} are not {expected.get(kind, 'numbers')}"
+            )
+        if len({str(c) for c in choices}) != len(choices):
+            raise DatasetFileError(f"{where}.choices: {choices} lists a value twice")
+        return {"choices": [list(c) if kind == "units" else c for c in choices]}
+    if kind == "units":
+        raise DatasetFileError(f"{where}: layer sizes are tuned as {{choices: [[64, 32], ...]}}")
+    _check_keys(spec, _RANGE_KEYS, where)
+    low, high = spec.get("min"), spec.get("max")
+    for key, value in (("min", low), ("max", high)):
+        if not _is_number(value, kind):
+            what = "an integer" if kind == "int" else "a number"
+            raise DatasetFileError(f"{where}.{key}: expected {what}, not {value!r}")
+    if not low < high:
+        raise DatasetFileError(f"{where}: an empty range (min {low} is not below max {high})")
+    sampling = spec.get("sampling", "linear")
+    if sampling not in _SAMPLINGS:
+        raise DatasetFileError(
+            f"{where}.sampling: must be one of {list(_SAMPLINGS)}, not {sampling!r}"
+        )
+    if sampling == "log" and low <= 0:
+        raise DatasetFileError(f"{where}: a log range needs min > 0, not {low}")
+    dimension = {"min": low, "max": high, "sampling": sampling}
+    if "step" in spec:
+        step = spec["step"]
+        if not _is_number(step, kind) or step <= 0:
+            raise DatasetFileError(f"{where}.step: expected a positive {kind}, not {step!r}")
+        dimension["step"] = step
+    return dimension
+
+
+def _positive(raw: dict, key: str, kind: str, where: str, default: Any) -> Any:
+    value = raw.get(key, default)
+    if value is None and default is None:
+        return None
+    if not _is_number(value, kind) or value <= 0:
+        what = "a positive integer" if kind == "int" else "a positive number"
+        raise DatasetFileError(f"{where}.{key}: expected {what}, not {value!r}")
+    return value
+
+
+def _tuning(raw: Any, where: str) -> TuningOptions | None:
+    """The `tuning:` mapping: a search space over TUNABLE hyperparameters and budgets."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise DatasetFileError(f"{where}: expected a mapping of {sorted(_TUNING_KEYS)}")
+    _check_keys(raw, _TUNING_KEYS, where)
+    space = raw.get("search_space")
+    if not isinstance(space, dict) or not space:
+        raise DatasetFileError(
+            f"{where}.search_space: name at least one of {sorted(TUNABLE)} with its range"
+        )
+    unknown = sorted(str(k) for k in set(space) - set(TUNABLE))
+    if unknown:
+        raise DatasetFileError(
+            f"{where}.search_space: unknown hyperparameter(s) {unknown}; tunable: {sorted(TUNABLE)}"
+        )
+    parsed = {
+        name: _search_dimension(name, spec, f"{where}.search_space.{name}")
+        for name, spec in space.items()
+    }
+    algorithm = raw.get("algorithm", "random")
+    if algorithm not in TUNING_ALGORITHMS:
+        raise DatasetFileError(
+            f"{where}.algorithm: must be one of {list(TUNING_ALGORITHMS)}, not {algorithm!r}"
+        )
+    return TuningOptions(
+        search_space=parsed,
+        algorithm=algorithm,
+        max_trials=_positive(raw, "max_trials", "int", where, TuningOptions.max_trials),
+        max_minutes=_positive(raw, "max_minutes", "float", where, None),
+        trial_steps=_positive(raw, "trial_steps", "int", where, None),
+    )
+
+
 def _on_push(raw: dict, where: str) -> str:
     value = raw.get("on_push", ON_PUSH[0])
     if value not in ON_PUSH:
@@ -463,6 +576,7 @@ def load_dataset_file(path: str | os.PathLike) -> PipelineConfig:
         changes["csv_encoding"] = str(raw["csv_encoding"])
     if "hyperparameters" in raw:
         changes["hyperparameters"] = dict(raw["hyperparameters"] or {})
+    changes["tuning"] = _tuning(raw.get("tuning"), f"{path}: tuning")
     changes["on_push"] = _on_push(raw, str(path))
     changes["alert_webhook_env"] = _alert_env(raw.get("alerts"), f"{path}: alerts")
     changes["preprocessing_fn"] = raw.get("preprocessing_fn", GENERIC_PREPROCESSING_FN)

@@ -9,7 +9,7 @@ import os
 from typing import Any
 
 import tensorflow_model_analysis as tfma
-from tfx.components import ExampleValidator, StatisticsGen, Trainer, Transform
+from tfx.components import ExampleValidator, StatisticsGen, Trainer, Transform, Tuner
 from tfx.dsl.components.base import executor_spec
 from tfx.dsl.components.common.resolver import Resolver
 from tfx.dsl.input_resolution.strategies.latest_artifact_strategy import LatestArtifactStrategy
@@ -47,7 +47,7 @@ from components.validation.gate import (
 )
 from pipeline.beam import in_process_override
 from pipeline.config import PipelineConfig
-from pipeline.fingerprint import code_fingerprint
+from pipeline.fingerprint import code_fingerprint, defines
 from pipeline.node_ids import (  # noqa: F401 - the ids are the definition's vocabulary too
     BASELINE_RESOLVER,
     BATCH_INFERENCE,
@@ -65,6 +65,7 @@ from pipeline.node_ids import (  # noqa: F401 - the ids are the definition's voc
     STATISTICS_GEN,
     TRAINER,
     TRANSFORM,
+    TUNER,
     VALIDATION_GATE,
     example_gen_id,
 )
@@ -257,7 +258,7 @@ def create_pipeline(
     )
     # After ExampleValidator too: its anomalies are recorded before a block ends the run.
     validation_gate.add_upstream_node(example_validator)
-    transform, trainer = _training(config, training_examples, schema_importer)
+    transform, tuner, trainer = _training(config, training_examples, schema_importer)
     # Nothing trains on data the gate blocked: it raises, so Transform never starts.
     transform.add_upstream_node(validation_gate)
     baseline_resolver = _baseline_resolver(trainer, orchestrator)
@@ -285,6 +286,7 @@ def create_pipeline(
             previous_statistics,
             validation_gate,
             transform,
+            *tuner,
             trainer,
             baseline_resolver,
             evaluator,
@@ -539,7 +541,7 @@ def _validation(config: PipelineConfig, example_gen, schema_importer, statistics
 
 
 def _training(config: PipelineConfig, training_examples, schema_importer):
-    """Transform and Trainer, keyed for the cache by their code's fingerprints."""
+    """Transform, the Tuner (with `tuning:`) and Trainer, keyed for the cache by their code's fingerprints."""
     # The image options reach Transform and the Trainer through custom_config.
     image_config = {"image": config.image.to_dict()} if config.image else {}
     # So do a tabular dataset's feature treatments (the generic trainer, trainer/tabular).
@@ -561,11 +563,15 @@ def _training(config: PipelineConfig, training_examples, schema_importer):
             **image_config,
         },
     )
+    tuner = _tuner(config, transform, schema_importer, image_config)
     trainer = _trainer_class(config)(
         run_fn=config.run_fn,
         examples=transform.outputs["transformed_examples"],
         transform_graph=transform.outputs["transform_graph"],
         schema=schema_importer.outputs["schema"],
+        # With a Tuner, its best trial's values replace the fixed ones
+        # (Hyperparameters.from_fn_args in trainer/base.py).
+        hyperparameters=tuner.outputs["best_hyperparameters"] if tuner else None,
         train_args=trainer_pb2.TrainArgs(num_steps=config.train_steps),
         eval_args=trainer_pb2.EvalArgs(num_steps=config.eval_steps),
         custom_config={
@@ -575,7 +581,43 @@ def _training(config: PipelineConfig, training_examples, schema_importer):
             **(config.trainer_cluster or {}),
         },
     )
-    return transform, trainer
+    return transform, [tuner] if tuner else [], trainer
+
+
+def tuner_fn_path(run_fn: str) -> str:
+    """A trainer's search lives beside its run_fn: `<run_fn's module>.tuner_fn`."""
+    return run_fn.rsplit(".", 1)[0] + ".tuner_fn"
+
+
+def _tuner(config: PipelineConfig, transform, schema_importer, extra_config: dict):
+    """TFX's Tuner on the transformed data, or None without `tuning:` in the dataset file.
+
+    Its exec properties hold the search space, budgets and code fingerprint, so
+    TFX caches it while data, transform and search space are unchanged."""
+    if config.tuning is None:
+        return None
+    tuning = config.tuning
+    tuner_fn = tuner_fn_path(config.run_fn)
+    if not defines(tuner_fn):
+        raise ValueError(
+            f"dataset {config.pipeline_name!r} declares tuning:, but its trainer has no "
+            f"search: {tuner_fn} is not defined (the taxi and generic tabular trainers have "
+            "one; remove tuning: or add a tuner_fn beside the run_fn, see docs/tuning.md)"
+        )
+    return Tuner(
+        tuner_fn=tuner_fn,
+        examples=transform.outputs["transformed_examples"],
+        transform_graph=transform.outputs["transform_graph"],
+        schema=schema_importer.outputs["schema"],
+        train_args=trainer_pb2.TrainArgs(num_steps=tuning.trial_steps or config.train_steps),
+        eval_args=trainer_pb2.EvalArgs(num_steps=config.eval_steps),
+        custom_config={
+            "code_fingerprint": code_fingerprint(tuner_fn),
+            "hyperparameters": dict(config.hyperparameters),
+            "tuning": tuning.to_dict(),
+            **extra_config,
+        },
+    ).with_id(TUNER)
 
 
 def _trainer_class(config: PipelineConfig) -> type:

@@ -81,3 +81,16 @@ def code_fingerprint(dotted_path: str, project_packages: tuple[str, ...] = ()) -
     for name in sorted(seen):
         digest.update(name.encode() + b"\0" + seen[name].read_bytes() + b"\0")
     return digest.hexdigest()
+
+
+def defines(dotted_path: str) -> bool:
+    """Whether the module of `dotted_path` defines it at top level (read, not imported)."""
+    module, _, name = dotted_path.rpartition(".")
+    path = _module_file(module)
+    if path is None:
+        return False
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return any(
+        isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name
+        for node in tree.body
+    )

@@ -19,6 +19,7 @@ PREVIOUS_STATISTICS_RESOLVER = "previous_span_statistics_resolver"
 VALIDATION_GATE = "ValidationGate"
 TRANSFORM = "Transform"
 TRAINER = "Trainer"
+TUNER = "Tuner"
 BASELINE_RESOLVER = "baseline_model_resolver"
 # Only with a rolling window (config.window > 1): gathers the window's Examples.
 SPAN_WINDOW_RESOLVER = "span_window_resolver"

@@ -172,5 +172,7 @@ def test_real_fingerprints_cover_exactly_the_imported_trainer_modules():
             "trainer.taxi.features",
             "trainer.taxi.model",
             "trainer.taxi.train",
+            # The search shared by the trainers (tuner_fn beside run_fn).
+            "trainer.tuning",
         ],
     )

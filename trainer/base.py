@@ -44,6 +44,7 @@ Only TensorFlow and tf.Transform are imported here (never `pipeline`).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import time
 from dataclasses import asdict, dataclass
@@ -105,6 +106,23 @@ class Hyperparameters:
             raw["hidden_units"] = tuple(raw["hidden_units"])
         return cls(**raw)
 
+    @classmethod
+    def from_fn_args(cls, fn_args: Any) -> Hyperparameters:
+        """The dataset file's values, overridden by the Tuner's best trial when there is one.
+
+        With a Tuner before it, TFX's Trainer hands over the best trial's
+        KerasTuner config as `fn_args.hyperparameters`; a tuned `train_steps`
+        replaces `fn_args.train_steps` too.
+        """
+        hp = cls.from_custom_config(fn_args.custom_config)
+        tuned = tuned_values(getattr(fn_args, "hyperparameters", None))
+        steps = tuned.pop("train_steps", None)
+        if steps is not None:
+            fn_args.train_steps = int(steps)
+        if tuned:
+            logging.info("tuned hyperparameters: %s", tuned)
+        return dataclasses.replace(hp, **tuned)
+
     def input_options(
         self,
         training: bool,
@@ -129,6 +147,19 @@ class Hyperparameters:
             data_service_mode=self.data_service_mode,
             data_service_job_name=self.data_service_job_name,
         )
+
+
+def units_choice(units: Any) -> str:
+    """Layer sizes as one KerasTuner choice value ("64,32"): KerasTuner chooses among scalars."""
+    return ",".join(str(int(u)) for u in units)
+
+
+def tuned_values(hyperparameters: dict[str, Any] | None) -> dict[str, Any]:
+    """A KerasTuner HyperParameters config (the Tuner's best trial) as Hyperparameters fields."""
+    values = dict((hyperparameters or {}).get("values", {}))
+    if "hidden_units" in values:
+        values["hidden_units"] = tuple(int(u) for u in str(values["hidden_units"]).split(","))
+    return values
 
 
 def transform_signature(model: keras.Model, tf_transform_output: tft.TFTransformOutput):

@@ -12,7 +12,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from pipeline.node_ids import EVALUATOR, PUSHER, SCHEMA_IMPORTER, TRAINER, TRANSFORM
+from pipeline.node_ids import EVALUATOR, PUSHER, SCHEMA_IMPORTER, TRAINER, TRANSFORM, TUNER
 from tfxp.metadata.graph import Graph
 from tfxp.metadata.lineage import DataVersion, Lineage, ModelLineage, SpanLineage
 from tfxp.metadata.properties import prop
@@ -82,6 +82,22 @@ def span_graph(s: SpanLineage) -> Graph:
     return g
 
 
+def tuning_facts(lin: Lineage, tuner_execution_id: int) -> dict[str, Any]:
+    """The Tuner's trials (values and eval-loss score, best first) from its TunerResults."""
+    import json
+
+    from tfx.utils import io_utils
+
+    for art in lin.outputs(tuner_execution_id, "TunerResults"):
+        path = os.path.join(art.uri, "tuner_results.json")
+        try:
+            trials = json.loads(io_utils.read_string_file(path))
+        except Exception as e:  # a report must not hide the run's other facts
+            return {"unreadable": f"{path}: {e}"}
+        return {"trials": trials, "best": trials[0] if trials else None}
+    return {}
+
+
 def run_facts(lin: Lineage, run_id: str, *, with_metrics: bool = True) -> dict[str, dict[str, Any]]:
     """What a run trained on and produced, by section, for `diff_facts`."""
     facts: dict[str, dict[str, Any]] = {
@@ -114,6 +130,9 @@ def run_facts(lin: Lineage, run_id: str, *, with_metrics: bool = True) -> dict[s
             facts["code"][key] = c.get("code_fingerprint")
             if node == TRAINER:
                 facts["hyperparameters"] = dict(c.get("hyperparameters") or {})
+    tuner = lin.run_execution(run_id, TUNER)
+    if tuner is not None:
+        facts["tuning"] = tuning_facts(lin, tuner.id)
     if lineage is not None:
         facts["metrics"] = {k: v for k, v in lineage.metrics.items() if not k.endswith("_diff")}
         b = lineage.blessing

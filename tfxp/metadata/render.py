@@ -112,7 +112,27 @@ def render_run(info: RunInfo, facts: dict[str, dict[str, Any]]) -> str:
         values = facts.get(section) or {}
         shown = ", ".join(f"{k} {_short(v)}" for k, v in values.items()) or "-"
         lines.append(f"{section:<16} {shown}")
+    lines.extend(_trial_lines(facts.get("tuning") or {}))
     return "\n".join(lines)
+
+
+def _trial_lines(tuning: dict[str, Any]) -> list[str]:
+    """The Tuner's trials, best first: score (eval loss, lower is better) and values."""
+    if not tuning:
+        return []
+    if "unreadable" in tuning:
+        return [f"{'tuning':<16} unreadable: {tuning['unreadable']}"]
+    trials = tuning.get("trials") or []
+    lines = [f"{'tuning':<16} {len(trials)} trial(s), best first (score: eval loss)"]
+    for t in trials:
+        # %g, not _short's 4 decimals: a learning rate of 1e-06 must not read 0.0000.
+        values = ", ".join(
+            f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={_short(v)}"
+            for k, v in t.items()
+            if k not in ("trial_id", "score")
+        )
+        lines.append(f"  trial {t.get('trial_id')}  score {_short(t.get('score'))}  {values}")
+    return lines
 
 
 def render_model(m: ModelLineage) -> str:

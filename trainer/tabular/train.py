@@ -34,6 +34,7 @@ from trainer.distribution import TrainingJob, train_and_export
 from trainer.input import input_fn
 from trainer.tabular.features import TabularSpec, missing_name, tabular_spec
 from trainer.tabular.model import build_model
+from trainer.tuning import search_result
 
 # Batches read to estimate the regression label's mean and spread.
 LABEL_SCALE_BATCHES = 20
@@ -75,13 +76,37 @@ def label_scale(
     return float(labels.mean()), float(labels.std() or 1.0)
 
 
+def _build(spec, tf_transform_output: tft.TFTransformOutput, fn_args: Any, hp) -> keras.Model:
+    """The compiled model for `hp` (regression: labels scaled by the train split's)."""
+    feature_spec = tf_transform_output.transformed_feature_spec()
+    mean, std = (0.0, 1.0)
+    if spec.task == "regression":
+        # A plain read (no cache, no shuffle): a partial pass must not fill the training cache.
+        mean, std = label_scale(
+            input_fn(fn_args.train_files, feature_spec, spec.label_xf, hp.batch_size, shuffle=False)
+        )
+    return build_model(
+        spec,
+        vocab_sizes={
+            f.name: tf_transform_output.vocabulary_size_by_name(f.name) + f.oov_buckets
+            for f in spec.features
+            if f.treatment == "vocabulary"
+        },
+        missing_indicators=[f.name for f in spec.features if missing_name(f.name) in feature_spec],
+        label_mean=mean,
+        label_std=std,
+        hidden_units=hp.hidden_units,
+        learning_rate=hp.learning_rate,
+    )
+
+
 def run_fn(fn_args: Any) -> None:
     """Trains the model on transformed examples and exports it for serving.
 
     With a multi-worker `TF_CONFIG`, every worker runs this (trainer/distribution.py).
     """
     spec = tabular_spec(fn_args.custom_config)
-    hp = Hyperparameters.from_custom_config(fn_args.custom_config)
+    hp = Hyperparameters.from_fn_args(fn_args)
     logging.info("tabular: %s; hyperparameters: %s", spec, json.dumps(asdict(hp)))
     keras.utils.set_random_seed(hp.seed)
     tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
@@ -93,29 +118,7 @@ def run_fn(fn_args: Any) -> None:
 
     def build() -> keras.Model:
         # Here, not before: no TF op may run before the training strategy starts.
-        mean, std = (0.0, 1.0)
-        if spec.task == "regression":
-            # A plain read (no cache, no shuffle): a partial pass must not fill the training cache.
-            mean, std = label_scale(
-                input_fn(
-                    fn_args.train_files, feature_spec, spec.label_xf, hp.batch_size, shuffle=False
-                )
-            )
-        return build_model(
-            spec,
-            vocab_sizes={
-                f.name: tf_transform_output.vocabulary_size_by_name(f.name) + f.oov_buckets
-                for f in spec.features
-                if f.treatment == "vocabulary"
-            },
-            missing_indicators=[
-                f.name for f in spec.features if missing_name(f.name) in feature_spec
-            ],
-            label_mean=mean,
-            label_std=std,
-            hidden_units=hp.hidden_units,
-            learning_rate=hp.learning_rate,
-        )
+        return _build(spec, tf_transform_output, fn_args, hp)
 
     def signatures(model: keras.Model) -> dict:
         return {
@@ -133,4 +136,21 @@ def run_fn(fn_args: Any) -> None:
             eval_batch_size=hp.eval_batch_size,
             callbacks=(EpochTimer(),),
         ),
+    )
+
+
+def tuner_fn(fn_args: Any):
+    """The Tuner step's search (trainer/tuning.py) over this model and its input."""
+    spec = tabular_spec(fn_args.custom_config)
+    base = Hyperparameters.from_custom_config(fn_args.custom_config)
+    tf_transform_output = tft.TFTransformOutput(fn_args.transform_graph_path)
+    feature_spec = tf_transform_output.transformed_feature_spec()
+
+    def dataset(patterns, batch_size: int, training: bool) -> tf.data.Dataset:
+        return input_fn(
+            patterns, feature_spec, spec.label_xf, batch_size, base.input_options(training)
+        )
+
+    return search_result(
+        fn_args, lambda hp: _build(spec, tf_transform_output, fn_args, hp), dataset
     )

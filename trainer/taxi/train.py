@@ -23,6 +23,7 @@ from trainer.distribution import TrainingJob, train_and_export
 from trainer.input import input_fn
 from trainer.taxi import features as f
 from trainer.taxi.model import build_keras_model
+from trainer.tuning import search_result
 
 
 def _examples_signature(model: keras.Model, tf_transform_output: tft.TFTransformOutput):
@@ -64,7 +65,7 @@ def run_fn(fn_args: Any) -> None:
     step counts, `custom_config` and the serving model directory. With a
     multi-worker `TF_CONFIG`, every worker runs this (trainer/distribution.py).
     """
-    hp = Hyperparameters.from_custom_config(fn_args.custom_config)
+    hp = Hyperparameters.from_fn_args(fn_args)
     logging.info("hyperparameters: %s", json.dumps(asdict(hp)))
     # Same data, code and hyperparameters give the same model (up to thread
     # scheduling in TF's kernels): weights init and shuffling are seeded.
@@ -91,4 +92,25 @@ def run_fn(fn_args: Any) -> None:
             eval_batch_size=hp.eval_batch_size,
             callbacks=(EpochTimer(),),
         ),
+    )
+
+
+def tuner_fn(fn_args: Any):
+    """The Tuner step's search (trainer/tuning.py) over this model and its input."""
+    base = Hyperparameters.from_custom_config(fn_args.custom_config)
+    tf_transform_output = tft.TFTransformOutput(fn_args.transform_graph_path)
+    feature_spec = tf_transform_output.transformed_feature_spec()
+    vocab_sizes = {
+        key: tf_transform_output.vocabulary_size_by_name(key) + f.OOV_SIZE
+        for key in f.VOCAB_FEATURE_KEYS
+    }
+
+    def dataset(patterns, batch_size: int, training: bool) -> tf.data.Dataset:
+        options = base.input_options(training, import_augment(base.augment))
+        return input_fn(patterns, feature_spec, f.TRANSFORMED_LABEL_KEY, batch_size, options)
+
+    return search_result(
+        fn_args,
+        lambda hp: build_keras_model(hp.hidden_units, hp.learning_rate, vocab_sizes),
+        dataset,
     )

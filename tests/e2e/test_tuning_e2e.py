@@ -1,0 +1,130 @@
+"""A tuned pipeline: the Tuner searches a learning rate that matters, the Trainer takes the
+best trial, the tuned model is at least as good as the default one, and a rerun is cached.
+
+The default model is the shared `taxi_runs` fixture's first run: the same sample data
+(same split), code and step budget, with the dataset file's fixed learning rate.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+from pathlib import Path
+
+import pytest
+from e2e_support import small_config, write_sample
+
+from pipeline import definition as d
+from pipeline.config import TuningOptions
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+
+TINY, DEFAULT = 1e-6, 0.003  # 1e-6 barely moves the weights in 40 steps
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    from tfxp.local.runner import run_local
+
+    tmp = tmp_path_factory.mktemp("tuned")
+    write_sample(tmp / "data")
+    config = small_config(tmp).replace(
+        tuning=TuningOptions(
+            search_space={"learning_rate": {"choices": [TINY, DEFAULT]}},
+            algorithm="random",
+            max_trials=2,
+        )
+    )
+    first = run_local(config, printer=lambda _: None)
+    again = run_local(config, printer=lambda _: None)
+    return config, first, again
+
+
+def _one(pattern: str) -> Path:
+    found = glob.glob(pattern)
+    assert len(found) == 1, (pattern, found)
+    return Path(found[0])
+
+
+def test_every_trial_is_recorded_and_the_tiny_rate_loses(tuned):
+    config, first, _ = tuned
+    assert d.TUNER in first.executed
+    trials = json.loads(
+        _one(f"{config.pipeline_root}/Tuner/tuner_results/*/tuner_results.json").read_text()
+    )
+    by_rate = {t["learning_rate"]: t["score"] for t in trials}
+    assert set(by_rate) == {TINY, DEFAULT}, trials
+    # The score is the eval split's loss: the tiny rate clearly underfits.
+    assert by_rate[TINY] > by_rate[DEFAULT] + 0.01, trials
+    best = json.loads(
+        _one(
+            f"{config.pipeline_root}/Tuner/best_hyperparameters/*/best_hyperparameters.txt"
+        ).read_text()
+    )
+    assert best["values"]["learning_rate"] == DEFAULT
+
+
+def test_the_tuned_model_is_at_least_as_good_as_the_default(tuned, taxi_runs):
+    _, first, _ = tuned
+    default = taxi_runs.first
+    assert first.metrics and default.metrics
+    assert first.metrics["binary_accuracy"] >= default.metrics["binary_accuracy"], (
+        first.metrics,
+        default.metrics,
+    )
+
+
+def test_an_unchanged_rerun_is_cached_tuner_included(tuned):
+    _, _, again = tuned
+    states = {c.node_id: c.state for c in again.components}
+    assert states[d.TUNER] == "CACHED", states
+    assert states[d.TRAINER] == "CACHED", states
+    assert again.executed == []
+
+
+def test_runs_show_lists_the_trials(tuned):
+    import contextlib
+    import io
+
+    from tfxp.cli import main
+
+    config, first, _ = tuned
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["runs", "show", first.run_id, "--run-dir", config.run_dir])
+    assert code == 0, err.getvalue()
+    text = out.getvalue()
+    assert "2 trial(s), best first" in text, text
+    best, worst = [line for line in text.splitlines() if line.lstrip().startswith("trial ")]
+    assert "learning_rate=0.003" in best and "learning_rate=1e-06" in worst, text
+
+
+def test_a_tfxp_init_dataset_is_tuned_by_the_generic_trainer(tmp_path):
+    """The generic tabular trainer's search: layer sizes of a `tfxp init` table."""
+    from test_tabular_e2e import dataset_path, tfxp, write_table
+
+    from pipeline.datasets import dataset_config
+    from tfxp.local.runner import run_local
+
+    home, data = tmp_path / "schema", tmp_path / "data"
+    write_table("wine", tmp_path / "wine.csv")
+    code, _, err = tfxp(
+        home, "init", "wine", "--csv", str(tmp_path / "wine.csv"), "--label", "cultivar",
+        "--data-root", str(data),
+    )  # fmt: skip
+    assert code == 0, err
+    dataset_file = home / "wine" / "dataset.yaml"
+    dataset_file.write_text(
+        dataset_file.read_text()
+        + "\ntuning:\n  max_trials: 2\n  search_space:\n"
+        + "    hidden_units: {choices: [[8], [64, 32]]}\n"
+    )
+    with dataset_path(home):
+        config = dataset_config("wine").replace(run_dir=str(tmp_path / "run"))
+    run = run_local(config, printer=lambda _: None)
+    assert {d.TUNER, d.TRAINER} <= set(run.executed)
+    trials = json.loads(
+        _one(f"{config.pipeline_root}/Tuner/tuner_results/*/tuner_results.json").read_text()
+    )
+    assert sorted(t["hidden_units"] for t in trials) == ["64,32", "8"], trials
+    assert run.metrics["sparse_categorical_accuracy"] > 0.5, run.metrics
