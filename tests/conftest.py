@@ -22,6 +22,12 @@ import os
 import shlex
 import sys
 
+# absl's handler on the root logger keeps the sys.stderr it found at its import. Imported
+# here, that is the session's capture, open to the end; first imported inside a test that
+# captures stderr (capsys), it would keep that test's stream, closed afterwards, and every
+# later log line on the worker would print a "Logging error" traceback into other tests'
+# stderr.
+import absl.logging  # noqa: F401
 import pytest
 
 # One definition for the whole session: a fixture imported into two test modules

@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from typing import Any
 
 from absl import logging
 from tfx import types
 from tfx.components.evaluator import constants as evaluator_constants
 from tfx.dsl.components.base import base_component, base_executor, executor_spec
+from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, component_spec, standard_artifacts
 from tfx.utils import io_utils
 
+from components.object_storage import scheme_of
 from components.serving_check.check import check_model
 
 MODEL_KEY = "model"
@@ -82,19 +85,28 @@ class Executor(base_executor.BaseExecutor):
             return
         model = artifact_utils.get_single_instance(input_dict[MODEL_KEY])
         model_dir = os.path.join(model.uri, "Format-Serving")
-        if not os.path.isdir(model_dir):
+        if not fileio.isdir(model_dir):
             model_dir = model.uri
         rows = eval_rows(
             artifact_utils.get_single_instance(input_dict[EXAMPLES_KEY]),
             int(exec_properties["rows"]),
         )
-        result = check_model(
-            model_dir,
-            rows,
-            signature=exec_properties["signature"],
-            label_key=exec_properties["label_key"],
-            work_dir=os.path.join(blessing.uri, "work"),
-        )
+        with tempfile.TemporaryDirectory(prefix="serving-check-") as local:
+            if scheme_of(model_dir):
+                # The fresh process has TensorFlow and nothing else, so no filesystem
+                # plugin for buckets (tensorflow-io): it gets a local copy, as a model
+                # server's loader would fetch one.
+                copy = os.path.join(local, "model")
+                io_utils.copy_dir(model_dir, copy)
+                model_dir = copy
+            local_blessing = not scheme_of(blessing.uri)
+            result = check_model(
+                model_dir,
+                rows,
+                signature=exec_properties["signature"],
+                label_key=exec_properties["label_key"],
+                work_dir=os.path.join(blessing.uri if local_blessing else local, "work"),
+            )
         _record(blessing, result)
         io_utils.write_string_file(
             os.path.join(blessing.uri, RESULT_FILE), json.dumps(result.to_dict(), indent=1)
