@@ -22,12 +22,6 @@ import os
 import shlex
 import sys
 
-# absl's handler on the root logger keeps the sys.stderr it found at its import. Imported
-# here, that is the session's capture, open to the end; first imported inside a test that
-# captures stderr (capsys), it would keep that test's stream, closed afterwards, and every
-# later log line on the worker would print a "Logging error" traceback into other tests'
-# stderr.
-import absl.logging  # noqa: F401
 import pytest
 
 # One definition for the whole session: a fixture imported into two test modules
@@ -181,3 +175,21 @@ def forkserver():
     server = ForkServer.attach(address) if address else _new_forkserver()
     yield server
     server.close()
+
+
+# The session's stderr (pytest's capture, open until the session ends).
+_SESSION_STDERR = sys.stderr
+
+
+@pytest.fixture(autouse=True)
+def _absl_handler_stream_open():
+    """absl's root handler keeps the stream it was given; on a worker that can be a test's
+    capture (capsys), closed once that test ends, after which every absl log line (ML
+    Metadata's "MetadataStore with DB connection initialized" among them) printed a
+    "Logging error" traceback into the next tests' stderr. Point it back at the session's."""
+    from absl import logging as absl_logging
+
+    handler = absl_logging.get_absl_handler().python_handler
+    if getattr(handler.stream, "closed", False):
+        handler.stream = _SESSION_STDERR
+    yield
