@@ -18,7 +18,6 @@ Slow tests are sent to the workers first (`make test` keeps this order with
 instead of one long pipeline test starting last on one worker.
 """
 
-import logging
 import os
 import shlex
 import sys
@@ -183,16 +182,14 @@ _SESSION_STDERR = sys.stderr
 
 
 @pytest.fixture(autouse=True)
-def _log_handler_streams_open():
-    """A log handler keeps the stream it was given. On a worker that can be a finished
-    test's capture (capsys), closed once that test ended: absl's root handler, or the one
-    `logging.basicConfig()` adds (Beam's PipelineOptions calls it). Every later log line
-    (ML Metadata's "MetadataStore with DB connection initialized" among them) then printed
-    a "Logging error" traceback into the next tests' stderr. Point them at the session's."""
+def _absl_handler_stream_open():
+    """absl's root handler keeps the stream it was given; on a worker that can be a test's
+    capture (capsys), closed once that test ends, after which every absl log line (ML
+    Metadata's "MetadataStore with DB connection initialized" among them) printed a
+    "Logging error" traceback into the next tests' stderr. Point it back at the session's."""
     from absl import logging as absl_logging
 
-    handlers = [*logging.root.handlers, absl_logging.get_absl_handler().python_handler]
-    for handler in handlers:
-        if getattr(getattr(handler, "stream", None), "closed", False):
-            handler.setStream(_SESSION_STDERR)
+    handler = absl_logging.get_absl_handler().python_handler
+    if getattr(handler.stream, "closed", False):
+        handler.stream = _SESSION_STDERR
     yield
