@@ -133,7 +133,7 @@ def render_scale(result: dict) -> list[str]:
         lines += [
             f"**{rows_n:,} rows.** Ours / the example's fastest configuration here "
             f"({SIDE_LABELS.get(best, best)}): **{_num(size['ratio_vs_best'], 3)}** "
-            f"(target ≤ 0.4: {_verdict(size['ratio_met'])}); accuracy at least the example's: "
+            f"(target ≤ {size.get('ratio_target', 0.4)}: {_verdict(size['ratio_met'])}); accuracy at least the example's: "
             f"{_verdict(size['accuracy_met'])}.",
             "",
             *_table(["", *(SIDE_LABELS[n] for n in names)], rows),

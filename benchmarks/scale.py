@@ -19,8 +19,8 @@ tree (sampled every 0.25 s, Beam workers included), eval binary_accuracy and eva
 counts (checked equal); then ours / best anchor per size and how each side's time grows from
 the smallest to the largest size (linear means the ratio of times equals the ratio of rows).
 
-Targets (issue #19): ours <= 0.4x the anchor's best at 1M rows, accuracy >= the example's,
-every process <= 2 GB, time linear in rows. A missed target is reported, not failed: this is a
+Targets: ours <= 0.25x the anchor's best at 1M rows and above, <= 0.3x below 1M; accuracy >=
+the example's; ours' largest process <= 1.5 GB; time linear in rows. A missed target is reported, not failed: this is a
 benchmark. The process exits non-zero only when a run fails (its log tail is printed).
 
 Sizes are whole-pipeline runs: at 1M rows each side takes several minutes (about 8-10 min each
@@ -44,8 +44,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import taxi_vs_tfx_example as taxi  # noqa: E402  (the sibling benchmark's runners and readers)
 
 TFXP = str(Path(sys.executable).parent / "tfxp")
-RATIO_TARGET = 0.40
-RSS_TARGET_MB = 2048.0
+RSS_TARGET_MB = 1536.0
+
+
+def ratio_target(rows: int) -> float:
+    """The wall-time target against the best anchor: stricter at 1M rows, where fixed costs fade."""
+    return 0.25 if rows >= 1_000_000 else 0.30
+
+
 ANCHOR_NAMES = {"shipped": "example", "in-process": "example_inprocess", "fnapi": "example_fnapi"}
 
 
@@ -99,7 +105,8 @@ def summarize(rows: int, results: dict[str, taxi.RunResult]) -> dict[str, Any]:
         "best_anchor": best,
         "ratio_vs_best": ratio,
         "ratios": {n: ours.wall_seconds / a.wall_seconds for n, a in anchors.items()},
-        "ratio_met": ratio <= RATIO_TARGET,
+        "ratio_target": ratio_target(rows),
+        "ratio_met": ratio <= ratio_target(rows),
         "accuracy_met": (
             ours.binary_accuracy >= max(accuracies)
             if ours.binary_accuracy is not None and accuracies
@@ -140,7 +147,7 @@ def render_size(summary: dict[str, Any]) -> str:
     lines = [f"\n== {rows_n:,} rows ==", *_table(table)]
     lines.append(
         f"ours / best anchor ({summary['best_anchor']}): {summary['ratio_vs_best']:.3f} "
-        f"(target <= {RATIO_TARGET}: {taxi._verdict(summary['ratio_met'])}); accuracy "
+        f"(target <= {summary['ratio_target']}: {taxi._verdict(summary['ratio_met'])}); accuracy "
         f"{taxi._verdict(summary['accuracy_met'])}; ours' largest process <= "
         f"{RSS_TARGET_MB:.0f} MB {taxi._verdict(summary['ours_rss_met'])}"
     )
