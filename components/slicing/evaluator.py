@@ -138,6 +138,9 @@ def judge(
 class Executor(fast_executor.Executor):
     """The Evaluator's executor (fast path or TFX's), then the per-slice rules (module docstring)."""
 
+    def slice_buckets(self, exec_properties: dict[str, Any]) -> dict[str, tuple[float, ...]]:
+        return dict(SliceRules.from_json(exec_properties.get(SLICE_RULES_KEY)).buckets)
+
     def Do(  # noqa: N802 - TFX API
         self,
         input_dict: dict[str, list[types.Artifact]],
