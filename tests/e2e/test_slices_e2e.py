@@ -10,6 +10,12 @@ model made wrong on purpose for one payment type (slice_sabotage.py):
          so the overall change threshold passes, but worse on the Credit Card
          slice by far more than the allowed drop.
 
+Both runs' Evaluators take the fast path (components/fast_eval). Run 2's
+evaluation is then repeated on the same inputs, with and without the baseline,
+as shipped and with TFMA thresholds on a slice, by the fast path and by TFX's
+executor (TFMA): every metric of every slice, the validation result, the
+blessing and its message must agree.
+
 The test reads both models' numbers back from the evaluation and checks these
 premises before the verdict, so it cannot pass on a scenario that did not happen.
 """
@@ -22,6 +28,7 @@ from pathlib import Path
 
 import pytest
 from e2e_support import small_config, write_sample
+from evaluator_runs import evaluator_inputs, file_names, metric_values, run_executor
 
 from pipeline.config import EvalThresholds, PipelineConfig, SliceOptions
 from tfxp.metadata.summary import RunSummary
@@ -136,3 +143,90 @@ def test_the_serving_check_blocks_a_model_that_reads_the_label(slice_runs):
     assert first.serving_check.startswith("disagrees"), first.serving_check
     assert "without 'tips'" in first.serving_check
     assert "the serving check failed" in first.render()
+
+
+def test_both_runs_evaluate_by_slice_on_the_fast_path(slice_runs):
+    logs = "".join(p.read_text() for p in (Path(slice_runs.config.run_dir) / "logs").glob("*.log"))
+    assert logs.count("Evaluator: fast path") == 2, logs.count("Evaluator: TFMA path")
+
+
+def _with_slice_thresholds(eval_config_json: str) -> str:
+    """The eval config with TFMA thresholds on the payment type slices: binary accuracy of
+    at least 0.5, and no lower than the baseline's by more than 0.1 (Credit Card fails)."""
+    import tensorflow_model_analysis as tfma
+    from google.protobuf import json_format
+
+    config = json_format.Parse(eval_config_json, tfma.EvalConfig())
+    [accuracy] = [m for m in config.metrics_specs[0].metrics if m.class_name == "BinaryAccuracy"]
+    accuracy.per_slice_thresholds.add(
+        slicing_specs=[tfma.SlicingSpec(feature_keys=["payment_type"])],
+        threshold=tfma.MetricThreshold(
+            value_threshold=tfma.GenericValueThreshold(lower_bound={"value": 0.5}),
+            change_threshold=tfma.GenericChangeThreshold(
+                direction=tfma.MetricDirection.HIGHER_IS_BETTER, absolute={"value": -0.1}
+            ),
+        ),
+    )
+    return json_format.MessageToJson(config)
+
+
+def _validation(uri: str):
+    """TFMA's validation result, its per-slice records in a stable order."""
+    import tensorflow_model_analysis as tfma
+
+    result = tfma.load_validation_result(uri)
+    ordered = sorted(result.metric_validations_per_slice, key=lambda v: v.SerializeToString())
+    del result.metric_validations_per_slice[:]
+    result.metric_validations_per_slice.extend(ordered)
+    return result
+
+
+@pytest.mark.parametrize("baseline", [False, True], ids=["first-run", "against-baseline"])
+@pytest.mark.parametrize("thresholds", [False, True], ids=["as-shipped", "slice-thresholds"])
+def test_fast_path_equals_tfma_on_every_slice(slice_runs, baseline, thresholds, tmp_path, caplog):
+    import logging
+
+    from components.fast_eval.metrics import Unsupported
+    from components.slicing import evaluator as sliced
+
+    class TfmaOnly(sliced.Executor):
+        """The sliced Evaluator with the fast path declined: TFX's executor runs."""
+
+        def _fast(self, *args) -> None:
+            raise Unsupported("declined by the test")
+
+    inputs, properties, _ = evaluator_inputs(slice_runs.config)  # run 2's Evaluator
+    assert inputs.get("baseline_model"), "run 2 must evaluate against a baseline"
+    if not baseline:
+        inputs = {k: v for k, v in inputs.items() if k != "baseline_model"}
+    if thresholds:
+        properties["eval_config"] = _with_slice_thresholds(properties["eval_config"])
+    with caplog.at_level(logging.INFO):
+        ours_uri, ours_blessing = run_executor(sliced.Executor, inputs, properties, tmp_path / "o")
+        assert "Evaluator: fast path" in caplog.text
+        tfma_uri, tfma_blessing = run_executor(TfmaOnly, inputs, properties, tmp_path / "t")
+        assert "Evaluator: TFMA path (fast path does not cover: declined" in caplog.text
+
+    ours, theirs = metric_values(ours_uri), metric_values(tfma_uri)
+    assert ours.keys() == theirs.keys()
+    slice_keys = {slice_key for slice_key, _ in theirs}
+    assert len(slice_keys) >= 8  # overall, payment types, trip distance buckets
+    for key, value in theirs.items():
+        if isinstance(value, float):
+            assert ours[key] == pytest.approx(value, abs=1e-6), key
+        else:
+            assert ours[key] == value, key
+    assert any("fall_out" in k for _, k in ours) and any("miss_rate" in k for _, k in ours)
+    assert _validation(ours_uri) == _validation(tfma_uri)
+    for name in ("blessed", sliced.MESSAGE_PROPERTY):
+        assert ours_blessing.get_custom_property(name) == tfma_blessing.get_custom_property(name)
+    assert file_names(ours_blessing.uri) == file_names(tfma_blessing.uri)
+    assert file_names(ours_uri) == file_names(tfma_uri)
+    failing = {
+        str(v.slice_key) for v in _validation(ours_uri).metric_validations_per_slice if v.failures
+    }
+    if thresholds:  # run 2's model is wrong on Credit Card trips: TFMA's threshold fails there
+        assert ours_blessing.get_int_custom_property("blessed") == 0
+        assert any("Credit Card" in k for k in failing), failing
+    else:
+        assert not failing
