@@ -79,23 +79,31 @@ def read_slice_metrics(evaluation_uri: str) -> SliceMetrics:
 
 
 def overall_failures(evaluation_uri: str, metrics: SliceMetrics) -> list[str]:
-    """TFMA's own threshold failures (the overall thresholds), each with both numbers."""
+    """TFMA's own threshold failures (the overall thresholds, and any on slices), each
+    naming its slice, with both numbers."""
     import tensorflow_model_analysis as tfma
+    from tensorflow_model_analysis.slicer import slicer_lib
 
     result = tfma.load_validation_result(evaluation_uri)
     messages = []
-    overall = metrics.get(OVERALL, {})
-    for per_slice in result.metric_validations_per_slice:
+    named = [
+        (slice_name(slicer_lib.deserialize_slice_key(v.slice_key)), v)
+        for v in result.metric_validations_per_slice
+    ]
+    # In slice order, the whole split first: the order TFMA combined them in varies.
+    for where, per_slice in sorted(named, key=lambda n: (n[0] != OVERALL, n[0])):
+        models = metrics.get(where, {})
+        where = where if where == OVERALL else f"slice {where}"
         for failure in per_slice.failures:
             name = failure.metric_key.name
             value = failure.metric_value.double_value.value
             threshold = failure.metric_threshold
             if failure.metric_key.is_diff:
-                candidate = overall.get(CANDIDATE, {}).get(name, math.nan)
-                baseline = overall.get(BASELINE, {}).get(name, math.nan)
+                candidate = models.get(CANDIDATE, {}).get(name, math.nan)
+                baseline = models.get(BASELINE, {}).get(name, math.nan)
                 allowed = threshold.change_threshold.absolute.value
                 messages.append(
-                    f"overall: {name} {candidate:.4f} against the baseline's {baseline:.4f}, "
+                    f"{where}: {name} {candidate:.4f} against the baseline's {baseline:.4f}, "
                     f"a change of {value:+.4f} (required: {allowed:+g} or better)"
                 )
             else:
@@ -105,7 +113,7 @@ def overall_failures(evaluation_uri: str, metrics: SliceMetrics) -> list[str]:
                     if bounds.HasField("lower_bound") and value < bounds.lower_bound.value
                     else f"above the ceiling {bounds.upper_bound.value:g}"
                 )
-                messages.append(f"overall: {name} {value:.4f} is {limit}")
+                messages.append(f"{where}: {name} {value:.4f} is {limit}")
     if not result.validation_ok and not messages:
         # e.g. a threshold's metric that was not computed: never bless silently.
         messages.append(f"TFMA's validation failed: {result}".strip())
