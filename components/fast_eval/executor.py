@@ -1,13 +1,14 @@
 """The Evaluator's executor: the fast path when it covers the evaluation, else TFX's own.
 
 `Do` reads the eval config as TFX's executor does (defaults for a first run or a
-baseline run, rubber stamp), then asks whether the fast path covers it: one overall
-slice, no confidence intervals, signature-based models taking serialized examples,
-and metrics whose combiners `metrics.SUPPORTED_COMBINERS` fills (the binary
-confusion-matrix family: AUC, accuracy, precision, recall, ...; example count).
-Anything else — feature slices, a custom eval shared model or extractors of a
-module's own, keras compiled metrics, multi-class metrics, labels outside [0, 1] —
-runs TFX's executor unchanged. Which path ran is logged.
+baseline run, rubber stamp), then asks whether the fast path covers it: slicing by
+features (single, crossed, bucketed: `slices`), no confidence intervals,
+signature-based models taking serialized examples, and metrics whose combiners
+`metrics.SUPPORTED_COMBINERS` fills (the binary confusion-matrix family: AUC,
+accuracy, precision, recall, fall-out, miss rate ...; example count). Anything else —
+SQL or fixed-value slicing, a custom eval shared model or extractors of a module's
+own, keras compiled metrics, multi-class metrics, labels outside [0, 1] — runs TFX's
+executor unchanged. Which path ran is logged.
 
 The fast path writes its results through TFMA's own writers (metrics, plots,
 attributions, validations, eval_config.json: the same files `tfma.load_metrics` and

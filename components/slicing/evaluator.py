@@ -1,8 +1,8 @@
 """TFX's Evaluator, with slicing by bucket and per-slice blessing rules.
 
-TFMA computes the metrics of every slice the eval config names and checks the
-overall thresholds (through components/fast_eval/, which computes them itself
-when the config has only the overall slice, else runs TFX's executor); this
+TFMA's metrics of every slice the eval config names are computed and its
+thresholds checked (by components/fast_eval/, which computes them itself when it
+covers the config, else runs TFX's executor); this
 executor then (1) checks the per-slice rules
 (components/slicing/rules.py) on TFMA's output, (2) writes `slices.json`
 beside TFMA's output (every slice's metrics for both models, the rules and
