@@ -12,7 +12,7 @@ from pipeline.definition import eval_config
 
 
 def _unsliced_taxi():
-    """Taxi without its slicing: the fast path covers the overall slice only."""
+    """Taxi without its slicing: the whole split only."""
     return dataset_config("taxi").replace(slicing=None)
 
 
