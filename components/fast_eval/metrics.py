@@ -171,8 +171,11 @@ def slice_metrics(
             else _example_count
         )
         results.update(fill(c.combiner, columns))
-    for c in separated.derived_computations:
-        results.update(c.result(results))
+    # A slice without positives (or negatives) has NaN rates, as in TFMA, where
+    # numpy's warning stays in the Beam worker's log instead of the run's console.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for c in separated.derived_computations:
+            results.update(c.result(results))
     results = _with_diffs(results, baseline_model_name)
     sliced = mpv._add_ci_derived_metrics(  # noqa: SLF001
         (slice_key, results), separated.ci_derived_computations
