@@ -75,16 +75,9 @@ def _artifact(config, type_name: str):
 
 
 def _executor_classes() -> dict[str, type]:
-    from components.fast_eval.metrics import Unsupported
-    from components.slicing.evaluator import Executor
+    from components.slicing.evaluator import Executor, TfmaExecutor
 
-    class TfmaPath(Executor):
-        """The Evaluator's executor with its fast path declined: TFX's executor (TFMA)."""
-
-        def _fast(self, *args) -> None:
-            raise Unsupported("declined by the benchmark")
-
-    return {"fast": Executor, "tfma": TfmaPath}
+    return {"fast": Executor, "tfma": TfmaExecutor}
 
 
 def _evaluate(executor_class, model, examples, config, out: Path) -> float:

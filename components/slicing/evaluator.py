@@ -30,6 +30,7 @@ from tfx.types import standard_component_specs as specs
 from tfx.utils import io_utils
 
 from components.fast_eval import executor as fast_executor
+from components.fast_eval.metrics import Unsupported
 from components.slicing.rules import (
     BASELINE,
     CANDIDATE,
@@ -190,6 +191,15 @@ class Executor(fast_executor.Executor):
             logging.info("Blessed: every judged slice passed its rules.")
         else:
             logging.error("NOT blessed: %s", message)
+
+
+class TfmaExecutor(Executor):
+    """The same executor with its fast path turned off: TFX's executor (TFMA over Beam),
+    then the per-slice rules. The reference the fast path is measured and tested
+    against (benchmarks/slicing_cost.py, tests/e2e/test_slices_e2e.py)."""
+
+    def _fast(self, *args: Any) -> None:
+        raise Unsupported("the fast path is turned off (TfmaExecutor)")
 
 
 class SlicedEvaluatorSpec(specs.EvaluatorSpec):
