@@ -189,3 +189,15 @@ def test_slice_keys_match_tfmas_slicer_with_missing_and_multiple_values():
     for key, rows in expected.items():
         assert ours[key].tolist() == rows, key
         assert [type(v) for _, v in key] == [type(v) for _, v in next(k for k in ours if k == key)]
+
+
+def test_a_slicing_feature_of_two_types_goes_to_tfma():
+    import tensorflow as tf
+
+    from components.fast_eval import slices
+
+    config = tfma.EvalConfig(slicing_specs=[tfma.SlicingSpec(feature_keys=["hour"])])
+    features = slices.SliceFeatures(config, {})
+    features.add(tf.constant([_example(hour=[1]), _example(hour=[])]))
+    with pytest.raises(metrics.Unsupported, match="several types"):
+        features.add(tf.constant([_example(hour=[1.5])]))  # decoded as ints after the first batch

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from tensorflow_metadata.proto.v0 import schema_pb2
 from tensorflow_model_analysis.proto import config_pb2
 from tfx_bsl.coders import example_coder
 
@@ -32,6 +33,13 @@ from components.fast_eval.metrics import Unsupported
 from components.slice_buckets import BUCKET_SUFFIX, bucket_label
 
 OVERALL: tuple = ()
+# The schema-less decoder's value types, as a schema names them.
+_SCHEMA_TYPES = {
+    "int64": schema_pb2.INT,
+    "float": schema_pb2.FLOAT,
+    "large_binary": schema_pb2.BYTES,
+    "binary": schema_pb2.BYTES,
+}
 
 
 def slicing_refusal(eval_config: Any, buckets: dict[str, tuple[float, ...]]) -> str | None:
@@ -86,7 +94,10 @@ class SliceFeatures:
             {n for n in names if n not in self.buckets}
             | {n.removesuffix(BUCKET_SUFFIX) for n in self.buckets}
         )
+        # Schema-less until every slicing feature's type is known, then only those
+        # features (the same columns, without decoding the others).
         self._decoder = example_coder.ExamplesToRecordBatchDecoder() if self.raw else None
+        self._narrow = False
         self._rows: dict[str, list[np.ndarray]] = {name: [] for name in self.raw}
         self._values: dict[str, list[np.ndarray]] = {name: [] for name in self.raw}
         self._types: dict[str, set] = {name: set() for name in self.raw}
@@ -101,7 +112,10 @@ class SliceFeatures:
         """One batch of serialized examples (a string tensor)."""
         count = int(serialized.shape[0])
         if self._decoder is not None:
-            batch = self._decoder.DecodeBatch(list(serialized.numpy()))
+            try:
+                batch = self._decoder.DecodeBatch(list(serialized.numpy()))
+            except RuntimeError as error:  # a feature of another type than seen before
+                raise Unsupported(f"slicing features of several types: {error}") from error
             for name in self.raw:
                 index = batch.schema.get_field_index(name)
                 if index < 0 or pa.types.is_null(batch.column(index).type.value_type):
@@ -111,7 +125,22 @@ class SliceFeatures:
                 parents = pc.list_parent_indices(column).to_numpy(zero_copy_only=False)
                 self._rows[name].append(parents.astype(np.int64) + self.examples)
                 self._values[name].append(column.flatten().to_numpy(zero_copy_only=False))
+            self._narrow_decoder()
         self.examples += count
+
+    def _narrow_decoder(self) -> None:
+        """Once every slicing feature's type is known, decode only those features."""
+        if self._narrow or not all(self._types[name] for name in self.raw):
+            return
+        schema = schema_pb2.Schema()
+        for name in self.raw:
+            (arrow_type,) = self._types[name] if len(self._types[name]) == 1 else (None,)
+            kind = _SCHEMA_TYPES.get(arrow_type)
+            if kind is None:
+                return  # several types (refused later), or one the schema cannot say
+            schema.feature.add(name=name, type=kind)
+        self._decoder = example_coder.ExamplesToRecordBatchDecoder(schema.SerializeToString())
+        self._narrow = True
 
     def _flat(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         if len(self._types[name]) > 1:
