@@ -61,8 +61,8 @@ def _prepare(work: Path, rows: int):
     return trained.model_uri, split, big
 
 
-def _artifact(config, type_name: str):
-    """The newest artifact of `type_name` in `config`'s ML Metadata store."""
+def _artifact(config, type_name: str, producer: str):
+    """The newest artifact of `type_name` that `producer` wrote, from `config`'s ML Metadata."""
     from ml_metadata.metadata_store import metadata_store
     from tfx.orchestration import metadata
     from tfx.types import artifact_utils
@@ -71,7 +71,10 @@ def _artifact(config, type_name: str):
         metadata.sqlite_metadata_connection_config(config.metadata_path)
     )
     [artifact_type] = [store.get_artifact_type(type_name)]
-    artifact = max(store.get_artifacts_by_type(type_name), key=lambda a: a.id)
+    artifact = max(
+        (a for a in store.get_artifacts_by_type(type_name) if f"/{producer}/" in a.uri),
+        key=lambda a: a.id,
+    )
     return artifact_utils.deserialize_artifact(artifact_type, artifact)
 
 
@@ -150,14 +153,14 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
         model_run = small_config(work / "model-run").replace(data_root=str(work / "sample"))
-        model = _artifact(model_run, "Model")
+        model = _artifact(model_run, "Model", "Trainer")
         assert model.uri == model_uri, (model.uri, model_uri)
-        examples = _artifact(config, "Examples")
+        examples = _artifact(config, "Examples", "CsvExampleGen")
         configs = {"whole split": config.replace(slicing=None), "taxi slicing": config}
         # Not timed: each path once on the sample's eval split, so that loading
         # libraries and tracing the model's functions count against neither.
         for path, executor_class in _executor_classes().items():
-            sample = _artifact(model_run, "Examples")
+            sample = _artifact(model_run, "Examples", "CsvExampleGen")
             _evaluate(executor_class, model, sample, config, work / f"warm-up-{path}")
         print("  warm-up (not timed): both paths on the sample's eval split", flush=True)
         seconds: dict[str, list[float]] = {}
