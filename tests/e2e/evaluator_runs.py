@@ -59,10 +59,14 @@ def run_executor(executor_class, inputs, properties, out: Path):
 
 
 def metric_values(uri: str) -> dict:
+    """(slice key, metric key) -> number (or the value's text) of every written metric,
+    and TFMA's error records (e.g. a slice under `min_slice_size`) by their name."""
     import tensorflow_model_analysis as tfma
 
     values = {}
     for per_slice in tfma.load_metrics(uri):
+        for name, value in per_slice.metrics.items():
+            values[(str(per_slice.slice_key), name)] = str(value)
         for key_and_value in per_slice.metric_keys_and_values:
             value = key_and_value.value
             kind = value.WhichOneof("type")
