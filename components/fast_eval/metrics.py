@@ -28,12 +28,16 @@ from tensorflow_model_analysis.metrics import (
     metric_specs,
     metric_types,
     metric_util,
+    tf_metric_wrapper,
 )
 
 HISTOGRAM = calibration_histogram._CalibrationHistogramCombiner  # noqa: SLF001
 EXAMPLE_COUNT = example_count._ExampleCountCombiner  # noqa: SLF001
 CONFUSION = binary_confusion_matrices._BinaryConfusionMatrixCombiner  # noqa: SLF001
-SUPPORTED_COMBINERS = (HISTOGRAM, EXAMPLE_COUNT, CONFUSION)
+# Keras metrics by name (SparseCategoricalAccuracy, MeanSquaredError ...), which TFMA
+# updates a batch at a time and adds up (their weights are sums).
+KERAS = tf_metric_wrapper._CompilableMetricsCombiner  # noqa: SLF001
+SUPPORTED_COMBINERS = (HISTOGRAM, EXAMPLE_COUNT, CONFUSION, KERAS)
 
 
 class Unsupported(Exception):
@@ -42,10 +46,14 @@ class Unsupported(Exception):
 
 @dataclass
 class Columns:
-    """One model's labels and predictions on the evaluated examples, one value each."""
+    """One model's labels (one per example) and predictions (one per example, or one
+    per class) on the evaluated examples, in float64, with the model's own dtypes
+    (which Keras metrics compute in)."""
 
     labels: np.ndarray  # float64, shape (n,)
-    predictions: np.ndarray  # float64, shape (n,)
+    predictions: np.ndarray  # float64, shape (n,) or (n, classes)
+    label_dtype: np.dtype = np.dtype(np.float64)
+    prediction_dtype: np.dtype = np.dtype(np.float64)
 
 
 def computations(eval_config: Any) -> mpv.MetricComputations:
@@ -59,33 +67,83 @@ def computations(eval_config: Any) -> mpv.MetricComputations:
     if separated.cross_slice_computations:
         raise Unsupported("cross-slice metrics")
     for c in separated.non_derived_computations:
-        if not isinstance(c.combiner, SUPPORTED_COMBINERS):
-            raise Unsupported(f"metric combiner {type(c.combiner).__name__} ({c.keys[0].name})")
-        # TFMA's standard preprocessor only picks the label, prediction and weight.
-        if any(
-            type(p) is not metric_types.StandardMetricInputsPreprocessor
-            for p in c.preprocessors or []
-        ):
-            raise Unsupported(f"preprocessors on {c.keys[0].name}")
-        if isinstance(c.combiner, (HISTOGRAM, CONFUSION)):
-            h = c.combiner
-            if h._aggregation_type is not None or h._class_weights or h._key.sub_key:  # noqa: SLF001
-                raise Unsupported(f"{c.keys[0].name}: sub keys, aggregation or class weights")
-        if isinstance(c.combiner, CONFUSION) and (
-            c.combiner._example_id_key  # noqa: SLF001
-            or c.combiner._extract_label_prediction_and_weight  # noqa: SLF001
-            is not metric_util.to_label_prediction_example_weight
-        ):
-            raise Unsupported(f"{c.keys[0].name}: example ids or a custom extraction")
-        if any(key.output_name for key in c.keys):
-            raise Unsupported("multi-output models")
+        refusal = _computation_refusal(c, eval_config)
+        if refusal:
+            raise Unsupported(f"{c.keys[0].name}: {refusal}")
     return separated
 
 
-def _triples(columns: Columns, fractional: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _computation_refusal(c: Any, eval_config: Any) -> str | None:
+    """Why the combiner of computation `c` cannot be filled from columns, or None."""
+    combiner = c.combiner
+    if not isinstance(combiner, SUPPORTED_COMBINERS):
+        return f"metric combiner {type(combiner).__name__}"
+    # TFMA's standard preprocessor only picks the label, prediction and weight.
+    if any(
+        type(p) is not metric_types.StandardMetricInputsPreprocessor for p in c.preprocessors or []
+    ):
+        return "preprocessors"
+    if any(key.output_name for key in c.keys):
+        return "multi-output models"
+    if isinstance(combiner, KERAS):
+        return _keras_refusal(combiner, eval_config)
+    if isinstance(combiner, (HISTOGRAM, CONFUSION)):
+        if combiner._aggregation_type is not None or combiner._class_weights:  # noqa: SLF001
+            return "aggregation or class weights"
+        sub_key = combiner._key.sub_key  # noqa: SLF001
+        if sub_key and (sub_key.k is not None or sub_key.top_k is not None):
+            return "top-k sub keys"
+    if isinstance(combiner, CONFUSION) and (
+        combiner._example_id_key  # noqa: SLF001
+        or combiner._extract_label_prediction_and_weight  # noqa: SLF001
+        is not metric_util.to_label_prediction_example_weight
+    ):
+        return "example ids or a custom extraction"
+    return None
+
+
+def _keras_refusal(combiner: Any, eval_config: Any) -> str | None:
+    """Keras' own metrics by name on the model's one output, without sub keys, losses
+    or padding (then TFMA hands each batch to `update_state` as is)."""
+    if combiner._output_names != [""]:  # noqa: SLF001
+        return "keras metrics on named outputs"
+    if combiner._sub_key or combiner._aggregation_type or combiner._class_weights:  # noqa: SLF001
+        return "keras metrics with sub keys, aggregation or class weights"
+    if any(combiner._loss_configs):  # noqa: SLF001
+        return "keras losses"
+    # TFMA names the module of every metric class, Keras' own ones too.
+    for module, name in combiner._custom_objects:  # noqa: SLF001
+        if module.split(".")[0] not in ("tf_keras", "keras"):
+            return f"the custom keras metric {module}.{name}"
+    if any(spec.HasField("padding_options") for spec in eval_config.model_specs):
+        return "padding options"
+    return None
+
+
+def _binary(columns: Columns, sub_key: Any) -> tuple[np.ndarray, np.ndarray]:
+    """One label and one prediction per example, as to_label_prediction_example_weight
+    yields them to a binary combiner: a class_id sub key binarizes a multi-class model
+    (label == class_id, that class's prediction: TFMA's select_class_id on sparse labels)."""
+    labels, predictions = columns.labels, columns.predictions
+    class_id = sub_key.class_id if sub_key else None
+    if class_id is None:
+        if predictions.ndim > 1:
+            # TFMA then flattens every class into an example of its own (micro average).
+            raise Unsupported("a binary metric of a multi-class model without a class_id")
+        return labels, predictions
+    if predictions.ndim == 1:
+        raise Unsupported("a class_id sub key on a model with one prediction per example")
+    if not 0 <= class_id < predictions.shape[1]:
+        raise Unsupported(f"class_id {class_id} of a model with {predictions.shape[1]} classes")
+    return (labels == class_id).astype(np.float64), predictions[:, class_id]
+
+
+def _triples(
+    columns: Columns, fractional: bool, sub_key: Any = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Labels, predictions and weights as to_label_prediction_example_weight yields them
     (no example weights: every weight is 1.0, as TFMA uses when the spec names none)."""
-    labels, predictions = columns.labels, columns.predictions
+    labels, predictions = _binary(columns, sub_key)
     weights = np.ones_like(labels)
     if not fractional:
         return labels, predictions, weights
@@ -101,7 +159,7 @@ def _triples(columns: Columns, fractional: bool) -> tuple[np.ndarray, np.ndarray
 def _confusion(combiner: Any, columns: Columns) -> dict[Any, Any]:
     """`_BinaryConfusionMatrixCombiner` (exact thresholds) over all examples at once."""
     fractional = combiner._enable_fractional_labels  # noqa: SLF001
-    labels, predictions, weights = _triples(columns, fractional)
+    labels, predictions, weights = _triples(columns, fractional, combiner._key.sub_key)  # noqa: SLF001
     matrices = combiner._binary_confusion_matrices  # noqa: SLF001
     accumulator = {}
     for threshold in matrices._thresholds:  # noqa: SLF001
@@ -124,7 +182,11 @@ def _confusion(combiner: Any, columns: Columns) -> dict[Any, Any]:
 
 def _histogram(combiner: Any, columns: Columns) -> dict[Any, Any]:
     """`_CalibrationHistogramCombiner` over all examples at once."""
-    labels, predictions, weights = _triples(columns, combiner._fractional_labels)  # noqa: SLF001
+    labels, predictions, weights = _triples(
+        columns,
+        combiner._fractional_labels,  # noqa: SLF001
+        combiner._key.sub_key,  # noqa: SLF001
+    )
     n = combiner._num_buckets  # noqa: SLF001
     values = predictions if combiner._prediction_based_bucketing else labels  # noqa: SLF001
     index = (values - combiner._left) / combiner._range * n + 1  # noqa: SLF001
@@ -149,6 +211,41 @@ def _example_count(combiner: Any, columns: Columns) -> dict[Any, Any]:
     return combiner.extract_output(np.float64(len(columns.labels)))
 
 
+def _keras(combiner: Any, columns: Columns) -> dict[Any, Any]:
+    """`_CompilableMetricsCombiner`: TFMA's own batch step (`_process_batch`: each
+    metric's `update_state`, its weights added to the accumulator) on batches of
+    TFMA's size, the arrays shaped as TFMA stacks its examples' (label (n, 1),
+    prediction (n, classes), weight (n, 1) of float32 ones) in the model's dtypes."""
+    combiner.setup()
+    accumulator = combiner.create_accumulator()
+    n = len(columns.labels)
+    predictions = columns.predictions.astype(columns.prediction_dtype)
+    stacked = (
+        columns.labels.astype(columns.label_dtype).reshape(n, 1),
+        predictions.reshape(n, -1),
+        np.ones((n, 1), np.float32),
+    )
+    size = accumulator._desired_batch_size  # noqa: SLF001
+    inputs = accumulator._inputs[0]  # noqa: SLF001 (labels, predictions, weights lists)
+    for start in range(0, n, size):
+        for values, column in zip(inputs, stacked, strict=True):
+            values.extend(column[start : start + size])
+        combiner._process_batch(accumulator)  # noqa: SLF001
+    return combiner.extract_output(accumulator)
+
+
+def _fill(combiner: Any) -> Any:
+    for kind, fill in (
+        (HISTOGRAM, _histogram),
+        (CONFUSION, _confusion),
+        (KERAS, _keras),
+        (EXAMPLE_COUNT, _example_count),
+    ):
+        if isinstance(combiner, kind):
+            return fill
+    raise Unsupported(f"metric combiner {type(combiner).__name__}")
+
+
 def slice_metrics(
     separated: mpv.MetricComputations,
     columns_by_model: dict[str, Columns],
@@ -163,14 +260,7 @@ def slice_metrics(
     results: dict[metric_types.MetricKey, Any] = {}
     for c in separated.non_derived_computations:
         columns = columns_by_model[c.keys[0].model_name]
-        fill = (
-            _histogram
-            if isinstance(c.combiner, HISTOGRAM)
-            else _confusion
-            if isinstance(c.combiner, CONFUSION)
-            else _example_count
-        )
-        results.update(fill(c.combiner, columns))
+        results.update(_fill(c.combiner)(c.combiner, columns))
     # A slice without positives (or negatives) has NaN rates, as in TFMA, where
     # numpy's warning stays in the Beam worker's log instead of the run's console.
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -204,7 +294,12 @@ def sliced_results(
 
 def subset(columns: Columns, rows: np.ndarray) -> Columns:
     """The columns of the examples at `rows` (one slice)."""
-    return Columns(labels=columns.labels[rows], predictions=columns.predictions[rows])
+    return Columns(
+        labels=columns.labels[rows],
+        predictions=columns.predictions[rows],
+        label_dtype=columns.label_dtype,
+        prediction_dtype=columns.prediction_dtype,
+    )
 
 
 def _with_diffs(results: dict, baseline_model_name: str | None) -> dict:

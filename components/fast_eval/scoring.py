@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 from absl import logging
+from tensorflow_model_analysis.metrics import metric_util
 
 from components.fast_eval.metrics import Columns, Unsupported
 
@@ -41,6 +42,36 @@ def _string_input(signature: Any, what: str) -> str:
     if spec.dtype != tf.string:
         raise Unsupported(f"{what} takes {spec.dtype.name}, not serialized examples")
     return name
+
+
+# Without a prediction_key, TFMA takes the first of these outputs that a model with
+# several has (metric_util.prepare_labels_and_predictions).
+COMMON_PREDICTION_KEYS = (
+    tf.saved_model.CLASSIFY_OUTPUT_SCORES,
+    tf.saved_model.REGRESS_OUTPUTS,
+    metric_util._PREDICTIONS,  # noqa: SLF001
+    metric_util._LOGISTIC,  # noqa: SLF001
+    metric_util._PROBABILITIES,  # noqa: SLF001
+    metric_util._LOGITS,  # noqa: SLF001
+)
+
+
+def prediction_output(outputs: Any, prediction_key: str) -> str:
+    """The output TFMA reads the predictions from: `prediction_key`, the only output,
+    or else the first common one (`COMMON_PREDICTION_KEYS`)."""
+    if prediction_key:
+        if prediction_key not in outputs:
+            raise Unsupported(f"no prediction output {prediction_key!r}")
+        return prediction_key
+    if len(outputs) == 1:
+        return next(iter(outputs))
+    for key in COMMON_PREDICTION_KEYS:
+        if key in outputs:
+            return key
+    raise Unsupported(
+        f"{len(outputs)} prediction outputs ({sorted(outputs)}), none of TFMA's common "
+        "ones, and no prediction_key"
+    )
 
 
 class ModelScorer:
@@ -73,14 +104,7 @@ class ModelScorer:
 
     def add(self, serialized: tf.Tensor) -> None:
         outputs = self.predict(**{self.predict_input: serialized})
-        if self.prediction_key:
-            if self.prediction_key not in outputs:
-                raise Unsupported(f"no prediction output {self.prediction_key!r}")
-            prediction = outputs[self.prediction_key]
-        elif len(outputs) == 1:
-            prediction = next(iter(outputs.values()))
-        else:
-            raise Unsupported(f"{len(outputs)} prediction outputs and no prediction_key")
+        prediction = outputs[prediction_output(outputs, self.prediction_key)]
         label = None
         for function, input_name in self.preprocess:
             transformed = function(**{input_name: serialized})
@@ -89,24 +113,33 @@ class ModelScorer:
                 label = transformed[self.label_key]
         if label is None:
             raise Unsupported(f"label {self.label_key!r} is not a transformed feature")
-        self._predictions.append(_one_per_example(prediction, "prediction"))
-        self._labels.append(_one_per_example(label, "label"))
+        self._predictions.append(_column(prediction, "prediction", per_class=True))
+        self._labels.append(_column(label, "label"))
 
     def columns(self) -> Columns:
+        labels, predictions = np.concatenate(self._labels), np.concatenate(self._predictions)
         return Columns(
-            labels=np.concatenate(self._labels), predictions=np.concatenate(self._predictions)
+            labels=labels.astype(np.float64),
+            predictions=predictions.astype(np.float64),
+            label_dtype=labels.dtype,
+            prediction_dtype=predictions.dtype,
         )
 
 
-def _one_per_example(value: Any, what: str) -> np.ndarray:
+def _column(value: Any, what: str, per_class: bool = False) -> np.ndarray:
+    """One value per example, shape (n,), or with `per_class` one value per class,
+    shape (n, classes) (one class: (n,)). In the model's dtype: float64 of it is
+    float(x) of TFMA's values, as its combiners take them."""
     if not isinstance(value, tf.Tensor) or value.dtype == tf.string:
         raise Unsupported(f"{what} is not a dense numeric tensor")
     array = value.numpy()
-    if array.ndim == 0 or array.size != array.shape[0]:
+    if array.ndim == 0:
+        raise Unsupported(f"{what} is a scalar, not one value per example")
+    if array.size == array.shape[0]:
+        array = array.reshape(-1)
+    elif not (per_class and array.ndim == 2):
         raise Unsupported(f"{what} has {array.shape[1:]} values per example, not one")
-    # float(x) of TFMA's float32 values, as its combiners take them.
-    array = array.reshape(-1).astype(np.float64)
-    if np.isnan(array).any():
+    if array.dtype.kind == "f" and np.isnan(array).any():
         raise Unsupported(f"{what} has NaN values")
     return array
 
