@@ -56,9 +56,17 @@ def test_other_metrics_and_options_go_to_tfma():
     intervals = eval_config(_unsliced_taxi())
     intervals.options.compute_confidence_intervals.value = True
     assert "confidence" in executor.fast_path_refusal(_defaults(intervals))
-    unsliced_digits = dataset_config("digits").replace(slicing=None)
-    digits = executor.fast_path_refusal(_defaults(eval_config(unsliced_digits)))
-    assert digits is not None and "combiner" in digits
+    top_k = eval_config(dataset_config("digits"))
+    top_k.metrics_specs[-1].binarize.CopyFrom(tfma.BinarizationOptions(top_k_list={"values": [2]}))
+    assert "top-k" in executor.fast_path_refusal(_defaults(top_k))
+
+
+@pytest.mark.parametrize("baseline", [False, True])
+@pytest.mark.parametrize("sliced", [False, True])
+def test_digits_evaluation_takes_the_fast_path(baseline, sliced):
+    config = dataset_config("digits")
+    config = config if sliced else config.replace(slicing=None)
+    assert executor.fast_path_refusal(_defaults(eval_config(config), baseline)) is None
 
 
 def test_combiners_from_columns_match_tfma_one_example_at_a_time():
@@ -86,6 +94,77 @@ def test_combiners_from_columns_match_tfma_one_example_at_a_time():
     assert ours["metrics"][1].keys() == expected.keys()
     for key, value in expected.items():
         assert ours["metrics"][1][key] == pytest.approx(value, abs=1e-9), key
+
+
+def _tfma_one_at_a_time(separated, labels, predictions) -> dict:
+    """TFMA's own combiners fed example by example, then its derived metrics."""
+    results = {}
+    for c in separated.non_derived_computations:
+        if hasattr(c.combiner, "setup"):
+            c.combiner.setup()
+        accumulator = c.combiner.create_accumulator()
+        for label, prediction in zip(labels, predictions, strict=True):
+            element = tfma.metrics.StandardMetricInputs(
+                label=np.array([label]), prediction=np.asarray(prediction), example_weight=None
+            )
+            accumulator = c.combiner.add_input(accumulator, element)
+        results.update(c.combiner.extract_output(accumulator))
+    for c in separated.derived_computations:
+        results.update(c.result(results))
+    return {k: v for k, v in results.items() if not k.name.startswith("_")}
+
+
+def test_multiclass_combiners_match_tfma_one_example_at_a_time():
+    """Digits' metrics (a Keras SparseCategoricalAccuracy; fall-out and miss rate per
+    class, binarized by class_id) from columns, against TFMA's combiners fed example by
+    example, over more examples than one of TFMA's Keras batches."""
+    config = _defaults(eval_config(dataset_config("digits")))
+    rng = np.random.default_rng(2)
+    labels = rng.integers(0, 10, 2300)
+    scores = rng.random((2300, 10)).astype(np.float32)
+    scores[np.arange(2300), labels] += rng.random(2300).astype(np.float32)  # mostly right
+    predictions = (scores / scores.sum(axis=1, keepdims=True)).astype(np.float32)
+    predictions[:2] = 0.1  # all classes tied (argmax: the first)
+    columns = metrics.Columns(
+        labels.astype(np.float64),
+        predictions.astype(np.float64),
+        label_dtype=labels.dtype,
+        prediction_dtype=predictions.dtype,
+    )
+    ours = metrics.sliced_results(metrics.computations(config), {"": columns}, None)["metrics"][1]
+    expected = _tfma_one_at_a_time(metrics.computations(config), labels, predictions)
+    assert ours.keys() == expected.keys()
+    assert {k.name for k in ours} == {
+        "example_count",
+        "sparse_categorical_accuracy",
+        "fall_out",
+        "miss_rate",
+    }
+    assert len(ours) == 2 + 2 * 10  # a fall-out and miss rate per class
+    for key, value in expected.items():
+        assert ours[key] == pytest.approx(value, abs=1e-9), key
+
+
+def test_a_binary_metric_of_a_multiclass_model_without_class_id_is_refused():
+    """TFMA would flatten the classes into examples of their own (a micro average)."""
+    separated = metrics.computations(_defaults(eval_config(_unsliced_taxi())))
+    columns = metrics.Columns(np.array([0.0, 1.0]), np.array([[0.9, 0.1], [0.2, 0.8]]))
+    with pytest.raises(metrics.Unsupported, match="without a class_id"):
+        metrics.sliced_results(separated, {"": columns}, None)
+
+
+def test_the_prediction_output_is_tfmas_choice():
+    from components.fast_eval import scoring
+
+    digits = {"class": None, "probabilities": None}  # the image model's outputs
+    assert scoring.prediction_output(digits, "") == "probabilities"
+    assert scoring.prediction_output(digits, "class") == "class"
+    assert scoring.prediction_output({"logits": None, "scores": None}, "") == "scores"
+    assert scoring.prediction_output({"anything": None}, "") == "anything"
+    with pytest.raises(metrics.Unsupported, match="none of TFMA's common"):
+        scoring.prediction_output({"class": None, "score": None}, "")
+    with pytest.raises(metrics.Unsupported, match="no prediction output 'x'"):
+        scoring.prediction_output(digits, "x")
 
 
 def test_labels_outside_zero_one_are_refused():

@@ -77,3 +77,60 @@ def metric_values(uri: str) -> dict:
 
 def file_names(uri: str) -> list[str]:
     return sorted(p.name for p in Path(uri).iterdir())
+
+
+def validation_result(uri: str):
+    """TFMA's validation result, its per-slice and per-spec records in a stable order
+    (TFMA's combiner adds them in the order its workers finish)."""
+    import tensorflow_model_analysis as tfma
+
+    result = tfma.load_validation_result(uri)
+    for repeated in (
+        result.metric_validations_per_slice,
+        result.validation_details.slicing_details,
+    ):
+        ordered = sorted(repeated, key=lambda v: v.SerializeToString(deterministic=True))
+        del repeated[:]
+        repeated.extend(ordered)
+    return result
+
+
+def fast_and_tfma(inputs, properties, out: Path, caplog) -> tuple[tuple, tuple]:
+    """The sliced Evaluator's executor (which must take the fast path) and its TFMA-only
+    twin on the same inputs: ((uri, blessing), (uri, blessing))."""
+    import logging
+
+    from components.slicing import evaluator as sliced
+
+    with caplog.at_level(logging.INFO):
+        ours = run_executor(sliced.Executor, inputs, properties, out / "o")
+        assert "Evaluator: fast path" in caplog.text
+        theirs = run_executor(sliced.TfmaExecutor, inputs, properties, out / "t")
+        assert (
+            "Evaluator: TFMA path (fast path does not cover: the fast path is turned off"
+            in caplog.text
+        )
+    return ours, theirs
+
+
+def assert_same_evaluation(ours: tuple, theirs: tuple) -> dict:
+    """Every metric of every slice to 1e-6 (TFMA's error records verbatim), the same
+    validation result, blessing, blessing message and files. Returns our metrics."""
+    import pytest
+
+    from components.slicing import evaluator as sliced
+
+    (ours_uri, ours_blessing), (tfma_uri, tfma_blessing) = ours, theirs
+    values, expected = metric_values(ours_uri), metric_values(tfma_uri)
+    assert values.keys() == expected.keys()
+    for key, value in expected.items():
+        if isinstance(value, float):
+            assert values[key] == pytest.approx(value, abs=1e-6, nan_ok=True), key
+        else:
+            assert values[key] == value, key
+    assert str(validation_result(ours_uri)) == str(validation_result(tfma_uri))
+    for name in ("blessed", sliced.MESSAGE_PROPERTY):
+        assert ours_blessing.get_custom_property(name) == tfma_blessing.get_custom_property(name)
+    assert file_names(ours_blessing.uri) == file_names(tfma_blessing.uri)
+    assert file_names(ours_uri) == file_names(tfma_uri)
+    return values

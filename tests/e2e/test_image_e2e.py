@@ -272,3 +272,35 @@ def test_console_shows_digits_runs(image_runs):
 
     shown = check_console(location_from(run_dir=image_runs.config.local_dir))
     assert shown == {"span1": "complete", "span2": "complete", "span3": "blocked"}, shown
+
+
+def test_both_digits_runs_evaluate_on_the_fast_path(image_runs):
+    logs = "".join(p.read_text() for p in (Path(image_runs.config.run_dir) / "logs").glob("*.log"))
+    assert logs.count("Evaluator: fast path") == 2, logs.count("Evaluator: TFMA path")
+
+
+@pytest.mark.parametrize("baseline", [False, True], ids=["first-run", "against-baseline"])
+def test_digits_fast_path_equals_tfma_per_digit(image_runs, baseline, tmp_path, caplog):
+    """Span 2's evaluation repeated by the fast path and by TFX's executor (TFMA), with
+    and without span 1's model as baseline: the accuracy, count and each class's
+    fall-out and miss rate (TFMA's binarization) of the whole split and of every digit,
+    the validation result and the blessing agree."""
+    from evaluator_runs import assert_same_evaluation, evaluator_inputs, fast_and_tfma
+
+    inputs, properties, _ = evaluator_inputs(image_runs.config)  # span 2's Evaluator
+    assert inputs.get("baseline_model"), "span 2 is evaluated against span 1's model"
+    if not baseline:
+        inputs = {k: v for k, v in inputs.items() if k != "baseline_model"}
+    values = assert_same_evaluation(*fast_and_tfma(inputs, properties, tmp_path, caplog))
+    slices = {slice_key for slice_key, _ in values}
+    assert len(slices) == 11  # the whole split and each digit
+    names = {name for _, name in values}
+    for metric in ("fall_out", "miss_rate"):
+        candidate = {
+            k
+            for k in names
+            if k.startswith(f'name: "{metric}"') and "is_diff" not in k and "baseline" not in k
+        }
+        assert len(candidate) == 10 and all("class_id" in k for k in candidate), candidate
+    assert any('"sparse_categorical_accuracy"' in k for k in names)
+    assert any("is_diff: true" in k for k in names) == baseline

@@ -29,7 +29,12 @@ from pathlib import Path
 
 import pytest
 from e2e_support import small_config, write_sample
-from evaluator_runs import evaluator_inputs, file_names, metric_values, run_executor
+from evaluator_runs import (
+    assert_same_evaluation,
+    evaluator_inputs,
+    fast_and_tfma,
+    validation_result,
+)
 
 from pipeline.config import EvalThresholds, PipelineConfig, SliceOptions
 from tfxp.metadata.summary import RunSummary
@@ -184,29 +189,9 @@ def _with_min_slice_size(eval_config_json: str) -> str:
 MIN_SLICE_SIZE = 200
 
 
-def _validation(uri: str):
-    """TFMA's validation result, its per-slice and per-spec records in a stable order
-    (TFMA's combiner adds them in the order its workers finish)."""
-    import tensorflow_model_analysis as tfma
-
-    result = tfma.load_validation_result(uri)
-    for repeated in (
-        result.metric_validations_per_slice,
-        result.validation_details.slicing_details,
-    ):
-        ordered = sorted(repeated, key=lambda v: v.SerializeToString(deterministic=True))
-        del repeated[:]
-        repeated.extend(ordered)
-    return result
-
-
 @pytest.mark.parametrize("baseline", [False, True], ids=["first-run", "against-baseline"])
 @pytest.mark.parametrize("change", ["as-shipped", "slice-thresholds", "min-slice-size"])
 def test_fast_path_equals_tfma_on_every_slice(slice_runs, baseline, change, tmp_path, caplog):
-    import logging
-
-    from components.slicing import evaluator as sliced
-
     inputs, properties, _ = evaluator_inputs(slice_runs.config)  # run 2's Evaluator
     assert inputs.get("baseline_model"), "run 2 must evaluate against a baseline"
     if not baseline:
@@ -215,39 +200,20 @@ def test_fast_path_equals_tfma_on_every_slice(slice_runs, baseline, change, tmp_
         properties["eval_config"] = _with_slice_thresholds(properties["eval_config"])
     if change == "min-slice-size":
         properties["eval_config"] = _with_min_slice_size(properties["eval_config"])
-    with caplog.at_level(logging.INFO):
-        ours_uri, ours_blessing = run_executor(sliced.Executor, inputs, properties, tmp_path / "o")
-        assert "Evaluator: fast path" in caplog.text
-        tfma_uri, tfma_blessing = run_executor(
-            sliced.TfmaExecutor, inputs, properties, tmp_path / "t"
-        )
-        assert (
-            "Evaluator: TFMA path (fast path does not cover: the fast path is turned off"
-            in caplog.text
-        )
-
-    ours, theirs = metric_values(ours_uri), metric_values(tfma_uri)
-    assert ours.keys() == theirs.keys()
-    slice_keys = {slice_key for slice_key, _ in theirs}
-    assert len(slice_keys) >= 8  # overall, payment types, trip distance buckets
-    for key, value in theirs.items():
-        if isinstance(value, float):
-            assert ours[key] == pytest.approx(value, abs=1e-6, nan_ok=True), key
-        else:
-            assert ours[key] == value, key
-    assert any("fall_out" in k for _, k in ours) and any("miss_rate" in k for _, k in ours)
-    assert str(_validation(ours_uri)) == str(_validation(tfma_uri))
-    for name in ("blessed", sliced.MESSAGE_PROPERTY):
-        assert ours_blessing.get_custom_property(name) == tfma_blessing.get_custom_property(name)
-    assert file_names(ours_blessing.uri) == file_names(tfma_blessing.uri)
-    assert file_names(ours_uri) == file_names(tfma_uri)
+    ours, theirs = fast_and_tfma(inputs, properties, tmp_path, caplog)
+    values = assert_same_evaluation(ours, theirs)
+    assert len({slice_key for slice_key, _ in values}) >= 8  # overall, payment types, buckets
+    assert any("fall_out" in k for _, k in values) and any("miss_rate" in k for _, k in values)
+    ours_uri, ours_blessing = ours
     failing = {
-        str(v.slice_key) for v in _validation(ours_uri).metric_validations_per_slice if v.failures
+        str(v.slice_key)
+        for v in validation_result(ours_uri).metric_validations_per_slice
+        if v.failures
     }
     if change == "min-slice-size":
         # TFMA's error record in place of a small slice's metrics (never the whole
         # split's), and TFMA's validator fails those slices: same on both paths.
-        small = {k for k, v in ours.items() if "lower than the minimum required" in str(v)}
+        small = {k for k, v in values.items() if "lower than the minimum required" in str(v)}
         assert small and all(slice_key for slice_key, _ in small)
         assert failing == {slice_key for slice_key, _ in small}
         assert ours_blessing.get_int_custom_property("blessed") == 0
