@@ -61,7 +61,7 @@ def _prepare(work: Path, rows: int):
     return trained.model_uri, split, big
 
 
-def _artifact(config, type_name: str, producer: str):
+def newest_artifact(config, type_name: str, producer: str):
     """The newest artifact of `type_name` that `producer` wrote, from `config`'s ML Metadata."""
     from ml_metadata.metadata_store import metadata_store
     from tfx.orchestration import metadata
@@ -78,14 +78,14 @@ def _artifact(config, type_name: str, producer: str):
     return artifact_utils.deserialize_artifact(artifact_type, artifact)
 
 
-def _executor_classes() -> dict[str, type]:
+def executor_classes() -> dict[str, type]:
     from components.slicing.evaluator import Executor, TfmaExecutor
 
     return {"fast": Executor, "tfma": TfmaExecutor}
 
 
-def _evaluate(executor_class, model, examples, config, out: Path) -> float:
-    """Seconds of one Evaluator execution (no baseline, as on a first run)."""
+def evaluate_once(executor_class, model, examples, config, out: Path, baseline=None) -> float:
+    """Seconds of one Evaluator execution (no baseline, as on a first run, unless given)."""
     from tfx.dsl.components.base import base_beam_executor
     from tfx.types import standard_artifacts
     from tfx.utils import proto_utils
@@ -108,9 +108,12 @@ def _evaluate(executor_class, model, examples, config, out: Path) -> float:
     context = base_beam_executor.BaseBeamExecutor.Context(
         beam_pipeline_args=list(config.beam_args), tmp_dir=str(out / "tmp"), unique_id="1"
     )
+    inputs = {"examples": [examples], "model": [model]}
+    if baseline is not None:
+        inputs["baseline_model"] = [baseline]
     started = time.perf_counter()
     executor_class(context).Do(
-        {"examples": [examples], "model": [model]},
+        inputs,
         {"evaluation": [evaluation_artifact], "blessing": [blessing]},
         properties,
     )
@@ -153,23 +156,23 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
         model_run = small_config(work / "model-run").replace(data_root=str(work / "sample"))
-        model = _artifact(model_run, "Model", "Trainer")
+        model = newest_artifact(model_run, "Model", "Trainer")
         assert model.uri == model_uri, (model.uri, model_uri)
-        examples = _artifact(config, "Examples", "CsvExampleGen")
+        examples = newest_artifact(config, "Examples", "CsvExampleGen")
         configs = {"whole split": config.replace(slicing=None), "taxi slicing": config}
         # Not timed: each path once on the sample's eval split, so that loading
         # libraries and tracing the model's functions count against neither.
-        for path, executor_class in _executor_classes().items():
-            sample = _artifact(model_run, "Examples", "CsvExampleGen")
-            _evaluate(executor_class, model, sample, config, work / f"warm-up-{path}")
+        for path, executor_class in executor_classes().items():
+            sample = newest_artifact(model_run, "Examples", "CsvExampleGen")
+            evaluate_once(executor_class, model, sample, config, work / f"warm-up-{path}")
         print("  warm-up (not timed): both paths on the sample's eval split", flush=True)
         seconds: dict[str, list[float]] = {}
         for i in range(args.repeats):
             for config_name, variant in configs.items():
-                for path, executor_class in _executor_classes().items():
+                for path, executor_class in executor_classes().items():
                     name = f"{config_name}, {path}"
                     out = work / f"{config_name.replace(' ', '-')}-{path}-{i}"
-                    took = _evaluate(executor_class, model, examples, variant, out)
+                    took = evaluate_once(executor_class, model, examples, variant, out)
                     seconds.setdefault(name, []).append(took)
                     print(f"  {name:<20} run {i + 1}: {took:.1f} s", flush=True)
         print(f"Evaluator on {eval_rows:,} eval rows of a {args.rows:,}-row span:")

@@ -254,6 +254,21 @@ def test_scale_benchmark_summary_picks_the_faster_anchor_and_reports_growth():
     assert "ours               time x8.00" in growth
 
 
+def test_digits_eval_report_prints_fast_over_tfma_per_variant(capsys, monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))  # it imports slicing_cost's helpers
+    bench = _module("digits_eval.py")
+    seconds = {
+        "first run, fast": [2.0, 1.0],
+        "first run, tfma": [4.0, 5.0],
+        "against a baseline, fast": [1.5],
+        "against a baseline, tfma": [6.0],
+    }
+    ratios = bench._report(seconds)
+    assert ratios == {"first run: fast / tfma": 0.25, "against a baseline: fast / tfma": 0.25}
+    printed = capsys.readouterr().out
+    assert "first run: fast / tfma" in printed and "0.250" in printed
+
+
 def test_object_storage_ingest_report_prints_the_ratio_and_the_readers():
     bench = _module("object_storage.py")
     side = {"do_cpu": 1.0, "rows": 1000, "component": 5.0}

@@ -218,3 +218,23 @@ def test_console_shows_an_init_datasets_runs(table_runs):
     with dataset_path(table_runs.home):
         shown = check_console(location_from(run_dir=table_runs.config.local_dir))
     assert shown and set(shown.values()) == {"complete"}, shown
+
+
+@pytest.mark.parametrize("baseline", [False, True], ids=["first-run", "own-baseline"])
+def test_evaluation_takes_the_fast_path_and_equals_tfma(table_runs, baseline, tmp_path, caplog):
+    """Every task's model (binary: logistic and class outputs; multiclass: probabilities
+    and class; regression: predictions, RMSE) is evaluated on the fast path, and TFX's
+    executor (TFMA) on the same inputs agrees on every metric, the validation result and
+    the blessing; against a baseline too (the model itself: every diff is 0)."""
+    from evaluator_runs import assert_same_evaluation, evaluator_inputs, fast_and_tfma
+
+    logs = "".join(p.read_text() for p in (Path(table_runs.config.run_dir) / "logs").glob("*.log"))
+    assert "Evaluator: fast path" in logs and "Evaluator: TFMA path" not in logs
+    inputs, properties, _ = evaluator_inputs(table_runs.config)
+    if baseline:
+        inputs = {**inputs, "baseline_model": inputs["model"]}
+    values = assert_same_evaluation(*fast_and_tfma(inputs, properties, tmp_path, caplog))
+    names = {name for _, name in values}
+    assert any(f'"{METRIC[table_runs.task]}"' in k for k in names), names
+    diffs = [v for (_, k), v in values.items() if "is_diff: true" in k]
+    assert bool(diffs) == baseline and all(v == 0.0 for v in diffs)
