@@ -145,6 +145,40 @@ def test_multiclass_combiners_match_tfma_one_example_at_a_time():
         assert ours[key] == pytest.approx(value, abs=1e-9), key
 
 
+def test_regression_metrics_match_tfma_one_example_at_a_time():
+    """RMSE (a Keras metric) and TFMA's MeanAbsoluteError and MeanSquaredError from
+    float32 columns, against TFMA's combiners fed example by example."""
+    from pipeline.config import EvalThresholds
+
+    thresholds = EvalThresholds(
+        metric="RootMeanSquaredError",
+        lower_bound=None,
+        upper_bound=100.0,
+        extra_metrics=("MeanAbsoluteError", "MeanSquaredError"),
+    )
+    config = _defaults(eval_config(_unsliced_taxi().replace(thresholds=thresholds)))
+    rng = np.random.default_rng(3)
+    labels = (rng.random(2300) * 300).astype(np.float32)
+    predictions = (labels + rng.normal(0, 40, 2300)).astype(np.float32)
+    columns = metrics.Columns(
+        labels.astype(np.float64),
+        predictions.astype(np.float64),
+        label_dtype=labels.dtype,
+        prediction_dtype=predictions.dtype,
+    )
+    ours = metrics.sliced_results(metrics.computations(config), {"": columns}, None)["metrics"][1]
+    expected = _tfma_one_at_a_time(metrics.computations(config), labels, predictions)
+    assert {k.name for k in ours} == {
+        "example_count",
+        "root_mean_squared_error",
+        "mean_absolute_error",
+        "mean_squared_error",
+    }
+    assert ours.keys() == expected.keys()
+    for key, value in expected.items():
+        assert ours[key] == pytest.approx(value, rel=1e-9), key
+
+
 def test_a_binary_metric_of_a_multiclass_model_without_class_id_is_refused():
     """TFMA would flatten the classes into examples of their own (a micro average)."""
     separated = metrics.computations(_defaults(eval_config(_unsliced_taxi())))

@@ -25,6 +25,7 @@ from tensorflow_model_analysis.metrics import (
     binary_confusion_matrices,
     calibration_histogram,
     example_count,
+    mean_regression_error,
     metric_specs,
     metric_types,
     metric_util,
@@ -37,7 +38,11 @@ CONFUSION = binary_confusion_matrices._BinaryConfusionMatrixCombiner  # noqa: SL
 # Keras metrics by name (SparseCategoricalAccuracy, MeanSquaredError ...), which TFMA
 # updates a batch at a time and adds up (their weights are sums).
 KERAS = tf_metric_wrapper._CompilableMetricsCombiner  # noqa: SLF001
-SUPPORTED_COMBINERS = (HISTOGRAM, EXAMPLE_COUNT, CONFUSION, KERAS)
+# TFMA's MeanAbsoluteError and MeanSquaredError: sums of each example's error.
+ABSOLUTE_ERROR = mean_regression_error._MeanAbsoluteErrorCombiner  # noqa: SLF001
+SQUARED_ERROR = mean_regression_error._MeanSquaredErrorCombiner  # noqa: SLF001
+REGRESSION_ERRORS = (ABSOLUTE_ERROR, SQUARED_ERROR)
+SUPPORTED_COMBINERS = (HISTOGRAM, EXAMPLE_COUNT, CONFUSION, KERAS, *REGRESSION_ERRORS)
 
 
 class Unsupported(Exception):
@@ -87,6 +92,12 @@ def _computation_refusal(c: Any, eval_config: Any) -> str | None:
         return "multi-output models"
     if isinstance(combiner, KERAS):
         return _keras_refusal(combiner, eval_config)
+    if isinstance(combiner, REGRESSION_ERRORS) and (
+        combiner._aggregation_type is not None  # noqa: SLF001
+        or combiner._class_weights  # noqa: SLF001
+        or combiner._metric_key.sub_key  # noqa: SLF001
+    ):
+        return "regression errors with sub keys, aggregation or class weights"
     if isinstance(combiner, (HISTOGRAM, CONFUSION)):
         if combiner._aggregation_type is not None or combiner._class_weights:  # noqa: SLF001
             return "aggregation or class weights"
@@ -234,11 +245,30 @@ def _keras(combiner: Any, columns: Columns) -> dict[Any, Any]:
     return combiner.extract_output(accumulator)
 
 
+def _regression_error(combiner: Any, columns: Columns) -> dict[Any, Any]:
+    """`_MeanAbsoluteErrorCombiner` / `_MeanSquaredErrorCombiner`: each example's error
+    as TFMA computes it from its label and prediction arrays (in their dtypes: the
+    difference, then its absolute value, or its norm squared after float()), summed;
+    NaN errors skipped, every weight 1.0."""
+    labels, predictions = _binary(columns, None)
+    difference = labels.astype(columns.label_dtype) - predictions.astype(columns.prediction_dtype)
+    if isinstance(combiner, ABSOLUTE_ERROR):
+        errors = np.absolute(difference).astype(np.float64)
+    else:  # np.linalg.norm of one value: sqrt(x * x) in its dtype
+        errors = np.sqrt(difference * difference).astype(np.float64) ** 2
+    errors = errors[~np.isnan(errors)]
+    accumulator = combiner.create_accumulator()
+    accumulator.total_regression_error = float(errors.sum())
+    accumulator.total_example_weights = float(errors.size)
+    return combiner.extract_output(accumulator)
+
+
 def _fill(combiner: Any) -> Any:
     for kind, fill in (
         (HISTOGRAM, _histogram),
         (CONFUSION, _confusion),
         (KERAS, _keras),
+        (REGRESSION_ERRORS, _regression_error),
         (EXAMPLE_COUNT, _example_count),
     ):
         if isinstance(combiner, kind):
