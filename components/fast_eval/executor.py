@@ -5,10 +5,12 @@ baseline run, rubber stamp), then asks whether the fast path covers it: slicing 
 features (single, crossed, bucketed: `slices`), no confidence intervals,
 signature-based models taking serialized examples, and metrics whose combiners
 `metrics.SUPPORTED_COMBINERS` fills (the binary confusion-matrix family: AUC,
-accuracy, precision, recall, fall-out, miss rate ...; example count). Anything else —
-SQL or fixed-value slicing, a custom eval shared model or extractors of a module's
-own, keras compiled metrics, multi-class metrics, labels outside [0, 1] — runs TFX's
-executor unchanged. Which path ran is logged.
+accuracy, precision, recall, fall-out, miss rate ..., also per class of a multi-class
+model; Keras metrics by name such as SparseCategoricalAccuracy and RMSE; mean
+absolute and squared error; example count). Anything else — SQL or fixed-value
+slicing, a custom eval shared model or extractors of a module's own, a Keras model's
+compiled metrics, top-k or micro-averaged metrics, labels outside [0, 1] for a
+binary metric — runs TFX's executor unchanged. Which path ran is logged.
 
 The fast path writes its results through TFMA's own writers (metrics, plots,
 attributions, validations, eval_config.json: the same files `tfma.load_metrics` and
