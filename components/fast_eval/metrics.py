@@ -7,9 +7,11 @@ Here the combiners this module knows are filled from numpy columns in one step e
 and everything after them is TFMA's own code: the combiner's `extract_output`, the
 derived computations in TFMA's order, the baseline diffs, private-metric removal and
 the split into metrics, plots and attributions. So the only arithmetic of our own is
-the bucketing and summing below, which repeats `_CalibrationHistogramCombiner` and
-`_ExampleCountCombiner` exactly (same bucket formula in float64); sums differ from
-TFMA's one-by-one additions only in summation order.
+the bucketing, counting and summing below, which repeats `_CalibrationHistogramCombiner`,
+`_BinaryConfusionMatrixCombiner`, the mean regression error combiners and
+`_ExampleCountCombiner` exactly (same bucket formula in float64, per-class labels as
+TFMA's `select_class_id`); sums differ from TFMA's one-by-one additions only in
+summation order. Keras metrics run TFMA's own batch step on batches of TFMA's size.
 """
 
 from __future__ import annotations
