@@ -136,6 +136,7 @@ def render_scale(result: dict) -> list[str]:
             f"(target ≤ {size.get('ratio_target', 0.4)}: {_verdict(size['ratio_met'])}); accuracy at least the example's: "
             f"{_verdict(size['accuracy_met'])}.",
             "",
+            *_rounds(size),
             *_table(["", *(SIDE_LABELS[n] for n in names)], rows),
             "",
             *_components(runs, names),
@@ -150,6 +151,19 @@ INPUT_ROWS = ("a", "b", "c", "d", "d_train", "d_block", "d_cached", "t", "e")
 
 def _row_order(key: str) -> tuple[int, str]:
     return (INPUT_ROWS.index(key) if key in INPUT_ROWS else len(INPUT_ROWS), key)
+
+
+def _rounds(size: dict) -> list[str]:
+    """Every round's ratio, when the size ran several rounds back to back."""
+    rounds = size.get("rounds", [])
+    if len(rounds) < 2:
+        return []
+    ratios = ", ".join(_num(r["ratio_vs_best"], 3) for r in rounds)
+    return [
+        f"{len(rounds)} rounds back to back, ours / the example: {ratios}; target met in every "
+        f"round: {_verdict(size['ratio_met_every_round'])}. The table is the median round.",
+        "",
+    ]
 
 
 def render_input_pipeline(result: dict) -> list[str]:

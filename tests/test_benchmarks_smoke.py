@@ -252,6 +252,13 @@ def test_scale_benchmark_summary_picks_the_faster_anchor_and_reports_growth():
     assert "ours / best anchor (example): 0.800" in text and "1,000,000 rows" in text
     growth = scale.render_growth([small, large])
     assert "ours               time x8.00" in growth
+    # Rounds back to back: the median round's figures, every round's verdict.
+    rounds = [size(1_000_000, ours, 1000.0, 2000.0) for ours in (240.0, 260.0, 230.0)]
+    combined = scale.combine_rounds(rounds)
+    assert combined["ratio_vs_best"] == 0.24 and combined["ratio_target"] == 0.25
+    assert [r["ratio_met"] for r in combined["rounds"]] == [True, False, True]
+    assert combined["ratio_met_every_round"] is False
+    assert "0.240, 0.260, 0.230 (target met in every round: MISSED)" in scale.render_size(combined)
 
 
 def test_object_storage_ingest_report_prints_the_ratio_and_the_readers():
