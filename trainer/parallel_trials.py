@@ -1,0 +1,248 @@
+"""Parallel trials of the Tuner step: worker processes train, the oracle stays in the Tuner.
+
+With `tuning: parallel_trials: N` (N > 1), the Tuner's search
+(trainer/tuning.py) starts N worker processes, `python -m trainer.parallel_trials`.
+Each builds the same search from the trainer's `tuner_fn` once, then scores the
+trials it is sent, one at a time. The oracle (KerasTuner's, with its budgets)
+stays in the Tuner's process: it picks each trial's values, receives its score
+and keeps every trial, so the Tuner's outputs (best hyperparameters, every
+trial's values and score) are those of a sequential search.
+
+Each worker gets an equal share of the machine's cores for TensorFlow's thread
+pools (set before TensorFlow starts in it), so N workers do not oversubscribe
+the cores. A worker that dies (a crash, the OOM killer), a trial that raises,
+or a trial that takes longer than `trial_timeout_minutes` fails the search with
+an error naming the trial; the other workers are stopped, and the Tuner
+publishes nothing (TFX writes its outputs only after the search returns).
+
+Protocol: one JSON object per line. The Tuner writes the set-up, then one
+trial at a time, to a worker's stdin; the worker answers each trial with
+{"trial_id", "score"} or {"trial_id", "error"} on its stdout (everything else
+it prints goes to its stderr, which is the Tuner's log).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import subprocess
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+WORKER_COMMAND = (sys.executable, "-m", "trainer.parallel_trials")
+# How long a stopped worker may take to exit before it is killed.
+STOP_SECONDS = 10
+
+
+class TrialError(RuntimeError):
+    """A parallel trial failed: its worker died, it raised, or it ran out of time."""
+
+
+@dataclass(frozen=True)
+class TrialWorkers:
+    """How the Tuner's trials run in parallel."""
+
+    tuner_fn: str  # "package.module.tuner_fn", imported in each worker
+    fn_args: dict[str, Any]  # TFX's FnArgs fields (JSON), for the worker's tuner_fn
+    count: int  # worker processes: trials at once
+    timeout_seconds: float  # per trial, the worker's start included
+    threads: int = 1  # TensorFlow threads per worker
+    command: tuple[str, ...] = field(default=WORKER_COMMAND)
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def workers_for(fn_args: Any, tuning: dict[str, Any]) -> TrialWorkers | None:
+    """The worker processes a `tuning:` section asks for, or None: trials one after another."""
+    count = min(int(tuning.get("parallel_trials") or 1), int(tuning["max_trials"]))
+    if count <= 1:
+        return None
+    tuner_fn = fn_args.custom_config.get("tuner_fn")
+    if not tuner_fn:
+        raise ValueError(
+            "parallel_trials needs custom_config['tuner_fn'], the dotted path of the "
+            "tuner_fn each worker process builds its search with (pipeline/definition.py "
+            "sets it)"
+        )
+    fields = {k: v for k, v in vars(fn_args).items() if k != "data_accessor"}
+    return TrialWorkers(
+        tuner_fn=str(tuner_fn),
+        fn_args=json.loads(json.dumps(fields, default=str)),
+        count=count,
+        timeout_seconds=60 * float(tuning.get("trial_timeout_minutes") or 30),
+        threads=max(1, cores() // count),
+    )
+
+
+class _Worker:
+    """One worker process and the trial it is running."""
+
+    def __init__(self, index: int, workers: TrialWorkers):
+        self.tuner_id = f"worker-{index}"
+        threads = str(workers.threads)
+        env = {
+            **os.environ,
+            # The same modules as the Tuner's process (a trainer outside the project too).
+            "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+            "TF_NUM_INTRAOP_THREADS": threads,
+            "TF_NUM_INTEROP_THREADS": threads,
+            "OMP_NUM_THREADS": threads,
+        }
+        self.process = subprocess.Popen(
+            list(workers.command), stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
+        )
+        fn_args = dict(workers.fn_args)
+        # Its own working dir: the search a worker builds must not clear the Tuner's.
+        fn_args["working_dir"] = os.path.join(str(fn_args.get("working_dir")), self.tuner_id)
+        setup = {"tuner_fn": workers.tuner_fn, "fn_args": fn_args, "threads": workers.threads}
+        self._send(setup)
+        self.trial = None
+        self.started = 0.0
+
+    def _send(self, message: dict) -> None:
+        self.process.stdin.write((json.dumps(message) + "\n").encode())
+        self.process.stdin.flush()
+
+    def start(self, trial) -> None:
+        self.trial, self.started = trial, time.monotonic()
+        self._send(
+            {"trial_id": trial.trial_id, "hyperparameters": trial.hyperparameters.get_config()}
+        )
+
+    def result(self) -> float:
+        """The running trial's score, read once the worker has answered (or died)."""
+        line = self.process.stdout.readline()
+        trial, self.trial = self.trial, None
+        if not line:
+            code = self.process.wait(STOP_SECONDS)
+            raise TrialError(
+                f"trial {trial.trial_id} ({trial.hyperparameters.values}): its worker "
+                f"process {self.process.pid} exited with code {code} before reporting a score "
+                "(its output is in the Tuner's log above; a negative code is the signal that "
+                "ended it, -9 often the out-of-memory killer)"
+            )
+        reply = json.loads(line)
+        if "error" in reply:
+            raise TrialError(
+                f"trial {trial.trial_id} ({trial.hyperparameters.values}) failed in its "
+                f"worker process:\n{reply['error']}"
+            )
+        return float(reply["score"])
+
+    def stop(self, kill: bool) -> None:
+        if self.process.poll() is None and not kill:
+            self.process.stdin.close()  # the worker's loop ends at end of input
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(STOP_SECONDS)
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        for stream in (self.process.stdin, self.process.stdout):
+            if not stream.closed:
+                stream.close()
+
+
+def run_trials(oracle, workers: TrialWorkers, objective: str) -> None:
+    """Runs the oracle's trials on `workers.count` worker processes until it stops them."""
+    started: list[_Worker] = []
+    failed = True
+    try:
+        for index in range(workers.count):
+            started.append(_Worker(index, workers))
+        _run(oracle, started, workers.timeout_seconds, objective)
+        failed = False
+    finally:
+        for worker in started:
+            worker.stop(kill=failed)
+
+
+def _run(oracle, workers: list[_Worker], timeout: float, objective: str) -> None:
+    from keras_tuner.engine.trial import TrialStatus
+
+    idle, running, stopped = list(workers), [], False
+    with selectors.DefaultSelector() as selector:
+        for worker in workers:
+            selector.register(worker.process.stdout, selectors.EVENT_READ, worker)
+        while True:
+            while idle and not stopped:
+                trial = oracle.create_trial(idle[-1].tuner_id)
+                if trial.status == TrialStatus.STOPPED:
+                    stopped = True  # the budget is spent: the running trials finish
+                elif trial.status == TrialStatus.RUNNING:
+                    worker = idle.pop()
+                    worker.start(trial)
+                    running.append(worker)
+                elif running:
+                    break  # the oracle waits for a running trial's score
+                else:
+                    time.sleep(0.1)
+            if not running:
+                return
+            oldest = min(running, key=lambda w: w.started)
+            events = selector.select(max(0.0, oldest.started + timeout - time.monotonic()))
+            if not events:
+                raise TrialError(
+                    f"trial {oldest.trial.trial_id} ({oldest.trial.hyperparameters.values}) "
+                    f"reported no score within {timeout / 60:g} minutes (tuning: "
+                    "trial_timeout_minutes); its worker process was stopped"
+                )
+            for key, _ in events:
+                worker = key.data
+                trial = worker.trial
+                score = worker.result()
+                running.remove(worker)
+                oracle.update_trial(trial.trial_id, {objective: score})
+                trial.status = TrialStatus.COMPLETED
+                oracle.end_trial(trial)
+                idle.append(worker)
+
+
+def _limit_threads(threads: int) -> None:
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(threads)
+
+
+def main() -> None:
+    """A worker: builds the search once, then scores each trial sent on stdin."""
+    replies = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # Keras's progress and anything else printed: to stderr, the Tuner's log
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+    setup = json.loads(sys.stdin.readline())
+    _limit_threads(int(setup["threads"]))
+
+    import importlib
+
+    import keras_tuner as kt
+    from tfx.components.trainer.fn_args_utils import FnArgs
+
+    module, _, name = setup["tuner_fn"].rpartition(".")
+    search = getattr(importlib.import_module(module), name)(FnArgs(**setup["fn_args"])).tuner
+    for line in sys.stdin:
+        request = json.loads(line)
+        reply: dict[str, Any] = {"trial_id": request["trial_id"]}
+        try:
+            hp = kt.HyperParameters.from_config(request["hyperparameters"])
+            reply["score"] = search.score(hp)
+        except Exception:  # reported to the Tuner, which fails the search naming the trial
+            reply["error"] = traceback.format_exc()
+        replies.write(json.dumps(reply) + "\n")
+    replies.flush()
+    sys.stderr.flush()
+    os._exit(0)  # no TensorFlow teardown
+
+
+if __name__ == "__main__":
+    main()
