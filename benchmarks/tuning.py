@@ -21,6 +21,7 @@ dominated by a worker's start (importing TensorFlow, building the input).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -93,8 +94,10 @@ def _search(fn_args) -> dict:
     from trainer.taxi.train import tuner_fn
 
     start = time.perf_counter()
-    tuner = tuner_fn(fn_args).tuner
-    tuner.search()
+    # KerasTuner's and Keras's progress to stderr: stdout is the report (or its JSON).
+    with contextlib.redirect_stdout(sys.stderr):
+        tuner = tuner_fn(fn_args).tuner
+        tuner.search()
     seconds = time.perf_counter() - start
     done = [t for t in tuner.oracle.trials.values() if t.status == "COMPLETED"]
     best = tuner.oracle.get_best_trials(1)[0]

@@ -19,6 +19,7 @@ for line in sys.stdin:
     rate = request["hyperparameters"]["values"]["learning_rate"]
     log.write(json.dumps({"pid": os.getpid(), "start": time.time(), "threads": threads}) + "\n")
     if rate == fake.get("crash"):
+        print("fake worker: crashing on purpose", file=sys.stderr, flush=True)
         os._exit(3)
     if rate == fake.get("hang"):
         time.sleep(3600)

@@ -17,12 +17,14 @@ publishes nothing (TFX writes its outputs only after the search returns).
 
 Protocol: one JSON object per line. The Tuner writes the set-up, then one
 trial at a time, to a worker's stdin; the worker answers each trial with
-{"trial_id", "score"} or {"trial_id", "error"} on its stdout (everything else
-it prints goes to its stderr, which is the Tuner's log).
+{"trial_id", "score"} or {"trial_id", "error"} on its stdout. Everything else
+it prints goes to its stderr, which the Tuner logs line by line (so it lands
+in the run's log under every orchestrator), and quotes when the worker dies.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import os
@@ -34,9 +36,13 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
+from absl import logging
+
 WORKER_COMMAND = (sys.executable, "-m", "trainer.parallel_trials")
 # How long a stopped worker may take to exit before it is killed.
 STOP_SECONDS = 10
+# Lines of a worker's output quoted when it dies.
+TAIL_LINES = 30
 
 
 class TrialError(RuntimeError):
@@ -86,7 +92,7 @@ def workers_for(fn_args: Any, tuning: dict[str, Any]) -> TrialWorkers | None:
 
 
 class _Worker:
-    """One worker process and the trial it is running."""
+    """One worker process, the trial it is running, and the tail of its output."""
 
     def __init__(self, index: int, workers: TrialWorkers):
         self.tuner_id = f"worker-{index}"
@@ -100,25 +106,48 @@ class _Worker:
             "OMP_NUM_THREADS": threads,
         }
         self.process = subprocess.Popen(
-            list(workers.command), stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
+            list(workers.command),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
         )
+        self.name = f"{self.tuner_id} (pid {self.process.pid})"
+        self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        self._partial = b""
         fn_args = dict(workers.fn_args)
         # Its own working dir: the search a worker builds must not clear the Tuner's.
         fn_args["working_dir"] = os.path.join(str(fn_args.get("working_dir")), self.tuner_id)
-        setup = {"tuner_fn": workers.tuner_fn, "fn_args": fn_args, "threads": workers.threads}
-        self._send(setup)
+        self._send({"tuner_fn": workers.tuner_fn, "fn_args": fn_args, "threads": workers.threads})
         self.trial = None
-        self.started = 0.0
+        self.started = time.monotonic()
 
     def _send(self, message: dict) -> None:
         self.process.stdin.write((json.dumps(message) + "\n").encode())
         self.process.stdin.flush()
 
     def start(self, trial) -> None:
-        self.trial, self.started = trial, time.monotonic()
+        if self.trial is None:  # the first trial's clock started with the worker
+            self.started = time.monotonic()
+        self.trial = trial
         self._send(
             {"trial_id": trial.trial_id, "hyperparameters": trial.hyperparameters.get_config()}
         )
+
+    def relay_output(self) -> bool:
+        """Logs what the worker printed since the last call; False at its end."""
+        data = os.read(self.process.stderr.fileno(), 65536)
+        if data:
+            lines = (self._partial + data).split(b"\n")
+            self._partial = lines.pop()  # a line still being written
+        else:
+            lines, self._partial = [self._partial], b""
+        for line in lines:
+            text = line.decode(errors="replace").rstrip()
+            if text:
+                self.tail.append(text)
+                logging.info("%s: %s", self.tuner_id, text)
+        return bool(data)
 
     def result(self) -> float:
         """The running trial's score, read once the worker has answered (or died)."""
@@ -126,18 +155,27 @@ class _Worker:
         trial, self.trial = self.trial, None
         if not line:
             code = self.process.wait(STOP_SECONDS)
+            while self.relay_output():
+                pass
             raise TrialError(
                 f"trial {trial.trial_id} ({trial.hyperparameters.values}): its worker "
-                f"process {self.process.pid} exited with code {code} before reporting a score "
-                "(its output is in the Tuner's log above; a negative code is the signal that "
-                "ended it, -9 often the out-of-memory killer)"
+                f"process {self.name} exited with code {code} before reporting a score (a "
+                "negative code is the signal that ended it, -9 often the out-of-memory "
+                "killer). The end of its output:\n" + "\n".join(self.tail)
             )
         reply = json.loads(line)
         if "error" in reply:
             raise TrialError(
                 f"trial {trial.trial_id} ({trial.hyperparameters.values}) failed in its "
-                f"worker process:\n{reply['error']}"
+                f"worker process {self.name}:\n{reply['error']}"
             )
+        logging.info(
+            "trial %s scored %s in %s: %s",
+            trial.trial_id,
+            reply["score"],
+            self.name,
+            trial.hyperparameters.values,
+        )
         return float(reply["score"])
 
     def stop(self, kill: bool) -> None:
@@ -148,7 +186,7 @@ class _Worker:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
-        for stream in (self.process.stdin, self.process.stdout):
+        for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
             if not stream.closed:
                 stream.close()
 
@@ -160,6 +198,11 @@ def run_trials(oracle, workers: TrialWorkers, objective: str) -> None:
     try:
         for index in range(workers.count):
             started.append(_Worker(index, workers))
+        logging.info(
+            "parallel trials: %s, %d TensorFlow thread(s) each",
+            ", ".join(w.name for w in started),
+            workers.threads,
+        )
         _run(oracle, started, workers.timeout_seconds, objective)
         failed = False
     finally:
@@ -167,38 +210,53 @@ def run_trials(oracle, workers: TrialWorkers, objective: str) -> None:
             worker.stop(kill=failed)
 
 
+def _start_trials(oracle, idle: list[_Worker], running: list[_Worker]) -> bool:
+    """Hands the oracle's next trials to the idle workers; False once the budget is spent."""
+    from keras_tuner.engine.trial import TrialStatus
+
+    while idle:
+        trial = oracle.create_trial(idle[-1].tuner_id)
+        if trial.status == TrialStatus.STOPPED:
+            return False  # the running trials finish
+        if trial.status == TrialStatus.RUNNING:
+            worker = idle.pop()
+            worker.start(trial)
+            running.append(worker)
+        elif running:
+            break  # the oracle waits for a running trial's score
+        else:
+            time.sleep(0.1)
+    return True
+
+
 def _run(oracle, workers: list[_Worker], timeout: float, objective: str) -> None:
     from keras_tuner.engine.trial import TrialStatus
 
-    idle, running, stopped = list(workers), [], False
+    idle, running, more = list(workers), [], True
     with selectors.DefaultSelector() as selector:
         for worker in workers:
-            selector.register(worker.process.stdout, selectors.EVENT_READ, worker)
+            selector.register(worker.process.stdout, selectors.EVENT_READ, ("reply", worker))
+            selector.register(worker.process.stderr, selectors.EVENT_READ, ("output", worker))
         while True:
-            while idle and not stopped:
-                trial = oracle.create_trial(idle[-1].tuner_id)
-                if trial.status == TrialStatus.STOPPED:
-                    stopped = True  # the budget is spent: the running trials finish
-                elif trial.status == TrialStatus.RUNNING:
-                    worker = idle.pop()
-                    worker.start(trial)
-                    running.append(worker)
-                elif running:
-                    break  # the oracle waits for a running trial's score
-                else:
-                    time.sleep(0.1)
+            if more:
+                more = _start_trials(oracle, idle, running)
             if not running:
                 return
             oldest = min(running, key=lambda w: w.started)
-            events = selector.select(max(0.0, oldest.started + timeout - time.monotonic()))
+            left = oldest.started + timeout - time.monotonic()
+            events = selector.select(left) if left > 0 else []
             if not events:
                 raise TrialError(
                     f"trial {oldest.trial.trial_id} ({oldest.trial.hyperparameters.values}) "
                     f"reported no score within {timeout / 60:g} minutes (tuning: "
-                    "trial_timeout_minutes); its worker process was stopped"
+                    f"trial_timeout_minutes); its worker process {oldest.name} was stopped"
                 )
             for key, _ in events:
-                worker = key.data
+                kind, worker = key.data
+                if kind == "output":
+                    if not worker.relay_output():
+                        selector.unregister(key.fileobj)
+                    continue
                 trial = worker.trial
                 score = worker.result()
                 running.remove(worker)
