@@ -102,7 +102,8 @@ def test_a_hung_trial_times_out_and_its_workers_are_stopped(tmp_path, monkeypatc
     assert made and all(w.process.poll() is not None for w in made)
 
 
-def test_workers_for_asks_for_parallel_trials_capped_by_the_budget():
+def test_workers_for_asks_for_parallel_trials_capped_by_the_budget(monkeypatch, caplog):
+    monkeypatch.setattr(parallel_trials, "cores", lambda: 2)
     fn_args = SimpleNamespace(
         working_dir="/w",
         custom_config={"tuner_fn": "trainer.taxi.train.tuner_fn"},
@@ -111,7 +112,11 @@ def test_workers_for_asks_for_parallel_trials_capped_by_the_budget():
     tuning = {"max_trials": 3, "parallel_trials": 8, "trial_timeout_minutes": 0.5}
     workers = workers_for(fn_args, tuning)
     assert (workers.count, workers.timeout_seconds) == (3, 30.0)
-    assert workers.threads == max(1, parallel_trials.cores() // 3)
+    assert workers.threads == 1
+    assert "parallel_trials 3 is more than the 2 core(s) here" in caplog.text
+    assert workers_for(fn_args, {**tuning, "parallel_trials": 2}).threads == 1
+    monkeypatch.setattr(parallel_trials, "cores", lambda: 8)
+    assert workers_for(fn_args, {**tuning, "parallel_trials": 2}).threads == 4
     assert "data_accessor" not in workers.fn_args
     assert workers.fn_args["working_dir"] == "/w"
     assert workers_for(fn_args, {"max_trials": 3}) is None

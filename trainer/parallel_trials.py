@@ -81,6 +81,12 @@ def workers_for(fn_args: Any, tuning: dict[str, Any]) -> TrialWorkers | None:
             "tuner_fn each worker process builds its search with (pipeline/definition.py "
             "sets it)"
         )
+    if count > cores():
+        logging.warning(
+            "parallel_trials %d is more than the %d core(s) here: the trials share cores",
+            count,
+            cores(),
+        )
     fields = {k: v for k, v in vars(fn_args).items() if k != "data_accessor"}
     return TrialWorkers(
         tuner_fn=str(tuner_fn),
