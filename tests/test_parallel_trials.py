@@ -160,3 +160,29 @@ def test_the_tuner_writes_the_same_outputs_as_a_sequential_search(tmp_path):
     assert len(results) == 3
     assert [r["score"] for r in results] == sorted(r["score"] for r in results)
     assert best["values"]["learning_rate"] == results[0]["learning_rate"]
+
+
+@pytest.mark.slow  # two fresh interpreters importing TensorFlow and TFX
+@pytest.mark.timeout(900)
+def test_real_workers_run_on_their_own_cores_with_their_share_of_threads(tmp_path):
+    """`python -m trainer.parallel_trials` itself, with a stub tuner_fn (tests/stub_tuner.py):
+    each worker is pinned to its own cores, and TensorFlow's pools are sized to them."""
+    shares = parallel_trials.core_shares(2)
+    workers = TrialWorkers(
+        tuner_fn="stub_tuner.tuner_fn",
+        fn_args={"working_dir": str(tmp_path / "work"), "custom_config": {}},
+        count=2,
+        timeout_seconds=600,
+        threads=max(1, parallel_trials.cores() // 2),
+    )
+    oracle = _oracle(tmp_path, max_trials=2)
+    run_trials(oracle, workers, "val_loss")
+    assert sorted(t.score for t in oracle.trials.values()) == sorted(
+        t.hyperparameters.values["learning_rate"] for t in oracle.trials.values()
+    )
+    seen = [json.loads(p.read_text()) for p in sorted((tmp_path / "work").glob("*/worker.json"))]
+    assert len(seen) == 2
+    for noted, share in zip(seen, shares, strict=True):
+        assert noted["intra_op_threads"] == noted["inter_op_threads"] == workers.threads
+        if share is not None:
+            assert noted["cores"] == share

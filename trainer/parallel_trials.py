@@ -8,9 +8,11 @@ stays in the Tuner's process: it picks each trial's values, receives its score
 and keeps every trial, so the Tuner's outputs (best hyperparameters, every
 trial's values and score) are those of a sequential search.
 
-Each worker gets an equal share of the machine's cores for TensorFlow's thread
-pools (set before TensorFlow starts in it), so N workers do not oversubscribe
-the cores. A worker that dies (a crash, the OOM killer), a trial that raises,
+Each worker gets an equal share of the cores this process may use: it is
+pinned to its own cores (CPU affinity, which also bounds tf.data's threads)
+and TensorFlow's thread pools are sized to them before TensorFlow starts in
+it, so N workers do not oversubscribe the cores. With more workers than
+cores, each has one thread and they share every core. A worker that dies (a crash, the OOM killer), a trial that raises,
 or a trial that takes longer than `trial_timeout_minutes` fails the search with
 an error naming the trial; the other workers are stopped, and the Tuner
 publishes nothing (TFX writes its outputs only after the search returns).
@@ -61,12 +63,28 @@ class TrialWorkers:
     command: tuple[str, ...] = field(default=WORKER_COMMAND)
 
 
-def cores() -> int:
-    """The cores this process may run on."""
+def _allowed_cores() -> list[int] | None:
+    """The cores this process may run on (None where the OS does not say)."""
     try:
-        return len(os.sched_getaffinity(0))
+        return sorted(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+        return None
+
+
+def cores() -> int:
+    """How many cores this process may run on."""
+    allowed = _allowed_cores()
+    return len(allowed) if allowed else os.cpu_count() or 1
+
+
+def core_shares(count: int) -> list[list[int] | None]:
+    """Each worker's own cores: an equal share, or None (no pinning) with more workers
+    than cores, or where cores cannot be pinned."""
+    allowed = _allowed_cores()
+    if not allowed or count > len(allowed):
+        return [None] * count
+    size = len(allowed) // count
+    return [allowed[i * size : (i + 1) * size] for i in range(count)]
 
 
 def workers_for(fn_args: Any, tuning: dict[str, Any]) -> TrialWorkers | None:
@@ -100,7 +118,7 @@ def workers_for(fn_args: Any, tuning: dict[str, Any]) -> TrialWorkers | None:
 class _Worker:
     """One worker process, the trial it is running, and the tail of its output."""
 
-    def __init__(self, index: int, workers: TrialWorkers):
+    def __init__(self, index: int, workers: TrialWorkers, cpus: list[int] | None):
         self.tuner_id = f"worker-{index}"
         threads = str(workers.threads)
         env = {
@@ -124,7 +142,14 @@ class _Worker:
         fn_args = dict(workers.fn_args)
         # Its own working dir: the search a worker builds must not clear the Tuner's.
         fn_args["working_dir"] = os.path.join(str(fn_args.get("working_dir")), self.tuner_id)
-        self._send({"tuner_fn": workers.tuner_fn, "fn_args": fn_args, "threads": workers.threads})
+        self._send(
+            {
+                "tuner_fn": workers.tuner_fn,
+                "fn_args": fn_args,
+                "threads": workers.threads,
+                "cores": cpus,
+            }
+        )
         self.trial = None
         self.started = time.monotonic()
 
@@ -202,12 +227,14 @@ def run_trials(oracle, workers: TrialWorkers, objective: str) -> None:
     started: list[_Worker] = []
     failed = True
     try:
-        for index in range(workers.count):
-            started.append(_Worker(index, workers))
+        shares = core_shares(workers.count)
+        for index, cpus in enumerate(shares):
+            started.append(_Worker(index, workers, cpus))
         logging.info(
-            "parallel trials: %s, %d TensorFlow thread(s) each",
+            "parallel trials: %s, %d TensorFlow thread(s) each, cores %s",
             ", ".join(w.name for w in started),
             workers.threads,
+            shares,
         )
         _run(oracle, started, workers.timeout_seconds, objective)
         failed = False
@@ -272,7 +299,9 @@ def _run(oracle, workers: list[_Worker], timeout: float, objective: str) -> None
                 idle.append(worker)
 
 
-def _limit_threads(threads: int) -> None:
+def _limit_threads(threads: int, cpus: list[int] | None) -> None:
+    if cpus:
+        os.sched_setaffinity(0, cpus)
     import tensorflow as tf
 
     tf.config.threading.set_intra_op_parallelism_threads(threads)
@@ -285,7 +314,7 @@ def main() -> None:
     os.dup2(2, 1)  # Keras's progress and anything else printed: to stderr, the Tuner's log
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
     setup = json.loads(sys.stdin.readline())
-    _limit_threads(int(setup["threads"]))
+    _limit_threads(int(setup["threads"]), setup.get("cores"))
 
     import importlib
 
