@@ -340,3 +340,11 @@ def test_the_image_trainer_takes_the_tuned_values():
     )
     hp = ImageHyperparameters.from_fn_args(fn_args)
     assert (hp.filters, hp.dropout, hp.flip, fn_args.train_steps) == ((16,), 0.3, False, 11)
+
+
+def test_the_search_result_has_the_fields_tfx_s_tuner_executor_reads():
+    from tfx.components.tuner.component import TunerFnResult as Tfx
+
+    from trainer.tuning import TunerFnResult
+
+    assert TunerFnResult._fields == Tfx._fields

@@ -317,12 +317,15 @@ def main() -> None:
     _limit_threads(int(setup["threads"]), setup.get("cores"))
 
     import importlib
+    from types import SimpleNamespace
 
     import keras_tuner as kt
-    from tfx.components.trainer.fn_args_utils import FnArgs
 
+    # TFX's FnArgs fields as attributes, without importing tfx.components (every
+    # TFX component: seconds of start-up) for the FnArgs class itself.
+    fn_args = SimpleNamespace(**setup["fn_args"], data_accessor=None)
     module, _, name = setup["tuner_fn"].rpartition(".")
-    search = getattr(importlib.import_module(module), name)(FnArgs(**setup["fn_args"])).tuner
+    search = getattr(importlib.import_module(module), name)(fn_args).tuner
     for line in sys.stdin:
         request = json.loads(line)
         reply: dict[str, Any] = {"trial_id": request["trial_id"]}

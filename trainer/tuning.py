@@ -22,13 +22,12 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import keras_tuner as kt
 import tensorflow as tf
 import tf_keras as keras
 from keras_tuner.engine import base_tuner
-from tfx.components.tuner.component import TunerFnResult
 
 from trainer import parallel_trials
 from trainer.base import Hyperparameters, tuned_values, units_choice
@@ -42,6 +41,16 @@ _ORACLES = {
 
 # (patterns, batch_size, training) -> dataset of (features, label) batches.
 DatasetFn = Callable[[Any, int, bool], tf.data.Dataset]
+
+
+class TunerFnResult(NamedTuple):
+    """What TFX's Tuner executor reads from a tuner_fn's result: the fields of
+    tfx.components.tuner.component.TunerFnResult. Defined here because importing
+    that module imports every TFX component (seconds of each parallel trial
+    worker's start-up), and the executor only reads these two attributes."""
+
+    tuner: base_tuner.BaseTuner
+    fit_kwargs: dict[str, Any]
 
 
 def declare(hp: kt.HyperParameters, space: dict[str, dict[str, Any]]) -> None:
