@@ -275,14 +275,15 @@ def render_ui(result: dict) -> list[str]:
 def render_slicing_cost(result: dict) -> list[str]:
     seconds = result["seconds"]
     rows = [
-        [label, ", ".join(f"{s:.1f}" for s in seconds[key]), f"{result['best'][key]:.1f}"]
-        for key, label in (("anchor", "whole split only"), ("sliced", "with taxi's slicing"))
+        [name, ", ".join(f"{s:.1f}" for s in runs), f"{result['best'][name]:.1f}"]
+        for name, runs in seconds.items()
     ]
+    ratios = "; ".join(f"{name}: {value:.2f}" for name, value in result["ratios"].items())
     return [
-        *_table(["Evaluator (TFMA, same model and data)", "runs (s)", "best (s)"], rows),
+        *_table(["Evaluator (same model and data)", "runs (s)", "best (s)"], rows),
         "",
         f"{result['eval_rows']:,} eval rows of a {result['rows']:,}-row generated taxi span; "
-        f"with slicing / without: {result['ratio']:.2f}.",
+        f"{ratios}.",
     ]
 
 
