@@ -190,6 +190,25 @@ def test_csv_ingest_benchmark_on_a_few_rows(tmp_path, forkserver):
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
+def test_tuning_benchmark_on_a_few_rows(forkserver):
+    """Both searches of benchmarks/tuning.py on 2,000 rows, 2 trials of 3 steps: the same
+    trials scored (so the same best loss) sequentially and by 2 worker processes."""
+    done = _run(
+        forkserver,
+        "tuning.py",
+        *("--rows", "2000", "--trials", "2", "--trial-steps", "3", "--parallel", "2", "--json"),
+        timeout=800,
+    )
+    report = json.loads(done.stdout)
+    sequential, parallel = report["results"]["sequential"], report["results"]["parallel"]
+    assert (sequential["parallel_trials"], parallel["parallel_trials"]) == (1, 2)
+    assert sequential["trials"] == parallel["trials"] == 2
+    assert sequential["best_eval_loss"] == pytest.approx(parallel["best_eval_loss"], abs=1e-3)
+    assert report["parallel_vs_sequential"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
 def test_image_benchmarks_on_a_few_images(tmp_path, forkserver):
     work = str(tmp_path / "images")
     _run(
