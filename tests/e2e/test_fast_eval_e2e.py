@@ -13,7 +13,7 @@ import logging
 from pathlib import Path
 
 import pytest
-from e2e_support import small_config, write_sample
+from e2e_support import execution_inputs, small_config, write_sample
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -45,34 +45,9 @@ def test_pipeline_blesses_and_pushes_through_the_fast_paths(two_runs):
     assert logs.count("StatisticsGen: in-process pass") == 2
 
 
-def _evaluator_inputs(config, node: str = "Evaluator") -> tuple[dict, dict, dict]:
+def _evaluator_inputs(config, node: str = "Evaluator") -> tuple[dict, dict, object]:
     """`node`'s last execution's (the rerun's) inputs and properties, from ML Metadata."""
-    from ml_metadata.proto import metadata_store_pb2
-    from tfx.orchestration import metadata
-    from tfx.types import artifact_utils
-
-    connection = metadata.sqlite_metadata_connection_config(config.metadata_path)
-    with metadata.Metadata(connection) as m:
-        store = m.store
-        executions = [
-            e
-            for e in store.get_executions()
-            if store.get_execution_types_by_id([e.type_id])[0].name.endswith(node)
-        ]
-        execution = max(executions, key=lambda e: e.id)
-        events = store.get_events_by_execution_ids([execution.id])
-        inputs: dict = {}
-        for event in events:
-            if event.type != metadata_store_pb2.Event.INPUT:
-                continue
-            key = event.path.steps[0].key
-            [artifact] = store.get_artifacts_by_id([event.artifact_id])
-            [atype] = store.get_artifact_types_by_id([artifact.type_id])
-            inputs.setdefault(key, []).append(artifact_utils.deserialize_artifact(atype, artifact))
-        properties = {
-            k: v.string_value or v.int_value for k, v in execution.custom_properties.items()
-        }
-    return inputs, properties, execution
+    return execution_inputs(config.metadata_path, node)
 
 
 def _run_executor(executor_class, inputs, properties, out: Path):
