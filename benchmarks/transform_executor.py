@@ -1,0 +1,112 @@
+"""Transform alone: TFX's executor against the fast path (components/fast_transform/), same inputs.
+
+    .venv/bin/python benchmarks/transform_executor.py --rows 200000 [--repeat 2] [--json]
+
+Generates `--rows` taxi rows (`tfxp data generate`), runs the pipeline up to
+Transform once (it makes Transform's inputs: the examples and the schema), then
+reruns that Transform execution, from its inputs and exec properties in ML
+Metadata, `--repeat` times with each executor, alternating (TFX, fast, TFX,
+...). Each run is a fresh process under the in-process Beam runner, timed around
+the executor's `Do` alone (imports excluded). Prints each executor's best time
+and the ratio fast/TFX. `--run-dir` reuses a run instead of generating one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+# The e2e tests' ML Metadata reader: a node's last execution's inputs and properties.
+sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+
+EXECUTORS = {
+    "tfx": "tfx.components.transform.executor.Executor",
+    "fast": "components.fast_transform.executor.Executor",
+}
+
+
+def _one(executor: str, metadata_path: str, out: str) -> None:
+    """In a child process: one executor once; prints its seconds as JSON."""
+    import importlib
+
+    from e2e_support import execution_inputs
+    from transform_parity import run_transform
+
+    module, name = EXECUTORS[executor].rsplit(".", 1)
+    executor_class = getattr(importlib.import_module(module), name)
+    inputs, properties, _ = execution_inputs(metadata_path, "Transform")
+    started = time.perf_counter()
+    run_transform(executor_class, inputs, properties, Path(out))
+    print(json.dumps({"seconds": time.perf_counter() - started}))
+
+
+def _prepare(rows: int, work: Path) -> Path:
+    tfxp = str(Path(sys.executable).parent / "tfxp")
+    data, run = work / "data", work / "run"
+    print(f"[prepare] {rows:,} taxi rows, pipeline up to Transform in {run}", flush=True)
+    subprocess.run(
+        [tfxp, "data", "generate", "taxi", "--rows", str(rows), "--no-check"]
+        + ["--data-root", str(data)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    subprocess.run(
+        [tfxp, "run", "--dataset", "taxi", "--data-root", str(data), "--run-dir", str(run)]
+        + ["--to-node", "Transform", "--beam", "in-process"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    return run
+
+
+def _timed(executor: str, metadata_path: Path, out: Path) -> float:
+    done = subprocess.run(
+        [sys.executable, __file__, "--one", executor, "--metadata", str(metadata_path)]
+        + ["--out", str(out)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])["seconds"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--run-dir", help="a run whose Transform to repeat (skips generating)")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--one", choices=sorted(EXECUTORS), help=argparse.SUPPRESS)
+    parser.add_argument("--metadata", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        _one(args.one, args.metadata, args.out)
+        return
+    with tempfile.TemporaryDirectory(prefix="transform-bench-") as tmp:
+        work = Path(tmp)
+        run = Path(args.run_dir) if args.run_dir else _prepare(args.rows, work)
+        best: dict[str, float] = {}
+        for i in range(args.repeat * 2):
+            executor = ("tfx", "fast")[i % 2]
+            seconds = _timed(executor, run / "metadata.sqlite", work / f"out-{i}")
+            print(f"[{executor}] {seconds:.1f} s", flush=True)
+            best[executor] = min(seconds, best.get(executor, float("inf")))
+    ratio = best["fast"] / best["tfx"]
+    print(
+        f"Transform: TFX's executor {best['tfx']:.1f} s, fast path {best['fast']:.1f} s, "
+        f"ratio {ratio:.2f}"
+    )
+    if args.json:
+        print(json.dumps({"rows": args.rows, "seconds": best, "ratio": round(ratio, 3)}))
+
+
+if __name__ == "__main__":
+    main()
