@@ -20,6 +20,9 @@ plus
      trainer/taxi/train.py's run_fn passes with default hyperparameters (record
      shuffle, 10,000-record buffer, cache, deterministic order, seed); its
      first pass reads the shards (cold), later passes come from the cache (warm)
+  t_bytes  the same training configuration without the parse step (serialized
+     records read, cached and shuffled, then batched): t_bytes against a shows
+     what shuffling costs, t against t_bytes what parsing costs
 
 and variants (non-deterministic, block shuffle, cached evaluation order), and
 prints the ratios d/a, d/b, d/c and t/c (cold and warm). The target (>= 5x
@@ -62,7 +65,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from trainer import data_service  # noqa: E402
-from trainer.input import input_fn, read_blocks  # noqa: E402
+from trainer.input import InputOptions, input_fn, read_blocks, serialized_batches  # noqa: E402
 from trainer.taxi import features as f  # noqa: E402
 
 DATA_VERSION = 1  # bump when the generated records change
@@ -185,6 +188,14 @@ def ours(files: list[str], batch_size: int, **kwargs) -> tf.data.Dataset:
     )
 
 
+def training_bytes(files: list[str], batch_size: int, training: dict) -> tf.data.Dataset:
+    """(t_bytes) The training configuration's serialized batches: shuffled and cached, unparsed."""
+    options = InputOptions(repeat=False, **training)
+    dataset = serialized_batches(files, batch_size, options)
+    # time_passes counts examples by the first dimension of the label; here that is the batch.
+    return dataset.map(lambda batch: (batch, batch)).prefetch(tf.data.AUTOTUNE)
+
+
 def trainer_training_settings() -> dict:
     """The input_fn keywords trainer/taxi/train.py's run_fn uses for training, default hyperparameters.
 
@@ -250,6 +261,11 @@ def _pipelines(
         ("d", "ours: input_fn (eval order, no cache)", lambda: ours(files, bs)),
         ("t", "ours: the Trainer's training settings", lambda: ours(files, bs, **training)),
         (
+            "t_bytes",
+            "ours: training settings without parsing",
+            lambda: training_bytes(files, bs, training),
+        ),
+        (
             "d_train",
             "ours: training config (shuffle, non-deterministic)",
             lambda: ours(files, bs, shuffle=True, deterministic=False),
@@ -272,9 +288,9 @@ def _time_all(runs, n: int, repeats: int, log: Callable[..., None]) -> dict[str,
     results: dict[str, dict] = {}
     for key, label, build in runs:
         # Cached pipelines get one more pass: the first fills the cache and is reported apart.
-        cached = key in ("d_cached", "t")
+        cached = key in ("d_cached", "t", "t_bytes")
         result = time_passes(build(), n, repeats + 1 if cached else repeats, drop_first=cached)
-        if key == "t":  # the first (cold) pass reads the shards; training's first epoch does too
+        if key in ("t", "t_bytes"):  # the first (cold) pass reads the shards, as epoch 1 does
             result["cold_records_per_s"] = round(n / result["fill_s"])
         results[key] = {"label": label, **result}
         log(f"  {key:9s} {result['records_per_s']:>11,} records/s  passes {result['passes_s']}")
@@ -291,6 +307,36 @@ def _ratios(results: dict[str, dict]) -> dict[str, float]:
         "t_warm/c": round(rate["t"] / rate["c"], 2),
         "d_train/a": round(rate["d_train"] / rate["a"], 2),
         "e/d": round(rate["e"] / rate["d"], 2),
+        "t_warm/a": round(rate["t"] / rate["a"], 2),
+        "t_bytes_warm/a": round(rate["t_bytes"] / rate["a"], 2),
+        "t_warm/t_bytes_warm": round(rate["t"] / rate["t_bytes"], 2),
+    }
+
+
+def training_breakdown(results: dict[str, dict]) -> dict[str, dict[str, float]]:
+    """Seconds per million records of the training configuration, by stage.
+
+    Cold (the first epoch, read from the shards): reading is the raw floor (a),
+    shuffling and caching is what t_bytes adds to it, parsing what t adds to
+    t_bytes. Warm (later epochs, from the cache): shuffling is t_bytes' whole
+    pass, parsing what t adds. The largest share is what holds the input back.
+    """
+
+    def per_m(key: str, rate: str) -> float:
+        return 1e6 / results[key][rate]
+
+    cold_bytes = per_m("t_bytes", "cold_records_per_s")
+    warm_bytes = per_m("t_bytes", "records_per_s")
+    return {
+        "cold": {
+            "read": round(per_m("a", "records_per_s"), 3),
+            "shuffle_and_cache": round(cold_bytes - per_m("a", "records_per_s"), 3),
+            "parse": round(per_m("t", "cold_records_per_s") - cold_bytes, 3),
+        },
+        "warm": {
+            "shuffle": round(warm_bytes, 3),
+            "parse": round(per_m("t", "records_per_s") - warm_bytes, 3),
+        },
     }
 
 
@@ -310,6 +356,11 @@ def _print_report(report: dict) -> None:
         f"t (training settings): cold first pass {t['cold_records_per_s']:,} records/s, "
         f"warm (cached) {t['records_per_s']:,} records/s"
     )
+    for phase, parts in report["training_breakdown"].items():
+        print(
+            f"training configuration, {phase} pass, seconds per million records: "
+            + ", ".join(f"{k} {v:.2f}" for k, v in parts.items())
+        )
     print("targets: " + ", ".join(f"{k}: {v}" for k, v in report["targets"].items()))
     print(
         f"{report['cpus']} CPUs; load average before {report['loadavg_before']}, "
@@ -355,6 +406,7 @@ def main(argv: list[str] | None = None) -> int:
         "tensorflow": tf.__version__,
         "results": results,
         "ratios": ratios,
+        "training_breakdown": training_breakdown(results),
         "targets": {
             "d/a >= 0.9": ratios["d/a"] >= 0.9,
             "d/c >= 5": ratios["d/c"] >= 5,

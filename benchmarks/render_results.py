@@ -176,7 +176,22 @@ def render_input_pipeline(result: dict) -> list[str]:
         f"Ratios: {ratios}. Targets: {targets}.",
         f"Row t (the Trainer's own settings): cold first pass {_num(t.get('cold_records_per_s'), 0)} "
         f"records/s, warm (cached) passes {_num(t.get('records_per_s'), 0)}.",
+        *_training_breakdown(result.get("training_breakdown")),
     ]
+
+
+def _training_breakdown(parts: dict | None) -> list[str]:
+    """Where the training configuration's time goes (row t split by row t_bytes)."""
+    if not parts:
+        return []
+    lines = ["", "The training configuration's seconds per million records, by stage:", ""]
+    for phase, label in (
+        ("cold", "first epoch (from the shards)"),
+        ("warm", "later epochs (cached)"),
+    ):
+        stages = ", ".join(f"{k.replace('_', ' ')} {v:.2f} s" for k, v in parts[phase].items())
+        lines.append(f"- {label}: {stages}.")
+    return lines
 
 
 def render_csv_ingest(result: dict) -> list[str]:

@@ -67,6 +67,9 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from record import last_json_object  # noqa: E402  (the sibling that keeps results)
+
 WALL_RATIO_TARGET = 0.40
 EXAMPLE_REL_DIR = Path("examples") / "chicago_taxi_pipeline"
 EXAMPLE_PIPELINE = "taxi_pipeline_native_keras.py"
@@ -220,19 +223,6 @@ def _print_failure(result: RunResult) -> None:
     for log in (result.stdout_log, result.stderr_log):
         print(f"--- last {LOG_TAIL_LINES} lines of {log} ---", file=sys.stderr)
         print(_tail(log), file=sys.stderr)
-
-
-def last_json_object(text: str) -> dict[str, Any] | None:
-    """The last top-level JSON object in `text`: one starting with '{' at a line start."""
-    decoder = json.JSONDecoder()
-    for match in reversed(list(re.finditer(r"^\{", text, flags=re.MULTILINE))):
-        try:
-            value, _ = decoder.raw_decode(text, match.start())
-        except json.JSONDecodeError:
-            continue
-        if isinstance(value, dict):
-            return value
-    return None
 
 
 def _fresh_dir(path: Path) -> Path:

@@ -18,6 +18,8 @@ Slow tests are sent to the workers first (`make test` keeps this order with
 instead of one long pipeline test starting last on one worker.
 """
 
+import io
+import logging
 import os
 import shlex
 import sys
@@ -177,19 +179,62 @@ def forkserver():
     server.close()
 
 
-# The session's stderr (pytest's capture, open until the session ends).
-_SESSION_STDERR = sys.stderr
+class _SessionStderr(io.TextIOBase):
+    """A stream for log handlers that cannot be closed under them: it writes to the
+    session's stderr (pytest's capture, open until the session ends), or to the process's
+    own if that one was closed. A handler holding a test's capture (capsys) instead writes
+    to a closed file once that test ends, and every later log line then printed a
+    "Logging error" traceback into the next tests' stderr."""
+
+    def __init__(self, stream) -> None:
+        super().__init__()
+        self._stream = stream
+
+    def _target(self):
+        return sys.__stderr__ if getattr(self._stream, "closed", False) else self._stream
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        return self._target().write(text)
+
+    def flush(self) -> None:
+        self._target().flush()
+
+
+_SESSION_STDERR = _SessionStderr(sys.stderr)
+# The handler Beam's `logging.basicConfig()` would add inside whichever test first builds
+# pipeline options (on a capture, if that test captures) is added now, on the session's stream.
+logging.basicConfig(stream=_SESSION_STDERR)
+
+
+def _plain_stream_handlers() -> list[logging.StreamHandler]:
+    """absl's handler and the root's stream handlers (basicConfig's: Beam calls it), not files."""
+    from absl import logging as absl_logging
+
+    handlers = [*logging.root.handlers, absl_logging.get_absl_handler().python_handler]
+    return [
+        h
+        for h in handlers
+        if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)
+    ]
+
+
+def _absl_on_session_stderr() -> None:
+    from absl import logging as absl_logging
+
+    absl_logging.get_absl_handler().python_handler.stream = _SESSION_STDERR
+
+
+_absl_on_session_stderr()
 
 
 @pytest.fixture(autouse=True)
-def _absl_handler_stream_open():
-    """absl's root handler keeps the stream it was given; on a worker that can be a test's
-    capture (capsys), closed once that test ends, after which every absl log line (ML
-    Metadata's "MetadataStore with DB connection initialized" among them) printed a
-    "Logging error" traceback into the next tests' stderr. Point it back at the session's."""
-    from absl import logging as absl_logging
-
-    handler = absl_logging.get_absl_handler().python_handler
-    if getattr(handler.stream, "closed", False):
-        handler.stream = _SESSION_STDERR
+def _log_handler_streams_open():
+    """Before each test, a stream handler left on a closed capture writes to the session's
+    stderr again. Assigned, not `setStream`: that flushes the old, closed stream first."""
+    for handler in _plain_stream_handlers():
+        if getattr(handler.stream, "closed", False):
+            handler.stream = _SESSION_STDERR
     yield

@@ -136,7 +136,12 @@ def test_input_pipeline_benchmark_on_a_few_records(forkserver):
     report = json.loads(done.stdout)
     assert set(report["results"]) >= {"a", "b", "c", "d", "t", "e"}
     assert report["results"]["t"]["cold_records_per_s"] > 0
-    assert {"d/c", "t_cold/c", "t_warm/c"} <= set(report["ratios"])
+    assert {"d/c", "t_cold/c", "t_warm/c", "t_warm/t_bytes_warm"} <= set(report["ratios"])
+    # The training configuration's stages add up to its warm pass.
+    parts = report["training_breakdown"]
+    t = report["results"]["t"]
+    assert sum(parts["warm"].values()) == pytest.approx(1e6 / t["records_per_s"], abs=0.01)
+    assert sum(parts["cold"].values()) == pytest.approx(1e6 / t["cold_records_per_s"], abs=0.01)
 
 
 def test_input_pipeline_training_row_is_what_the_trainer_passes():

@@ -240,7 +240,7 @@ def input_fn(
         raise ValueError(
             f"record_shard must be (count, index) with 0 <= index < count, got {o.record_shard}"
         )
-    dataset = _parsed(_batches(file_patterns, batch_size, o), feature_spec, label_key, o)
+    dataset = _parsed(serialized_batches(file_patterns, batch_size, o), feature_spec, label_key, o)
     if o.augment is not None:
         dataset = dataset.map(o.augment, num_parallel_calls=AUTOTUNE, deterministic=o.deterministic)
     dataset = dataset.with_options(pipeline_options(o.deterministic, o.threadpool_size))
@@ -257,8 +257,12 @@ def input_fn(
     return dataset.prefetch(AUTOTUNE)
 
 
-def _batches(file_patterns: str | Sequence[str], batch_size: int, o: InputOptions):
-    """Serialized records in batches of `batch_size`, shuffled and repeated as `o` says."""
+def serialized_batches(file_patterns: str | Sequence[str], batch_size: int, o: InputOptions):
+    """Serialized records in batches of `batch_size`, shuffled and repeated as `o` says.
+
+    `input_fn` without its parse step; benchmarks/input_pipeline.py times it to
+    split the training configuration's cost between shuffling and parsing.
+    """
     read = {
         "shuffle_files": o.shuffle,
         "seed": o.seed,

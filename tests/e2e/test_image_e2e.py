@@ -112,6 +112,33 @@ def test_digits_default_blesses_and_pushes(image_runs):
     assert (Path(s.pushed_model) / "saved_model.pb").is_file()
 
 
+def test_digits_are_evaluated_per_digit(image_runs):
+    """The dataset file slices by label: every digit has its own accuracy, error rates and
+    count in the first run's evaluation, and the pushed model's card shows them."""
+    from components.slicing.evaluator import SLICES_FILE
+
+    found = sorted(
+        Path(image_runs.config.pipeline_root).glob(f"Evaluator/evaluation/*/{SLICES_FILE}"),
+        key=lambda p: int(p.parent.name),
+    )
+    assert found, "no slices.json written by the Evaluator"
+    metrics = json.loads(found[0].read_text())["metrics"]
+    digits = {f"label={n}" for n in range(10)}
+    assert digits <= set(metrics), sorted(metrics)
+    for name in digits:
+        [values] = metrics[name].values()  # no baseline in the first run: the candidate only
+        assert values["example_count"] > 0, name
+        assert 0.0 <= values["sparse_categorical_accuracy"] <= 1.0, name
+        # Each digit's error rates, one pair per class (one-vs-rest), as Fairness Indicators.
+        assert {f"fall_out[class {n}]" for n in range(10)} <= set(values), (name, sorted(values))
+        assert {f"miss_rate[class {n}]" for n in range(10)} <= set(values), (name, sorted(values))
+    # The per-digit counts add up to the whole eval split.
+    total = sum(metrics[name][next(iter(metrics[name]))]["example_count"] for name in digits)
+    assert total == image_runs.first.metrics["example_count"]
+    card = (Path(image_runs.first.pushed_model) / "model_card.html").read_text()
+    assert "label=7" in card
+
+
 def test_ingest_records_class_counts(image_runs):
     span1 = _ingested(image_runs.config)[0]
     props = span1.custom_properties
