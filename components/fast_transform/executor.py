@@ -5,8 +5,8 @@ splits, then `TransformDataset` over every transform split, encoded and written 
 Beam's Python TFRecord sink. This executor runs TFX's own executor for the
 analysis alone (the same call with no transformed-examples output: TFX then
 writes only the transform graph), and writes the transformed examples itself
-(`materialize.py`): TensorFlow's C++ reader and writer, tf.Transform's own
-transform DoFn and Arrow converter, tfx_bsl's coders, on batches of 8,192.
+(`materialize.py`): TensorFlow's C++ reader, parser and writer, tf.Transform's
+own graph state and Arrow converter, tfx_bsl's encoder, on batches of 8,192.
 
 It covers TFX's defaults as this project runs them: tf.Example payloads in GZIP
 TFRecords, statistics disabled, the TF1 transform graph (force_tf_compat_v1),
