@@ -55,3 +55,30 @@ def test_a_failing_split_publishes_nothing(taxi_transform, tmp_path):  # noqa: F
             jobs, output.transform_savedmodel_dir, output.transformed_metadata.schema, examples.uri
         )
     assert not Path(examples.uri).exists() or not any(Path(examples.uri).iterdir())
+
+
+def test_a_late_refusal_runs_tfx_from_the_start(taxi_transform, tmp_path, monkeypatch, caplog):  # noqa: F811
+    """When the writing refuses after TFX's analysis wrote the graph, the outputs are
+    emptied and TFX's executor runs whole (it renames its graph onto empty folders only)."""
+    import logging
+
+    from transform_parity import assert_same_examples, run_transform
+
+    from components.fast_transform import executor as fast
+    from components.fast_transform.materialize import Uncovered
+
+    def refuse(*_args):
+        raise Uncovered("a refusal after the analysis")
+
+    monkeypatch.setattr(fast, "materialize", refuse)
+    inputs, properties, _ = execution_inputs(taxi_transform.config.metadata_path, "Transform")
+    with caplog.at_level(logging.INFO):
+        graph, examples = run_transform(fast.Executor, inputs, properties, tmp_path / "ours")
+    assert "Transform: TFX path (fast path does not cover: a refusal after the analysis)" in (
+        caplog.text
+    )
+    pipeline_examples = sorted(
+        Path(taxi_transform.config.pipeline_root).glob("Transform/transformed_examples/*")
+    )[-1]
+    assert assert_same_examples(examples.uri, str(pipeline_examples)) > 10_000
+    assert (Path(graph.uri) / "transform_fn" / "saved_model.pb").exists()
