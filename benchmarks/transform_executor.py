@@ -6,7 +6,7 @@ Generates `--rows` taxi rows (`tfxp data generate`), runs the pipeline up to
 Transform once (it makes Transform's inputs: the examples and the schema), then
 reruns that Transform execution, from its inputs and exec properties in ML
 Metadata, `--repeat` times with each executor, alternating (TFX, fast, TFX,
-...). Each run is a fresh process under the in-process Beam runner, timed around
+...). Each run is a fresh process under the `--beam` mode, timed around
 the executor's `Do` alone (imports excluded). Prints each executor's best time
 and the ratio fast/TFX. `--run-dir` reuses a run instead of generating one.
 """
@@ -32,7 +32,7 @@ EXECUTORS = {
 }
 
 
-def _one(executor: str, metadata_path: str, out: str) -> None:
+def _one(executor: str, metadata_path: str, out: str, beam: str) -> None:
     """In a child process: one executor once; prints its seconds as JSON."""
     import importlib
 
@@ -40,12 +40,15 @@ def _one(executor: str, metadata_path: str, out: str) -> None:
     from e2e_support import execution_inputs
     from transform_parity import run_transform
 
+    from pipeline.beam import BeamOptions, beam_args
+
     module, name = EXECUTORS[executor].rsplit(".", 1)
     executor_class = getattr(importlib.import_module(module), name)
     inputs, properties, _ = execution_inputs(metadata_path, "Transform")
     logging.set_verbosity(logging.INFO)  # the fast path's split of its time
     started = time.perf_counter()
-    run_transform(executor_class, inputs, properties, Path(out))
+    args = beam_args(BeamOptions(mode=beam, setup_file=str(ROOT / "setup.py")))
+    run_transform(executor_class, inputs, properties, Path(out), args)
     print(json.dumps({"seconds": time.perf_counter() - started}))
 
 
@@ -68,10 +71,10 @@ def _prepare(rows: int, work: Path) -> Path:
     return run
 
 
-def _timed(executor: str, metadata_path: Path, out: Path) -> tuple[float, str]:
+def _timed(executor: str, metadata_path: Path, out: Path, beam: str) -> tuple[float, str]:
     done = subprocess.run(
         [sys.executable, __file__, "--one", executor, "--metadata", str(metadata_path)]
-        + ["--out", str(out)],
+        + ["--out", str(out), "--beam", beam],
         check=True,
         capture_output=True,
         text=True,
@@ -86,13 +89,19 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--run-dir", help="a run whose Transform to repeat (skips generating)")
+    parser.add_argument(
+        "--beam",
+        choices=("in-process", "multi-process"),
+        default="in-process",
+        help="Beam mode of both executors (`tfxp run --beam`)",
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--one", choices=sorted(EXECUTORS), help=argparse.SUPPRESS)
     parser.add_argument("--metadata", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        _one(args.one, args.metadata, args.out)
+        _one(args.one, args.metadata, args.out, args.beam)
         return
     with tempfile.TemporaryDirectory(prefix="transform-bench-") as tmp:
         work = Path(tmp)
@@ -100,7 +109,7 @@ def main() -> None:
         best: dict[str, float] = {}
         for i in range(args.repeat * 2):
             executor = ("tfx", "fast")[i % 2]
-            seconds, split = _timed(executor, run / "metadata.sqlite", work / f"out-{i}")
+            seconds, split = _timed(executor, run / "metadata.sqlite", work / f"out-{i}", args.beam)
             print(f"[{executor}] {seconds:.1f} s {split}", flush=True)
             best[executor] = min(seconds, best.get(executor, float("inf")))
     ratio = best["fast"] / best["tfx"]
@@ -109,7 +118,8 @@ def main() -> None:
         f"ratio {ratio:.2f}"
     )
     if args.json:
-        print(json.dumps({"rows": args.rows, "seconds": best, "ratio": round(ratio, 3)}))
+        result = {"rows": args.rows, "beam": args.beam, "seconds": best, "ratio": round(ratio, 3)}
+        print(json.dumps(result))
 
 
 if __name__ == "__main__":

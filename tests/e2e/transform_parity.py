@@ -27,7 +27,9 @@ from e2e_support import execution_inputs
 SAVED_MODEL = "transform_fn/saved_model.pb"
 
 
-def run_transform(executor_class, inputs: dict, properties: dict, out: Path):
+def run_transform(
+    executor_class, inputs: dict, properties: dict, out: Path, beam_args=("--runner=FnApiRunner",)
+):
     """`executor_class` on Transform's inputs, writing under `out`: (graph, examples) artifacts."""
     from tfx.dsl.components.base import base_beam_executor
     from tfx.types import standard_artifacts
@@ -38,7 +40,7 @@ def run_transform(executor_class, inputs: dict, properties: dict, out: Path):
     examples.uri = str(out / "transformed_examples")
     outputs = {"transform_graph": [graph], "transformed_examples": [examples]}
     context = base_beam_executor.BaseBeamExecutor.Context(
-        beam_pipeline_args=["--runner=FnApiRunner"], tmp_dir=str(out / "tmp"), unique_id="1"
+        beam_pipeline_args=list(beam_args), tmp_dir=str(out / "tmp"), unique_id="1"
     )
     executor_class(context).Do(inputs, outputs, dict(properties))
     return graph, examples
