@@ -136,6 +136,7 @@ def render_scale(result: dict) -> list[str]:
             f"(target ≤ {size.get('ratio_target', 0.4)}: {_verdict(size['ratio_met'])}); accuracy at least the example's: "
             f"{_verdict(size['accuracy_met'])}.",
             "",
+            *_rounds(size),
             *_table(["", *(SIDE_LABELS[n] for n in names)], rows),
             "",
             *_components(runs, names),
@@ -150,6 +151,19 @@ INPUT_ROWS = ("a", "b", "c", "d", "d_train", "d_block", "d_cached", "t", "e")
 
 def _row_order(key: str) -> tuple[int, str]:
     return (INPUT_ROWS.index(key) if key in INPUT_ROWS else len(INPUT_ROWS), key)
+
+
+def _rounds(size: dict) -> list[str]:
+    """Every round's ratio, when the size ran several rounds back to back."""
+    rounds = size.get("rounds", [])
+    if len(rounds) < 2:
+        return []
+    ratios = ", ".join(_num(r["ratio_vs_best"], 3) for r in rounds)
+    return [
+        f"{len(rounds)} rounds back to back, ours / the example: {ratios}; target met in every "
+        f"round: {_verdict(size['ratio_met_every_round'])}. The table is the median round.",
+        "",
+    ]
 
 
 def render_input_pipeline(result: dict) -> list[str]:
@@ -275,14 +289,15 @@ def render_ui(result: dict) -> list[str]:
 def render_slicing_cost(result: dict) -> list[str]:
     seconds = result["seconds"]
     rows = [
-        [label, ", ".join(f"{s:.1f}" for s in seconds[key]), f"{result['best'][key]:.1f}"]
-        for key, label in (("anchor", "whole split only"), ("sliced", "with taxi's slicing"))
+        [name, ", ".join(f"{s:.1f}" for s in runs), f"{result['best'][name]:.1f}"]
+        for name, runs in seconds.items()
     ]
+    ratios = "; ".join(f"{name}: {value:.2f}" for name, value in result["ratios"].items())
     return [
-        *_table(["Evaluator (TFMA, same model and data)", "runs (s)", "best (s)"], rows),
+        *_table(["Evaluator (same model and data)", "runs (s)", "best (s)"], rows),
         "",
         f"{result['eval_rows']:,} eval rows of a {result['rows']:,}-row generated taxi span; "
-        f"with slicing / without: {result['ratio']:.2f}.",
+        f"{ratios}.",
     ]
 
 

@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -37,14 +38,15 @@ def _one(executor: str, metadata_path: str, out: str, beam: str) -> None:
     import importlib
 
     from absl import logging
-    from e2e_support import execution_inputs
+    from evaluator_runs import evaluator_inputs
     from transform_parity import run_transform
 
     from pipeline.beam import BeamOptions, beam_args
 
     module, name = EXECUTORS[executor].rsplit(".", 1)
     executor_class = getattr(importlib.import_module(module), name)
-    inputs, properties, _ = execution_inputs(metadata_path, "Transform")
+    run = SimpleNamespace(metadata_path=metadata_path)
+    inputs, properties, _ = evaluator_inputs(run, node="Transform")
     logging.set_verbosity(logging.INFO)  # the fast path's split of its time
     started = time.perf_counter()
     args = beam_args(BeamOptions(mode=beam, setup_file=str(ROOT / "setup.py")))

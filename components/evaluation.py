@@ -34,7 +34,8 @@ import apache_beam as beam
 import tensorflow_model_analysis as tfma
 from tensorflow_model_analysis.extractors import slice_key_extractor, unbatch_extractor
 
-from components.slicing.rules import BUCKET_SUFFIX, active_buckets, bucket_label
+from components.slice_buckets import BUCKET_SUFFIX, bucket_label
+from components.slicing.rules import active_buckets
 
 MODULE_PATH = __name__
 DROP_FEATURES_STAGE = "DropUnreadFeatures"

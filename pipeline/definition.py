@@ -605,8 +605,8 @@ def _tuner(config: PipelineConfig, transform, schema_importer, extra_config: dic
     if not defines(tuner_fn):
         raise ValueError(
             f"dataset {config.pipeline_name!r} declares tuning:, but its trainer has no "
-            f"search: {tuner_fn} is not defined (the taxi and generic tabular trainers have "
-            "one; remove tuning: or add a tuner_fn beside the run_fn, see docs/tuning.md)"
+            f"search: {tuner_fn} is not defined (the taxi, generic tabular and image trainers "
+            "have one; remove tuning: or add a tuner_fn beside the run_fn, see docs/tuning.md)"
         )
     return Tuner(
         tuner_fn=tuner_fn,
@@ -617,6 +617,8 @@ def _tuner(config: PipelineConfig, transform, schema_importer, extra_config: dic
         eval_args=trainer_pb2.EvalArgs(num_steps=config.eval_steps),
         custom_config={
             "code_fingerprint": code_fingerprint(tuner_fn),
+            # Parallel trials' worker processes build their search with it.
+            "tuner_fn": tuner_fn,
             "hyperparameters": dict(config.hyperparameters),
             "tuning": tuning.to_dict(),
             **extra_config,

@@ -12,7 +12,7 @@ from pipeline.definition import eval_config
 
 
 def _unsliced_taxi():
-    """Taxi without its slicing: the fast path covers the overall slice only."""
+    """Taxi without its slicing: the whole split only."""
     return dataset_config("taxi").replace(slicing=None)
 
 
@@ -23,15 +23,33 @@ def _defaults(config: tfma.EvalConfig, baseline: bool = False) -> tfma.EvalConfi
     )
 
 
+TAXI_BUCKETS = {"trip_miles": (1.0, 3.0, 10.0)}
+
+
 @pytest.mark.parametrize("baseline", [False, True])
-def test_taxi_evaluation_takes_the_fast_path(baseline):
-    assert executor.fast_path_refusal(_defaults(eval_config(_unsliced_taxi()), baseline)) is None
+@pytest.mark.parametrize("sliced", [False, True])
+def test_taxi_evaluation_takes_the_fast_path(baseline, sliced):
+    config = dataset_config("taxi") if sliced else _unsliced_taxi()
+    refusal = executor.fast_path_refusal(_defaults(eval_config(config), baseline), TAXI_BUCKETS)
+    assert refusal is None
 
 
-def test_feature_slices_and_other_metrics_go_to_tfma():
-    sliced = eval_config(_unsliced_taxi())
-    sliced.slicing_specs.append(tfma.SlicingSpec(feature_keys=["trip_start_hour"]))
-    assert "slicing" in executor.fast_path_refusal(_defaults(sliced))
+def test_slicing_the_fast_path_does_not_compute_goes_to_tfma():
+    for spec, words in [
+        (tfma.SlicingSpec(feature_values={"payment_type": "Cash"}), "feature values"),
+        (tfma.SlicingSpec(slice_keys_sql="SELECT STRUCT(a) FROM example"), "SQL"),
+        (tfma.SlicingSpec(feature_keys=["fare", "fare"]), "twice"),
+        (tfma.SlicingSpec(feature_keys=["fare_bucket"]), "without buckets"),
+    ]:
+        config = eval_config(_unsliced_taxi())
+        config.slicing_specs.append(spec)
+        assert words in executor.fast_path_refusal(_defaults(config), TAXI_BUCKETS)
+    small = eval_config(dataset_config("taxi"))
+    small.options.min_slice_size.value = 50  # TFMA's filter runs on the fast path too
+    assert executor.fast_path_refusal(_defaults(small), TAXI_BUCKETS) is None
+
+
+def test_other_metrics_and_options_go_to_tfma():
     crossed = eval_config(_unsliced_taxi())
     crossed.cross_slicing_specs.append(tfma.CrossSlicingSpec())
     assert "cross slicing" in executor.fast_path_refusal(_defaults(crossed))
@@ -96,3 +114,90 @@ def test_the_own_extractors_module_is_named_as_the_evaluator_passes_it():
     from components.fast_eval import executor
 
     assert executor.OWN_EXTRACTORS_MODULE == evaluation.MODULE_PATH
+
+
+def _example(**features) -> bytes:
+    import tensorflow as tf
+
+    kinds = {bytes: "bytes_list", float: "float_list", int: "int64_list"}
+    proto = tf.train.Example()
+    for name, values in features.items():
+        feature = proto.features.feature[name]
+        if values:
+            getattr(feature, kinds[type(values[0])]).value.extend(values)
+    return proto.SerializeToString()
+
+
+def _tfma_slice_rows(examples: list[bytes], config: tfma.EvalConfig, buckets) -> dict:
+    """Slice key -> rows, by TFMA's own decoding, per-example split and slicer, with the
+    project's bucket feature (components/evaluation.py), one example at a time."""
+    from tensorflow_model_analysis.slicer import slicer_lib
+    from tensorflow_model_analysis.utils import util
+    from tfx_bsl.coders import example_coder
+
+    from components.evaluation import add_buckets
+
+    specs = [slicer_lib.SingleSliceSpec(spec=s) for s in config.slicing_specs]
+    batch = example_coder.ExamplesToRecordBatchDecoder().DecodeBatch(examples)
+    found: dict[tuple, list[int]] = {}
+    per_example = util.split_extracts({"features": util.record_batch_to_tensor_values(batch)})
+    for row, extracts in enumerate(per_example):
+        features = add_buckets(extracts, buckets)["features"]
+        for key in set(slicer_lib.get_slices_for_features_dicts([], features, specs)):
+            found.setdefault(key, []).append(row)
+    return found
+
+
+def test_slice_keys_match_tfmas_slicer_with_missing_and_multiple_values():
+    import tensorflow as tf
+
+    from components.fast_eval import slices
+
+    rng = np.random.default_rng(1)
+    examples = []
+    for i in range(300):
+        kind = i % 7
+        payment = [] if kind == 0 else [b"Cash"] if kind < 4 else [b"Card", b"Cash", b"Card"]
+        miles = [] if kind == 1 else [float(rng.choice([0.5, 1.0, 2.5, 3.0, 12.25]))]
+        if kind == 5:
+            miles = [20.0, 0.5]  # the bucket is the first value's
+        hour = [int(rng.integers(0, 3))] if kind != 2 else [1, 2]
+        features = {"payment_type": payment, "trip_miles": miles, "hour": hour}
+        if kind == 6:
+            features.pop("payment_type")  # absent, not empty
+        examples.append(_example(**features))
+    config = tfma.EvalConfig(
+        slicing_specs=[
+            tfma.SlicingSpec(),
+            tfma.SlicingSpec(feature_keys=["payment_type"]),
+            tfma.SlicingSpec(feature_keys=["trip_miles_bucket"]),
+            tfma.SlicingSpec(feature_keys=["trip_miles"]),
+            tfma.SlicingSpec(feature_keys=["payment_type", "hour"]),
+            tfma.SlicingSpec(feature_keys=["trip_miles_bucket", "payment_type", "hour"]),
+        ]
+    )
+    expected = _tfma_slice_rows(examples, config, TAXI_BUCKETS)
+    features = slices.SliceFeatures(config, TAXI_BUCKETS)
+    for start in range(0, len(examples), 128):  # batches that split the kinds unevenly
+        features.add(tf.constant(examples[start : start + 128]))
+    ours = features.slices()
+    assert ours.keys() == expected.keys()
+    assert (("trip_miles_bucket", "missing"),) in ours and (
+        ("hour", 2),
+        ("payment_type", "Card"),
+    ) in ours
+    for key, rows in expected.items():
+        assert ours[key].tolist() == rows, key
+        assert [type(v) for _, v in key] == [type(v) for _, v in next(k for k in ours if k == key)]
+
+
+def test_a_slicing_feature_of_two_types_goes_to_tfma():
+    import tensorflow as tf
+
+    from components.fast_eval import slices
+
+    config = tfma.EvalConfig(slicing_specs=[tfma.SlicingSpec(feature_keys=["hour"])])
+    features = slices.SliceFeatures(config, {})
+    features.add(tf.constant([_example(hour=[1]), _example(hour=[])]))
+    with pytest.raises(metrics.Unsupported, match="several types"):
+        features.add(tf.constant([_example(hour=[1.5])]))  # decoded as ints after the first batch

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from components.slice_buckets import bucket_label
 from components.slicing.rules import (
     SliceRules,
     active_buckets,
-    bucket_label,
     bucketed,
     check_slices,
     metric_name,

@@ -1,13 +1,14 @@
 """The Evaluator's executor: the fast path when it covers the evaluation, else TFX's own.
 
 `Do` reads the eval config as TFX's executor does (defaults for a first run or a
-baseline run, rubber stamp), then asks whether the fast path covers it: one overall
-slice, no confidence intervals, signature-based models taking serialized examples,
-and metrics whose combiners `metrics.SUPPORTED_COMBINERS` fills (the binary
-confusion-matrix family: AUC, accuracy, precision, recall, ...; example count).
-Anything else — feature slices, a custom eval shared model or extractors of a
-module's own, keras compiled metrics, multi-class metrics, labels outside [0, 1] —
-runs TFX's executor unchanged. Which path ran is logged.
+baseline run, rubber stamp), then asks whether the fast path covers it: slicing by
+features (single, crossed, bucketed: `slices`), no confidence intervals,
+signature-based models taking serialized examples, and metrics whose combiners
+`metrics.SUPPORTED_COMBINERS` fills (the binary confusion-matrix family: AUC,
+accuracy, precision, recall, fall-out, miss rate ...; example count). Anything else —
+SQL or fixed-value slicing, a custom eval shared model or extractors of a module's
+own, keras compiled metrics, multi-class metrics, labels outside [0, 1] — runs TFX's
+executor unchanged. Which path ran is logged.
 
 The fast path writes its results through TFMA's own writers (metrics, plots,
 attributions, validations, eval_config.json: the same files `tfma.load_metrics` and
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import apache_beam as beam
@@ -26,12 +28,13 @@ import tensorflow_model_analysis as tfma
 from absl import logging
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from tensorflow_model_analysis.evaluators import metrics_validator
+from tensorflow_model_analysis.slicer import slicer_lib
 from tfx.components.evaluator import executor as tfx_evaluator
 from tfx.components.util import udf_utils
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, json_utils, path_utils, proto_utils
 
-from components.fast_eval import metrics, scoring
+from components.fast_eval import metrics, scoring, slices
 from components.local_beam import runner_refusal
 
 FAST, TFMA = "fast", "tfma"
@@ -42,17 +45,17 @@ FAST, TFMA = "fast", "tfma"
 OWN_EXTRACTORS_MODULE = "components.evaluation"
 
 
-def fast_path_refusal(eval_config: tfma.EvalConfig) -> str | None:
-    """Why the fast path cannot evaluate `eval_config` (defaults applied), or None."""
-    if eval_config.cross_slicing_specs:
-        return "cross slicing specs"
-    if any(spec != tfma.SlicingSpec() for spec in eval_config.slicing_specs):
-        return "slicing specs other than the overall slice"
+def fast_path_refusal(
+    eval_config: tfma.EvalConfig, buckets: dict[str, tuple[float, ...]] | None = None
+) -> str | None:
+    """Why the fast path cannot evaluate `eval_config` (defaults applied), or None.
+    `buckets`: the numeric features the project's extractors slice by bucket."""
+    refusal = slices.slicing_refusal(eval_config, buckets or {})
+    if refusal:
+        return refusal
     options = eval_config.options
     if options.compute_confidence_intervals.value:
         return "confidence intervals"
-    if options.min_slice_size.value > 1:
-        return "min_slice_size"
     for spec in eval_config.model_specs:
         if spec.model_type != tfma.constants.TF_GENERIC:
             return (
@@ -89,12 +92,13 @@ class Executor(tfx_evaluator.Executor):
             or _inputs_refusal(input_dict, exec_properties)
         )
         eval_config = None
+        buckets = self._buckets(exec_properties)
         if refusal is None:
             eval_config = _eval_config(input_dict, exec_properties)
-            refusal = fast_path_refusal(eval_config)
+            refusal = fast_path_refusal(eval_config, buckets)
         if refusal is None:
             try:
-                self._fast(input_dict, output_dict, exec_properties, eval_config)
+                self._fast(input_dict, output_dict, exec_properties, eval_config, buckets)
             except metrics.Unsupported as unsupported:
                 refusal = str(unsupported)
             else:
@@ -103,7 +107,21 @@ class Executor(tfx_evaluator.Executor):
         logging.info("Evaluator: TFMA path (fast path does not cover: %s)", refusal)
         super().Do(input_dict, output_dict, exec_properties)
 
-    def _fast(self, input_dict, output_dict, exec_properties, eval_config) -> None:
+    def slice_buckets(self, exec_properties) -> dict[str, tuple[float, ...]]:
+        """Numeric features the project's extractors slice by bucket (the sliced
+        Evaluator's executor names them; none here)."""
+        del exec_properties
+        return {}
+
+    def _buckets(self, exec_properties) -> dict[str, tuple[float, ...]]:
+        """The bucketed features, when the project's extractors (which add them) run."""
+        module_path, _ = udf_utils.decode_user_module_key(
+            exec_properties.get(standard_component_specs.MODULE_PATH_KEY)
+        )
+        own = module_path == OWN_EXTRACTORS_MODULE
+        return dict(self.slice_buckets(exec_properties)) if own else {}
+
+    def _fast(self, input_dict, output_dict, exec_properties, eval_config, buckets) -> None:
         output_uri = artifact_utils.get_single_uri(
             output_dict[standard_component_specs.EVALUATION_KEY]
         )
@@ -130,12 +148,15 @@ class Executor(tfx_evaluator.Executor):
         examples = input_dict[standard_component_specs.EXAMPLES_KEY]
         uris = [u for split in splits for u in artifact_utils.get_split_uris(examples, split)]
         files, compression = scoring.example_files(uris)
-        columns = scoring.score(scorers, files, compression)
-        baseline = tfma.utils.get_baseline_model_spec(eval_config)
-        results = metrics.sliced_results(
-            metrics.computations(eval_config), columns, baseline.name if baseline else None
+        features = slices.SliceFeatures(eval_config, buckets)
+        columns = scoring.score(scorers, files, compression, features)
+        transformed = features.names & {k for s in scorers for k in s.transformed_keys}
+        if transformed:
+            # TFMA's slicer reads a transformed feature before the raw one of that name.
+            raise metrics.Unsupported(f"slicing by transformed features {sorted(transformed)}")
+        write_results(
+            output_uri, eval_config, shared_models, evaluate(eval_config, columns, features)
         )
-        write_results(output_uri, eval_config, shared_models, results)
         _bless(input_dict, output_dict, exec_properties, eval_config, output_uri)
 
 
@@ -165,22 +186,53 @@ def _eval_config(input_dict, exec_properties) -> tfma.EvalConfig:
     return eval_config
 
 
-def write_results(output_uri: str, eval_config, shared_models: list, results: dict) -> None:
-    """Metrics, plots, attributions, validations and the config through TFMA's writers,
-    the files TFMA writes itself (validated by TFMA's metrics_validator)."""
-    validation = metrics_validator.validate_metrics(results["metrics"], eval_config)
+@dataclass
+class Evaluated:
+    """Every slice's (slice_key, metrics, plots and attributions) and its example count."""
+
+    sliced: list[tuple[tuple, dict]]
+    counts: dict[tuple, int]
+
+
+def evaluate(eval_config, columns: dict, features: slices.SliceFeatures) -> Evaluated:
+    """TFMA's metrics of every slice of the scored examples."""
+    computations = metrics.computations(eval_config)
+    baseline = tfma.utils.get_baseline_model_spec(eval_config)
+    baseline_name = baseline.name if baseline else None
+    sliced, counts = [], {}
+    for key, rows in features.slices().items():
+        subset = {name: metrics.subset(c, rows) for name, c in columns.items()}
+        sliced.append(metrics.slice_metrics(computations, subset, baseline_name, key))
+        counts[key] = int(rows.size)
+    if not sliced:
+        raise metrics.Unsupported("no example in any slice")
+    return Evaluated(sliced, counts)
+
+
+def write_results(output_uri: str, eval_config, shared_models: list, evaluated: Evaluated) -> None:
+    """Metrics, plots, attributions, validations and the config through TFMA's own
+    transforms and writers: small slices dropped (FilterOutSlices), metrics split from
+    plots, each slice validated by metrics_validator, then written."""
     eval_shared_model = shared_models[0] if len(shared_models) == 1 else shared_models
     writers = tfma.default_writers(
         output_path=output_uri, eval_shared_model=eval_shared_model, eval_config=eval_config
     )
-    # A local in-memory pipeline: a handful of records, no worker processes to start.
+    min_slice_size = eval_config.options.min_slice_size.value
+    # A local in-memory pipeline: a record per slice, no worker processes to start.
     with beam.Pipeline(runner=FnApiRunner()) as pipeline:
+        sliced = pipeline | "CreateSlices" >> beam.Create(evaluated.sliced)
+        if min_slice_size > 1:
+            counts = pipeline | "CreateCounts" >> beam.Create(list(evaluated.counts.items()))
+            sliced = sliced | "FilterSmallSlices" >> slicer_lib.FilterOutSlices(
+                counts, min_slice_size
+            )
         evaluation = {
-            key: pipeline | f"Create{key}" >> beam.Create([value]) for key, value in results.items()
+            key: sliced | f"Filter{key}" >> beam.Map(lambda s, k=key: metrics.split_by_kind(s)[k])
+            for key in ("metrics", "plots", "attributions")
         }
-        evaluation[tfma.constants.VALIDATIONS_KEY] = pipeline | "CreateValidations" >> beam.Create(
-            [validation]
-        )
+        evaluation[tfma.constants.VALIDATIONS_KEY] = evaluation[
+            "metrics"
+        ] | "ValidateMetrics" >> beam.Map(metrics_validator.validate_metrics, eval_config)
         for writer in writers:
             _ = evaluation | writer.stage_name >> writer.ptransform
 

@@ -149,14 +149,15 @@ def _example_count(combiner: Any, columns: Columns) -> dict[Any, Any]:
     return combiner.extract_output(np.float64(len(columns.labels)))
 
 
-def sliced_results(
+def slice_metrics(
     separated: mpv.MetricComputations,
     columns_by_model: dict[str, Columns],
     baseline_model_name: str | None,
     slice_key: tuple = (),
-) -> dict[str, tuple[tuple, dict]]:
-    """{metrics|plots|attributions: (slice_key, {key: value})} for one slice, as TFMA's
-    _ComputeMetricsAndPlots emits them (without confidence intervals)."""
+) -> tuple[tuple, dict]:
+    """(slice_key, {key: value}) for one slice's examples, as TFMA's
+    _ComputeMetricsAndPlots has it before splitting metrics from plots (without
+    confidence intervals)."""
     if not next(iter(columns_by_model.values())).labels.size:
         raise Unsupported("no examples")
     results: dict[metric_types.MetricKey, Any] = {}
@@ -170,18 +171,40 @@ def sliced_results(
             else _example_count
         )
         results.update(fill(c.combiner, columns))
-    for c in separated.derived_computations:
-        results.update(c.result(results))
+    # A slice without positives (or negatives) has NaN rates, as in TFMA, where
+    # numpy's warning stays in the Beam worker's log instead of the run's console.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for c in separated.derived_computations:
+            results.update(c.result(results))
     results = _with_diffs(results, baseline_model_name)
     sliced = mpv._add_ci_derived_metrics(  # noqa: SLF001
         (slice_key, results), separated.ci_derived_computations
     )
-    sliced = mpv._remove_private_metrics(*sliced)  # noqa: SLF001
+    return mpv._remove_private_metrics(*sliced)  # noqa: SLF001
+
+
+def split_by_kind(sliced: tuple[tuple, dict]) -> dict[str, tuple[tuple, dict]]:
+    """{metrics|plots|attributions: (slice_key, {key: value})}, TFMA's split."""
     return {
         "metrics": mpv._filter_by_key_type(sliced, metric_types.MetricKey),  # noqa: SLF001
         "plots": mpv._filter_by_key_type(sliced, metric_types.PlotKey),  # noqa: SLF001
         "attributions": mpv._filter_by_key_type(sliced, metric_types.AttributionsKey),  # noqa: SLF001
     }
+
+
+def sliced_results(
+    separated: mpv.MetricComputations,
+    columns_by_model: dict[str, Columns],
+    baseline_model_name: str | None,
+    slice_key: tuple = (),
+) -> dict[str, tuple[tuple, dict]]:
+    """{metrics|plots|attributions: (slice_key, {key: value})} for one slice."""
+    return split_by_kind(slice_metrics(separated, columns_by_model, baseline_model_name, slice_key))
+
+
+def subset(columns: Columns, rows: np.ndarray) -> Columns:
+    """The columns of the examples at `rows` (one slice)."""
+    return Columns(labels=columns.labels[rows], predictions=columns.predictions[rows])
 
 
 def _with_diffs(results: dict, baseline_model_name: str | None) -> dict:

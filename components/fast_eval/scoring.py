@@ -66,6 +66,8 @@ class ModelScorer:
             if name not in signatures:
                 raise Unsupported(f"preprocessing function {name!r} is not a signature")
             self.preprocess.append((signatures[name], _string_input(signatures[name], name)))
+        # Every output name of the preprocessing functions (TFMA's transformed features).
+        self.transformed_keys: set[str] = set()
         self._labels: list[np.ndarray] = []
         self._predictions: list[np.ndarray] = []
 
@@ -82,6 +84,7 @@ class ModelScorer:
         label = None
         for function, input_name in self.preprocess:
             transformed = function(**{input_name: serialized})
+            self.transformed_keys.update(transformed)
             if self.label_key in transformed:
                 label = transformed[self.label_key]
         if label is None:
@@ -108,13 +111,18 @@ def _one_per_example(value: Any, what: str) -> np.ndarray:
     return array
 
 
-def score(scorers: list[ModelScorer], files: list[str], compression: str) -> dict[str, Columns]:
-    """Every model's columns over every example of `files`, each file read once."""
+def score(
+    scorers: list[ModelScorer], files: list[str], compression: str, features: Any = None
+) -> dict[str, Columns]:
+    """Every model's columns over every example of `files`, each file read once
+    (`features.add` also sees every batch: the slicing features)."""
     dataset = tf.data.TFRecordDataset(files, compression_type=compression, num_parallel_reads=2)
     batches = 0
     for serialized in dataset.batch(BATCH_SIZE).prefetch(1):
         for scorer in scorers:
             scorer.add(serialized)
+        if features is not None:
+            features.add(serialized)
         batches += 1
     logging.info("fast evaluation: scored %d batches of up to %d examples", batches, BATCH_SIZE)
     return {scorer.name: scorer.columns() for scorer in scorers}

@@ -1,8 +1,8 @@
 """TFX's Evaluator, with slicing by bucket and per-slice blessing rules.
 
-TFMA computes the metrics of every slice the eval config names and checks the
-overall thresholds (through components/fast_eval/, which computes them itself
-when the config has only the overall slice, else runs TFX's executor); this
+TFMA's metrics of every slice the eval config names are computed and its
+thresholds checked (by components/fast_eval/, which computes them itself when it
+covers the config, else runs TFX's executor); this
 executor then (1) checks the per-slice rules
 (components/slicing/rules.py) on TFMA's output, (2) writes `slices.json`
 beside TFMA's output (every slice's metrics for both models, the rules and
@@ -30,6 +30,7 @@ from tfx.types import standard_component_specs as specs
 from tfx.utils import io_utils
 
 from components.fast_eval import executor as fast_executor
+from components.fast_eval.metrics import Unsupported
 from components.slicing.rules import (
     BASELINE,
     CANDIDATE,
@@ -79,23 +80,31 @@ def read_slice_metrics(evaluation_uri: str) -> SliceMetrics:
 
 
 def overall_failures(evaluation_uri: str, metrics: SliceMetrics) -> list[str]:
-    """TFMA's own threshold failures (the overall thresholds), each with both numbers."""
+    """TFMA's own threshold failures (the overall thresholds, and any on slices), each
+    naming its slice, with both numbers."""
     import tensorflow_model_analysis as tfma
+    from tensorflow_model_analysis.slicer import slicer_lib
 
     result = tfma.load_validation_result(evaluation_uri)
     messages = []
-    overall = metrics.get(OVERALL, {})
-    for per_slice in result.metric_validations_per_slice:
+    named = [
+        (slice_name(slicer_lib.deserialize_slice_key(v.slice_key)), v)
+        for v in result.metric_validations_per_slice
+    ]
+    # In slice order, the whole split first: the order TFMA combined them in varies.
+    for where, per_slice in sorted(named, key=lambda n: (n[0] != OVERALL, n[0])):
+        models = metrics.get(where, {})
+        where = where if where == OVERALL else f"slice {where}"
         for failure in per_slice.failures:
             name = failure.metric_key.name
             value = failure.metric_value.double_value.value
             threshold = failure.metric_threshold
             if failure.metric_key.is_diff:
-                candidate = overall.get(CANDIDATE, {}).get(name, math.nan)
-                baseline = overall.get(BASELINE, {}).get(name, math.nan)
+                candidate = models.get(CANDIDATE, {}).get(name, math.nan)
+                baseline = models.get(BASELINE, {}).get(name, math.nan)
                 allowed = threshold.change_threshold.absolute.value
                 messages.append(
-                    f"overall: {name} {candidate:.4f} against the baseline's {baseline:.4f}, "
+                    f"{where}: {name} {candidate:.4f} against the baseline's {baseline:.4f}, "
                     f"a change of {value:+.4f} (required: {allowed:+g} or better)"
                 )
             else:
@@ -105,7 +114,7 @@ def overall_failures(evaluation_uri: str, metrics: SliceMetrics) -> list[str]:
                     if bounds.HasField("lower_bound") and value < bounds.lower_bound.value
                     else f"above the ceiling {bounds.upper_bound.value:g}"
                 )
-                messages.append(f"overall: {name} {value:.4f} is {limit}")
+                messages.append(f"{where}: {name} {value:.4f} is {limit}")
     if not result.validation_ok and not messages:
         # e.g. a threshold's metric that was not computed: never bless silently.
         messages.append(f"TFMA's validation failed: {result}".strip())
@@ -137,6 +146,9 @@ def judge(
 
 class Executor(fast_executor.Executor):
     """The Evaluator's executor (fast path or TFX's), then the per-slice rules (module docstring)."""
+
+    def slice_buckets(self, exec_properties: dict[str, Any]) -> dict[str, tuple[float, ...]]:
+        return dict(SliceRules.from_json(exec_properties.get(SLICE_RULES_KEY)).buckets)
 
     def Do(  # noqa: N802 - TFX API
         self,
@@ -179,6 +191,15 @@ class Executor(fast_executor.Executor):
             logging.info("Blessed: every judged slice passed its rules.")
         else:
             logging.error("NOT blessed: %s", message)
+
+
+class TfmaExecutor(Executor):
+    """The same executor with its fast path turned off: TFX's executor (TFMA over Beam),
+    then the per-slice rules. The reference the fast path is measured and tested
+    against (benchmarks/slicing_cost.py, tests/e2e/test_slices_e2e.py)."""
+
+    def _fast(self, *args: Any) -> None:
+        raise Unsupported("the fast path is turned off (TfmaExecutor)")
 
 
 class SlicedEvaluatorSpec(specs.EvaluatorSpec):

@@ -18,7 +18,8 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-BUCKET_SUFFIX = "_bucket"
+from components.slice_buckets import bucket_feature
+
 OVERALL = "overall"
 EXAMPLE_COUNT = "example_count"
 CANDIDATE = "candidate"
@@ -46,31 +47,6 @@ def bucketed(buckets: dict[str, tuple[float, ...]]) -> Iterator[None]:
 
 def active_buckets() -> dict[str, tuple[float, ...]]:
     return dict(_active_buckets)
-
-
-def bucket_feature(name: str) -> str:
-    """The slice feature holding a numeric feature's bucket."""
-    return f"{name}{BUCKET_SUFFIX}"
-
-
-def _number(value: float) -> str:
-    return f"{value:g}"
-
-
-def bucket_label(value: float | None, bounds: tuple[float, ...] | list[float]) -> str:
-    """The bucket of `value` among ascending `bounds`: "<1", "1-3", ">=10" (or "missing").
-
-    Labels sort the way a reader expects when shown in bucket order, and say
-    the range without a lookup table.
-    """
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "missing"
-    if value < bounds[0]:
-        return f"<{_number(bounds[0])}"
-    for low, high in zip(bounds, bounds[1:], strict=False):
-        if low <= value < high:
-            return f"{_number(low)}-{_number(high)}"
-    return f">={_number(bounds[-1])}"
 
 
 def metric_name(class_name: str) -> str:

@@ -109,32 +109,3 @@ def failed_executions(metadata_path: str, node_id: str) -> list[str]:
         for c in node_contexts
         for e in store.get_executions_by_context(c.id)
     ]
-
-
-def execution_inputs(metadata_path: str, node: str) -> tuple[dict, dict, object]:
-    """`node`'s last execution's input artifacts, exec properties and execution, from ML Metadata."""
-    from ml_metadata.proto import metadata_store_pb2
-    from tfx.orchestration import metadata
-    from tfx.types import artifact_utils
-
-    connection = metadata.sqlite_metadata_connection_config(metadata_path)
-    with metadata.Metadata(connection) as m:
-        store = m.store
-        executions = [
-            e
-            for e in store.get_executions()
-            if store.get_execution_types_by_id([e.type_id])[0].name.endswith(node)
-        ]
-        execution = max(executions, key=lambda e: e.id)
-        inputs: dict = {}
-        for event in store.get_events_by_execution_ids([execution.id]):
-            if event.type != metadata_store_pb2.Event.INPUT:
-                continue
-            key = event.path.steps[0].key
-            [artifact] = store.get_artifacts_by_id([event.artifact_id])
-            [atype] = store.get_artifact_types_by_id([artifact.type_id])
-            inputs.setdefault(key, []).append(artifact_utils.deserialize_artifact(atype, artifact))
-        properties = {
-            k: v.string_value or v.int_value for k, v in execution.custom_properties.items()
-        }
-    return inputs, properties, execution

@@ -77,7 +77,7 @@ def _with_bucket_feature(split: Path, out: Path, feature: str, bounds) -> str:
     """The split's examples, each with `<feature>_bucket` added (as our extractor names it)."""
     import tensorflow as tf
 
-    from components.slicing.rules import bucket_feature, bucket_label
+    from components.slice_buckets import bucket_feature, bucket_label
 
     out.mkdir(parents=True)
     with tf.io.TFRecordWriter(str(out / "data.tfrecord")) as writer:

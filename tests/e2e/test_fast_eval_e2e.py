@@ -13,7 +13,8 @@ import logging
 from pathlib import Path
 
 import pytest
-from e2e_support import execution_inputs, small_config, write_sample
+from e2e_support import small_config, write_sample
+from evaluator_runs import evaluator_inputs, file_names, metric_values, run_executor
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -24,8 +25,8 @@ def two_runs(tmp_path_factory: pytest.TempPathFactory):
 
     tmp = tmp_path_factory.mktemp("fast_eval")
     write_sample(tmp / "data")
-    # The fast path covers the overall slice only: taxi's slicing would send both
-    # evaluations to TFMA (tests/e2e/test_slices_e2e.py covers that path).
+    # The whole-split evaluation (no slicing); taxi's slicing on the fast path against
+    # TFMA is tests/e2e/test_slices_e2e.py's.
     config = small_config(tmp).replace(slicing=None)
     first = run_local(config, printer=lambda _: None)
     second = run_local(config.replace(enable_cache=False), printer=lambda _: None)
@@ -45,45 +46,6 @@ def test_pipeline_blesses_and_pushes_through_the_fast_paths(two_runs):
     assert logs.count("StatisticsGen: in-process pass") == 2
 
 
-def _evaluator_inputs(config, node: str = "Evaluator") -> tuple[dict, dict, object]:
-    """`node`'s last execution's (the rerun's) inputs and properties, from ML Metadata."""
-    return execution_inputs(config.metadata_path, node)
-
-
-def _run_executor(executor_class, inputs, properties, out: Path):
-    from tfx.dsl.components.base import base_beam_executor
-    from tfx.types import standard_artifacts
-
-    evaluation = standard_artifacts.ModelEvaluation()
-    evaluation.uri = str(out / "evaluation")
-    blessing = standard_artifacts.ModelBlessing()
-    blessing.uri = str(out / "blessing")
-    Path(blessing.uri).mkdir(parents=True)
-    outputs = {"evaluation": [evaluation], "blessing": [blessing]}
-    context = base_beam_executor.BaseBeamExecutor.Context(
-        beam_pipeline_args=[], tmp_dir=str(out / "tmp"), unique_id="1"
-    )
-    executor_class(context).Do(inputs, outputs, dict(properties))
-    return evaluation.uri, blessing
-
-
-def _metrics(uri: str) -> dict:
-    import tensorflow_model_analysis as tfma
-
-    values = {}
-    for per_slice in tfma.load_metrics(uri):
-        for key_and_value in per_slice.metric_keys_and_values:
-            value = key_and_value.value
-            kind = value.WhichOneof("type")
-            number = value.double_value.value if kind == "double_value" else str(value)
-            values[(str(per_slice.slice_key), str(key_and_value.key))] = number
-    return values
-
-
-def _files(uri: str) -> list[str]:
-    return sorted(p.name for p in Path(uri).iterdir())
-
-
 @pytest.mark.parametrize("baseline", [False, True], ids=["first-run", "against-baseline"])
 def test_fast_path_equals_tfma(two_runs, baseline, tmp_path, caplog):
     import tensorflow_model_analysis as tfma
@@ -92,18 +54,16 @@ def test_fast_path_equals_tfma(two_runs, baseline, tmp_path, caplog):
     from components.fast_eval import executor as fast
 
     config, _, _ = two_runs
-    inputs, properties, _ = _evaluator_inputs(config)
+    inputs, properties, _ = evaluator_inputs(config)
     assert inputs.get("baseline_model"), "the rerun must evaluate against a baseline"
     if not baseline:  # as on a first run
         inputs = {k: v for k, v in inputs.items() if k != "baseline_model"}
     with caplog.at_level(logging.INFO):
-        ours_uri, ours_blessing = _run_executor(
-            fast.Executor, inputs, properties, tmp_path / "ours"
-        )
+        ours_uri, ours_blessing = run_executor(fast.Executor, inputs, properties, tmp_path / "ours")
     assert "Evaluator: fast path" in caplog.text
-    tfma_uri, tfma_blessing = _run_executor(stock.Executor, inputs, properties, tmp_path / "tfma")
+    tfma_uri, tfma_blessing = run_executor(stock.Executor, inputs, properties, tmp_path / "tfma")
 
-    ours, theirs = _metrics(ours_uri), _metrics(tfma_uri)
+    ours, theirs = metric_values(ours_uri), metric_values(tfma_uri)
     assert ours.keys() == theirs.keys()
     assert len(ours) >= 3
     for key, value in theirs.items():
@@ -115,8 +75,8 @@ def test_fast_path_equals_tfma(two_runs, baseline, tmp_path, caplog):
     assert ours_blessing.get_int_custom_property(
         "blessed"
     ) == tfma_blessing.get_int_custom_property("blessed")
-    assert _files(ours_blessing.uri) == _files(tfma_blessing.uri)
-    assert _files(ours_uri) == _files(tfma_uri)
+    assert file_names(ours_blessing.uri) == file_names(tfma_blessing.uri)
+    assert file_names(ours_uri) == file_names(tfma_uri)
 
 
 def _statistics(executor_class, inputs, properties, out: Path):
@@ -132,7 +92,7 @@ def _statistics(executor_class, inputs, properties, out: Path):
     executor_class(context).Do(inputs, {"statistics": [artifact]}, dict(properties))
     protos = {}
     for split_dir in sorted(out.glob("Split-*")):
-        assert _files(str(split_dir)) == ["FeatureStats.pb"]
+        assert file_names(str(split_dir)) == ["FeatureStats.pb"]
         proto = statistics_pb2.DatasetFeatureStatisticsList()
         proto.ParseFromString((split_dir / "FeatureStats.pb").read_bytes())
         protos[split_dir.name] = proto
@@ -161,7 +121,7 @@ def test_in_process_statistics_equal_statistics_gen(two_runs, tmp_path, caplog):
     from components.fast_stats import executor as fast
 
     config, _, _ = two_runs
-    inputs, properties, _ = _evaluator_inputs(config, node="StatisticsGen")
+    inputs, properties, _ = evaluator_inputs(config, node="StatisticsGen")
     with caplog.at_level(logging.INFO):
         ours_artifact, ours = _statistics(fast.Executor, inputs, properties, tmp_path / "ours")
     assert "StatisticsGen: in-process pass" in caplog.text

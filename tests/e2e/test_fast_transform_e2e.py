@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from e2e_support import execution_inputs
+from evaluator_runs import evaluator_inputs
 from transform_output import taxi_transform  # noqa: F401 (the session fixture)
 from transform_parity import compare_executors
 
@@ -26,7 +26,7 @@ def test_pipeline_ran_transform_on_the_fast_path(taxi_transform):  # noqa: F811
 
 
 def test_fast_path_equals_tfx_transform(taxi_transform, tmp_path, caplog):  # noqa: F811
-    count = compare_executors(taxi_transform.config.metadata_path, tmp_path, caplog)
+    count = compare_executors(taxi_transform.config, tmp_path, caplog)
     assert count > 10_000  # both splits of the 15,000 rows
 
 
@@ -41,7 +41,7 @@ def test_a_failing_split_publishes_nothing(taxi_transform, tmp_path):  # noqa: F
     from components.fast_transform.materialize import materialize
 
     config = taxi_transform.config
-    inputs, properties, _ = execution_inputs(config.metadata_path, "Transform")
+    inputs, properties, _ = evaluator_inputs(config, node="Transform")
     examples = standard_artifacts.Examples()
     examples.uri = str(tmp_path / "transformed_examples")
     jobs = fast._jobs(inputs, {"transformed_examples": [examples]}, properties)  # noqa: SLF001
@@ -71,7 +71,7 @@ def test_a_late_refusal_runs_tfx_from_the_start(taxi_transform, tmp_path, monkey
         raise Uncovered("a refusal after the analysis")
 
     monkeypatch.setattr(fast, "materialize", refuse)
-    inputs, properties, _ = execution_inputs(taxi_transform.config.metadata_path, "Transform")
+    inputs, properties, _ = evaluator_inputs(taxi_transform.config, node="Transform")
     with caplog.at_level(logging.INFO):
         graph, examples = run_transform(fast.Executor, inputs, properties, tmp_path / "ours")
     assert "Transform: TFX path (fast path does not cover: a refusal after the analysis)" in (

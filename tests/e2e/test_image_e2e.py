@@ -281,4 +281,4 @@ def test_transform_fast_path_equals_tfx_on_images(image_runs, tmp_path, caplog):
 
     logs = Path(image_runs.config.run_dir) / "logs"
     assert "".join(p.read_text() for p in logs.glob("*.log")).count("Transform: fast path") == 2
-    assert compare_executors(image_runs.config.metadata_path, tmp_path, caplog) > 0
+    assert compare_executors(image_runs.config, tmp_path, caplog) > 0

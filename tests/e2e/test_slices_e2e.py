@@ -10,6 +10,13 @@ model made wrong on purpose for one payment type (slice_sabotage.py):
          so the overall change threshold passes, but worse on the Credit Card
          slice by far more than the allowed drop.
 
+Both runs' Evaluators take the fast path (components/fast_eval). Run 2's
+evaluation is then repeated on the same inputs, with and without the baseline,
+as shipped, with TFMA thresholds on a slice and with TFMA's `min_slice_size`, by
+the fast path and by TFX's
+executor (TFMA): every metric of every slice, the validation result, the
+blessing and its message must agree.
+
 The test reads both models' numbers back from the evaluation and checks these
 premises before the verdict, so it cannot pass on a scenario that did not happen.
 """
@@ -22,6 +29,7 @@ from pathlib import Path
 
 import pytest
 from e2e_support import small_config, write_sample
+from evaluator_runs import evaluator_inputs, file_names, metric_values, run_executor
 
 from pipeline.config import EvalThresholds, PipelineConfig, SliceOptions
 from tfxp.metadata.summary import RunSummary
@@ -136,3 +144,115 @@ def test_the_serving_check_blocks_a_model_that_reads_the_label(slice_runs):
     assert first.serving_check.startswith("disagrees"), first.serving_check
     assert "without 'tips'" in first.serving_check
     assert "the serving check failed" in first.render()
+
+
+def test_both_runs_evaluate_by_slice_on_the_fast_path(slice_runs):
+    logs = "".join(p.read_text() for p in (Path(slice_runs.config.run_dir) / "logs").glob("*.log"))
+    assert logs.count("Evaluator: fast path") == 2, logs.count("Evaluator: TFMA path")
+
+
+def _with_slice_thresholds(eval_config_json: str) -> str:
+    """The eval config with TFMA thresholds on the payment type slices: binary accuracy of
+    at least 0.5, and no lower than the baseline's by more than 0.1 (Credit Card fails)."""
+    import tensorflow_model_analysis as tfma
+    from google.protobuf import json_format
+
+    config = json_format.Parse(eval_config_json, tfma.EvalConfig())
+    [accuracy] = [m for m in config.metrics_specs[0].metrics if m.class_name == "BinaryAccuracy"]
+    accuracy.per_slice_thresholds.add(
+        slicing_specs=[tfma.SlicingSpec(feature_keys=["payment_type"])],
+        threshold=tfma.MetricThreshold(
+            value_threshold=tfma.GenericValueThreshold(lower_bound={"value": 0.5}),
+            change_threshold=tfma.GenericChangeThreshold(
+                direction=tfma.MetricDirection.HIGHER_IS_BETTER, absolute={"value": -0.1}
+            ),
+        ),
+    )
+    return json_format.MessageToJson(config)
+
+
+def _with_min_slice_size(eval_config_json: str) -> str:
+    """The eval config with TFMA's min_slice_size above the smaller slices' sizes."""
+    import tensorflow_model_analysis as tfma
+    from google.protobuf import json_format
+
+    config = json_format.Parse(eval_config_json, tfma.EvalConfig())
+    config.options.min_slice_size.value = MIN_SLICE_SIZE
+    return json_format.MessageToJson(config)
+
+
+MIN_SLICE_SIZE = 200
+
+
+def _validation(uri: str):
+    """TFMA's validation result, its per-slice and per-spec records in a stable order
+    (TFMA's combiner adds them in the order its workers finish)."""
+    import tensorflow_model_analysis as tfma
+
+    result = tfma.load_validation_result(uri)
+    for repeated in (
+        result.metric_validations_per_slice,
+        result.validation_details.slicing_details,
+    ):
+        ordered = sorted(repeated, key=lambda v: v.SerializeToString(deterministic=True))
+        del repeated[:]
+        repeated.extend(ordered)
+    return result
+
+
+@pytest.mark.parametrize("baseline", [False, True], ids=["first-run", "against-baseline"])
+@pytest.mark.parametrize("change", ["as-shipped", "slice-thresholds", "min-slice-size"])
+def test_fast_path_equals_tfma_on_every_slice(slice_runs, baseline, change, tmp_path, caplog):
+    import logging
+
+    from components.slicing import evaluator as sliced
+
+    inputs, properties, _ = evaluator_inputs(slice_runs.config)  # run 2's Evaluator
+    assert inputs.get("baseline_model"), "run 2 must evaluate against a baseline"
+    if not baseline:
+        inputs = {k: v for k, v in inputs.items() if k != "baseline_model"}
+    if change == "slice-thresholds":
+        properties["eval_config"] = _with_slice_thresholds(properties["eval_config"])
+    if change == "min-slice-size":
+        properties["eval_config"] = _with_min_slice_size(properties["eval_config"])
+    with caplog.at_level(logging.INFO):
+        ours_uri, ours_blessing = run_executor(sliced.Executor, inputs, properties, tmp_path / "o")
+        assert "Evaluator: fast path" in caplog.text
+        tfma_uri, tfma_blessing = run_executor(
+            sliced.TfmaExecutor, inputs, properties, tmp_path / "t"
+        )
+        assert (
+            "Evaluator: TFMA path (fast path does not cover: the fast path is turned off"
+            in caplog.text
+        )
+
+    ours, theirs = metric_values(ours_uri), metric_values(tfma_uri)
+    assert ours.keys() == theirs.keys()
+    slice_keys = {slice_key for slice_key, _ in theirs}
+    assert len(slice_keys) >= 8  # overall, payment types, trip distance buckets
+    for key, value in theirs.items():
+        if isinstance(value, float):
+            assert ours[key] == pytest.approx(value, abs=1e-6, nan_ok=True), key
+        else:
+            assert ours[key] == value, key
+    assert any("fall_out" in k for _, k in ours) and any("miss_rate" in k for _, k in ours)
+    assert str(_validation(ours_uri)) == str(_validation(tfma_uri))
+    for name in ("blessed", sliced.MESSAGE_PROPERTY):
+        assert ours_blessing.get_custom_property(name) == tfma_blessing.get_custom_property(name)
+    assert file_names(ours_blessing.uri) == file_names(tfma_blessing.uri)
+    assert file_names(ours_uri) == file_names(tfma_uri)
+    failing = {
+        str(v.slice_key) for v in _validation(ours_uri).metric_validations_per_slice if v.failures
+    }
+    if change == "min-slice-size":
+        # TFMA's error record in place of a small slice's metrics (never the whole
+        # split's), and TFMA's validator fails those slices: same on both paths.
+        small = {k for k, v in ours.items() if "lower than the minimum required" in str(v)}
+        assert small and all(slice_key for slice_key, _ in small)
+        assert failing == {slice_key for slice_key, _ in small}
+        assert ours_blessing.get_int_custom_property("blessed") == 0
+    elif change == "slice-thresholds":  # run 2's model is wrong on Credit Card trips
+        assert ours_blessing.get_int_custom_property("blessed") == 0
+        assert any("Credit Card" in k for k in failing), failing
+    else:
+        assert not failing

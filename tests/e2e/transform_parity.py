@@ -22,7 +22,7 @@ import logging
 from pathlib import Path
 
 import numpy as np
-from e2e_support import execution_inputs
+from evaluator_runs import evaluator_inputs
 
 SAVED_MODEL = "transform_fn/saved_model.pb"
 
@@ -123,13 +123,14 @@ def assert_same_graph(ours: str, theirs: str) -> None:
             np.testing.assert_array_equal(value, theirs_value, err_msg=name)
 
 
-def compare_executors(metadata_path: str, tmp: Path, caplog) -> int:
+def compare_executors(config, tmp: Path, caplog) -> int:
     """Reruns the last Transform execution with both executors; returns the example count."""
     from tfx.components.transform import executor as stock
 
     from components.fast_transform import executor as fast
 
-    inputs, properties, _ = execution_inputs(metadata_path, "Transform")
+    # A node's last execution's inputs and properties, from ML Metadata.
+    inputs, properties, _ = evaluator_inputs(config, node="Transform")
     with caplog.at_level(logging.INFO):
         ours_graph, ours_examples = run_transform(fast.Executor, inputs, properties, tmp / "ours")
     assert "Transform: fast path" in caplog.text

@@ -1,0 +1,247 @@
+"""TFMA's slice keys of the evaluated examples, from whole feature columns.
+
+TFMA decodes each batch of serialized examples without a schema (tfx_bsl's
+`ExamplesToRecordBatchDecoder`, as TFX's Evaluator reads the split), splits it
+into one feature dict per example, and its slicer gives each example, for each
+slicing spec, one slice key per combination of the distinct values of the spec's
+features (`SliceAccessor.get` is `np.unique` of the values; bytes become text): a
+feature with no value puts the example in no slice of that spec, and a feature
+with several values puts it in several. The project's extractors
+(components/evaluation.py) add `<name>_bucket` before that, from the first value of
+`<name>` ("missing" without one). Here the same keys come from the decoded columns:
+(example, value) pairs per feature, joined per spec, grouped with numpy.
+
+What the fast path does not cover raises Unsupported (TFMA then runs): value
+matches, SQL slicing, cross slicing, a slicing feature that is also a transformed
+feature (TFMA would read the transformed value), NaN slice values, a bucketed
+feature that is not numeric.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from tensorflow_metadata.proto.v0 import schema_pb2
+from tensorflow_model_analysis.proto import config_pb2
+from tfx_bsl.coders import example_coder
+
+from components.fast_eval.metrics import Unsupported
+from components.slice_buckets import BUCKET_SUFFIX, bucket_label
+
+OVERALL: tuple = ()
+# The schema-less decoder's value types, as a schema names them.
+_SCHEMA_TYPES = {
+    "int64": schema_pb2.INT,
+    "float": schema_pb2.FLOAT,
+    "large_binary": schema_pb2.BYTES,
+    "binary": schema_pb2.BYTES,
+}
+
+
+def slicing_refusal(eval_config: Any, buckets: dict[str, tuple[float, ...]]) -> str | None:
+    """Why these slicing specs cannot be computed here, or None."""
+    if eval_config.cross_slicing_specs:
+        return "cross slicing specs"
+    for spec in eval_config.slicing_specs:
+        if spec.feature_values:
+            return "slicing specs with feature values"
+        if spec.slice_keys_sql:
+            return "slicing specs in SQL (slice_keys_sql)"
+        if len(set(spec.feature_keys)) != len(spec.feature_keys):
+            return "a slicing spec naming a feature twice"
+        for name in spec.feature_keys:
+            if name.endswith(BUCKET_SUFFIX) and name.removesuffix(BUCKET_SUFFIX) not in buckets:
+                return f"slicing feature {name!r} (a bucket feature without buckets)"
+    return None
+
+
+def slicing_columns(eval_config: Any) -> list[tuple[str, ...]]:
+    """Each distinct slicing spec's features, in the config's order (() is the whole split)."""
+    specs = list(eval_config.slicing_specs) or [config_pb2.SlicingSpec()]
+    found: list[tuple[str, ...]] = []
+    for spec in specs:
+        columns = tuple(sorted(spec.feature_keys))
+        if columns not in found:
+            found.append(columns)
+    return found
+
+
+@dataclass
+class Pairs:
+    """A feature's distinct (example, value) pairs: rows ascending, codes into `values`."""
+
+    rows: np.ndarray
+    codes: np.ndarray
+    values: list
+
+
+class SliceFeatures:
+    """The slicing features of every example, batch by batch (`add`), then the slices."""
+
+    def __init__(self, eval_config: Any, buckets: dict[str, tuple[float, ...]]):
+        self.specs = slicing_columns(eval_config)
+        names = {name for spec in self.specs for name in spec}
+        self.buckets = {
+            name: tuple(buckets[name.removesuffix(BUCKET_SUFFIX)])
+            for name in names
+            if name.endswith(BUCKET_SUFFIX) and name.removesuffix(BUCKET_SUFFIX) in buckets
+        }
+        self.raw = sorted(
+            {n for n in names if n not in self.buckets}
+            | {n.removesuffix(BUCKET_SUFFIX) for n in self.buckets}
+        )
+        # Schema-less until every slicing feature's type is known, then only those
+        # features (the same columns, without decoding the others).
+        self._decoder = example_coder.ExamplesToRecordBatchDecoder() if self.raw else None
+        self._narrow = False
+        self._rows: dict[str, list[np.ndarray]] = {name: [] for name in self.raw}
+        self._values: dict[str, list[np.ndarray]] = {name: [] for name in self.raw}
+        self._types: dict[str, set] = {name: set() for name in self.raw}
+        self.examples = 0
+
+    @property
+    def names(self) -> set[str]:
+        """The features the slicing specs name (bucket features by their own name)."""
+        return {name for spec in self.specs for name in spec}
+
+    def add(self, serialized: Any) -> None:
+        """One batch of serialized examples (a string tensor)."""
+        count = int(serialized.shape[0])
+        if self._decoder is not None:
+            try:
+                batch = self._decoder.DecodeBatch(list(serialized.numpy()))
+            except RuntimeError as error:  # a feature of another type than seen before
+                raise Unsupported(f"slicing features of several types: {error}") from error
+            for name in self.raw:
+                index = batch.schema.get_field_index(name)
+                if index < 0 or pa.types.is_null(batch.column(index).type.value_type):
+                    continue
+                column = batch.column(index)
+                self._types[name].add(str(column.type.value_type))
+                parents = pc.list_parent_indices(column).to_numpy(zero_copy_only=False)
+                self._rows[name].append(parents.astype(np.int64) + self.examples)
+                self._values[name].append(column.flatten().to_numpy(zero_copy_only=False))
+            self._narrow_decoder()
+        self.examples += count
+
+    def _narrow_decoder(self) -> None:
+        """Once every slicing feature's type is known, decode only those features."""
+        if self._narrow or not all(self._types[name] for name in self.raw):
+            return
+        schema = schema_pb2.Schema()
+        for name in self.raw:
+            (arrow_type,) = self._types[name] if len(self._types[name]) == 1 else (None,)
+            kind = _SCHEMA_TYPES.get(arrow_type)
+            if kind is None:
+                return  # several types (refused later), or one the schema cannot say
+            schema.feature.add(name=name, type=kind)
+        self._decoder = example_coder.ExamplesToRecordBatchDecoder(schema.SerializeToString())
+        self._narrow = True
+
+    def _flat(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        if len(self._types[name]) > 1:
+            raise Unsupported(f"slicing feature {name!r} has values of several types")
+        if not self._rows[name]:
+            return np.zeros(0, np.int64), np.zeros(0)
+        return np.concatenate(self._rows[name]), np.concatenate(self._values[name])
+
+    def pairs(self, name: str) -> Pairs:
+        """A slicing feature's pairs (a bucket feature: one pair for every example)."""
+        if name in self.buckets:
+            rows, values = self._flat(name.removesuffix(BUCKET_SUFFIX))
+            return bucket_pairs(rows, values, self.examples, self.buckets[name])
+        return feature_pairs(*self._flat(name), name)
+
+    def slices(self) -> dict[tuple, np.ndarray]:
+        """Slice key (TFMA's tuple) -> the rows of the examples in that slice."""
+        pairs = {name: self.pairs(name) for name in self.names}
+        found: dict[tuple, np.ndarray] = {}
+        for spec in self.specs:
+            found.update(spec_slices(spec, [pairs[name] for name in spec], self.examples))
+        return found
+
+
+def _as_slice_value(value: Any, name: str) -> Any:
+    """A value as TFMA's slicer keys it: bytes as text, numbers as Python numbers."""
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise Unsupported(f"slicing feature {name!r} has a non-UTF-8 value") from error
+    if isinstance(value, float) and np.isnan(value):
+        raise Unsupported(f"slicing feature {name!r} has NaN values")
+    return value
+
+
+def feature_pairs(rows: np.ndarray, values: np.ndarray, name: str) -> Pairs:
+    """An example's distinct values of a feature (TFMA: `np.unique(values).tolist()`)."""
+    if not rows.size:
+        return Pairs(rows, np.zeros(0, np.int64), [])
+    distinct, codes = np.unique(values, return_inverse=True)
+    codes = codes.reshape(-1).astype(np.int64)
+    combined = np.unique(rows * len(distinct) + codes)
+    return Pairs(
+        combined // len(distinct),
+        combined % len(distinct),
+        [_as_slice_value(v, name) for v in distinct.tolist()],
+    )
+
+
+def bucket_pairs(
+    rows: np.ndarray, values: np.ndarray, examples: int, bounds: tuple[float, ...]
+) -> Pairs:
+    """`<name>_bucket` of every example: the bucket of its first value of `<name>`
+    (components/evaluation.py's add_buckets), "missing" when it has none."""
+    if values.dtype.kind not in "iuf":
+        raise Unsupported(f"bucketed feature of type {values.dtype} (not numeric)")
+    first_rows, first = np.unique(rows, return_index=True)
+    value = np.full(examples, np.nan)
+    value[first_rows] = values[first].astype(np.float64)
+    # 0 below the first bound, i in [bound i-1, bound i), len(bounds) at or above the
+    # last; missing (no value, or NaN) last of all.
+    index = np.searchsorted(np.asarray(bounds, np.float64), value, side="right")
+    index[np.isnan(value)] = len(bounds) + 1
+    present = np.unique(index)
+    labels = {}
+    for i in present.tolist():
+        example = int(np.flatnonzero(index == i)[0])
+        labels[i] = bucket_label(None if i > len(bounds) else float(value[example]), bounds)
+    codes = np.searchsorted(present, index)
+    return Pairs(np.arange(examples, dtype=np.int64), codes, [labels[i] for i in present.tolist()])
+
+
+def spec_slices(columns: tuple[str, ...], pairs: list[Pairs], examples: int) -> dict:
+    """One spec's slices: the cartesian product of each example's values of its features."""
+    if not columns:
+        return {OVERALL: np.arange(examples, dtype=np.int64)}
+    rows = np.arange(examples, dtype=np.int64)
+    codes = np.zeros((examples, 0), np.int64)
+    for feature in pairs:
+        counts = np.bincount(feature.rows, minlength=examples)
+        starts = np.cumsum(counts) - counts
+        repeat = counts[rows]
+        combo = np.repeat(np.arange(rows.size), repeat)
+        within = np.arange(combo.size) - np.repeat(np.cumsum(repeat) - repeat, repeat)
+        picked = starts[rows[combo]] + within
+        rows = rows[combo]
+        codes = np.column_stack([codes[combo], feature.codes[picked]])
+    if not rows.size:
+        return {}
+    groups, inverse = np.unique(codes, axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    order = np.argsort(inverse, kind="stable")
+    split = np.split(rows[order], np.cumsum(np.bincount(inverse))[:-1])
+    found = {}
+    for group, members in zip(groups.tolist(), split, strict=True):
+        key = tuple(
+            sorted(
+                (name, feature.values[code])
+                for name, feature, code in zip(columns, pairs, group, strict=True)
+            )
+        )
+        found[key] = np.sort(members)
+    return found
