@@ -329,6 +329,26 @@ def render_batch_inference(result: dict) -> list[str]:
     ]
 
 
+def render_tuning(result: dict) -> list[str]:
+    rows = [
+        [
+            name,
+            str(r["parallel_trials"]),
+            _num(r["seconds"], 1),
+            _num(r["trials_per_minute"], 2),
+            _num(r["best_eval_loss"], 4),
+        ]
+        for name, r in result["results"].items()
+    ]
+    return [
+        *_table(["search", "trials at once", "seconds", "trials/min", "best eval loss"], rows),
+        "",
+        f"{result['trials']} trials of {result['trial_steps']} steps on a {result['rows']:,}-row "
+        f"generated taxi span, {result['cpus']} CPUs. Parallel / sequential trials per minute: "
+        f"{result['parallel_vs_sequential']}x.",
+    ]
+
+
 RENDERERS: dict[str, tuple[str, Callable[[dict], list[str]]]] = {
     "taxi_vs_tfx_example": ("Ours against TFX's taxi example (`make bench`)", render_taxi),
     "scale": ("Scale", render_scale),
@@ -338,6 +358,7 @@ RENDERERS: dict[str, tuple[str, Callable[[dict], list[str]]]] = {
     "ui": ("The console (`tfxp ui`)", render_ui),
     "slicing_cost": ("Evaluation by slice (docs/trust.md)", render_slicing_cost),
     "batch_inference": ("Batch inference (`tfxp infer`)", render_batch_inference),
+    "tuning": ("Tuning (docs/tuning.md)", render_tuning),
 }
 
 
