@@ -27,6 +27,7 @@ from components.batch_inference.component import BatchInference
 from components.example_gen.csv_example_gen import checked_csv_example_gen
 from components.example_gen.image_example_gen import image_example_gen
 from components.fast_stats import executor as fast_statistics
+from components.fast_transform import executor as fast_transform
 from components.model_card.component import ModelCard
 from components.schema_importer import (
     CuratedSchemaImporter,
@@ -563,6 +564,9 @@ def _training(config: PipelineConfig, training_examples, schema_importer):
             **image_config,
         },
     )
+    # TFX's analysis, then the transformed examples written in this process when
+    # that gives TFX's output, else TFX's executor (components/fast_transform/).
+    transform.executor_spec = executor_spec.BeamExecutorSpec(fast_transform.Executor)
     tuner = _tuner(config, transform, schema_importer, image_config)
     trainer = _trainer_class(config)(
         run_fn=config.run_fn,

@@ -272,3 +272,13 @@ def test_console_shows_digits_runs(image_runs):
 
     shown = check_console(location_from(run_dir=image_runs.config.local_dir))
     assert shown == {"span1": "complete", "span2": "complete", "span3": "blocked"}, shown
+
+
+def test_transform_fast_path_equals_tfx_on_images(image_runs, tmp_path, caplog):
+    """Both runs' Transform took the fast path, and span 2's (own images, resized in
+    the graph) gives TFX's executor's output on the same inputs (transform_parity.py)."""
+    from transform_parity import compare_executors
+
+    logs = Path(image_runs.config.run_dir) / "logs"
+    assert "".join(p.read_text() for p in logs.glob("*.log")).count("Transform: fast path") == 2
+    assert compare_executors(image_runs.config, tmp_path, caplog) > 0
