@@ -53,7 +53,8 @@ RUN uv pip install --python "$VIRTUAL_ENV/bin/python" --no-deps --no-build-isola
  && cd / && python -c "import components.example_gen.csv_example_gen, \
 components.example_gen.image_example_gen, components.schema_importer, components.validation.gate, \
 components.atomic_pusher, components.baseline_resolver, components.slicing.evaluator, \
-components.evaluation, components.fast_stats.executor, components.serving_check.component, \
+components.evaluation, components.fast_stats.executor, components.fast_transform.executor, \
+components.serving_check.component, \
 components.model_card.component, trainer.taxi.preprocessing, trainer.taxi.train, \
 trainer.image.preprocessing, trainer.image.train, pipeline.definition"
 

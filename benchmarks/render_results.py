@@ -136,6 +136,7 @@ def render_scale(result: dict) -> list[str]:
             f"(target ≤ {size.get('ratio_target', 0.4)}: {_verdict(size['ratio_met'])}); accuracy at least the example's: "
             f"{_verdict(size['accuracy_met'])}.",
             "",
+            *_rounds(size),
             *_table(["", *(SIDE_LABELS[n] for n in names)], rows),
             "",
             *_components(runs, names),
@@ -150,6 +151,19 @@ INPUT_ROWS = ("a", "b", "c", "d", "d_train", "d_block", "d_cached", "t", "e")
 
 def _row_order(key: str) -> tuple[int, str]:
     return (INPUT_ROWS.index(key) if key in INPUT_ROWS else len(INPUT_ROWS), key)
+
+
+def _rounds(size: dict) -> list[str]:
+    """Every round's ratio, when the size ran several rounds back to back."""
+    rounds = size.get("rounds", [])
+    if len(rounds) < 2:
+        return []
+    ratios = ", ".join(_num(r["ratio_vs_best"], 3) for r in rounds)
+    return [
+        f"{len(rounds)} rounds back to back, ours / the example: {ratios}; target met in every "
+        f"round: {_verdict(size['ratio_met_every_round'])}. The table is the median round.",
+        "",
+    ]
 
 
 def render_input_pipeline(result: dict) -> list[str]:
@@ -315,6 +329,26 @@ def render_batch_inference(result: dict) -> list[str]:
     ]
 
 
+def render_tuning(result: dict) -> list[str]:
+    rows = [
+        [
+            name,
+            str(r["parallel_trials"]),
+            _num(r["seconds"], 1),
+            _num(r["trials_per_minute"], 2),
+            _num(r["best_eval_loss"], 4),
+        ]
+        for name, r in result["results"].items()
+    ]
+    return [
+        *_table(["search", "trials at once", "seconds", "trials/min", "best eval loss"], rows),
+        "",
+        f"{result['trials']} trials of {result['trial_steps']} steps on a {result['rows']:,}-row "
+        f"generated taxi span, {result['cpus']} CPUs. Parallel / sequential trials per minute: "
+        f"{result['parallel_vs_sequential']}x.",
+    ]
+
+
 RENDERERS: dict[str, tuple[str, Callable[[dict], list[str]]]] = {
     "taxi_vs_tfx_example": ("Ours against TFX's taxi example (`make bench`)", render_taxi),
     "scale": ("Scale", render_scale),
@@ -324,6 +358,7 @@ RENDERERS: dict[str, tuple[str, Callable[[dict], list[str]]]] = {
     "ui": ("The console (`tfxp ui`)", render_ui),
     "slicing_cost": ("Evaluation by slice (docs/trust.md)", render_slicing_cost),
     "batch_inference": ("Batch inference (`tfxp infer`)", render_batch_inference),
+    "tuning": ("Tuning (docs/tuning.md)", render_tuning),
 }
 
 

@@ -135,6 +135,16 @@ TUNABLE: dict[str, str] = {
     "hidden_units": "units",
     "train_steps": "int",
 }
+# The image trainer's CNN (trainer/image/train.py ImageHyperparameters): its
+# convolution filters per block ("units" as well), dense layer and dropout.
+IMAGE_TUNABLE: dict[str, str] = {
+    "learning_rate": "float",
+    "batch_size": "int",
+    "train_steps": "int",
+    "filters": "units",
+    "dense_units": "int",
+    "dropout": "float",
+}
 TUNING_ALGORITHMS = ("random", "bayesian")
 
 
@@ -150,6 +160,11 @@ class TuningOptions:
     max_minutes: float | None = None
     # Each trial's training steps (None: the dataset's train_steps).
     trial_steps: int | None = None
+    # Trials run at once, each in a process of its own on a share of the cores
+    # (trainer/parallel_trials.py); 1: one after another in the Tuner's process.
+    parallel_trials: int = 1
+    # A parallel trial (its worker's start included) that takes longer fails the Tuner.
+    trial_timeout_minutes: float = 30.0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -158,6 +173,8 @@ class TuningOptions:
             "max_trials": self.max_trials,
             "max_minutes": self.max_minutes,
             "trial_steps": self.trial_steps,
+            "parallel_trials": self.parallel_trials,
+            "trial_timeout_minutes": self.trial_timeout_minutes,
         }
 
 

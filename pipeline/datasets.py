@@ -29,6 +29,7 @@ from components.csv_text import CsvTextError, check_encoding
 from pipeline.config import (
     GENERIC_PREPROCESSING_FN,
     GENERIC_RUN_FN,
+    IMAGE_TUNABLE,
     PROJECT_ROOT,
     TUNABLE,
     TUNING_ALGORITHMS,
@@ -87,7 +88,17 @@ _ALERT_KEYS = {"webhook_env"}
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _EVAL_KEYS = {"metric", "lower_bound", "upper_bound", "min_change", "extra_metrics"}
 _FEATURE_KEYS = {"treatment", "buckets", "top_k", "oov_buckets"}
-_TUNING_KEYS = {"search_space", "algorithm", "max_trials", "max_minutes", "trial_steps"}
+_TUNING_KEYS = {
+    "search_space",
+    "algorithm",
+    "max_trials",
+    "max_minutes",
+    "trial_steps",
+    "parallel_trials",
+    "trial_timeout_minutes",
+}
+# Hyperparameters whose values are bounded beyond their type: [low, high).
+_TUNING_BOUNDS = {"dropout": (0.0, 1.0)}
 _RANGE_KEYS = {"min", "max", "sampling", "step"}
 _SAMPLINGS = ("linear", "log")
 _INFERENCE_KEYS = {"data_root", "key_columns", "in_pipeline", "batch_size"}
@@ -378,9 +389,8 @@ def _units(value: Any) -> bool:
     )
 
 
-def _search_dimension(name: str, spec: Any, where: str) -> dict[str, Any]:
+def _search_dimension(name: str, kind: str, spec: Any, where: str) -> dict[str, Any]:
     """One hyperparameter's range ({min, max, sampling, step}) or its {choices}."""
-    kind = TUNABLE[name]
     if not isinstance(spec, dict):
         raise DatasetFileError(f"{where}: expected {{min:, max:}} or {{choices: [...]}}")
     if "choices" in spec:
@@ -397,6 +407,7 @@ def _search_dimension(name: str, spec: Any, where: str) -> dict[str, Any]:
             )
         if len({str(c) for c in choices}) != len(choices):
             raise DatasetFileError(f"{where}.choices: {choices} lists a value twice")
+        _check_bounds(name, choices, where)
         return {"choices": [list(c) if kind == "units" else c for c in choices]}
     if kind == "units":
         raise DatasetFileError(f"{where}: layer sizes are tuned as {{choices: [[64, 32], ...]}}")
@@ -408,6 +419,7 @@ def _search_dimension(name: str, spec: Any, where: str) -> dict[str, Any]:
             raise DatasetFileError(f"{where}.{key}: expected {what}, not {value!r}")
     if not low < high:
         raise DatasetFileError(f"{where}: an empty range (min {low} is not below max {high})")
+    _check_bounds(name, [low, high], where)
     sampling = spec.get("sampling", "linear")
     if sampling not in _SAMPLINGS:
         raise DatasetFileError(
@@ -424,6 +436,15 @@ def _search_dimension(name: str, spec: Any, where: str) -> dict[str, Any]:
     return dimension
 
 
+def _check_bounds(name: str, values: list, where: str) -> None:
+    if name not in _TUNING_BOUNDS:
+        return
+    low, high = _TUNING_BOUNDS[name]
+    outside = [v for v in values if not low <= v < high]
+    if outside:
+        raise DatasetFileError(f"{where}: {outside} outside [{low}, {high}) for {name}")
+
+
 def _positive(raw: dict, key: str, kind: str, where: str, default: Any) -> Any:
     value = raw.get(key, default)
     if value is None and default is None:
@@ -434,8 +455,9 @@ def _positive(raw: dict, key: str, kind: str, where: str, default: Any) -> Any:
     return value
 
 
-def _tuning(raw: Any, where: str) -> TuningOptions | None:
-    """The `tuning:` mapping: a search space over TUNABLE hyperparameters and budgets."""
+def _tuning(raw: Any, where: str, tunable: dict[str, str]) -> TuningOptions | None:
+    """The `tuning:` mapping: a search space over the trainer's `tunable` hyperparameters,
+    budgets and how many trials run at once."""
     if raw is None:
         return None
     if not isinstance(raw, dict):
@@ -444,15 +466,15 @@ def _tuning(raw: Any, where: str) -> TuningOptions | None:
     space = raw.get("search_space")
     if not isinstance(space, dict) or not space:
         raise DatasetFileError(
-            f"{where}.search_space: name at least one of {sorted(TUNABLE)} with its range"
+            f"{where}.search_space: name at least one of {sorted(tunable)} with its range"
         )
-    unknown = sorted(str(k) for k in set(space) - set(TUNABLE))
+    unknown = sorted(str(k) for k in set(space) - set(tunable))
     if unknown:
         raise DatasetFileError(
-            f"{where}.search_space: unknown hyperparameter(s) {unknown}; tunable: {sorted(TUNABLE)}"
+            f"{where}.search_space: unknown hyperparameter(s) {unknown}; tunable: {sorted(tunable)}"
         )
     parsed = {
-        name: _search_dimension(name, spec, f"{where}.search_space.{name}")
+        name: _search_dimension(name, tunable[name], spec, f"{where}.search_space.{name}")
         for name, spec in space.items()
     }
     algorithm = raw.get("algorithm", "random")
@@ -466,6 +488,12 @@ def _tuning(raw: Any, where: str) -> TuningOptions | None:
         max_trials=_positive(raw, "max_trials", "int", where, TuningOptions.max_trials),
         max_minutes=_positive(raw, "max_minutes", "float", where, None),
         trial_steps=_positive(raw, "trial_steps", "int", where, None),
+        parallel_trials=_positive(
+            raw, "parallel_trials", "int", where, TuningOptions.parallel_trials
+        ),
+        trial_timeout_minutes=_positive(
+            raw, "trial_timeout_minutes", "float", where, TuningOptions.trial_timeout_minutes
+        ),
     )
 
 
@@ -576,7 +604,9 @@ def load_dataset_file(path: str | os.PathLike) -> PipelineConfig:
         changes["csv_encoding"] = str(raw["csv_encoding"])
     if "hyperparameters" in raw:
         changes["hyperparameters"] = dict(raw["hyperparameters"] or {})
-    changes["tuning"] = _tuning(raw.get("tuning"), f"{path}: tuning")
+    changes["tuning"] = _tuning(
+        raw.get("tuning"), f"{path}: tuning", IMAGE_TUNABLE if kind == "image" else TUNABLE
+    )
     changes["on_push"] = _on_push(raw, str(path))
     changes["alert_webhook_env"] = _alert_env(raw.get("alerts"), f"{path}: alerts")
     changes["preprocessing_fn"] = raw.get("preprocessing_fn", GENERIC_PREPROCESSING_FN)

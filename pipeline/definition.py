@@ -27,6 +27,7 @@ from components.batch_inference.component import BatchInference
 from components.example_gen.csv_example_gen import checked_csv_example_gen
 from components.example_gen.image_example_gen import image_example_gen
 from components.fast_stats import executor as fast_statistics
+from components.fast_transform import executor as fast_transform
 from components.model_card.component import ModelCard
 from components.schema_importer import (
     CuratedSchemaImporter,
@@ -563,6 +564,9 @@ def _training(config: PipelineConfig, training_examples, schema_importer):
             **image_config,
         },
     )
+    # TFX's analysis, then the transformed examples written in this process when
+    # that gives TFX's output, else TFX's executor (components/fast_transform/).
+    transform.executor_spec = executor_spec.BeamExecutorSpec(fast_transform.Executor)
     tuner = _tuner(config, transform, schema_importer, image_config)
     trainer = _trainer_class(config)(
         run_fn=config.run_fn,
@@ -601,8 +605,8 @@ def _tuner(config: PipelineConfig, transform, schema_importer, extra_config: dic
     if not defines(tuner_fn):
         raise ValueError(
             f"dataset {config.pipeline_name!r} declares tuning:, but its trainer has no "
-            f"search: {tuner_fn} is not defined (the taxi and generic tabular trainers have "
-            "one; remove tuning: or add a tuner_fn beside the run_fn, see docs/tuning.md)"
+            f"search: {tuner_fn} is not defined (the taxi, generic tabular and image trainers "
+            "have one; remove tuning: or add a tuner_fn beside the run_fn, see docs/tuning.md)"
         )
     return Tuner(
         tuner_fn=tuner_fn,
@@ -613,6 +617,8 @@ def _tuner(config: PipelineConfig, transform, schema_importer, extra_config: dic
         eval_args=trainer_pb2.EvalArgs(num_steps=config.eval_steps),
         custom_config={
             "code_fingerprint": code_fingerprint(tuner_fn),
+            # Parallel trials' worker processes build their search with it.
+            "tuner_fn": tuner_fn,
             "hyperparameters": dict(config.hyperparameters),
             "tuning": tuning.to_dict(),
             **extra_config,

@@ -190,6 +190,25 @@ def test_csv_ingest_benchmark_on_a_few_rows(tmp_path, forkserver):
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
+def test_tuning_benchmark_on_a_few_rows(forkserver):
+    """Both searches of benchmarks/tuning.py on 2,000 rows, 2 trials of 3 steps: the same
+    trials scored (so the same best loss) sequentially and by 2 worker processes."""
+    done = _run(
+        forkserver,
+        "tuning.py",
+        *("--rows", "2000", "--trials", "2", "--trial-steps", "3", "--parallel", "2", "--json"),
+        timeout=800,
+    )
+    report = json.loads(done.stdout)
+    sequential, parallel = report["results"]["sequential"], report["results"]["parallel"]
+    assert (sequential["parallel_trials"], parallel["parallel_trials"]) == (1, 2)
+    assert sequential["trials"] == parallel["trials"] == 2
+    assert sequential["best_eval_loss"] == pytest.approx(parallel["best_eval_loss"], abs=1e-3)
+    assert report["parallel_vs_sequential"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
 def test_image_benchmarks_on_a_few_images(tmp_path, forkserver):
     work = str(tmp_path / "images")
     _run(
@@ -252,6 +271,13 @@ def test_scale_benchmark_summary_picks_the_faster_anchor_and_reports_growth():
     assert "ours / best anchor (example): 0.800" in text and "1,000,000 rows" in text
     growth = scale.render_growth([small, large])
     assert "ours               time x8.00" in growth
+    # Rounds back to back: the median round's figures, every round's verdict.
+    rounds = [size(1_000_000, ours, 1000.0, 2000.0) for ours in (240.0, 260.0, 230.0)]
+    combined = scale.combine_rounds(rounds)
+    assert combined["ratio_vs_best"] == 0.24 and combined["ratio_target"] == 0.25
+    assert [r["ratio_met"] for r in combined["rounds"]] == [True, False, True]
+    assert combined["ratio_met_every_round"] is False
+    assert "0.240, 0.260, 0.230 (target met in every round: MISSED)" in scale.render_size(combined)
 
 
 def test_digits_eval_report_prints_fast_over_tfma_per_variant(capsys, monkeypatch):

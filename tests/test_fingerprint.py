@@ -172,7 +172,9 @@ def test_real_fingerprints_cover_exactly_the_imported_trainer_modules():
             "trainer.taxi.features",
             "trainer.taxi.model",
             "trainer.taxi.train",
-            # The search shared by the trainers (tuner_fn beside run_fn).
+            # The search shared by the trainers (tuner_fn beside run_fn), and its
+            # worker processes for parallel trials.
+            "trainer.parallel_trials",
             "trainer.tuning",
         ],
     )

@@ -51,6 +51,33 @@ def test_kubeflow_compiles_a_tabular_dataset_by_name(shop):
     assert '\\\\"tabular\\\\"' in text or '\\"tabular\\"' in text
 
 
+def test_a_tuned_tabular_dataset_compiles_with_its_search(shop, tmp_path):
+    """`tuning:` in a `tfxp init` dataset file: the compiled job's Tuner runs the generic
+    tabular trainer's search (parallel trials included) and feeds the Trainer."""
+    from kubeflow.compiler import compile_pipeline
+    from kubeflow.config import KubeflowConfig
+
+    dataset_file = tmp_path / "schema" / shop / "dataset.yaml"
+    dataset_file.write_text(
+        dataset_file.read_text()
+        + "tuning:\n  max_trials: 2\n  parallel_trials: 2\n"
+        + "  search_space: {hidden_units: {choices: [[8], [16]]}}\n"
+    )
+    job = compile_pipeline(
+        KubeflowConfig(
+            image="registry.example.com/ml/tfx-pipeline:t",
+            pipeline_root="gs://example-bucket/tfx/shop",
+            dataset=shop,
+        )
+    )
+    tasks = job["pipelineSpec"]["root"]["dag"]["tasks"]
+    hyperparameters = tasks["Trainer"]["inputs"]["artifacts"]["hyperparameters"]
+    assert hyperparameters["taskOutputArtifact"]["producerTask"] == "Tuner"
+    text = json.dumps(job)
+    assert "trainer.tabular.train.tuner_fn" in text
+    assert "parallel_trials" in text
+
+
 @pytest.mark.slow
 def test_airflow_dag_is_built_for_the_dataset_by_name(shop, tmp_path, forkserver):
     """airflow/taxi_dag.py parsed as Airflow would, with TFXP_DATASET naming the new dataset

@@ -86,6 +86,11 @@ def test_without_tuning_there_is_no_search(tmp_path):
         ("{max_minutes: -1, search_space: {batch_size: {choices: [8]}}}", "max_minutes"),
         ("{trials: 3, search_space: {batch_size: {choices: [8]}}}", "unknown key(s) ['trials']"),
         ("[learning_rate]", "tuning: expected a mapping"),
+        ("{parallel_trials: 0, search_space: {batch_size: {choices: [8]}}}", "parallel_trials"),
+        (
+            "{trial_timeout_minutes: -2, search_space: {batch_size: {choices: [8]}}}",
+            "trial_timeout_minutes",
+        ),
     ],
 )
 def test_a_bad_search_space_is_refused_naming_the_file_and_key(tmp_path, tuning, named):
@@ -125,6 +130,9 @@ def test_with_tuning_a_tuner_feeds_the_trainer_its_best_hyperparameters(tmp_path
     # The search space and the code are the cache key (with the inputs' artifacts).
     assert custom["tuning"] == config.tuning.to_dict()
     assert custom["code_fingerprint"] == code_fingerprint("trainer.taxi.train.tuner_fn")
+    # Parallel trials' workers build their search from it.
+    assert custom["tuner_fn"] == "trainer.taxi.train.tuner_fn"
+    assert custom["tuning"]["parallel_trials"] == 1
     train_args = tuner.exec_properties["train_args"]
     assert '"num_steps": 20' in train_args or "num_steps: 20" in str(train_args)
 
@@ -169,15 +177,16 @@ def test_the_trainer_takes_the_tuned_values_and_steps():
 
 def test_a_trainer_without_a_search_is_refused_when_the_pipeline_is_built(tmp_path):
     config = load_dataset_file(_taxi_with(tmp_path, GOOD)).replace(
-        run_dir=str(tmp_path / "r"), run_fn="trainer.image.train.run_fn"
+        run_dir=str(tmp_path / "r"), run_fn="trainer.distribution.run_fn"
     )
-    with pytest.raises(ValueError, match=r"trainer\.image\.train\.tuner_fn is not defined"):
+    with pytest.raises(ValueError, match=r"trainer\.distribution\.tuner_fn is not defined"):
         create_pipeline(config)
 
 
 def test_the_taxi_and_tabular_trainers_define_their_search():
     assert defines("trainer.taxi.train.tuner_fn")
     assert defines("trainer.tabular.train.tuner_fn")
+    assert defines("trainer.image.train.tuner_fn")
     assert not defines("trainer.taxi.train.no_such_fn")
 
 
@@ -252,3 +261,90 @@ def test_the_time_budget_stops_new_trials_after_the_first(tmp_path):
             ample.end_trial(trial)
     assert statuses.count(kt.engine.trial.TrialStatus.RUNNING) == 3
     assert statuses[-1] == kt.engine.trial.TrialStatus.STOPPED
+
+
+DIGITS = Path(__file__).parent.parent / "schema" / "digits"
+IMAGE_SEARCH = """
+tuning:
+  max_trials: 2
+  parallel_trials: 2
+  trial_timeout_minutes: 5
+  search_space:
+    learning_rate: {min: 0.001, max: 0.01, sampling: log}
+    filters: {choices: [[8, 16], [32]]}
+    dense_units: {min: 16, max: 64, step: 16}
+    dropout: {min: 0.0, max: 0.5}
+"""
+
+
+def _digits_with(tmp_path: Path, tuning: str) -> Path:
+    folder = tmp_path / "digits"
+    folder.mkdir()
+    for source in DIGITS.iterdir():
+        (folder / source.name).write_text(source.read_text())
+    path = folder / "dataset.yaml"
+    path.write_text(path.read_text() + tuning)
+    return path
+
+
+def test_an_image_dataset_searches_the_cnn_s_knobs(tmp_path):
+    tuning = load_dataset_file(_digits_with(tmp_path, IMAGE_SEARCH)).tuning
+    assert set(tuning.search_space) == {"learning_rate", "filters", "dense_units", "dropout"}
+    assert (tuning.parallel_trials, tuning.trial_timeout_minutes) == (2, 5)
+    hp = kt.HyperParameters()
+    declare(hp, tuning.search_space)
+    assert {h.name: h for h in hp.space}["filters"].values == ["8,16", "32"]
+
+
+@pytest.mark.parametrize(
+    ("space", "named"),
+    [
+        ("{hidden_units: {choices: [[8]]}}", "unknown hyperparameter(s) ['hidden_units']"),
+        ("{dropout: {min: 0.2, max: 1.0}}", "outside [0.0, 1.0) for dropout"),
+        ("{dropout: {choices: [0.1, 1.5]}}", "[1.5] outside"),
+        ("{filters: {min: 8, max: 32}}", "layer sizes are tuned as"),
+    ],
+)
+def test_a_bad_image_search_space_is_refused(tmp_path, space, named):
+    path = _digits_with(tmp_path, f"\ntuning:\n  search_space: {space}\n")
+    with pytest.raises(DatasetFileError) as error:
+        load_dataset_file(path)
+    assert named in str(error.value)
+
+
+def test_an_image_trial_builds_the_cnn_with_its_values():
+    from trainer.image.train import ImageHyperparameters, _cnn
+
+    hp = kt.HyperParameters()
+    hp.Fixed("filters", "8,16")
+    hp.Fixed("dense_units", 24)
+    hp.Fixed("dropout", 0.5)
+    hp.Fixed("learning_rate", 0.01)
+    values = trial_hyperparameters(ImageHyperparameters(flip=False), hp)
+    assert (values.filters, values.dense_units, values.flip) == ((8, 16), 24, False)
+    options = {"height": 8, "width": 8, "channels": 1, "class_names": list("0123456789")}
+    model = _cnn(options, values)
+    convs = [layer.filters for layer in model.layers if hasattr(layer, "filters")]
+    assert convs == [8, 8, 16, 16]
+    [dropout] = [layer for layer in model.layers if "dropout" in layer.name]
+    assert dropout.rate == 0.5
+    assert model.optimizer.learning_rate.numpy() == pytest.approx(0.01)
+
+
+def test_the_image_trainer_takes_the_tuned_values():
+    from trainer.image.train import ImageHyperparameters
+
+    best = {"space": [], "values": {"filters": "16", "dropout": 0.3, "train_steps": 11}}
+    fn_args = SimpleNamespace(
+        custom_config={"hyperparameters": {"flip": False}}, hyperparameters=best, train_steps=300
+    )
+    hp = ImageHyperparameters.from_fn_args(fn_args)
+    assert (hp.filters, hp.dropout, hp.flip, fn_args.train_steps) == ((16,), 0.3, False, 11)
+
+
+def test_the_search_result_has_the_fields_tfx_s_tuner_executor_reads():
+    from tfx.components.tuner.component import TunerFnResult as Tfx
+
+    from trainer.tuning import TunerFnResult
+
+    assert TunerFnResult._fields == Tfx._fields

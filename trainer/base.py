@@ -108,20 +108,8 @@ class Hyperparameters:
 
     @classmethod
     def from_fn_args(cls, fn_args: Any) -> Hyperparameters:
-        """The dataset file's values, overridden by the Tuner's best trial when there is one.
-
-        With a Tuner before it, TFX's Trainer hands over the best trial's
-        KerasTuner config as `fn_args.hyperparameters`; a tuned `train_steps`
-        replaces `fn_args.train_steps` too.
-        """
-        hp = cls.from_custom_config(fn_args.custom_config)
-        tuned = tuned_values(getattr(fn_args, "hyperparameters", None))
-        steps = tuned.pop("train_steps", None)
-        if steps is not None:
-            fn_args.train_steps = int(steps)
-        if tuned:
-            logging.info("tuned hyperparameters: %s", tuned)
-        return dataclasses.replace(hp, **tuned)
+        """The dataset file's values, overridden by the Tuner's best trial when there is one."""
+        return with_tuned_values(cls.from_custom_config(fn_args.custom_config), fn_args)
 
     def input_options(
         self,
@@ -154,12 +142,33 @@ def units_choice(units: Any) -> str:
     return ",".join(str(int(u)) for u in units)
 
 
+# Hyperparameters that are lists of layer sizes, searched as units_choice strings.
+UNITS_HYPERPARAMETERS = ("hidden_units", "filters")
+
+
 def tuned_values(hyperparameters: dict[str, Any] | None) -> dict[str, Any]:
     """A KerasTuner HyperParameters config (the Tuner's best trial) as Hyperparameters fields."""
     values = dict((hyperparameters or {}).get("values", {}))
-    if "hidden_units" in values:
-        values["hidden_units"] = tuple(int(u) for u in str(values["hidden_units"]).split(","))
+    for name in UNITS_HYPERPARAMETERS:
+        if name in values:
+            values[name] = tuple(int(u) for u in str(values[name]).split(","))
     return values
+
+
+def with_tuned_values(hp: Any, fn_args: Any) -> Any:
+    """`hp` (a trainer's hyperparameters dataclass) with the Tuner's best trial put in.
+
+    With a Tuner before it, TFX's Trainer hands over the best trial's
+    KerasTuner config as `fn_args.hyperparameters`; a tuned `train_steps`
+    replaces `fn_args.train_steps` too.
+    """
+    tuned = tuned_values(getattr(fn_args, "hyperparameters", None))
+    steps = tuned.pop("train_steps", None)
+    if steps is not None:
+        fn_args.train_steps = int(steps)
+    if tuned:
+        logging.info("tuned hyperparameters: %s", tuned)
+    return dataclasses.replace(hp, **tuned)
 
 
 def transform_signature(model: keras.Model, tf_transform_output: tft.TFTransformOutput):

@@ -11,7 +11,10 @@ KerasTuner's BaseTuner runs the loop and its oracle picks the values; `_Search`
 builds and trains each trial.
 
 The search space arrives through custom_config["tuning"] (pipeline/config.py's
-TuningOptions, checked when the dataset file loads).
+TuningOptions, checked when the dataset file loads). With `parallel_trials`
+above 1, the trials run in worker processes (trainer/parallel_trials.py),
+each of which builds this same search from `custom_config["tuner_fn"]` and
+scores the trials the oracle, kept here, hands it.
 """
 
 from __future__ import annotations
@@ -19,14 +22,14 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import keras_tuner as kt
 import tensorflow as tf
 import tf_keras as keras
 from keras_tuner.engine import base_tuner
-from tfx.components.tuner.component import TunerFnResult
 
+from trainer import parallel_trials
 from trainer.base import Hyperparameters, tuned_values, units_choice
 
 OBJECTIVE = kt.Objective("val_loss", direction="min")
@@ -38,6 +41,16 @@ _ORACLES = {
 
 # (patterns, batch_size, training) -> dataset of (features, label) batches.
 DatasetFn = Callable[[Any, int, bool], tf.data.Dataset]
+
+
+class TunerFnResult(NamedTuple):
+    """What TFX's Tuner executor reads from a tuner_fn's result: the fields of
+    tfx.components.tuner.component.TunerFnResult. Defined here because importing
+    that module imports every TFX component (seconds of each parallel trial
+    worker's start-up), and the executor only reads these two attributes."""
+
+    tuner: base_tuner.BaseTuner
+    fit_kwargs: dict[str, Any]
 
 
 def declare(hp: kt.HyperParameters, space: dict[str, dict[str, Any]]) -> None:
@@ -56,8 +69,8 @@ def declare(hp: kt.HyperParameters, space: dict[str, dict[str, Any]]) -> None:
             )
 
 
-def trial_hyperparameters(base: Hyperparameters, hp: kt.HyperParameters) -> Hyperparameters:
-    """The dataset file's hyperparameters with this trial's choices put in."""
+def trial_hyperparameters(base: Any, hp: kt.HyperParameters) -> Any:
+    """The dataset file's hyperparameters (a trainer's dataclass) with this trial's choices put in."""
     values = tuned_values(hp.get_config())
     values.pop("train_steps", None)
     return dataclasses.replace(base, **values)
@@ -68,18 +81,39 @@ class _Search(base_tuner.BaseTuner):
 
     KerasTuner's own Tuner builds through Keras 3 (installed beside tf_keras) and
     refuses the tf_keras models this project trains; its BaseTuner only asks
-    `run_trial` for the objective's value.
+    `run_trial` for the objective's value. With `workers`, `search` hands the
+    trials to worker processes instead (trainer/parallel_trials.py).
     """
 
-    def __init__(self, fn_args: Any, build_model, dataset: DatasetFn, base: Hyperparameters, **kw):
+    def __init__(
+        self,
+        fn_args: Any,
+        build_model,
+        dataset: DatasetFn,
+        base: Any,
+        workers: parallel_trials.TrialWorkers | None = None,
+        **kw,
+    ):
         super().__init__(hypermodel=None, **kw)
         self._fn_args = fn_args
         self._build_model = build_model
         self._dataset = dataset
         self._base = base
+        self._workers = workers
+
+    def search(self, *fit_args, **fit_kwargs) -> None:
+        if self._workers is None:
+            return super().search(*fit_args, **fit_kwargs)
+        self.on_search_begin()
+        parallel_trials.run_trials(self.oracle, self._workers, OBJECTIVE.name)
+        self.on_search_end()
+        return None
 
     def run_trial(self, trial, *args, **kwargs) -> float:
-        hp = trial.hyperparameters
+        return self.score(trial.hyperparameters)
+
+    def score(self, hp: kt.HyperParameters) -> float:
+        """Trains one trial's model and returns its eval loss."""
         values = trial_hyperparameters(self._base, hp)
         steps = int(hp.values.get("train_steps", self._fn_args.train_steps))
         keras.backend.clear_session()
@@ -115,12 +149,18 @@ def _with_deadline(oracle_class: type, max_minutes: float | None) -> type:
 
 def search_result(
     fn_args: Any,
-    build_model: Callable[[Hyperparameters], keras.Model],
+    build_model: Callable[[Any], keras.Model],
     dataset: DatasetFn,
+    base: Any = None,
 ) -> TunerFnResult:
-    """TFX's TunerFnResult for a dataset file's `tuning:` (in fn_args.custom_config)."""
+    """TFX's TunerFnResult for a dataset file's `tuning:` (in fn_args.custom_config).
+
+    `base`: the trainer's fixed hyperparameters (a dataclass with `seed`,
+    `batch_size` and `eval_batch_size`); by default trainer.base.Hyperparameters'.
+    """
     tuning = dict(fn_args.custom_config["tuning"])
-    base = Hyperparameters.from_custom_config(fn_args.custom_config)
+    if base is None:
+        base = Hyperparameters.from_custom_config(fn_args.custom_config)
     hp = kt.HyperParameters()
     declare(hp, tuning["search_space"])
     oracle = _with_deadline(_ORACLES[tuning["algorithm"]], tuning.get("max_minutes"))(
@@ -137,6 +177,7 @@ def search_result(
         build_model,
         dataset,
         base,
+        parallel_trials.workers_for(fn_args, tuning),
         oracle=oracle,
         directory=fn_args.working_dir,
         project_name="search",

@@ -120,27 +120,53 @@ def site_dirs() -> list[str]:
     return seen
 
 
-def run_child(request: dict[str, Any], log_path: str) -> dict[str, Any]:
-    """Runs child.py on `request` in a fresh interpreter; its result.json."""
-    request_path = os.path.join(request["out_dir"], "request.json")
-    Path(request_path).write_text(json.dumps(request))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    with open(log_path, "w") as log:
-        subprocess.run(
-            [sys.executable, "-I", "-S", str(CHILD), request_path],
-            cwd=request["out_dir"],  # an empty folder: nothing importable by accident
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            timeout=CHILD_TIMEOUT_SECONDS,
-            check=False,
-        )
-    result_path = Path(request["out_dir"], "result.json")
-    if not result_path.exists():
-        tail = Path(log_path).read_text(errors="replace")[-2000:]
-        return {"stage": "crash", "error": f"the fresh process ended without a result:\n{tail}"}
-    return json.loads(result_path.read_text())
+class Child:
+    """child.py in a fresh interpreter, started before its request so TensorFlow's
+    import there overlaps this process's reference work; `send` gives the request."""
+
+    def __init__(self, out_dir: str, log_path: str) -> None:
+        self.out_dir = out_dir
+        self.log_path = log_path
+        start = {
+            "site_dirs": site_dirs(),
+            "project_packages": list(PROJECT_PACKAGES),
+            "out_dir": out_dir,
+        }
+        start_path = os.path.join(out_dir, "start.json")
+        Path(start_path).write_text(json.dumps(start))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+        env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+        with open(log_path, "w") as log:
+            self._process = subprocess.Popen(
+                [sys.executable, "-I", "-S", str(CHILD), start_path],
+                cwd=out_dir,  # an empty folder: nothing importable by accident
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+
+    def send(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The child's result.json for `request` (model_dir, signature, input_name, ...)."""
+        try:
+            self._process.communicate(json.dumps(request) + "\n", timeout=CHILD_TIMEOUT_SECONDS)
+        except BrokenPipeError:  # it ended before reading (isolation or import failed)
+            self._process.wait(timeout=CHILD_TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired:
+            self.cancel()
+            return {"stage": "crash", "error": f"no answer within {CHILD_TIMEOUT_SECONDS} s"}
+        result_path = Path(self.out_dir, "result.json")
+        if not result_path.exists():
+            tail = Path(self.log_path).read_text(errors="replace")[-2000:]
+            return {"stage": "crash", "error": f"the fresh process ended without a result:\n{tail}"}
+        return json.loads(result_path.read_text())
+
+    def cancel(self) -> None:
+        """Ends the child without a request (this process could not make one)."""
+        if self._process.poll() is None:
+            self._process.kill()
+        self._process.wait()
 
 
 def _needs_project_code(error: str, ops: list[str]) -> bool:
@@ -178,28 +204,30 @@ def check_model(
     import numpy as np
     import tensorflow as tf
 
-    ops = python_ops(model_dir)
-    try:
-        input_name, reference = reference_outputs(model_dir, signature, rows)
-    except Exception as e:  # not even this process can: no server will
-        return CheckResult(CANNOT_LOAD, f"cannot load: {type(e).__name__}: {e}", python_ops=ops)
     os.makedirs(work_dir, exist_ok=True)
-    examples = os.path.join(work_dir, "requests.tfrecord")
-    with tf.io.TFRecordWriter(examples) as writer:
-        for row in rows:
-            writer.write(without_feature(row, label_key))
     out_dir = tempfile.mkdtemp(prefix="child-", dir=work_dir)
-    request = {
-        "model_dir": model_dir,
-        "signature": signature,
-        "input_name": input_name,
-        "examples": examples,
-        "site_dirs": site_dirs(),
-        "project_packages": list(PROJECT_PACKAGES),
-        "latency_rows": min(latency_rows, len(rows)),
-        "out_dir": out_dir,
-    }
-    child = run_child(request, os.path.join(work_dir, "child.log"))
+    fresh = Child(out_dir, os.path.join(work_dir, "child.log"))
+    try:
+        ops = python_ops(model_dir)
+        try:
+            input_name, reference = reference_outputs(model_dir, signature, rows)
+        except Exception as e:  # not even this process can: no server will
+            return CheckResult(CANNOT_LOAD, f"cannot load: {type(e).__name__}: {e}", python_ops=ops)
+        examples = os.path.join(work_dir, "requests.tfrecord")
+        with tf.io.TFRecordWriter(examples) as writer:
+            for row in rows:
+                writer.write(without_feature(row, label_key))
+        child = fresh.send(
+            {
+                "model_dir": model_dir,
+                "signature": signature,
+                "input_name": input_name,
+                "examples": examples,
+                "latency_rows": min(latency_rows, len(rows)),
+            }
+        )
+    finally:
+        fresh.cancel()  # a no-op once it answered; otherwise no child outlives the check
     stage, error = child.get("stage"), child.get("error", "")
     common = dict(rows=len(rows), python_ops=ops)
     if stage != "done":

@@ -1,15 +1,18 @@
 """The serving check's fresh process: TensorFlow and the SavedModel, nothing of the project.
 
-Run by components/serving_check/check.py as `python -I -S child.py REQUEST.json`:
+Run by components/serving_check/check.py as `python -I -S child.py START.json`:
 -I ignores PYTHON* variables, the user's site and the working directory; -S
 skips `site`, so no .pth file (the editable install's, which puts the project
 on sys.path) is read. The installed packages' folders are appended to sys.path
 by hand. This file imports nothing of the project, and first proves that it
 cannot (`import trainer`, `import pipeline`, `import components` must fail).
 
-Request (JSON): model_dir, signature, input_name, examples (a TFRecord file of
-serialized tf.Examples as a client sends them), site_dirs, project_packages,
-latency_rows, out_dir. Writes out_dir/result.json and out_dir/outputs.npz.
+START.json: site_dirs, project_packages, out_dir. The process is started before
+the parent has its reference outputs, so TensorFlow's import (seconds) overlaps
+that work; once TensorFlow is in, it reads the request, one JSON line on stdin:
+model_dir, signature, input_name, examples (a TFRecord file of serialized
+tf.Examples as a client sends them), latency_rows. An empty stdin (the parent
+gave up) ends it. Writes out_dir/result.json and out_dir/outputs.npz.
 """
 
 import importlib
@@ -50,8 +53,8 @@ def _importable(packages):
     return found
 
 
-def main(request_path):
-    with open(request_path) as f:
+def main(start_path):
+    with open(start_path) as f:
         request = json.load(f)
     result = {"stage": "start", "python": sys.executable}
     out_dir = request["out_dir"]
@@ -71,6 +74,10 @@ def main(request_path):
         import tensorflow as tf
     except Exception:
         return finish(stage="import", error=traceback.format_exc(limit=3))
+    line = sys.stdin.readline()
+    if not line.strip():
+        return finish(stage="cancelled", error="no request: the parent gave up")
+    request.update(json.loads(line))
     examples = [r.numpy() for r in tf.data.TFRecordDataset(request["examples"])]
     start = time.perf_counter()
     try:

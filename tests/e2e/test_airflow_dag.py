@@ -21,10 +21,33 @@ import pytest
 from e2e_support import small_config, write_sample, write_scaled_fares
 
 from pipeline.config import PROJECT_ROOT
+from pipeline.datasets import DATASET_PATH_ENV
 
 DAG_ID = "taxi"
 DAGS_FOLDER = PROJECT_ROOT / "airflow"
 AIRFLOW = Path(sys.executable).parent / "airflow"
+# The Airflow runs' taxi dataset file declares a small search (two trials at once, in
+# worker processes); the Tuner then runs under Airflow before the Trainer.
+TUNING = """
+tuning:
+  max_trials: 2
+  parallel_trials: 2
+  trial_steps: 10
+  search_space:
+    learning_rate: {choices: [0.003, 0.01]}
+"""
+
+
+def _tuned_taxi(home: Path):
+    """The taxi dataset file with TUNING, in `home` (the DAG finds it via TFXP_DATASET_PATH)."""
+    from pipeline.datasets import load_dataset_file
+
+    folder = home / "taxi"
+    folder.mkdir(parents=True)
+    for source in (PROJECT_ROOT / "schema" / "taxi").iterdir():
+        (folder / source.name).write_text(source.read_text())
+    (folder / "dataset.yaml").write_text((folder / "dataset.yaml").read_text() + TUNING)
+    return load_dataset_file(folder / "dataset.yaml").tuning
 
 
 def _airflow_env(tmp: Path, config) -> dict[str, str]:
@@ -131,6 +154,7 @@ class AirflowRuns:
     config: object
     first: subprocess.CompletedProcess  # span 1: the whole pipeline
     first_states: dict[str, str]
+    tuned: dict  # the Tuner's best hyperparameters, as the Trainer's execution read them
     blessed: list[int]
     pushed: list[int]
     served: list[str]
@@ -146,8 +170,8 @@ def airflow_runs(tmp_path_factory, forkserver) -> AirflowRuns:
     span 2, the same rows with fares times ten, must stop at the validation gate."""
     tmp = tmp_path_factory.mktemp("airflow")
     span1 = write_sample(tmp / "data")
-    config = small_config(tmp)
-    env = _airflow_env(tmp, config)
+    config = small_config(tmp, tuning=_tuned_taxi(tmp / "schema"))
+    env = {**_airflow_env(tmp, config), DATASET_PATH_ENV: str(tmp / "schema")}
 
     migrate = subprocess.run(
         [str(AIRFLOW), "db", "migrate"], env=env, capture_output=True, text=True, timeout=600
@@ -166,6 +190,7 @@ def airflow_runs(tmp_path_factory, forkserver) -> AirflowRuns:
     first = dags_test("2026-01-01")
     store = _read_only_store(config)
     first_states = _states(store)
+    tuned = _tuned_hyperparameters(store)
     last_id = max((e.id for e in store.get_executions()), default=0)
     blessed = [
         b.custom_properties["blessed"].int_value
@@ -189,6 +214,7 @@ def airflow_runs(tmp_path_factory, forkserver) -> AirflowRuns:
         config,
         first,
         first_states,
+        tuned,
         blessed,
         pushed,
         served,
@@ -197,6 +223,29 @@ def airflow_runs(tmp_path_factory, forkserver) -> AirflowRuns:
         _states(store, after_id=last_id),
         len(store.get_artifacts_by_type("Model")),
     )
+
+
+def _tuned_hyperparameters(store) -> dict:
+    """The best hyperparameters the Tuner wrote, found through the Trainer execution's input
+    (ML Metadata's events), with the trials it recorded."""
+    from ml_metadata.proto import metadata_store_pb2
+
+    executions = {e.properties["component_id"].string_value: e.id for e in store.get_executions()}
+    events = store.get_events_by_execution_ids([executions["Tuner"], executions["Trainer"]])
+    [hyperparameters] = store.get_artifacts_by_type("HyperParameters")
+    [results] = store.get_artifacts_by_type("TunerResults")
+    linked = {(e.execution_id, e.type) for e in events if e.artifact_id == hyperparameters.id}
+    return {
+        "from_tuner_to_trainer": linked
+        == {
+            (executions["Tuner"], metadata_store_pb2.Event.OUTPUT),
+            (executions["Trainer"], metadata_store_pb2.Event.INPUT),
+        },
+        "best": json.loads((Path(hyperparameters.uri) / "best_hyperparameters.txt").read_text())[
+            "values"
+        ],
+        "trials": json.loads((Path(results.uri) / "tuner_results.json").read_text()),
+    }
 
 
 def _log(run: subprocess.CompletedProcess) -> str:
@@ -224,6 +273,11 @@ def test_airflow_dags_test_runs_the_pipeline(airflow_runs: AirflowRuns):
         allowed = {"COMPLETE", "CACHED"} if component in resolvers else {"COMPLETE"}
         assert state in allowed, (component, state, log)
     assert airflow_runs.blessed == [1]
+    # The Tuner ran its two trials and the Trainer took the best one's values.
+    tuned = airflow_runs.tuned
+    assert tuned["from_tuner_to_trainer"], tuned
+    assert sorted(t["learning_rate"] for t in tuned["trials"]) == [0.003, 0.01], tuned
+    assert tuned["best"]["learning_rate"] == tuned["trials"][0]["learning_rate"], tuned
     assert airflow_runs.pushed == [1]
     assert airflow_runs.served  # the pushed SavedModel version
     # The serving check passed it, and its model card sits beside it.

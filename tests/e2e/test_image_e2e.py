@@ -304,3 +304,13 @@ def test_digits_fast_path_equals_tfma_per_digit(image_runs, baseline, tmp_path, 
         assert len(candidate) == 10 and all("class_id" in k for k in candidate), candidate
     assert any('"sparse_categorical_accuracy"' in k for k in names)
     assert any("is_diff: true" in k for k in names) == baseline
+
+
+def test_transform_fast_path_equals_tfx_on_images(image_runs, tmp_path, caplog):
+    """Both runs' Transform took the fast path, and span 2's (own images, resized in
+    the graph) gives TFX's executor's output on the same inputs (transform_parity.py)."""
+    from transform_parity import compare_executors
+
+    logs = Path(image_runs.config.run_dir) / "logs"
+    assert "".join(p.read_text() for p in logs.glob("*.log")).count("Transform: fast path") == 2
+    assert compare_executors(image_runs.config, tmp_path, caplog) > 0

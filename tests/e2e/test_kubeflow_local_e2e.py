@@ -11,7 +11,8 @@ on the same pipeline root: the drift baseline resolver finds the first run's
 statistics, the gate blocks, and nothing downstream runs.
 
 Digits: compiled with its default data root (the image's /pipeline/data/digits),
-run to a pushed model.
+its dataset file with a small search (DIGITS_TUNING: two trials at once, in worker
+processes of the Tuner's task), run to a pushed model trained with the best trial's values.
 
 Runner: every job forks its tasks from a warm server (`--runner forked`: the
 same commands in the same environment and working directory, without a fresh
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +42,14 @@ from pipeline import definition as d
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 IMAGE = "registry.example.com/ml/tfx-pipeline:test"
+DIGITS_TUNING = """
+tuning:
+  max_trials: 2
+  parallel_trials: 2
+  trial_steps: 20
+  search_space:
+    dropout: {choices: [0.1, 0.2]}
+"""
 QUIET = {"printer": lambda _: None}
 
 
@@ -216,10 +226,23 @@ def test_drifted_span_blocks_the_gate_and_nothing_downstream_runs(taxi, drifted)
         assert not (Path(run.run_root) / node).exists()
 
 
+def _tuned_digits(home: Path) -> None:
+    from pipeline.config import PROJECT_ROOT
+
+    folder = home / "digits"
+    folder.mkdir(parents=True)
+    for source in (PROJECT_ROOT / "schema" / "digits").iterdir():
+        (folder / source.name).write_text(source.read_text())
+    (folder / "dataset.yaml").write_text((folder / "dataset.yaml").read_text() + DIGITS_TUNING)
+
+
 def test_digits_job_runs_every_task_to_a_pushed_model(tmp_path, monkeypatch, capsys):
     """As a new user would: compile, then `python -m kubeflow run-local`."""
     from kubeflow.__main__ import main
+    from pipeline.datasets import DATASET_PATH_ENV
 
+    _tuned_digits(tmp_path / "schema")
+    monkeypatch.setenv(DATASET_PATH_ENV, str(tmp_path / "schema"))
     root = tmp_path / "kfp-root"
     package = _compile(tmp_path / "digits.json", root, "--dataset", "digits")
     runs = []
@@ -239,3 +262,22 @@ def test_digits_job_runs_every_task_to_a_pushed_model(tmp_path, monkeypatch, cap
     assert run.arguments["data_root"] == "/pipeline/data/digits"  # the image's, by default
     examples = run.output(d.IMAGE_EXAMPLE_GEN, "examples")
     assert json.loads(examples["metadata"]["split_names"]) == ["train", "eval"]
+    _check_tuned(run)
+
+
+def _check_tuned(run: LocalRun) -> None:
+    """The Tuner's two trials ran in two worker processes; the Trainer read its best values."""
+    best = run.output(d.TUNER, "best_hyperparameters")
+    values = json.loads((Path(best["uri"]) / "best_hyperparameters.txt").read_text())["values"]
+    trials = json.loads(
+        (Path(run.output(d.TUNER, "tuner_results")["uri"]) / "tuner_results.json").read_text()
+    )
+    assert sorted(t["dropout"] for t in trials) == [0.1, 0.2], trials
+    assert values["dropout"] == trials[0]["dropout"], (values, trials)
+    tuner_log = Path(run.tasks[d.TUNER].log).read_text()
+    pids = set(re.findall(r"trial \d+ scored \S+ in worker-\d \(pid (\d+)\)", tuner_log))
+    assert len(pids) == 2, tuner_log[-3000:]
+    assert (
+        f"tuned hyperparameters: {{'dropout': {values['dropout']}}}"
+        in Path(run.tasks[d.TRAINER].log).read_text()
+    )

@@ -1,5 +1,6 @@
-"""A tuned pipeline: the Tuner searches a learning rate that matters, the Trainer takes the
-best trial, the tuned model is at least as good as the default one, and a rerun is cached.
+"""A tuned pipeline: the Tuner searches a learning rate that matters, its two trials at once
+in two worker processes, the Trainer takes the best trial, the tuned model is at least as good
+as the default one, and a rerun is cached.
 
 The default model is the shared `taxi_runs` fixture's first run: the same sample data
 (same split), code and step budget, with the dataset file's fixed learning rate.
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -33,6 +35,7 @@ def tuned(tmp_path_factory):
             search_space={"learning_rate": {"choices": [TINY, DEFAULT]}},
             algorithm="random",
             max_trials=2,
+            parallel_trials=2,
         )
     )
     first = run_local(config, printer=lambda _: None)
@@ -72,6 +75,17 @@ def test_the_tuned_model_is_at_least_as_good_as_the_default(tuned, taxi_runs):
         first.metrics,
         default.metrics,
     )
+
+
+def test_the_two_trials_ran_in_two_worker_processes(tuned):
+    _, first, _ = tuned
+    log = Path(first.log_path).read_text()
+    assert "parallel trials: worker-0 (pid" in log, log[-3000:]
+    scored = re.findall(r"trial (\d+) scored \S+ in (worker-\d) \(pid (\d+)\)", log)
+    assert sorted(t for t, _, _ in scored) == ["0", "1"], scored
+    assert len({pid for _, _, pid in scored}) == 2, scored
+    # The workers' own output (Keras's progress) is in the run's log too.
+    assert re.search(r"worker-\d: .*val_loss", log), log[-3000:]
 
 
 def test_an_unchanged_rerun_is_cached_tuner_included(tuned):

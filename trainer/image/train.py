@@ -21,7 +21,7 @@ import tensorflow_transform as tft
 import tf_keras as keras
 from absl import logging
 
-from trainer.base import SERVING_SIGNATURE, TRANSFORM_SIGNATURE
+from trainer.base import SERVING_SIGNATURE, TRANSFORM_SIGNATURE, with_tuned_values
 from trainer.distribution import TrainingJob, train_and_export
 from trainer.image.model import build_cnn, make_augment
 from trainer.image.preprocessing import (
@@ -34,6 +34,7 @@ from trainer.image.preprocessing import (
     image_options,
 )
 from trainer.input import input_fn
+from trainer.tuning import search_result
 
 EXAMPLES_SIGNATURE = "serving_examples"
 
@@ -68,6 +69,11 @@ class ImageHyperparameters:
         if "filters" in raw:
             raw["filters"] = tuple(raw["filters"])
         return cls(**raw)
+
+    @classmethod
+    def from_fn_args(cls, fn_args: Any) -> ImageHyperparameters:
+        """The dataset file's values, overridden by the Tuner's best trial when there is one."""
+        return with_tuned_values(cls.from_custom_config(fn_args.custom_config), fn_args)
 
 
 def _raw_from_image_bytes(image_bytes: tf.Tensor, options: dict[str, Any], raw_spec) -> dict:
@@ -176,12 +182,36 @@ def image_dataset(
     )
 
 
+def _cnn(options: dict[str, Any], hp: ImageHyperparameters) -> keras.Model:
+    """The compiled CNN for the dataset's image size and classes, with `hp`'s knobs."""
+    return build_cnn(
+        (int(options["height"]), int(options["width"]), int(options["channels"])),
+        len(options["class_names"]),
+        filters=hp.filters,
+        dense_units=hp.dense_units,
+        dropout=hp.dropout,
+        learning_rate=hp.learning_rate,
+    )
+
+
+def tuner_fn(fn_args: Any):
+    """The Tuner step's search (trainer/tuning.py) over the CNN's knobs and its input."""
+    base = ImageHyperparameters.from_custom_config(fn_args.custom_config)
+    options = image_options(fn_args.custom_config)
+    tf_transform_output = tft.TFTransformOutput(fn_args.transform_graph_path)
+
+    def dataset(patterns, batch_size: int, training: bool) -> tf.data.Dataset:
+        return image_dataset(patterns, tf_transform_output, batch_size, base, training=training)
+
+    return search_result(fn_args, lambda hp: _cnn(options, hp), dataset, base)
+
+
 def run_fn(fn_args: Any) -> None:
     """Trains the CNN on transformed images and exports it with image-bytes serving.
 
     With a multi-worker `TF_CONFIG`, every worker runs this (trainer/distribution.py).
     """
-    hp = ImageHyperparameters.from_custom_config(fn_args.custom_config)
+    hp = ImageHyperparameters.from_fn_args(fn_args)
     options = image_options(fn_args.custom_config)
     logging.info("hyperparameters: %s; image: %s", json.dumps(asdict(hp)), json.dumps(options))
     keras.utils.set_random_seed(hp.seed)
@@ -200,14 +230,7 @@ def run_fn(fn_args: Any) -> None:
     train_and_export(
         fn_args,
         TrainingJob(
-            build_model=lambda: build_cnn(
-                (int(options["height"]), int(options["width"]), int(options["channels"])),
-                len(options["class_names"]),
-                filters=hp.filters,
-                dense_units=hp.dense_units,
-                dropout=hp.dropout,
-                learning_rate=hp.learning_rate,
-            ),
+            build_model=lambda: _cnn(options, hp),
             dataset=dataset,
             signatures=lambda model: _signatures(model, tf_transform_output, options),
             batch_size=hp.batch_size,
