@@ -5,8 +5,8 @@ component, as a user's terminal sees it (the CLI in a process of its own):
 - it completes and blesses;
 - the workers' own logging (their start-up INFO lines, Beam's and TensorFlow's
   warnings: ~400 lines on a 1M-row run) goes to the run's log, not the terminal;
-- the Arrow CSV ingest ran in the driver's process: only StatisticsGen,
-  Transform and the Evaluator started workers;
+- the Arrow CSV ingest and the Evaluator's fast path ran in the driver's
+  process: only StatisticsGen and Transform's analysis started workers;
 - every worker was forked from the run's one zygote (tfxp/local/warm_workers.py).
 """
 
@@ -27,8 +27,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 WORKERS = 2
 # Logged once by every SDK worker that starts (apache_beam/runners/worker/sdk_worker.py).
 WORKER_STARTED = "Control channel established"
-# Beam components that keep their workers (CsvExampleGen's Arrow ingest does not).
-WITH_WORKERS = ("StatisticsGen", "Transform", "Evaluator")
+# Beam components that keep their workers (CsvExampleGen's Arrow ingest and the
+# Evaluator's fast path run in the driver's process).
+WITH_WORKERS = ("StatisticsGen", "Transform")
 # What each worker's stand-in logs (tfxp/local/warm_workers.py main).
 FORKED = "Beam SDK worker: forked from the zygote"
 
@@ -67,9 +68,10 @@ def test_worker_output_goes_to_the_log_not_the_terminal(multi_process_run):
     assert re.search(r"\[\d+/\d+\] Pusher done", done.stdout)  # progress still reaches the terminal
 
 
-def test_the_arrow_ingest_started_no_workers(multi_process_run):
+def test_the_arrow_ingest_and_the_fast_evaluator_started_no_workers(multi_process_run):
     _, _, log = multi_process_run
     assert log.count(WORKER_STARTED) == WORKERS * len(WITH_WORKERS), log.count(WORKER_STARTED)
+    assert "Evaluator: fast path" in log
 
 
 def test_every_worker_forked_from_the_runs_zygote(multi_process_run):
