@@ -73,8 +73,28 @@ class Chain:
     resumed: dict  # the last run's --json summary
 
 
+def _executor_dirs(tmp: Path, component: str) -> set[Path]:
+    """The component's per-execution folders: TFX makes one as it hands over to the executor."""
+    return set(
+        (tmp / "run" / "pipeline_root" / component / ".system" / "executor_execution").glob("*")
+    )
+
+
+def _wait_for_new_execution(tmp: Path, component: str, before: set[Path]) -> None:
+    """Until the component's new execution is registered and its executor is starting.
+
+    A fixed delay after the progress line is not enough: on a small sample Transform's
+    fast path can finish within a second or two."""
+    deadline = time.monotonic() + 120
+    while not _executor_dirs(tmp, component) - before:
+        if time.monotonic() > deadline:
+            pytest.fail(f"{component}'s executor never started")
+        time.sleep(0.01)
+
+
 def _start_and_signal(forkserver, tmp: Path, component: str, sig: int, delay: float) -> Interrupted:
-    """Starts a run, sends `sig` `delay` seconds after `component` starts, waits for it."""
+    """Starts a run, sends `sig` `delay` seconds after `component`'s executor starts, waits."""
+    before = _executor_dirs(tmp, component)
     proc = forkserver.popen(
         _cmd(tmp),
         cwd=PROJECT_ROOT,
@@ -87,6 +107,7 @@ def _start_and_signal(forkserver, tmp: Path, component: str, sig: int, delay: fl
     for line in child.lines(proc, timeout=600):
         said.append(line)
         if line.rstrip().endswith(f"] {component} ..."):
+            _wait_for_new_execution(tmp, component, before)
             time.sleep(delay)
             proc.send_signal(sig)
             break
@@ -130,9 +151,10 @@ def chain(tmp_path_factory, forkserver) -> Chain:
     chain pays for ingest, statistics and each component once instead of per fault."""
     tmp = tmp_path_factory.mktemp("crash")
     write_sample(tmp)
-    ctrl_c = _start_and_signal(forkserver, tmp, "Transform", signal.SIGINT, delay=1.0)
-    killed_transform = _start_and_signal(forkserver, tmp, "Transform", signal.SIGKILL, delay=2.0)
-    killed_trainer = _start_and_signal(forkserver, tmp, "Trainer", signal.SIGKILL, delay=2.0)
+    # Transform on the sample takes about a second (its analysis is most of it).
+    ctrl_c = _start_and_signal(forkserver, tmp, "Transform", signal.SIGINT, delay=0.2)
+    killed_transform = _start_and_signal(forkserver, tmp, "Transform", signal.SIGKILL, delay=0.2)
+    killed_trainer = _start_and_signal(forkserver, tmp, "Trainer", signal.SIGKILL, delay=1.0)
     return Chain(tmp, ctrl_c, killed_transform, killed_trainer, _resume(forkserver, tmp))
 
 
