@@ -22,13 +22,12 @@ Printed: seconds of each run, the best of each, and fast / TFMA per variant.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
-from slicing_cost import ROOT, evaluate_once, executor_classes, newest_artifact
+from slicing_cost import ROOT, evaluate_once, executor_classes, newest_artifact, print_result
 
 VARIANTS = ("first run", "against a baseline")
 
@@ -92,11 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"digits Evaluator on {eval_rows:,} eval images (whole split and per digit):")
         ratios = _report(seconds)
         if args.json:
-            result = {"benchmark": "digits_eval", "eval_rows": eval_rows}
-            result.update(
-                seconds=seconds, best={k: min(v) for k, v in seconds.items()}, ratios=ratios
-            )
-            print(json.dumps(result, indent=2))
+            print_result("digits_eval", seconds, ratios, eval_rows=eval_rows)
         return 0
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -137,6 +137,13 @@ def _report(seconds: dict[str, list[float]]) -> dict[str, float]:
     return ratios
 
 
+def print_result(benchmark: str, seconds: dict, ratios: dict, **extra) -> None:
+    """The JSON result record.py keeps: every run's seconds, the best of each, the ratios."""
+    result = {"benchmark": benchmark, **extra, "seconds": seconds}
+    result.update(best={k: min(v) for k, v in seconds.items()}, ratios=ratios)
+    print(json.dumps(result, indent=2))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rows", type=int, default=100_000, help="rows of the generated span")
@@ -178,11 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Evaluator on {eval_rows:,} eval rows of a {args.rows:,}-row span:")
         ratios = _report(seconds)
         if args.json:
-            result = {"benchmark": "slicing_cost", "rows": args.rows, "eval_rows": eval_rows}
-            result.update(
-                seconds=seconds, best={k: min(v) for k, v in seconds.items()}, ratios=ratios
-            )
-            print(json.dumps(result, indent=2))
+            print_result("slicing_cost", seconds, ratios, rows=args.rows, eval_rows=eval_rows)
         return 0
     finally:
         shutil.rmtree(work, ignore_errors=True)
