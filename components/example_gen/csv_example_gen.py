@@ -42,7 +42,7 @@ from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx_bsl.coders import csv_decoder
 
-from components import csv_text, object_storage
+from components import csv_text, example_layout, object_storage
 from components.example_gen import arrow_csv, csv_checks, csv_ingest
 from components.example_gen.driver import (  # noqa: F401 - the artifact's properties, by name
     CONTENT_SHA256,
@@ -310,8 +310,8 @@ class _ArrowIngest:
             finite=nan_free,
         )
         plan = csv_ingest.plan_tasks([(f, starts[f], sizes[f], i) for f, i in inputs], tasks)
-        counts = self._write(plan, spec, files, len(input_config.splits))
-        self._record(counts, tasks * len(split_names))
+        counts, spec = self._write(plan, spec, files, len(input_config.splits))
+        self._record(counts, tasks * len(split_names), spec)
 
     def _write(self, plan, spec: csv_ingest.IngestSpec, files: list[str], input_splits: int):
         """Runs the Beam ingest (twice if the first block guessed the empty columns wrong)."""
@@ -332,10 +332,17 @@ class _ArrowIngest:
             )
             spec = dataclasses.replace(spec, empty_columns=tuple(empty))
             counts = csv_ingest.run(make_pipeline(), plan, spec)
-        return counts
+        return counts, spec
 
-    def _record(self, counts, shards: int) -> None:
+    def _record(self, counts, shards: int, spec: csv_ingest.IngestSpec) -> None:
         """The examples artifact's properties, as TFX's reader would set them plus ours."""
+        # Every example holds every column (a missing cell is an empty list); columns
+        # empty in a whole input split are untyped. Output splits cut from different
+        # input splits with different empty columns get no layout.
+        if len(set(spec.empty_columns)) == 1:
+            example_layout.set_layout(
+                self.examples, {c: spec.columns[c] for c in spec.header}, spec.empty_columns[0]
+            )
         self.examples.set_int_custom_property(ROW_COUNT, sum(counts.rows.values()))
         _set_longest_cells(self.examples, counts.longest)
         self.examples.set_int_custom_property(TFRECORD_SHARDS, shards)

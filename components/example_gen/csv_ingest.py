@@ -227,10 +227,7 @@ def framed_examples(
     concatenated (when asked: TFX's split key)."""
     n = batch.num_rows
     parts, sizes = arrow_csv.example_parts(batch, columns, empty_columns)
-    sizes = np.broadcast_to(sizes, (n,)).astype("<u8")
-    head = np.empty((n, 12), dtype=np.uint8)
-    head[:, :8] = sizes.view(np.uint8).reshape(n, 8)
-    head[:, 8:] = _masked(_crc32c_rows(head[:, :8])).astype("<u4").view(np.uint8).reshape(n, 4)
+    head = _length_headers(np.broadcast_to(sizes, (n,)))
     tail = np.zeros((n, 4), dtype=np.uint8)  # the example's CRC, filled in below
     sep = pa.scalar(b"", pa.large_binary())
     framed = pc.binary_join_element_wise(_fixed_width(head), *parts, _fixed_width(tail), sep)
@@ -247,6 +244,39 @@ def framed_examples(
     at = offsets[1:, None] - 4 + np.arange(4)[None, :]
     writable[at] = _masked(crcs).astype("<u4").view(np.uint8).reshape(n, 4)
     return framed, keys
+
+
+def framed_buffer(batch: pa.RecordBatch, columns: dict[str, str]) -> pa.Buffer:
+    """The examples of a batch of one-value-or-missing columns, TFRecord-framed into one
+    buffer (what GzipShardWriter takes)."""
+    framed, _ = framed_examples(batch, columns, frozenset(), digests=False)
+    return _contiguous(framed)
+
+
+def _length_headers(sizes: np.ndarray) -> np.ndarray:
+    """Each record's 12-byte TFRecord header: uint64 length, masked CRC32C of the length."""
+    n = len(sizes)
+    head = np.empty((n, 12), dtype=np.uint8)
+    head[:, :8] = sizes.astype("<u8").view(np.uint8).reshape(n, 8)
+    head[:, 8:] = _masked(_crc32c_rows(head[:, :8])).astype("<u4").view(np.uint8).reshape(n, 4)
+    return head
+
+
+def frame_records(records: Sequence[bytes]) -> pa.Buffer:
+    """Serialized records TFRecord-framed into one buffer (what GzipShardWriter takes)."""
+    n = len(records)
+    if n == 0:
+        return pa.py_buffer(b"")
+    head = _length_headers(np.fromiter(map(len, records), dtype=np.uint64, count=n))
+    crcs = np.fromiter(map(google_crc32c.value, records), dtype=np.uint32, count=n)
+    tail = _masked(crcs).astype("<u4").view(np.uint8).reshape(n, 4)
+    framed = pc.binary_join_element_wise(
+        _fixed_width(head),
+        pa.array(records, pa.large_binary()),
+        _fixed_width(tail),
+        pa.scalar(b"", pa.large_binary()),
+    )
+    return _contiguous(framed)
 
 
 def _contiguous(framed: pa.LargeBinaryArray) -> pa.Buffer:
@@ -300,7 +330,9 @@ class GzipShardWriter:
     def abort(self) -> None:
         self._pool.shutdown(cancel_futures=True)
         self._file.close()
-        fileio.remove(self._tmp)
+        # The file is created lazily: an abort before the first write finds none.
+        if fileio.exists(self._tmp):
+            fileio.remove(self._tmp)
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from tfx.components.util import udf_utils
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, json_utils, path_utils, proto_utils
 
+from components.example_layout import layout_of
 from components.fast_eval import metrics, scoring, slices
 from components.local_beam import runner_refusal
 
@@ -150,7 +151,8 @@ class Executor(tfx_evaluator.Executor):
         examples = input_dict[standard_component_specs.EXAMPLES_KEY]
         uris = [u for split in splits for u in artifact_utils.get_split_uris(examples, split)]
         files, compression = scoring.example_files(uris)
-        features = slices.SliceFeatures(eval_config, buckets)
+        layout = layout_of(examples[0]) if len(examples) == 1 else None
+        features = slices.SliceFeatures(eval_config, buckets, layout)
         columns = scoring.score(scorers, files, compression, features)
         transformed = features.names & {k for s in scorers for k in s.transformed_keys}
         if transformed:

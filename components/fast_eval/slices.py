@@ -25,10 +25,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import tensorflow as tf
 from tensorflow_metadata.proto.v0 import schema_pb2
 from tensorflow_model_analysis.proto import config_pb2
 from tfx_bsl.coders import example_coder
 
+from components.example_layout import Layout, RecordBatchDecoder
 from components.fast_eval.metrics import Unsupported
 from components.slice_buckets import BUCKET_SUFFIX, bucket_label
 
@@ -82,7 +84,9 @@ class Pairs:
 class SliceFeatures:
     """The slicing features of every example, batch by batch (`add`), then the slices."""
 
-    def __init__(self, eval_config: Any, buckets: dict[str, tuple[float, ...]]):
+    def __init__(
+        self, eval_config: Any, buckets: dict[str, tuple[float, ...]], layout: Layout | None = None
+    ):
         self.specs = slicing_columns(eval_config)
         names = {name for spec in self.specs for name in spec}
         self.buckets = {
@@ -98,6 +102,12 @@ class SliceFeatures:
         # features (the same columns, without decoding the others).
         self._decoder = example_coder.ExamplesToRecordBatchDecoder() if self.raw else None
         self._narrow = False
+        # Examples of a layout the ingest recorded: TensorFlow parses just these
+        # features into the same columns (untyped ones have no values to slice by).
+        self._layout_decoder = None
+        if self.raw and layout is not None and set(self.raw) <= set(layout.columns):
+            typed = [n for n in self.raw if n not in layout.untyped]
+            self._layout_decoder = RecordBatchDecoder(layout, typed)
         self._rows: dict[str, list[np.ndarray]] = {name: [] for name in self.raw}
         self._values: dict[str, list[np.ndarray]] = {name: [] for name in self.raw}
         self._types: dict[str, set] = {name: set() for name in self.raw}
@@ -112,13 +122,12 @@ class SliceFeatures:
         """One batch of serialized examples (a string tensor)."""
         count = int(serialized.shape[0])
         if self._decoder is not None:
-            try:
-                batch = self._decoder.DecodeBatch(list(serialized.numpy()))
-            except RuntimeError as error:  # a feature of another type than seen before
-                raise Unsupported(f"slicing features of several types: {error}") from error
+            batch = self._decode(serialized, count)
             for name in self.raw:
                 index = batch.schema.get_field_index(name)
-                if index < 0 or pa.types.is_null(batch.column(index).type.value_type):
+                kind = batch.column(index).type if index >= 0 else pa.null()
+                # Absent, or untyped (`Feature()`, null type) in every example of the batch.
+                if pa.types.is_null(kind) or pa.types.is_null(kind.value_type):
                     continue
                 column = batch.column(index)
                 self._types[name].add(str(column.type.value_type))
@@ -127,6 +136,18 @@ class SliceFeatures:
                 self._values[name].append(column.flatten().to_numpy(zero_copy_only=False))
             self._narrow_decoder()
         self.examples += count
+
+    def _decode(self, serialized: Any, count: int) -> pa.RecordBatch:
+        if self._layout_decoder is not None:
+            try:
+                parsed = self._layout_decoder.parse(serialized)
+            except tf.errors.InvalidArgumentError as error:
+                raise Unsupported(f"an example off the ingest's layout: {error.message}") from error
+            return self._layout_decoder.record_batch(parsed, count)
+        try:
+            return self._decoder.DecodeBatch(list(serialized.numpy()))
+        except RuntimeError as error:  # a feature of another type than seen before
+            raise Unsupported(f"slicing features of several types: {error}") from error
 
     def _narrow_decoder(self) -> None:
         """Once every slicing feature's type is known, decode only those features."""

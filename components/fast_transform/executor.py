@@ -5,8 +5,12 @@ splits, then `TransformDataset` over every transform split, encoded and written 
 Beam's Python TFRecord sink. This executor runs TFX's own executor for the
 analysis alone (the same call with no transformed-examples output: TFX then
 writes only the transform graph), and writes the transformed examples itself
-(`materialize.py`): TensorFlow's C++ reader, parser and writer, tf.Transform's
-own graph state and Arrow converter, tfx_bsl's encoder, on batches of 8,192.
+(`materialize.py`): TensorFlow's C++ reader and parser, tf.Transform's own graph
+state, the examples encoded column-wise when every output is one number per
+example (else by tf.Transform's Arrow converter and tfx_bsl's encoder), framed and
+GZIP-compressed by the CSV ingest's writer, on batches of 8,192. For examples whose
+layout the ingest recorded, the analysis reads them through `source.py` (whole
+files decoded by TensorFlow) instead of Beam's record-by-record source.
 
 It covers TFX's defaults as this project runs them: tf.Example payloads in GZIP
 TFRecords, statistics disabled, the TF1 transform graph (force_tf_compat_v1),
@@ -17,8 +21,10 @@ run log says which path ran.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+from collections.abc import Iterator
 
 import tensorflow as tf
 import tensorflow_transform as tft
@@ -29,8 +35,11 @@ from tfx.components.util import examples_utils, tfxio_utils
 from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils
+from tfx_bsl.tfxio import tf_example_record
 
+from components.example_layout import Layout, layout_of
 from components.fast_transform.materialize import SplitJob, Uncovered, materialize
+from components.fast_transform.source import LayoutTFExampleRecord
 from components.local_beam import runner_refusal
 
 KEYS = standard_component_specs
@@ -103,6 +112,42 @@ def _empty_outputs(output_dict) -> None:
                     tf.io.gfile.remove(path)
 
 
+@contextlib.contextmanager
+def _analysis_reading_by(layout: Layout | None) -> Iterator[None]:
+    """TFX's executor, while inside, reading examples of `layout` through `source.py`.
+
+    TFX's `Executor.Do` builds its Beam pipeline in a `TransformProcessor` made from
+    the module's name, so the processor is swapped there for this call only (one
+    Transform runs per process)."""
+    if layout is None:
+        yield
+        return
+    stock_processor = tfx_transform.TransformProcessor
+    used: list[str] = []
+
+    class LayoutProcessor(stock_processor):
+        def _CreateTFXIO(self, dataset, schema):  # noqa: N802 (TFX's name)
+            tfxio = super()._CreateTFXIO(dataset, schema)
+            if type(tfxio) is not tf_example_record.TFExampleRecord:
+                return tfxio
+            refusal = LayoutTFExampleRecord.covers(schema, layout)
+            if refusal:
+                logging.info("Transform: analysis reads through TFX's source (%s)", refusal)
+                return tfxio
+            used.append(dataset.file_pattern)
+            return LayoutTFExampleRecord(
+                dataset.file_pattern, schema, layout, tfxio.telemetry_descriptors
+            )
+
+    tfx_transform.TransformProcessor = LayoutProcessor
+    try:
+        yield
+    finally:
+        tfx_transform.TransformProcessor = stock_processor
+    if used:
+        logging.info("Transform: the analysis read the examples by their layout")
+
+
 class Executor(tfx_transform.Executor):
     """TFX's Transform executor, with the transformed examples written in-process."""
 
@@ -132,7 +177,9 @@ class Executor(tfx_transform.Executor):
         started = time.perf_counter()
         # TFX's own analysis: without a transformed-examples output it writes the
         # transform graph and materializes nothing.
-        super().Do(input_dict, analysis_outputs, exec_properties)
+        layout = layout_of(artifact_utils.get_single_instance(input_dict[KEYS.EXAMPLES_KEY]))
+        with _analysis_reading_by(layout):
+            super().Do(input_dict, analysis_outputs, exec_properties)
         analysed = time.perf_counter()
         output = tft.TFTransformOutput(
             artifact_utils.get_single_uri(output_dict[KEYS.TRANSFORM_GRAPH_KEY])

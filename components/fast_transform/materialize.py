@@ -8,7 +8,8 @@ by record through Beam's Python GZIP sink. Here the same steps run on batches of
 8,192 examples: TensorFlow's C++ reader, `tf.io.parse_example` with the TFXIO's
 own parsing config in place of the Arrow decoder and TensorAdapter (the same
 tensors), tf.Transform's own graph state and Arrow converter called directly,
-tfx_bsl's encoder, and TensorFlow's C++ GZIP writer. The transform graph is
+tfx_bsl's encoder, and the CSV ingest's TFRecord framing and GZIP writer (zlib on
+its own thread, at the ingest's level). The transform graph is
 applied example by example, so the examples are the ones Beam produces, in
 input order.
 """
@@ -22,12 +23,17 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+import numpy as np
+import pyarrow as pa
 import tensorflow as tf
+from absl import logging
 from tensorflow_metadata.proto.v0 import schema_pb2
 from tensorflow_transform import impl_helper
 from tensorflow_transform.beam import impl as tft_beam_impl
 from tfx_bsl.coders import example_coder
 from tfx_bsl.tfxio import tfxio as tfxio_module
+
+from components.example_gen import csv_ingest
 
 BATCH_SIZE = 8192
 # Batches being transformed at once (bounded: a split is never held whole in memory).
@@ -79,6 +85,8 @@ class Transformer:
         self._converter = impl_helper.make_tensor_to_arrow_converter(transformed_schema)
         self._transformed_schema = transformed_schema
         self._encoders = threading.local()  # batches are encoded on two threads
+        self._scalars = _scalar_features(transformed_schema, self._graph.outputs_tensor_keys)
+        self.column_wise = self._scalars is not None
 
     def _encoder(self) -> example_coder.RecordBatchToExamplesEncoder:
         if not hasattr(self._encoders, "encoder"):
@@ -87,11 +95,21 @@ class Transformer:
             )
         return self._encoders.encoder
 
-    def encoded(self, parsed: dict[str, tf.Tensor | tf.SparseTensor]) -> list[bytes]:
-        """One batch of parsed raw examples -> serialized transformed examples, same order."""
+    def framed(self, parsed: dict[str, tf.Tensor | tf.SparseTensor]) -> tuple[pa.Buffer, int]:
+        """One batch of parsed raw examples -> its transformed examples, TFRecord-framed in
+        order, and how many there are."""
         feed = [_feed_value(parsed[key]) for key in self._graph.inputs_tensor_keys]
         fetched = self._graph.callable_get_outputs(*feed)
         outputs = dict(zip(self._graph.outputs_tensor_keys, fetched, strict=True))
+        batch = _scalar_batch(outputs, self._scalars) if self._scalars else None
+        if batch is not None:
+            return csv_ingest.framed_buffer(batch, self._scalars), batch.num_rows
+        examples = self._encoded(outputs)
+        return csv_ingest.frame_records(examples), len(examples)
+
+    def _encoded(self, outputs: dict) -> list[bytes]:
+        """The graph's outputs for one batch -> serialized examples, by tf.Transform's
+        converter and tfx_bsl's encoder."""
         out: list[bytes] = []
         for record_batch, unary in tft_beam_impl._convert_to_record_batch(  # noqa: SLF001
             outputs, self._converter, set(), self._config, validate_varlen_sparse_values=False
@@ -100,6 +118,42 @@ class Transformer:
                 raise Uncovered("pass-through features")
             out.extend(self._encoder().encode(record_batch))
         return out
+
+
+_SCALAR_KINDS = {schema_pb2.INT: "INT", schema_pb2.FLOAT: "FLOAT"}
+# The numpy dtype a scalar output must have to be encoded column-wise (tfx_bsl's
+# encoder would convert any other, e.g. float64; those batches take its path).
+_SCALAR_DTYPES = {"INT": np.dtype(np.int64), "FLOAT": np.dtype(np.float32)}
+
+
+def _scalar_features(schema: schema_pb2.Schema, outputs: list[str]) -> dict[str, str] | None:
+    """{feature: INT | FLOAT} when every output is one int64 or float32 per example (dense,
+    shape [] or [1]): those examples are encoded column-wise by the CSV ingest's encoder."""
+    scalars: dict[str, str] = {}
+    for feature in schema.feature:
+        dims = [d.size for d in feature.shape.dim]
+        if feature.type not in _SCALAR_KINDS or not feature.HasField("shape"):
+            return None
+        if dims not in ([], [1]):
+            return None
+        scalars[feature.name] = _SCALAR_KINDS[feature.type]
+    return scalars if sorted(scalars) == sorted(outputs) else None
+
+
+def _scalar_batch(outputs: dict, scalars: dict[str, str]) -> pa.RecordBatch | None:
+    """The outputs as one flat column each, or None if one is not one value per example."""
+    columns, rows = {}, None
+    for name, kind in scalars.items():
+        value = outputs[name]
+        if not isinstance(value, np.ndarray) or value.dtype != _SCALAR_DTYPES[kind]:
+            return None
+        if value.ndim == 2 and value.shape[1] == 1:
+            value = value[:, 0]
+        if value.ndim != 1 or (rows is not None and len(value) != rows):
+            return None
+        rows = len(value)
+        columns[name] = pa.array(value)
+    return pa.RecordBatch.from_pydict(columns)
 
 
 def _feed_value(value: tf.Tensor | tf.SparseTensor):
@@ -135,28 +189,23 @@ def write_split(job: SplitJob, transformer: Transformer, staging: str) -> int:
     """Transforms one split into `staging`/<split>/; returns its example count."""
     folder = os.path.join(staging, job.name)
     tf.io.gfile.makedirs(folder)
-    count = 0
-    options = tf.io.TFRecordOptions(compression_type="GZIP")
+    writer = csv_ingest.GzipShardWriter(os.path.join(folder, OUTPUT_FILE))
     # One batch is transformed on a worker thread (the session run leaves the GIL)
-    # while the previous one is written.
-    with (
-        tf.io.TFRecordWriter(os.path.join(folder, OUTPUT_FILE), options) as writer,
-        ThreadPoolExecutor(max_workers=IN_FLIGHT) as pool,
-    ):
-        pending: deque = deque()
-        for parsed in parsed_batches(job.files, transformer.parser):
-            pending.append(pool.submit(transformer.encoded, parsed))
-            if len(pending) >= IN_FLIGHT:
-                count += _write(writer, pending.popleft().result())
-        while pending:
-            count += _write(writer, pending.popleft().result())
-    return count
-
-
-def _write(writer: tf.io.TFRecordWriter, examples: list[bytes]) -> int:
-    for example in examples:
-        writer.write(example)
-    return len(examples)
+    # while the previous one is framed here and compressed on the writer's thread.
+    try:
+        with ThreadPoolExecutor(max_workers=IN_FLIGHT) as pool:
+            pending: deque = deque()
+            for parsed in parsed_batches(job.files, transformer.parser):
+                pending.append(pool.submit(transformer.framed, parsed))
+                if len(pending) >= IN_FLIGHT:
+                    writer.write(*pending.popleft().result())
+            while pending:
+                writer.write(*pending.popleft().result())
+    except BaseException:
+        writer.abort()
+        raise
+    writer.close()
+    return writer.records
 
 
 def materialize(
@@ -171,6 +220,10 @@ def materialize(
     try:
         # One graph for all splits: TFX reads every split with the same schema.
         transformer = Transformer(transform_fn_dir, transformed_schema, jobs[0].tfxio)
+        logging.info(
+            "Transform: transformed examples encoded %s",
+            "column-wise" if transformer.column_wise else "by tfx_bsl's encoder",
+        )
         for job in jobs:
             if not job.tfxio.ArrowSchema().equals(jobs[0].tfxio.ArrowSchema()):
                 raise Uncovered("splits read with different schemas")

@@ -28,6 +28,10 @@ def test_pipeline_ran_transform_on_the_fast_path(taxi_transform):  # noqa: F811
 def test_fast_path_equals_tfx_transform(taxi_transform, tmp_path, caplog):  # noqa: F811
     count = compare_executors(taxi_transform.config, tmp_path, caplog)
     assert count > 10_000  # both splits of the 15,000 rows
+    # The ingest's examples: the analysis read them by their layout, and every taxi
+    # output is one number per example (digits' are not: test_image_e2e.py).
+    assert "the analysis read the examples by their layout" in caplog.text
+    assert "transformed examples encoded column-wise" in caplog.text
 
 
 def test_a_failing_split_publishes_nothing(taxi_transform, tmp_path):  # noqa: F811

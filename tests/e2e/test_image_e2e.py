@@ -314,3 +314,6 @@ def test_transform_fast_path_equals_tfx_on_images(image_runs, tmp_path, caplog):
     logs = Path(image_runs.config.run_dir) / "logs"
     assert "".join(p.read_text() for p in logs.glob("*.log")).count("Transform: fast path") == 2
     assert compare_executors(image_runs.config, tmp_path, caplog) > 0
+    # Images: TFX's analysis source and tfx_bsl's encoder (the taxi test covers the others).
+    assert "read the examples by their layout" not in caplog.text
+    assert "encoded by tfx_bsl's encoder" in caplog.text
