@@ -119,10 +119,10 @@ def _analysis_reading_by(layout: Layout | None) -> Iterator[None]:
     TFX's `Executor.Do` builds its Beam pipeline in a `TransformProcessor` made from
     the module's name, so the processor is swapped there for this call only (one
     Transform runs per process)."""
-    if layout is None:
+    stock_processor = getattr(tfx_transform, "TransformProcessor", None)
+    if layout is None or stock_processor is None:  # None: a TFX that renamed it
         yield
         return
-    stock_processor = tfx_transform.TransformProcessor
     used: list[str] = []
 
     class LayoutProcessor(stock_processor):
