@@ -307,13 +307,21 @@ def _interrupts(progress: _ProgressHandler) -> Iterator[None]:
 
     def handler(signum: int, frame: Any) -> None:
         progress.interrupted_during = progress.interrupted_during or progress.current or "start-up"
+        # An interrupt raised while a weakref callback or __del__ runs (garbage
+        # collection, at any bytecode) is printed and dropped ("Exception ignored"),
+        # and the component would run to the end: raise it again every 0.2 s until
+        # the run has unwound to here.
+        signal.setitimer(signal.ITIMER_REAL, 0.2, 0.2)
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGINT, handler)
+    previous_alarm = signal.signal(signal.SIGALRM, handler)
     try:
         yield
     finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGALRM, previous_alarm)
     if progress.interrupted_during:
         raise KeyboardInterrupt  # the run returned normally, but was interrupted
 
