@@ -301,6 +301,17 @@ def render_slicing_cost(result: dict) -> list[str]:
     ]
 
 
+def render_digits_eval(result: dict) -> list[str]:
+    """The digits Evaluator: the same rows as slicing_cost's table (runs, best), its own note."""
+    lines = render_slicing_cost({**result, "rows": 0})
+    ratios = "; ".join(f"{name}: {value:.2f}" for name, value in result["ratios"].items())
+    lines[-1] = (
+        f"The digits pipeline's Evaluator (per-digit slices) on its {result['eval_rows']:,} "
+        f"eval images; {ratios}."
+    )
+    return lines
+
+
 def render_batch_inference(result: dict) -> list[str]:
     labels = {
         "ours": "`tfxp infer`",
@@ -357,6 +368,7 @@ RENDERERS: dict[str, tuple[str, Callable[[dict], list[str]]]] = {
     "generator": ("Data generator", render_generator),
     "ui": ("The console (`tfxp ui`)", render_ui),
     "slicing_cost": ("Evaluation by slice (docs/trust.md)", render_slicing_cost),
+    "digits_eval": ("The digits Evaluator: fast path against TFMA", render_digits_eval),
     "batch_inference": ("Batch inference (`tfxp infer`)", render_batch_inference),
     "tuning": ("Tuning (docs/tuning.md)", render_tuning),
 }
