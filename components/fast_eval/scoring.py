@@ -17,6 +17,7 @@ import tensorflow as tf
 from absl import logging
 from tensorflow_model_analysis.metrics import metric_util
 
+from components.example_layout import sequential_records
 from components.fast_eval.metrics import Columns, Unsupported
 
 BATCH_SIZE = 8192
@@ -149,9 +150,7 @@ def score(
 ) -> dict[str, Columns]:
     """Every model's columns over every example of `files`, each file read once
     (`features.add` also sees every batch: the slicing features)."""
-    # One file after another: on two cores TFRecordDataset's parallel reads
-    # (num_parallel_reads) run several times slower than a sequential read.
-    dataset = tf.data.TFRecordDataset(files, compression_type=compression, buffer_size=1 << 22)
+    dataset = sequential_records(files, compression)
     batches = 0
     for serialized in dataset.batch(BATCH_SIZE).prefetch(1):
         for scorer in scorers:

@@ -151,7 +151,9 @@ class SliceFeatures:
 
     def _narrow_decoder(self) -> None:
         """Once every slicing feature's type is known, decode only those features."""
-        if self._narrow or not all(self._types[name] for name in self.raw):
+        if self._narrow or self._layout_decoder is not None:
+            return  # narrowed already, or the layout's parser reads only these features
+        if not all(self._types[name] for name in self.raw):
             return
         schema = schema_pb2.Schema()
         for name in self.raw:

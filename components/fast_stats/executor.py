@@ -44,7 +44,7 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, json_utils, stats_utils
 from tfx_bsl.coders import example_coder
 
-from components.example_layout import Layout, RecordBatchDecoder, layout_of
+from components.example_layout import Layout, RecordBatchDecoder, layout_of, sequential_records
 from components.local_beam import runner_refusal
 
 BATCH_SIZE = 8192
@@ -103,9 +103,7 @@ def _record_batches(
         yield from RecordBatchDecoder(layout).batches(files, compression, BATCH_SIZE)
         return
     decoder = example_coder.ExamplesToRecordBatchDecoder()
-    # Sequential reads: TFRecordDataset's parallel reads are slower on two cores.
-    dataset = tf.data.TFRecordDataset(files, compression_type=compression, buffer_size=1 << 22)
-    for serialized in dataset.batch(BATCH_SIZE).prefetch(1):
+    for serialized in sequential_records(files, compression).batch(BATCH_SIZE).prefetch(1):
         yield decoder.DecodeBatch(serialized.numpy().tolist())
 
 
@@ -130,14 +128,15 @@ class Executor(tfx_statistics.Executor):
         examples = artifact_utils.get_single_instance(
             input_dict[standard_component_specs.EXAMPLES_KEY]
         )
+        layout = layout_of(examples)
         # With the layout the in-process pass is faster than Beam's workers.
-        single = layout_of(examples) is None
+        single = layout is None
         refusal = runner_refusal(self._beam_pipeline_args, single_process=single) or _refusal(
             input_dict, exec_properties
         )
         if refusal is None:
             try:
-                self._in_process(input_dict, output_dict, exec_properties)
+                self._in_process(input_dict, output_dict, exec_properties, layout)
             except Inexact as inexact:
                 refusal = str(inexact)
             else:
@@ -150,7 +149,7 @@ class Executor(tfx_statistics.Executor):
         logging.info("StatisticsGen: TFX's Beam path (in-process pass does not cover: %s)", refusal)
         super().Do(input_dict, output_dict, exec_properties)
 
-    def _in_process(self, input_dict, output_dict, exec_properties) -> None:
+    def _in_process(self, input_dict, output_dict, exec_properties, layout: Layout | None) -> None:
         keys = standard_component_specs
         examples = artifact_utils.get_single_instance(input_dict[keys.EXAMPLES_KEY])
         excluded = json_utils.loads(exec_properties.get(keys.EXCLUDE_SPLITS_KEY, "null")) or []
@@ -164,7 +163,6 @@ class Executor(tfx_statistics.Executor):
             schema_uri = artifact_utils.get_single_uri(input_dict[keys.SCHEMA_KEY])
             options.schema = io_utils.SchemaReader().read(io_utils.get_only_uri_in_dir(schema_uri))
         # Every split first: nothing is written unless all are exact.
-        layout = layout_of(examples)
         results = {
             split: split_statistics(
                 artifact_utils.get_split_uri([examples], split), options, layout

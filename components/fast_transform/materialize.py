@@ -34,6 +34,7 @@ from tfx_bsl.coders import example_coder
 from tfx_bsl.tfxio import tfxio as tfxio_module
 
 from components.example_gen import csv_ingest
+from components.example_layout import sequential_records
 
 BATCH_SIZE = 8192
 # Batches being transformed at once (bounded: a split is never held whole in memory).
@@ -170,9 +171,7 @@ def parsed_batches(files: list[str], parser: dict) -> Iterator[dict]:
     compressed = {f.endswith(".gz") for f in files}
     if len(compressed) != 1:
         raise Uncovered("a split mixes GZIP and uncompressed files (or has none)")
-    dataset = tf.data.TFRecordDataset(
-        files, compression_type="GZIP" if compressed.pop() else "", buffer_size=1 << 22
-    )
+    dataset = sequential_records(files, "GZIP" if compressed.pop() else "")
     dataset = dataset.batch(BATCH_SIZE).map(
         lambda serialized: tf.io.parse_example(serialized, parser),
         num_parallel_calls=2,
