@@ -74,3 +74,28 @@ def test_a_model_that_does_not_load(tmp_path):
     )
     assert result.verdict == check.CANNOT_LOAD
     assert result.message.startswith("cannot load")
+
+
+def test_a_child_started_early_serves_the_first_check_and_no_other(tmp_path):
+    with check.child_started_early():
+        early = check._early
+        assert early is not None and early.running()
+        first = _check(tmp_path, "good")
+        assert check._early is None  # taken
+        second = _check(tmp_path, "label")  # a fresh process of its own
+    assert first.verdict == check.PASSED, first.message
+    assert second.verdict == check.DISAGREES
+    assert not early.running()
+    # The early child's files are kept in the check's work folder, as a fresh one's are.
+    result = json.loads((tmp_path / "work-good/child-started-early/result.json").read_text())
+    assert result["stage"] == "done" and result["project_importable"] == []
+    assert (tmp_path / "work-good/child.log").exists()
+    assert list((tmp_path / "work-label").glob("child-*/result.json"))
+    assert not Path(early.out_dir).exists()  # its temporary folder is gone
+
+
+def test_an_unused_early_child_ends_with_its_block():
+    with check.child_started_early():
+        early = check._early
+    assert check._early is None
+    assert not early.running() and not Path(early.out_dir).exists()

@@ -11,13 +11,17 @@ of: passed, cannot load, needs project code, fails on requests, disagrees.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import site
 import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -168,6 +172,47 @@ class Child:
             self._process.kill()
         self._process.wait()
 
+    def running(self) -> bool:
+        return self._process.poll() is None
+
+
+_early: Child | None = None
+_early_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def child_started_early() -> Iterator[None]:
+    """Within the block, one fresh process is already importing TensorFlow (seconds
+    of one core, while a run's own start-up keeps only one busy); the first
+    check_model in this process takes it. Ended with the block if no check took it.
+    """
+    global _early
+    root = tempfile.mkdtemp(prefix="serving-check-")
+    out_dir = os.path.join(root, "child")
+    os.mkdir(out_dir)  # empty, as the child's working directory must be
+    child = Child(out_dir, os.path.join(root, "child.log"))
+    with _early_lock:
+        _early = child
+    try:
+        yield
+    finally:
+        with _early_lock:
+            if _early is child:
+                _early = None
+        child.cancel()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _fresh_child(work_dir: str) -> Child:
+    """The child started early if one waits, else a new one in `work_dir`."""
+    global _early
+    with _early_lock:
+        child, _early = _early, None
+    if child is not None and child.running():
+        return child
+    out_dir = tempfile.mkdtemp(prefix="child-", dir=work_dir)
+    return Child(out_dir, os.path.join(work_dir, "child.log"))
+
 
 def _needs_project_code(error: str, ops: list[str]) -> bool:
     return bool(ops) or "No module named" in error or "pyfunc" in error.lower()
@@ -205,8 +250,7 @@ def check_model(
     import tensorflow as tf
 
     os.makedirs(work_dir, exist_ok=True)
-    out_dir = tempfile.mkdtemp(prefix="child-", dir=work_dir)
-    fresh = Child(out_dir, os.path.join(work_dir, "child.log"))
+    fresh = _fresh_child(work_dir)
     try:
         ops = python_ops(model_dir)
         try:
@@ -228,6 +272,9 @@ def check_model(
         )
     finally:
         fresh.cancel()  # a no-op once it answered; otherwise no child outlives the check
+        if os.path.dirname(fresh.out_dir) != work_dir:  # started early, elsewhere: keep its files
+            shutil.copyfile(fresh.log_path, os.path.join(work_dir, "child.log"))
+            shutil.copytree(fresh.out_dir, os.path.join(work_dir, "child-started-early"))
     stage, error = child.get("stage"), child.get("error", "")
     common = dict(rows=len(rows), python_ops=ops)
     if stage != "done":
@@ -237,7 +284,7 @@ def check_model(
         verdict = FAILS_ON_REQUESTS if stage == "predict" else CANNOT_LOAD
         return CheckResult(verdict, f"{verdict} in a fresh process: {_last_line(error)}", **common)
     # Pickled object arrays: string outputs (class names); written by our own child.
-    with np.load(os.path.join(out_dir, "outputs.npz"), allow_pickle=True) as npz:
+    with np.load(os.path.join(fresh.out_dir, "outputs.npz"), allow_pickle=True) as npz:
         served = {k: npz[k] for k in npz.files}
     latency = {
         f"batch_{size}_{q}": child[f"batch_{size}"][f"{q}_ms"]

@@ -146,7 +146,10 @@ def run_local(
     # Alerts go out from here, around the run: no component waits on the network.
     send = notify.notifier(config, log_path)
     try:
-        with warm_workers(config.beam_args, log_path, warm_beam_workers, start_now=not partial):
+        with (
+            warm_workers(config.beam_args, log_path, warm_beam_workers, start_now=not partial),
+            _serving_check_child(config, partial),
+        ):
             return _run(
                 config,
                 run_id,
@@ -169,6 +172,18 @@ def run_local(
         if send and alert_failures:
             send.send(alerts.failed(config.pipeline_name, run_id, e.component, str(e)))
         raise
+
+
+def _serving_check_child(
+    config: PipelineConfig, partial: bool
+) -> contextlib.AbstractContextManager:
+    """A whole run that ends in a serving check starts its fresh process now: its
+    TensorFlow import then runs beside this process's start-up, not after the Evaluator."""
+    if partial or not config.serving_check_rows:
+        return contextlib.nullcontext()
+    from components.serving_check.check import child_started_early
+
+    return child_started_early()
 
 
 def _run(
