@@ -312,6 +312,54 @@ def render_digits_eval(result: dict) -> list[str]:
     return lines
 
 
+def render_digits_pipeline(result: dict) -> list[str]:
+    """Ours on the digits against TFX's MNIST example: every round's ratio, the median round."""
+    runs = result["results"]
+    names = ["ours", *(n for n in SIDE_LABELS if n != "ours" and n in runs)]
+    seen = result["training_examples_seen"]
+
+    def extra(name: str, key: str) -> Any:
+        return runs[name].get("extra", {}).get(key)
+
+    rows = [
+        ["wall seconds (whole process)", *(_num(runs[n]["wall_seconds"]) for n in names)],
+        [
+            "peak RSS MB, largest process",
+            *(_num(extra(n, "peak_rss_mb_max_process"), 0) for n in names),
+        ],
+        [
+            "eval sparse_categorical_accuracy",
+            *(_num(result["accuracies"].get(n), 4) for n in names),
+        ],
+        ["eval examples", *(_num(result["eval_example_counts"].get(n), 0) for n in names)],
+        [
+            "training examples seen (steps x batch)",
+            *(
+                f"{extra(n, 'train_steps')} x {extra(n, 'train_batch')} = {_num(seen.get(n), 0)}"
+                if seen.get(n)
+                else "n/a"
+                for n in names
+            ),
+        ],
+        ["ours / this", "", *(_num(result["ratios"].get(n), 3) for n in names[1:])],
+    ]
+    rounds = result["rounds"]
+    ratios = ", ".join(
+        f"{_num(r['ratio_vs_best'], 3)} ({SIDE_LABELS.get(r['best_anchor'], r['best_anchor'])})"
+        for r in rounds
+    )
+    return [
+        f"{len(rounds)} round(s) back to back, ours / the example's fastest configuration that "
+        f"round: {ratios}; median **{_num(result['ratio_median'], 3)}**. The tables are the "
+        f"median round ({result['median_round']}). Each side splits the images into train "
+        "and eval by its own hashing, so the eval sets differ.",
+        "",
+        *_table(["", *(SIDE_LABELS[n] for n in names)], rows),
+        "",
+        *_components(runs, names),
+    ]
+
+
 def render_batch_inference(result: dict) -> list[str]:
     labels = {
         "ours": "`tfxp infer`",
@@ -369,6 +417,11 @@ RENDERERS: dict[str, tuple[str, Callable[[dict], list[str]]]] = {
     "ui": ("The console (`tfxp ui`)", render_ui),
     "slicing_cost": ("Evaluation by slice (docs/trust.md)", render_slicing_cost),
     "digits_eval": ("The digits Evaluator: fast path against TFMA", render_digits_eval),
+    # benchmarks/digits_vs_tfx_mnist.py (recorded as digits_pipeline.json)
+    "digits_vs_tfx_mnist": (
+        "Ours on the digits against TFX's MNIST example",
+        render_digits_pipeline,
+    ),
     "batch_inference": ("Batch inference (`tfxp infer`)", render_batch_inference),
     "tuning": ("Tuning (docs/tuning.md)", render_tuning),
 }

@@ -236,9 +236,16 @@ def _fresh_dir(path: Path) -> Path:
 
 
 def run_ours(
-    workdir: Path, timeout: float = RUN_TIMEOUT, extra_args: tuple[str, ...] = ()
+    workdir: Path,
+    timeout: float = RUN_TIMEOUT,
+    extra_args: tuple[str, ...] = (),
+    hyperparameters: Any = None,
 ) -> RunResult:
-    """Our pipeline in a subprocess; `extra_args` go to local_runner.py (e.g. --data-root)."""
+    """Our pipeline in a subprocess; `extra_args` go to local_runner.py (e.g. --data-root).
+
+    `hyperparameters`: the trainer's hyperparameters class, which knows its batch size
+    (default: trainer.base.Hyperparameters, the tabular trainers').
+    """
     run_dir = workdir / "ours"  # created by the pipeline itself; must not exist yet
     if run_dir.exists():
         raise SystemExit(f"{run_dir} already exists; runs need fresh directories (no caching)")
@@ -266,9 +273,11 @@ def run_ours(
     )
     with _quiet_tf():
         steps, custom = _trainer_settings(run_dir / "metadata.sqlite")
-        from trainer.base import Hyperparameters
+        if hyperparameters is None:
+            from trainer.base import Hyperparameters
 
-        batch = Hyperparameters.from_custom_config(custom).batch_size
+            hyperparameters = Hyperparameters
+        batch = hyperparameters.from_custom_config(custom).batch_size
     result.extra.update(train_steps=steps, train_batch=batch)
     return result
 
@@ -308,19 +317,11 @@ def prepare_example(workdir: Path, data_files: list[Path] | None = None) -> None
     shutil.copy2(source / EXAMPLE_MODULE, paths["module_file"])
 
 
-def check_example() -> int:
-    """The example's training batch size; exits with a clear message if the example changed.
-
-    Reads the installed files without importing TFX (seconds, not minutes).
-    """
+def missing_names(path: Path, names: tuple[str, ...]) -> list[str]:
+    """Which of `names` the module at `path` does not define at top level (read, not imported)."""
     import ast
 
-    folder = _tfx_dir() / EXAMPLE_REL_DIR
-    pipeline_file, module_file = folder / EXAMPLE_PIPELINE, folder / EXAMPLE_MODULE
-    for path in (pipeline_file, module_file, folder / "data" / "simple" / "data.csv"):
-        if not path.is_file():
-            raise SystemExit(f"TFX's taxi example changed: {path} is missing; update {__file__}")
-    tree = ast.parse(pipeline_file.read_text())
+    tree = ast.parse(path.read_text())
     defined = {
         target.id
         for node in tree.body
@@ -328,7 +329,20 @@ def check_example() -> int:
         for target in node.targets
         if isinstance(target, ast.Name)
     } | {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
-    missing = [name for name in EXAMPLE_NAMES if name not in defined]
+    return [name for name in names if name not in defined]
+
+
+def check_example() -> int:
+    """The example's training batch size; exits with a clear message if the example changed.
+
+    Reads the installed files without importing TFX (seconds, not minutes).
+    """
+    folder = _tfx_dir() / EXAMPLE_REL_DIR
+    pipeline_file, module_file = folder / EXAMPLE_PIPELINE, folder / EXAMPLE_MODULE
+    for path in (pipeline_file, module_file, folder / "data" / "simple" / "data.csv"):
+        if not path.is_file():
+            raise SystemExit(f"TFX's taxi example changed: {path} is missing; update {__file__}")
+    missing = missing_names(pipeline_file, EXAMPLE_NAMES)
     if missing:
         raise SystemExit(
             f"TFX's taxi example changed: {pipeline_file} no longer defines {missing}, which "
@@ -356,15 +370,24 @@ def _anchor_beam_args(anchor: str, example: Any, workdir: Path) -> list[str]:
     raise ValueError(f"unknown anchor {anchor!r}; one of {', '.join(ANCHORS)}")
 
 
-def _drive_example(workdir: Path, anchor: str = "example") -> int:
-    """Subprocess body: the example's own pipeline, under LocalDagRunner."""
-    import tfx
+def _drive_example(
+    workdir: Path,
+    anchor: str = "example",
+    pipeline_file: Path | None = None,
+    module_file: Path | None = None,
+) -> int:
+    """Subprocess body: the example's own pipeline, under LocalDagRunner.
+
+    `pipeline_file` and `module_file` drive another TFX example with the same
+    `_create_pipeline` arguments (the caller has checked it); default: the taxi example.
+    """
     from absl import logging as absl_logging
     from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
-    check_example()
-    pipeline_file = Path(tfx.__file__).parent / EXAMPLE_REL_DIR / EXAMPLE_PIPELINE
-    spec = importlib.util.spec_from_file_location("taxi_pipeline_native_keras", pipeline_file)
+    if pipeline_file is None:
+        check_example()
+        pipeline_file = _tfx_dir() / EXAMPLE_REL_DIR / EXAMPLE_PIPELINE
+    spec = importlib.util.spec_from_file_location(pipeline_file.stem, pipeline_file)
     if spec is None or spec.loader is None:
         raise SystemExit(f"cannot import {pipeline_file}")
     example = importlib.util.module_from_spec(spec)
@@ -376,7 +399,7 @@ def _drive_example(workdir: Path, anchor: str = "example") -> int:
         pipeline_name=example._pipeline_name,
         pipeline_root=str(paths["pipeline_root"]),
         data_root=str(paths["data_root"]),
-        module_file=str(paths["module_file"]),
+        module_file=str(module_file or paths["module_file"]),
         serving_model_dir=str(paths["serving_model_dir"]),
         metadata_path=str(paths["metadata_path"]),
         beam_pipeline_args=_anchor_beam_args(anchor, example, workdir),
@@ -483,9 +506,7 @@ def _read_example_results(result: RunResult, workdir: Path) -> None:
     if "example_count" not in result.extra.get("metrics", {}):
         # The example's eval config has no ExampleCount metric: count what its Evaluator
         # read, the eval split of its ExampleGen output.
-        examples = [
-            a for a in store.get_artifacts_by_type("Examples") if "/CsvExampleGen/" in a.uri
-        ]
+        examples = [a for a in store.get_artifacts_by_type("Examples") if "ExampleGen/" in a.uri]
         if examples:
             import glob
 

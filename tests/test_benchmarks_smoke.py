@@ -280,6 +280,81 @@ def test_scale_benchmark_summary_picks_the_faster_anchor_and_reports_growth():
     assert "0.240, 0.260, 0.230 (target met in every round: MISSED)" in scale.render_size(combined)
 
 
+def test_digits_benchmark_checks_the_mnist_example_it_drives(forkserver):
+    done = _run(forkserver, "digits_vs_tfx_mnist.py", "--check-example")
+    assert "_create_pipeline, _pipeline_name, _beam_pipeline_args present" in done.stdout
+    assert "training batch 40" in done.stdout
+    assert "'input_shape=(784,)' -> 'input_shape=(64,)'" in done.stdout
+
+
+def test_digits_benchmark_stops_when_the_module_edit_does_not_apply(tmp_path, monkeypatch):
+    """The 784 -> 64 edit must apply exactly once: a changed example stops the benchmark."""
+    bench = _module("digits_vs_tfx_mnist.py")
+    fake = tmp_path / "tfx"
+    example = fake / bench.EXAMPLE_REL_DIR
+    example.mkdir(parents=True)
+    installed = bench.taxi._tfx_dir() / bench.EXAMPLE_REL_DIR
+    for name in (bench.EXAMPLE_PIPELINE, bench.EXAMPLE_MODULE):
+        (example / name).write_text((installed / name).read_text())
+    base = (installed / bench.EXAMPLE_BASE).read_text()
+    (example / bench.EXAMPLE_BASE).write_text(base.replace("(784,)", "(28, 28)"))
+    monkeypatch.setattr(bench.taxi, "_tfx_dir", lambda: fake)
+    with pytest.raises(SystemExit, match=r"0 occurrences of 'input_shape=\(784,\)'"):
+        bench.check_example()
+
+
+def test_digits_benchmark_summary_reports_every_round_and_the_median():
+    bench = _module("digits_vs_tfx_mnist.py")
+    render_results = _module("render_results.py")
+
+    def result(name, wall, acc, count, steps, batch):
+        r = bench.taxi.RunResult(name, wall, 0, "", "", blessed=True)
+        r.extra = {
+            "metrics": {"sparse_categorical_accuracy": acc, "example_count": count},
+            "train_steps": steps,
+            "train_batch": batch,
+            "peak_rss_mb_max_process": 900.0,
+        }
+        r.components = [{"node_id": f"Trainer.{name}", "state": "COMPLETE", "seconds": wall / 2}]
+        return r
+
+    def round_(ours, inproc, fnapi):
+        return bench.summarize(
+            {
+                "ours": result("ours", ours, 0.98, 593, 300, 64),
+                "example_inprocess": result("example_inprocess", inproc, 0.97, 595, 5000, 40),
+                "example_fnapi": result("example_fnapi", fnapi, 0.97, 595, 5000, 40),
+            }
+        )
+
+    first = round_(25.0, 50.0, 40.0)
+    assert first["best_anchor"] == "example_fnapi" and first["ratio_vs_best"] == 0.625
+    assert first["ratios"] == {"example_inprocess": 0.5, "example_fnapi": 0.625}
+    # The eval sets differ (each side hashes its own split): both counts, no verdict.
+    assert first["eval_example_counts"] == {
+        "ours": 593,
+        "example_inprocess": 595,
+        "example_fnapi": 595,
+    }
+    assert first["accuracies"]["ours"] == 0.98
+    assert first["training_examples_seen"]["ours"] == 19_200
+    assert first["training_examples_seen"]["example_fnapi"] == 200_000
+    text = bench.render_round(first, "round 1")
+    assert "300 x 64 = 19,200" in text and "5000 x 40 = 200,000" in text
+    assert "ours / fastest anchor (example_fnapi): 0.625" in text
+    assert "Trainer.ours" in text and "Trainer.example_fnapi" in text
+
+    combined = bench.combine_rounds([first, round_(20.0, 40.0, 50.0), round_(30.0, 50.0, 60.0)])
+    assert [r["ratio_vs_best"] for r in combined["rounds"]] == [0.625, 0.5, 0.6]
+    assert combined["ratio_median"] == 0.6 and combined["median_round"] == 3
+    assert combined["best_anchor"] == "example_inprocess"  # the median round's figures
+    assert "median 0.600 (the median round: 3)" in bench.render_rounds(combined)
+    page = "\n".join(render_results.render_digits_pipeline(json.loads(json.dumps(combined))))
+    assert "0.625 (example in-process, FnApiRunner named), 0.500" in page
+    assert "median **0.600**" in page and "| eval examples | 593 | 595 | 595 |" in page
+    assert "5000 x 40 = 200,000" in page and "| Trainer.ours | 15.0 | n/a | n/a |" in page
+
+
 def test_digits_eval_report_prints_fast_over_tfma_per_variant(capsys, monkeypatch):
     monkeypatch.syspath_prepend(str(BENCHMARKS))  # it imports slicing_cost's helpers
     bench = _module("digits_eval.py")
