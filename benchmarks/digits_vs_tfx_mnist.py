@@ -396,11 +396,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             json.dumps({"anchor": args.anchor, **combined}, indent=2, sort_keys=True, default=str)
         )
-    if args.keep or args.workdir:
-        print(f"\nwork dir kept: {workdir}")
-    else:
-        shutil.rmtree(workdir, ignore_errors=True)
-    return 0
+    return scale.finish_workdir(workdir, keep=args.keep or bool(args.workdir))
 
 
 if __name__ == "__main__":

@@ -271,7 +271,12 @@ def main(argv: list[str] | None = None) -> int:
     print(render_growth(summaries))
     if args.json:
         print(json.dumps({"sizes": summaries}, indent=2, sort_keys=True, default=str))
-    if args.keep or args.workdir:
+    return finish_workdir(workdir, keep=args.keep or bool(args.workdir))
+
+
+def finish_workdir(workdir: Path, keep: bool) -> int:
+    """Keeps the work dir (saying where) or removes it; the benchmark's exit status."""
+    if keep:
         print(f"\nwork dir kept: {workdir}")
     else:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -131,6 +131,7 @@ class Child:
     def __init__(self, out_dir: str, log_path: str) -> None:
         self.out_dir = out_dir
         self.log_path = log_path
+        self.started_early = False  # by child_started_early, outside any check's folder
         start = {
             "site_dirs": site_dirs(),
             "project_packages": list(PROJECT_PACKAGES),
@@ -191,6 +192,7 @@ def child_started_early() -> Iterator[None]:
     out_dir = os.path.join(root, "child")
     os.mkdir(out_dir)  # empty, as the child's working directory must be
     child = Child(out_dir, os.path.join(root, "child.log"))
+    child.started_early = True
     with _early_lock:
         _early = child
     try:
@@ -272,7 +274,7 @@ def check_model(
         )
     finally:
         fresh.cancel()  # a no-op once it answered; otherwise no child outlives the check
-        if os.path.dirname(fresh.out_dir) != work_dir:  # started early, elsewhere: keep its files
+        if fresh.started_early:  # its files are in a temporary folder: keep them with the check's
             shutil.copyfile(fresh.log_path, os.path.join(work_dir, "child.log"))
             shutil.copytree(fresh.out_dir, os.path.join(work_dir, "child-started-early"))
     stage, error = child.get("stage"), child.get("error", "")
