@@ -117,13 +117,13 @@ def run_round(
 
 
 def summarize(rows: int, results: dict[str, taxi.RunResult]) -> dict[str, Any]:
-    """Per-size figures and the verdicts against the issue's targets."""
+    """Per-size figures and the verdicts against the issue's targets (ours alone: no ratios)."""
     anchors = {n: r for n, r in results.items() if n != "ours"}
-    best = min(anchors, key=lambda n: anchors[n].wall_seconds)
+    best = min(anchors, key=lambda n: anchors[n].wall_seconds) if anchors else None
     ours = results["ours"]
     counts = {n: taxi._eval_count(r) for n, r in results.items()}
     largest = {n: r.extra.get("peak_rss_mb_max_process") for n, r in results.items()}
-    ratio = ours.wall_seconds / anchors[best].wall_seconds
+    ratio = ours.wall_seconds / anchors[best].wall_seconds if best else None
     accuracies = [a.binary_accuracy for a in anchors.values() if a.binary_accuracy is not None]
     return {
         "rows": rows,
@@ -131,7 +131,7 @@ def summarize(rows: int, results: dict[str, taxi.RunResult]) -> dict[str, Any]:
         "ratio_vs_best": ratio,
         "ratios": {n: ours.wall_seconds / a.wall_seconds for n, a in anchors.items()},
         "ratio_target": ratio_target(rows),
-        "ratio_met": ratio <= ratio_target(rows),
+        "ratio_met": ratio <= ratio_target(rows) if ratio is not None else None,
         "accuracy_met": (
             ours.binary_accuracy >= max(accuracies)
             if ours.binary_accuracy is not None and accuracies
@@ -146,18 +146,24 @@ def summarize(rows: int, results: dict[str, taxi.RunResult]) -> dict[str, Any]:
 
 def combine_rounds(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     """One size's rounds: the median round's figures, and every round's ratio and verdict."""
-    ordered = sorted(rounds, key=lambda s: s["ratio_vs_best"])
+    ordered = sorted(
+        rounds, key=lambda s: s["ratio_vs_best"] or s["results"]["ours"]["wall_seconds"]
+    )
     summary = dict(ordered[(len(ordered) - 1) // 2])
     summary["rounds"] = [
         {
             "ratio_vs_best": s["ratio_vs_best"],
             "ours_seconds": s["results"]["ours"]["wall_seconds"],
-            "anchor_seconds": s["results"][s["best_anchor"]]["wall_seconds"],
+            "anchor_seconds": (
+                s["results"][s["best_anchor"]]["wall_seconds"] if s["best_anchor"] else None
+            ),
             "ratio_met": s["ratio_met"],
         }
         for s in rounds
     ]
-    summary["ratio_met_every_round"] = all(s["ratio_met"] for s in rounds)
+    summary["ratio_met_every_round"] = (
+        all(s["ratio_met"] for s in rounds) if summary["best_anchor"] else None
+    )
     return summary
 
 
@@ -184,9 +190,35 @@ def render_size(summary: dict[str, Any]) -> str:
         ("peak RSS MB, process tree", *(cell(n, "peak_rss_mb_tree", 0) for n in names)),
         ("eval binary_accuracy", *(cell(n, "binary_accuracy", 4) for n in names)),
         ("eval examples", *(str(summary["eval_example_counts"][n]) for n in names)),
-        ("ours / this", "", *(taxi._fmt(summary["ratios"][n], 3) for n in names[1:])),
     ]
+    if len(names) > 1:
+        table.append(("ours / this", "", *(taxi._fmt(summary["ratios"][n], 3) for n in names[1:])))
     lines = [f"\n== {rows_n:,} rows ==", *_table(table)]
+    if summary["best_anchor"] is None:
+        lines.append(
+            f"ours alone (--anchor none); ours' largest process <= {RSS_TARGET_MB:.0f} MB "
+            f"{taxi._verdict(summary['ours_rss_met'])}"
+        )
+    else:
+        lines += _ratio_lines(summary)
+    peaks = results["ours"]["extra"].get("peak_rss_mb_by_process") or []
+    if peaks:
+        lines.append(
+            "ours' peak RSS per process (MB): "
+            + ", ".join(f"{p['name']} {p['mb']:.0f}" for p in peaks)
+        )
+    if summary["eval_counts_equal"] is False:
+        lines.append("WARNING: the eval sets differ in size: accuracy is not like for like")
+    nodes = sorted({c["node_id"] for r in results.values() for c in r["components"]})
+    seconds = {n: {c["node_id"]: c["seconds"] for c in results[n]["components"]} for n in names}
+    comp = [("component seconds", *names)]
+    comp += [(node, *(taxi._fmt(seconds[n].get(node), 1) for n in names)) for node in nodes]
+    lines += _table(comp)
+    return "\n".join(lines)
+
+
+def _ratio_lines(summary: dict[str, Any]) -> list[str]:
+    lines = []
     if len(summary.get("rounds", [])) > 1:
         ratios = ", ".join(f"{r['ratio_vs_best']:.3f}" for r in summary["rounds"])
         lines.append(
@@ -199,14 +231,7 @@ def render_size(summary: dict[str, Any]) -> str:
         f"{taxi._verdict(summary['accuracy_met'])}; ours' largest process <= "
         f"{RSS_TARGET_MB:.0f} MB {taxi._verdict(summary['ours_rss_met'])}"
     )
-    if summary["eval_counts_equal"] is False:
-        lines.append("WARNING: the eval sets differ in size: accuracy is not like for like")
-    nodes = sorted({c["node_id"] for r in results.values() for c in r["components"]})
-    seconds = {n: {c["node_id"]: c["seconds"] for c in results[n]["components"]} for n in names}
-    comp = [("component seconds", *names)]
-    comp += [(node, *(taxi._fmt(seconds[n].get(node), 1) for n in names)) for node in nodes]
-    lines += _table(comp)
-    return "\n".join(lines)
+    return lines
 
 
 def render_growth(summaries: list[dict[str, Any]]) -> str:
@@ -231,9 +256,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--rows", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument(
         "--anchor",
-        choices=("best", *ANCHOR_NAMES),
+        choices=("best", "none", *ANCHOR_NAMES),
         default="best",
-        help="best: run the example in each configuration, compare with the fastest",
+        help="best: run the example in each configuration, compare with the fastest; "
+        "none: ours alone (how one machine's limit grows with rows)",
     )
     parser.add_argument(
         "--ours-arg",
@@ -253,12 +279,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    taxi.check_example()  # before minutes of runs, not after
+    if args.anchor != "none":
+        taxi.check_example()  # before minutes of runs, not after
     if any(n < 100 for n in args.rows):
         raise SystemExit("--rows: each size must be at least 100 rows")
     if args.rounds < 1:
         raise SystemExit("--rounds: at least 1")
-    anchors = list(ANCHOR_NAMES.values()) if args.anchor == "best" else [ANCHOR_NAMES[args.anchor]]
+    if args.anchor == "best":
+        anchors = list(ANCHOR_NAMES.values())
+    else:
+        anchors = [ANCHOR_NAMES[args.anchor]] if args.anchor in ANCHOR_NAMES else []
     workdir = (args.workdir or Path(tempfile.mkdtemp(prefix="tfxp-scale-"))).resolve()
     print(f"work dir: {workdir}", flush=True)
     summaries = []

@@ -139,6 +139,7 @@ class PeakRss:
 
         self._pid, self._interval = pid, interval
         self.per_process: dict[int, int] = {}
+        self.names: dict[int, str] = {}
         self.tree_peak = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
@@ -164,6 +165,8 @@ class PeakRss:
                     continue
                 total += rss
                 self.per_process[proc.pid] = max(self.per_process.get(proc.pid, 0), rss)
+                if proc.pid not in self.names:
+                    self.names[proc.pid] = _process_name(proc)
             self.tree_peak = max(self.tree_peak, total)
 
     def stop(self) -> dict[str, float]:
@@ -174,7 +177,28 @@ class PeakRss:
             "peak_rss_mb_max_process": max(self.per_process.values(), default=0) / mb,
             "peak_rss_mb_tree": self.tree_peak / mb,
             "processes_seen": len(self.per_process),
+            # Every process's own peak, largest first: which one holds memory as data grows.
+            "peak_rss_mb_by_process": [
+                {"pid": pid, "name": self.names.get(pid, "?"), "mb": round(rss / mb, 1)}
+                for pid, rss in sorted(self.per_process.items(), key=lambda kv: -kv[1])
+            ],
         }
+
+
+def _process_name(proc: Any) -> str:
+    """A short name for a sampled process: the script or module it runs, else its executable."""
+    import psutil
+
+    try:
+        argv = proc.cmdline()
+    except psutil.Error:
+        return "?"
+    for i, arg in enumerate(argv[1:], start=1):
+        if arg == "-m" and i + 1 < len(argv):
+            return argv[i + 1].rsplit(".", 1)[-1]
+        if arg.endswith(".py"):
+            return Path(arg).name
+    return Path(argv[0]).name if argv else "?"
 
 
 def _run_timed(
