@@ -132,8 +132,12 @@ def test_seeded_shuffle_is_reproducible(shards):
         dataset = input_fn(shards, FEATURE_SPEC, LABEL, 21, shuffle=True, repeat=False, seed=seed)
         return [int(i) for i in next(iter(dataset))[0]["id"].numpy()]
 
-    assert first_epoch(3) == first_epoch(3)
-    assert sorted(first_epoch(3)) == list(range(SHARDS * PER_SHARD))
+    order = first_epoch(3)
+    assert first_epoch(3) == order
+    assert sorted(order) == list(range(SHARDS * PER_SHARD))
+    # The seed decides the order: another seed gives another one, and neither is the files' order.
+    assert first_epoch(4) != order
+    assert order != sorted(order)
 
 
 # --- values against a reference parse, modes, cache, errors ---------------------------------
@@ -195,11 +199,25 @@ def test_block_shuffle_keeps_every_record_and_batch_size(shards):
     assert [len(y) for _, y in batches] == [4, 4, 4, 4, 4, 1]
 
 
-def test_deterministic_order_is_the_same_every_time(shards):
-    def ids():
-        return _ids(_epoch(shards, batch_size=4, deterministic=True))
+def _round_robin(block: int) -> list[int]:
+    """The shards' ids taken `block` at a time from each shard in turn (the interleave's order)."""
+    blocks = [
+        [
+            list(range(s * PER_SHARD + i, min(s * PER_SHARD + i + block, (s + 1) * PER_SHARD)))
+            for i in range(0, PER_SHARD, block)
+        ]
+        for s in range(SHARDS)
+    ]
+    return [i for turn in zip(*blocks, strict=True) for b in turn for i in b]
 
-    assert ids() == ids()
+
+@pytest.mark.parametrize("batch_size", [4, 5])
+def test_deterministic_order_is_the_interleave_of_the_shards(shards, batch_size):
+    def ids():
+        return _ids(_epoch(shards, batch_size=batch_size, deterministic=True))
+
+    assert ids() == _round_robin(batch_size)
+    assert ids() == _round_robin(batch_size)
 
 
 @pytest.mark.parametrize("shuffle", [False, True])
