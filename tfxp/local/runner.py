@@ -82,15 +82,8 @@ class _ProgressHandler(logging.Handler):
             self.current = None
 
 
-class _DropKnownNoise(logging.Filter):
-    # Beam warns about crcmod at import although it uses google-crc32c instead.
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("crcmod package not found")
-
-
 def _quiet_third_party() -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    logging.getLogger().addFilter(_DropKnownNoise())
     import warnings
 
     warnings.filterwarnings("ignore", category=FutureWarning)

@@ -795,8 +795,6 @@ def _quiet_tensorflow() -> None:
     import warnings
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    # Beam warns about crcmod at import although it uses google-crc32c instead.
-    logging.getLogger().addFilter(lambda r: not str(r.msg).startswith("crcmod package"))
     for category in (FutureWarning, DeprecationWarning, UserWarning):
         warnings.filterwarnings("ignore", category=category)
     import tensorflow as tf
