@@ -8,7 +8,9 @@ and blocks nothing. This component runs after StatisticsGen with
   baseline_statistics  the previous span's statistics, resolved from ML Metadata
                        by `PreviousSpanStatisticsStrategy` (empty for the first span)
 
-and reads the serving requests (CSV without the label) itself. It writes a
+and reads the serving requests itself: the latest window of the request log
+`tfxp serve` writes (components/serving_log.py) when there is one, else the
+static serving CSV files (without the label). It writes a
 findings file and a self-contained HTML report, then either publishes its
 `result` (decision PASS or WARN, recorded as custom properties in ML Metadata)
 or, when an anomaly blocks, raises `GateBlockedError`: the execution is
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -38,6 +41,15 @@ from tfx.utils import io_utils
 
 from components.native_stderr import native_stderr_to_log
 from components.properties import custom_int, custom_str
+from components.serving_log import (
+    Window,
+    WindowOptions,
+    as_record_batch,
+    files_key,
+    published_files,
+    served_window,
+    window_files,
+)
 from components.validation.checks import (
     BLOCK,
     SERVING,
@@ -156,6 +168,10 @@ class ValidationGateSpec(component_spec.ComponentSpec):
         # Glob of serving CSV files ("" = the dataset has none) and their content hash (cache key).
         "serving_data": component_spec.ExecutionParameter(type=str),
         "serving_sha256": component_spec.ExecutionParameter(type=str),
+        # The request-log folder ("" = none) and its window (WindowOptions JSON): when
+        # the folder holds published files, skew is checked on them instead.
+        "serving_log": component_spec.ExecutionParameter(type=str, optional=True),
+        "serving_log_window": component_spec.ExecutionParameter(type=str, optional=True),
         # Where `<run id>.html` and `<run id>.json` go, blocked runs included.
         "report_dir": component_spec.ExecutionParameter(type=str),
     }
@@ -212,6 +228,63 @@ def _write_atomic(path: str, data: str) -> None:
     fileio.rename(tmp, path, overwrite=True)
 
 
+@dataclass(frozen=True)
+class ServingData:
+    """What the skew check compares training data with: the latest serving-log
+    window when the log folder has one, else the static serving CSV files."""
+
+    statistics: statistics_pb2.DatasetFeatureStatisticsList | None
+    rows: int | None
+    source: str  # names the window or the CSV pattern, for findings and notes
+    missing: str  # why there are none (statistics None)
+    window: Window | None = None
+
+
+def serving_cache_key(pattern: str, log_dir: str, window: WindowOptions) -> str:
+    """The gate's cache key for its serving data: a newly published log file (or a
+    changed CSV) changes it, so the gate runs again on the new window."""
+    try:
+        files = window_files(published_files(log_dir), window) if log_dir else []
+    except Exception:  # a remote folder that cannot be listed at build time
+        files = []
+    if files:
+        return "serving-log:" + files_key(files)
+    return serving_data_sha256(pattern)
+
+
+def log_statistics(
+    table: pa.Table, schema: schema_pb2.Schema
+) -> statistics_pb2.DatasetFeatureStatisticsList:
+    """TFDV statistics of logged examples (features only), typed as decoded."""
+    from tensorflow_data_validation.statistics import stats_impl, stats_options
+
+    options = stats_options.StatsOptions(schema=schema)
+    return stats_impl.generate_statistics_in_memory(as_record_batch(table), options)
+
+
+def load_serving_data(
+    schema: schema_pb2.Schema, pattern: str, log_dir: str, window: WindowOptions
+) -> ServingData:
+    """The serving side of the skew check (the gate's and `tfxp watch --skew-every`'s)."""
+    found = served_window(log_dir, window) if log_dir else None
+    if found is not None:
+        table, described = found
+        with native_stderr_to_log("TFDV"):
+            stats = log_statistics(table, schema)
+        return ServingData(stats, described.examples, described.describe(), "", described)
+    files = serving_files(pattern)
+    # TFDV's C++ warnings (a GetByPath() line per feature absent from one
+    # side) go to the run's log file, not the terminal.
+    with native_stderr_to_log("TFDV"):
+        serving, rows = serving_statistics(files, schema) if files else (None, None)
+    # Said in the notes either way: a dataset without serving data (config
+    # serving_data="") is not the same as requests missing from where they should be.
+    missing = (
+        f"no serving data found at {pattern}" if pattern else "no serving data for this dataset"
+    )
+    return ServingData(serving, rows, f"serving data {pattern}", missing)
+
+
 def _check(
     input_dict: dict[str, list[types.Artifact]],
     exec_properties: dict[str, Any],
@@ -231,16 +304,11 @@ def _check(
     baselines = list(input_dict.get(BASELINE_KEY) or [])
     baseline_artifact = baselines[0] if baselines else None
     baseline = _load_stats(baseline_artifact) if baseline_artifact else None
-    pattern = exec_properties.get("serving_data") or ""
-    files = serving_files(pattern)
-    # TFDV's C++ warnings (a GetByPath() line per feature absent from one
-    # side) go to the run's log file, not the terminal.
-    with native_stderr_to_log("TFDV"):
-        serving, rows = serving_statistics(files, schema) if files else (None, None)
-    # Said in the notes either way: a dataset without serving data (config
-    # serving_data="") is not the same as requests missing from where they should be.
-    no_serving = (
-        f"no serving data found at {pattern}" if pattern else "no serving data for this dataset"
+    serving = load_serving_data(
+        schema,
+        exec_properties.get("serving_data") or "",
+        exec_properties.get("serving_log") or "",
+        WindowOptions.from_json(exec_properties.get("serving_log_window") or ""),
     )
     with native_stderr_to_log("TFDV"):
         result = evaluate(
@@ -248,15 +316,15 @@ def _check(
             schema,
             settings,
             baseline=baseline,
-            serving=serving,
+            serving=serving.statistics,
             current_span=_span(input_dict.get(EXAMPLES_KEY)),
             baseline_span=_span(input_dict.get(BASELINE_EXAMPLES_KEY)),
-            serving_rows=rows,
-            serving_source=f"serving data {pattern}",
-            no_serving=no_serving,
+            serving_rows=serving.rows,
+            serving_source=serving.source,
+            no_serving=serving.missing,
             longest_cells=_longest_cells(input_dict.get(EXAMPLES_KEY)),
         )
-    return result, current, baseline, serving
+    return result, current, baseline, serving.statistics
 
 
 def _publish(
@@ -341,6 +409,8 @@ class ValidationGate(base_component.BaseComponent):
         baseline_examples: types.BaseChannel | None = None,
         serving_data: str = "",
         serving_sha256: str = "",
+        serving_log: str = "",
+        serving_log_window: WindowOptions | None = None,
         report_dir: str = "",
     ) -> None:
         super().__init__(
@@ -353,6 +423,8 @@ class ValidationGate(base_component.BaseComponent):
                 settings=settings.to_json(),
                 serving_data=serving_data,
                 serving_sha256=serving_sha256,
+                serving_log=serving_log,
+                serving_log_window=(serving_log_window or WindowOptions()).to_json(),
                 report_dir=report_dir,
                 result=types.Channel(type=ValidationResult),
             )
