@@ -257,3 +257,23 @@ def test_a_data_root_that_cannot_be_listed_is_retried_not_fatal(setup) -> None:
     assert w.run_forever() == 130
     assert any("cannot list the spans or read ML Metadata (connection refused)" in x for x in lines)
     assert [s for s, _ in runs.calls] == [1]  # the next look found the span and ran it
+
+
+def test_skew_every_durations():
+    from tfxp.watch import parse_duration
+
+    assert parse_duration("90") == 90 and parse_duration("90s") == 90
+    assert parse_duration("15m") == 900 and parse_duration("2H") == 7200
+    assert parse_duration("1d") == 86400 and parse_duration("0.5h") == 1800
+    for bad in ("", "0", "-5m", "soon", "5w"):
+        with pytest.raises(ValueError, match="a duration such as 90s"):
+            parse_duration(bad)
+
+
+def test_skew_only_needs_skew_every(tmp_path, capsys):
+    from tfxp.cli import main
+
+    assert main(["watch", "--run-dir", str(tmp_path), "--skew-only"]) == 1
+    assert "--skew-only needs --skew-every" in capsys.readouterr().err
+    assert main(["watch", "--run-dir", str(tmp_path), "--skew-every", "soon"]) == 1
+    assert "--skew-every: a duration" in capsys.readouterr().err

@@ -192,7 +192,9 @@ class ValidationGateSpec(component_spec.ComponentSpec):
     OUTPUTS = {RESULT_KEY: component_spec.ChannelParameter(type=ValidationResult)}
 
 
-def _load_stats(artifact: types.Artifact) -> dict[str, statistics_pb2.DatasetFeatureStatisticsList]:
+def load_statistics(
+    artifact: types.Artifact,
+) -> dict[str, statistics_pb2.DatasetFeatureStatisticsList]:
     from tfx.components.statistics_gen import stats_artifact_utils
 
     out = {}
@@ -300,10 +302,10 @@ def _check(
     schema = io_utils.SchemaReader().read(
         io_utils.get_only_uri_in_dir(artifact_utils.get_single_uri(input_dict[SCHEMA_KEY]))
     )
-    current = _load_stats(stats_artifact)
+    current = load_statistics(stats_artifact)
     baselines = list(input_dict.get(BASELINE_KEY) or [])
     baseline_artifact = baselines[0] if baselines else None
-    baseline = _load_stats(baseline_artifact) if baseline_artifact else None
+    baseline = load_statistics(baseline_artifact) if baseline_artifact else None
     serving = load_serving_data(
         schema,
         exec_properties.get("serving_data") or "",

@@ -137,3 +137,69 @@ def test_shifted_logged_requests_block_naming_the_window(loop):
     found = _findings(loop.config, "shifted")
     skewed = {f["feature"] for f in found["findings"] if f["kind"] == "skew"}
     assert {"trip_miles", "payment_type"} <= skewed
+
+
+def _watch_skew(loop, capsys) -> str:
+    from tfxp import alerts
+    from tfxp.cli import main
+
+    code = main(
+        [
+            "watch",
+            "--data-root",
+            str(Path(loop.config.data_root)),
+            "--run-dir",
+            loop.config.run_dir,
+            "--skew-every",
+            "1h",
+            "--skew-window",
+            "1h",
+            "--skew-only",
+            "--once",
+        ]
+    )
+    alerts.wait_for_deliveries(30)
+    out = capsys.readouterr().out
+    assert code == 0, out
+    return out
+
+
+def test_watch_skew_every_alerts_when_skew_appears_and_when_it_clears(loop, capsys, monkeypatch):
+    from webhook_server import WebhookServer
+
+    from tfxp import skew
+
+    hook = WebhookServer()
+    monkeypatch.setenv("TFXP_ALERT_WEBHOOKS", hook.url)
+    try:
+        # The log window holds the shifted requests (the module fixture's last file).
+        out = _watch_skew(loop, capsys)
+        assert "skewed feature(s)" in out and loop.shifted_log.name in out
+        [appeared] = hook.texts()
+        assert "serving skew:" in appeared and "differ from span 1" in appeared
+        assert "skew trip_miles" in appeared and "skew payment_type" in appeared
+        assert loop.shifted_log.name in appeared
+        recorded = skew.last_result(loop.config)
+        assert recorded.state == skew.SKEWED and recorded.span == 1
+        assert recorded.window["files"] == [loop.shifted_log.name]
+        # Still skewed: recorded again, not alerted again.
+        _watch_skew(loop, capsys)
+        assert len(hook.texts()) == 1
+        # Clean traffic logged 2 h after the shifted file: the window (--skew-window
+        # 1h back from the newest file) holds only it, and the watcher says the skew cleared.
+        later = T0.replace(hour=16)
+        clean = write_log(
+            Path(serving_log_dir(loop.config)),
+            served_records(loop.clean_rows, start=later),
+            later,
+            seq=3,
+        )
+        out = _watch_skew(loop, capsys)
+        assert "skew check: no skew" in out
+        assert len(hook.texts()) == 2
+        cleared = hook.texts()[1]
+        assert "serving skew cleared" in cleared and clean.name in cleared
+        assert loop.shifted_log.name not in cleared
+        assert skew.last_result(loop.config).state == skew.CLEAR
+    finally:
+        hook.close()
