@@ -334,4 +334,9 @@ def serving_log_dir(config: PipelineConfig) -> str:
     """The dataset's request-log folder, `<data root>/serving-log/`: where `tfxp serve`
     writes and the skew check, `tfxp watch --skew-every`, the console and
     `tfxp models compare` read."""
-    return os.path.join(config.data_root.rstrip("/"), SERVING_LOG_FOLDER)
+    return serving_log_dir_of(config.data_root)
+
+
+def serving_log_dir_of(data_root: str) -> str:
+    """`serving_log_dir` of a data folder (what an ExampleGen recorded as its input_base)."""
+    return os.path.join(data_root.rstrip("/"), SERVING_LOG_FOLDER)

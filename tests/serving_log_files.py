@@ -101,3 +101,42 @@ def served_records(
             )
         )
     return out
+
+
+def live_traffic(data_root: Path, label: str = "champion") -> dict:
+    """Requests logged just now (minutes ago) and a day ago under `data_root`/serving-log,
+    as the console counts them; returns the counts a page should show."""
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    folder = data_root / "serving-log"
+    rows = [{"trip_miles": 1.0}] * 3
+    recent = now - dt.timedelta(minutes=2)
+    write_log(folder, served_records(rows, start=recent, version=7, label=label), recent, seq=1)
+    shadow = served_records(rows[:2], start=recent, version=8, label="challenger", role="shadow")
+    write_log(folder, shadow, recent, seq=2)
+    hour_ago = now - dt.timedelta(minutes=50)
+    write_log(
+        folder, served_records(rows[:1], start=hour_ago, version=7, label=label), hour_ago, seq=3
+    )
+    old = now - dt.timedelta(days=3)
+    write_log(folder, served_records(rows, start=old, version=6), old, seq=4)
+    return {"v7 served": (3, 4, 4), "v8 shadow": (2, 2, 2)}
+
+
+def skew_record(state_dir: Path, state: str = "skew") -> dict:
+    """A recorded skew check (what `tfxp watch --skew-every` writes) in `state_dir`."""
+    import json
+
+    record = {
+        "state": state,
+        "checked_at": "2026-12-04T10:00:00+00:00",
+        "span": 3,
+        "statistics_uri": "/x",
+        "log_dir": str(state_dir / "data" / "serving-log"),
+        "window": None,
+        "described": "serving log data/serving-log (1 file(s) requests-x.tfrecord.gz: 9 served requests)",
+        "blocking": ["trip_miles: Jensen-Shannon 0.4 > threshold 0.15"] if state == "skew" else [],
+        "warnings": [],
+        "measurements": [],
+    }
+    (state_dir / "serving-skew.json").write_text(json.dumps(record))
+    return record

@@ -129,8 +129,13 @@ def record(config: PipelineConfig, result: SkewResult) -> str:
 
 def last_result(config: PipelineConfig) -> SkewResult | None:
     """The last recorded check, or None (never checked, or an unreadable file)."""
+    return read_result(config.local_dir)
+
+
+def read_result(state_dir: str) -> SkewResult | None:
+    """The last check recorded in a run directory's local state folder, or None."""
     try:
-        with open(result_path(config)) as f:
+        with open(os.path.join(state_dir, RESULT_FILE)) as f:
             return SkewResult.from_dict(json.load(f))
     except (OSError, ValueError, TypeError):
         return None

@@ -164,6 +164,17 @@ def _watch_skew(loop, capsys) -> str:
     return out
 
 
+def _console(config):
+    from starlette.testclient import TestClient
+
+    from tfxp.metadata.browse import StoreBrowser
+    from tfxp.metadata.store import location_from
+    from tfxp.ui.app import create_app
+
+    browser = StoreBrowser(location_from(run_dir=config.run_dir))
+    return TestClient(create_app(browser), base_url="http://127.0.0.1")
+
+
 def test_watch_skew_every_alerts_when_skew_appears_and_when_it_clears(loop, capsys, monkeypatch):
     from webhook_server import WebhookServer
 
@@ -201,5 +212,10 @@ def test_watch_skew_every_alerts_when_skew_appears_and_when_it_clears(loop, caps
         assert "serving skew cleared" in cleared and clean.name in cleared
         assert loop.shifted_log.name not in cleared
         assert skew.last_result(loop.config).state == skew.CLEAR
+        # The console shows that last check, and finds the log through the
+        # data folder the run's ExampleGen recorded.
+        page = _console(loop.config).get("/serving").text
+        assert 'id="skew-state">no skew</span>' in page and "span 1" in page
+        assert clean.name in page and f"<code>{serving_log_dir(loop.config)}</code>" in page
     finally:
         hook.close()
