@@ -66,6 +66,7 @@ def check_serving_skew(config: PipelineConfig, store: Any, now: dt.datetime | No
     """Runs the gate's skew check on the latest log window; a SkewResult (not yet recorded)."""
     from tfx.types import standard_artifacts
 
+    from components.native_stderr import native_stderr_to_log
     from components.schema_importer import load_schema
     from components.serving_log import ServingLogError
     from components.validation.checks import BLOCK, SKEW, evaluate, load_settings
@@ -93,15 +94,17 @@ def check_serving_skew(config: PipelineConfig, store: Any, now: dt.datetime | No
     artifact = standard_artifacts.ExampleStatistics()
     artifact.set_mlmd_artifact(found)
     settings = load_settings(config.validation_file).with_warn_only(config.warn_only)
-    gate = evaluate(
-        load_statistics(artifact),
-        schema,
-        settings,
-        serving=serving.statistics,
-        current_span=span,
-        serving_rows=serving.rows,
-        serving_source=serving.source,
-    )
+    # TFDV's C++ warnings (a line per feature absent from one side) stay off the terminal.
+    with native_stderr_to_log("TFDV"):
+        gate = evaluate(
+            load_statistics(artifact),
+            schema,
+            settings,
+            serving=serving.statistics,
+            current_span=span,
+            serving_rows=serving.rows,
+            serving_source=serving.source,
+        )
     skew = [f for f in gate.findings if f.kind == SKEW]
     result.window = serving.window.to_dict()
     result.described = serving.source

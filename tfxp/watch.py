@@ -47,6 +47,7 @@ from tfxp.local.runner import (
     PipelineRunError,
     RunInterruptedError,
     ValidationBlockedError,
+    quiet_third_party,
     run_local,
 )
 from tfxp.metadata.properties import prop
@@ -403,6 +404,7 @@ class Watcher:
                 f"({self.config.local_dir}/serving-skew.json)"
             )
             self._next_skew_check = self.clock()
+            quiet_third_party()  # a run would; a skew check imports TensorFlow and Beam too
         try:
             with _stop_on_term():
                 while True:

@@ -98,6 +98,10 @@ def cmd_rollback(args: argparse.Namespace) -> str:
 
 
 def cmd_compare(args: argparse.Namespace) -> str:
+    import logging
+
+    # Beam (imported with the definition) warns about crcmod although it uses google-crc32c.
+    logging.getLogger().addFilter(lambda r: not str(r.msg).startswith("crcmod package"))
     from components.serving_log import WindowOptions
     from pipeline.config import serving_log_dir
     from pipeline.definition import task
@@ -177,7 +181,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_config_flags(cmp)
     cmp.add_argument("--log-dir", help="the request log (default <data root>/serving-log)")
     cmp.add_argument(
-        "--window", metavar="DURATION", help="only files opened this far back from the newest (24h)"
+        "--window",
+        metavar="DURATION",
+        help="only files opened this far back from the newest (default: every file)",
     )
     cmp.add_argument(
         "--labels", metavar="FILE.csv", help="labels that arrived later, joined by request id"

@@ -88,7 +88,7 @@ class _DropKnownNoise(logging.Filter):
         return not str(record.msg).startswith("crcmod package not found")
 
 
-def _quiet_third_party() -> None:
+def quiet_third_party() -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     logging.getLogger().addFilter(_DropKnownNoise())
     import warnings
@@ -122,7 +122,7 @@ def run_local(
     retry), pushes a model, or a component refuses the model.
     """
     sqlite = metadata_connection_config is None
-    _quiet_third_party()
+    quiet_third_party()
     run_id = run_id or new_run_id()
     try:
         preflight(config, sqlite_store=sqlite)
