@@ -44,8 +44,8 @@ from components.validation.checks import load_settings
 from components.validation.gate import (
     PreviousSpanStatisticsStrategy,
     ValidationGate,
-    serving_cache_key,
 )
+from components.validation.serving_data import serving_cache_key
 from pipeline.beam import in_process_override
 from pipeline.config import PipelineConfig, serving_log_dir
 from pipeline.fingerprint import code_fingerprint, defines

@@ -10,7 +10,7 @@ from serving_log_files import T0, example, served_records, write_log
 
 from components import serving_log as sl
 from components.schema_importer import load_schema
-from components.validation.gate import load_serving_data, serving_cache_key
+from components.validation.serving_data import load_serving_data, serving_cache_key
 from pipeline.config import PROJECT_ROOT, serving_log_dir
 from pipeline.datasets import dataset_config
 

@@ -70,7 +70,8 @@ def check_serving_skew(config: PipelineConfig, store: Any, now: dt.datetime | No
     from components.schema_importer import load_schema
     from components.serving_log import ServingLogError
     from components.validation.checks import BLOCK, SKEW, evaluate, load_settings
-    from components.validation.gate import load_serving_data, load_statistics
+    from components.validation.gate import load_statistics
+    from components.validation.serving_data import load_serving_data
     from tfxp.metadata.gate_report import latest_statistics
 
     when = (now or dt.datetime.now(dt.UTC)).isoformat(timespec="seconds")
