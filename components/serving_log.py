@@ -9,7 +9,7 @@ role, output).
 
 The window the skew check reads: the newest files whose names (the time a file
 was opened) lie within `hours` of the newest one, read newest first until
-`max_examples` served records. A window is anchored on the newest file, not on
+`max_examples` served records (of the file that reaches it, its newest). A window is anchored on the newest file, not on
 the clock: a model without traffic for a day still has its last window checked,
 and the finding says when it was logged.
 
@@ -223,7 +223,9 @@ def served_window(folder: str, options: WindowOptions) -> tuple[pa.Table, Window
         if not table.num_rows:
             continue
         served = pa.array([r == SERVED for r in first_values(table, ROLE)], pa.bool_())
-        table = table.filter(served).slice(0, options.max_examples - count)
+        table = table.filter(served)
+        # A file's records are in the order they were logged: keep its newest.
+        table = table.slice(max(0, table.num_rows - (options.max_examples - count)))
         if not table.num_rows:
             continue
         used.append(f.name)

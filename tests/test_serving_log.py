@@ -70,6 +70,8 @@ def test_served_window_reads_served_records_newest_first_capped(tmp_path):
     # The cap: the newest file's 3 served records, then 1 of the older file.
     table, window = sl.served_window(str(tmp_path), sl.WindowOptions(max_examples=4))
     assert window.examples == 4 and window.files == (new.name, old.name)
+    # ... the older file's newest record: its last row.
+    assert table.column("trip_miles").to_pylist() == [[1.5], [2.5], [3.5], [5.5]]
     table, window = sl.served_window(str(tmp_path), sl.WindowOptions(max_examples=3))
     assert window.files == (new.name,)
     assert table.column("trip_miles").to_pylist() == [[1.5], [2.5], [3.5]]
