@@ -28,8 +28,10 @@ import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
+if TYPE_CHECKING:  # imported where used: pipeline.config imports this module at start-up
+    import pyarrow as pa
 
 FOLDER = "serving-log"
 META_PREFIX = "__"
@@ -150,6 +152,8 @@ def read_batches(files: list[LogFile], batch_size: int = 8192) -> Iterator[pa.Re
 
 def read_table(files: list[LogFile]) -> pa.Table:
     """All records of `files` as one table (columns: features and `__*` metadata)."""
+    import pyarrow as pa
+
     batches = [b for b in read_batches(files) if b.num_rows]
     if not batches:
         return pa.table({})
@@ -213,6 +217,8 @@ def _micros(value: int | None) -> dt.datetime | None:
 def served_window(folder: str, options: WindowOptions) -> tuple[pa.Table, Window] | None:
     """The latest window's served records (features only) and its description, or None
     when the folder holds no published file with a served record."""
+    import pyarrow as pa
+
     files = window_files(published_files(folder), options)
     used: list[str] = []
     parts: list[pa.Table] = []
@@ -249,6 +255,8 @@ def served_window(folder: str, options: WindowOptions) -> tuple[pa.Table, Window
 
 def as_record_batch(table: pa.Table) -> pa.RecordBatch:
     """One record batch of `table` (an all-null column, absent from every record, dropped)."""
+    import pyarrow as pa
+
     keep = [n for n in table.column_names if not pa.types.is_null(table.column(n).type)]
     table = table.select(keep).combine_chunks()
     batches = table.to_batches()
