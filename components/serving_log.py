@@ -25,7 +25,6 @@ import hashlib
 import json
 import os
 import re
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
@@ -161,6 +160,43 @@ def read_table(files: list[LogFile]) -> pa.Table:
     return pa.concat_tables(tables, promote=True).combine_chunks()
 
 
+# The metadata features and how they are typed (serving-logs.md).
+METADATA = {
+    REQUEST_ID: "BYTES",
+    LOGGED_AT: "INT",
+    MODEL: "BYTES",
+    VERSION: "INT",
+    LABEL: "BYTES",
+    ROLE: "BYTES",
+    OUTPUT: "FLOAT",
+}
+
+
+def read_metadata(files: list[LogFile], batch_size: int = 8192) -> pa.Table:
+    """Only the `__*` metadata of every record of `files` (in order): parsed by
+    `tf.io.parse_example` without decoding the request features (the console's
+    traffic counts and `tfxp models compare` need nothing else)."""
+    import pyarrow as pa
+    import tensorflow as tf
+
+    from components.example_layout import Layout, RecordBatchDecoder
+
+    decoder = RecordBatchDecoder(Layout(dict(METADATA)))
+    batches = []
+    for f in files:
+        try:
+            batches += [b for b in decoder.batches([f.path], "GZIP", batch_size) if b.num_rows]
+        except (tf.errors.OpError, ValueError) as e:
+            message = getattr(e, "message", None) or str(e)
+            raise ServingLogError(
+                f"{f.path}: not a readable serving-log file (GZIP TFRecord of tf.Examples): "
+                f"{message[:300]}"
+            ) from e
+    if not batches:
+        return pa.table({n: pa.array([], pa.null()) for n in METADATA})
+    return pa.Table.from_batches(batches)
+
+
 def first_values(table: pa.Table, column: str) -> list:
     """The first value of each row's list in `column` (None for an absent or empty one)."""
     if column not in table.column_names:
@@ -263,8 +299,3 @@ def as_record_batch(table: pa.Table) -> pa.RecordBatch:
     if len(batches) == 1:
         return batches[0]
     return pa.RecordBatch.from_arrays([c.combine_chunks() for c in table.columns], keep)
-
-
-def count_by(table: pa.Table, *columns: str) -> Counter:
-    """Records per combination of the metadata `columns` (first values)."""
-    return Counter(zip(*(first_values(table, c) for c in columns), strict=True))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import gzip
+import os
+from collections import Counter
 
 import pytest
 from serving_log_files import T0, example, served_records, write_log
@@ -100,7 +102,8 @@ def test_read_table_keeps_metadata_and_counts_by_version_label_role(tmp_path):
     table = sl.read_table(sl.published_files(str(tmp_path)))
     assert table.num_rows == 4
     assert sl.first_values(table, sl.REQUEST_ID) == ["r0", "r1", "r0", "x"]
-    counts = sl.count_by(table, sl.VERSION, sl.LABEL, sl.ROLE)
+    keys = (sl.first_values(table, c) for c in (sl.VERSION, sl.LABEL, sl.ROLE))
+    counts = Counter(zip(*keys, strict=True))
     assert counts == {
         (3, "champion", "served"): 2,
         (4, "challenger", "shadow"): 1,
@@ -142,3 +145,19 @@ def test_gate_serving_side_prefers_the_log_and_falls_back_to_the_csv(tmp_path, t
     assert len({key_csv, key_one, key_two}) == 3
     none = load_serving_data(taxi_schema, "", "", window)
     assert none.statistics is None and none.missing == "no serving data for this dataset"
+
+
+def test_read_metadata_reads_only_the_metadata_and_names_a_bad_file(tmp_path):
+    records = served_records(ROWS[:2], version=3, outputs=[0.25, 0.75])
+    records.append(example(ROWS[0], request_id="x", version=4, role="shadow", output=[0.1, 0.9]))
+    write_log(tmp_path, records, T0, seq=1)
+    table = sl.read_metadata(sl.published_files(str(tmp_path)))
+    assert sorted(table.column_names) == sorted(sl.METADATA)  # no request feature
+    assert sl.first_values(table, sl.VERSION) == [3, 3, 4]
+    assert sl.first_values(table, sl.ROLE) == ["served", "served", "shadow"]
+    assert table.column(sl.OUTPUT).to_pylist() == [[0.25], [0.75], pytest.approx([0.1, 0.9])]
+    bad = tmp_path / "requests-20261201T130000-1-000002.tfrecord.gz"
+    write_log(tmp_path, [example({}, version="not a number")], T0 + HOUR, seq=2)
+    os.rename(sl.published_files(str(tmp_path))[0].path, bad)
+    with pytest.raises(sl.ServingLogError, match=f"{bad}: not a readable serving-log file"):
+        sl.read_metadata(sl.published_files(str(tmp_path)))

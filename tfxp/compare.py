@@ -85,7 +85,7 @@ def load_records(folder: str, window: sl.WindowOptions | None) -> tuple[list[Rec
         files = sl.window_files(files, window)
     if not files:
         raise CompareError(f"{folder} holds no published log file (requests-*.tfrecord.gz)")
-    table = sl.read_table(list(reversed(files)))  # oldest first: the order of the requests
+    table = sl.read_metadata(list(reversed(files)))  # oldest first: the order of the requests
     columns = [sl.first_values(table, c) for c in (sl.REQUEST_ID, sl.VERSION, sl.LABEL, sl.ROLE)]
     outputs = (
         table.column(sl.OUTPUT).to_pylist()

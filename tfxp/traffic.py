@@ -50,7 +50,7 @@ def traffic(folder: str, now: dt.datetime | None = None, windows: tuple = WINDOW
     found = Traffic(folder, now, tuple(n for n, _ in windows), len(recent), len(files))
     if not recent:
         return found
-    table = sl.read_table(recent)
+    table = sl.read_metadata(recent)
     keys = zip(
         sl.first_values(table, sl.VERSION),
         sl.first_values(table, sl.LABEL),
