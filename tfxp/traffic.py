@@ -9,13 +9,38 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from components import serving_log as sl
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 WINDOWS = (("5 min", 300), ("1 h", 3600), ("24 h", 86400))
 # A log file is rotated by size and time; one opened this long before a window
 # can still hold records inside it.
 FILE_SLACK = dt.timedelta(hours=1)
+
+
+# Published log files never change: each one's metadata is decoded once per
+# process (the console reloads the page), the oldest entries dropped past the cap.
+_CACHE: dict[tuple[str, int], pa.Table] = {}
+CACHE_FILES = 512
+
+
+def _metadata(files: list[sl.LogFile]) -> pa.Table:
+    import pyarrow as pa
+
+    columns = [sl.VERSION, sl.LABEL, sl.ROLE, sl.LOGGED_AT]
+    tables = []
+    for f in files:
+        key = (f.path, f.size)
+        if key not in _CACHE:
+            _CACHE[key] = sl.read_metadata([f]).select(columns)
+            while len(_CACHE) > CACHE_FILES:
+                _CACHE.pop(next(iter(_CACHE)))
+        tables.append(_CACHE[key])
+    return pa.concat_tables(tables, promote=True)
 
 
 @dataclass
@@ -50,7 +75,7 @@ def traffic(folder: str, now: dt.datetime | None = None, windows: tuple = WINDOW
     found = Traffic(folder, now, tuple(n for n, _ in windows), len(recent), len(files))
     if not recent:
         return found
-    table = sl.read_metadata(recent)
+    table = _metadata(recent)
     keys = zip(
         sl.first_values(table, sl.VERSION),
         sl.first_values(table, sl.LABEL),
