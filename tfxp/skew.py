@@ -76,6 +76,10 @@ def check_serving_skew(config: PipelineConfig, store: Any, now: dt.datetime | No
 
     when = (now or dt.datetime.now(dt.UTC)).isoformat(timespec="seconds")
     log_dir = serving_log_dir(config)
+    if "://" in log_dir:  # a data root in a bucket: TensorFlow's file systems for it
+        from tfxp.storage.storage import enable_filesystems
+
+        enable_filesystems([log_dir])
     found, span = latest_statistics(store, config)
     if found is None:
         raise SkewCheckError(
