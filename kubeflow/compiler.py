@@ -67,6 +67,7 @@ def build_pipeline(config: KubeflowConfig) -> Any:
     names the image's paths. The schema task re-checks the hash in the pod, so
     an image older than the compiled spec fails loudly rather than silently.
     """
+    from pipeline.config import serving_log_dir
     from pipeline.definition import KUBEFLOW, create_pipeline
 
     config.validate()
@@ -93,6 +94,12 @@ def build_pipeline(config: KubeflowConfig) -> Any:
     if serving.startswith(pipeline_config.data_root + os.sep):
         # The serving requests ship inside the data folder: data/<dataset>/serving/.
         moves[serving] = config.container_data_root + serving[len(pipeline_config.data_root) :]
+    # The request log sits in the data folder too (pipeline.config.serving_log_dir).
+    log_dir = serving_log_dir(pipeline_config)
+    moves[log_dir] = (
+        config.container_data_root.rstrip("/")
+        + log_dir[len(pipeline_config.data_root.rstrip("/")) :]
+    )
     _retarget_paths(pipeline, moves)
     # Issue 17: `data_root` is a runtime parameter of the job (kubeflow/spec_fixes.py).
     declare_runtime_parameters(pipeline, config.container_data_root)

@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from components.serving_log import FOLDER as SERVING_LOG_FOLDER
+from components.serving_log import WindowOptions
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 # Beam's stager builds the project's sdist from this (`python setup.py sdist`;
@@ -213,6 +216,11 @@ class PipelineConfig:
     validation_file: str = str(PROJECT_ROOT / "schema" / DEFAULT_PIPELINE_NAME / "validation.yaml")
     warn_only: tuple[str, ...] = ()
     serving_data: str | None = None
+    # The request log `tfxp serve` writes (serving_log_dir): when it holds
+    # published files, the skew check reads its latest window instead of
+    # serving_data: files opened within `hours` of the newest, at most
+    # `max_examples` served requests.
+    serving_log_window: WindowOptions = WindowOptions()
     # Where a run writes: pipeline_root, ML Metadata and pushed models live below.
     run_dir: str = str(PROJECT_ROOT / "runs" / DEFAULT_PIPELINE_NAME)
     # Object storage (tfxp/storage/storage.py): overrides of where artifacts and
@@ -320,3 +328,15 @@ class PipelineConfig:
 
     def replace(self, **changes: Any) -> PipelineConfig:
         return dataclasses.replace(self, **changes)
+
+
+def serving_log_dir(config: PipelineConfig) -> str:
+    """The dataset's request-log folder, `<data root>/serving-log/`: where `tfxp serve`
+    writes and the skew check, `tfxp watch --skew-every`, the console and
+    `tfxp models compare` read."""
+    return serving_log_dir_of(config.data_root)
+
+
+def serving_log_dir_of(data_root: str) -> str:
+    """`serving_log_dir` of a data folder (what an ExampleGen recorded as its input_base)."""
+    return os.path.join(data_root.rstrip("/"), SERVING_LOG_FOLDER)

@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 from components.csv_text import CsvTextError, check_encoding
+from components.serving_log import WindowOptions
 from pipeline.config import (
     GENERIC_PREPROCESSING_FN,
     GENERIC_RUN_FN,
@@ -58,6 +59,7 @@ _KEYS = {
     "span_pattern",
     "version_pattern",
     "serving_data",
+    "serving_log",
     "csv_encoding",
     "label",
     "transformed_label",
@@ -497,6 +499,18 @@ def _tuning(raw: Any, where: str, tunable: dict[str, str]) -> TuningOptions | No
     )
 
 
+def _serving_log(raw: Any, where: str) -> WindowOptions:
+    """`serving_log: {hours: 24, max_examples: 100000}`: the skew check's log window."""
+    if not isinstance(raw, dict) or set(raw) - {"hours", "max_examples"}:
+        raise DatasetFileError(f"{where}: a mapping with hours and/or max_examples, not {raw!r}")
+    hours, examples = raw.get("hours", 24.0), raw.get("max_examples", 100_000)
+    if isinstance(hours, bool) or not isinstance(hours, int | float) or hours <= 0:
+        raise DatasetFileError(f"{where}: hours: a number > 0, not {hours!r}")
+    if isinstance(examples, bool) or not isinstance(examples, int) or examples < 1:
+        raise DatasetFileError(f"{where}: max_examples: a whole number >= 1, not {examples!r}")
+    return WindowOptions(float(hours), examples)
+
+
 def _on_push(raw: dict, where: str) -> str:
     value = raw.get("on_push", ON_PUSH[0])
     if value not in ON_PUSH:
@@ -590,6 +604,8 @@ def load_dataset_file(path: str | os.PathLike) -> PipelineConfig:
         if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
             raise DatasetFileError(f"{path}: serving_check_rows: a whole number >= 0, not {rows!r}")
         changes["serving_check_rows"] = rows
+    if "serving_log" in raw:
+        changes["serving_log_window"] = _serving_log(raw["serving_log"], f"{path}: serving_log")
     for key in ("span_pattern", "version_pattern", "eval_signature", "serving_data"):
         if key in raw:
             changes[key] = raw[key]

@@ -44,10 +44,10 @@ from components.validation.checks import load_settings
 from components.validation.gate import (
     PreviousSpanStatisticsStrategy,
     ValidationGate,
-    serving_data_sha256,
 )
+from components.validation.serving_data import serving_cache_key
 from pipeline.beam import in_process_override
-from pipeline.config import PipelineConfig
+from pipeline.config import PipelineConfig, serving_log_dir
 from pipeline.fingerprint import code_fingerprint, defines
 from pipeline.node_ids import (  # noqa: F401 - the ids are the definition's vocabulary too
     BASELINE_RESOLVER,
@@ -535,7 +535,11 @@ def _validation(config: PipelineConfig, example_gen, schema_importer, statistics
         baseline_examples=baseline_examples,
         settings=load_settings(config.validation_file).with_warn_only(config.warn_only),
         serving_data=config.serving_pattern,
-        serving_sha256=serving_data_sha256(config.serving_pattern),
+        serving_sha256=serving_cache_key(
+            config.serving_pattern, serving_log_dir(config), config.serving_log_window
+        ),
+        serving_log=serving_log_dir(config),
+        serving_log_window=config.serving_log_window,
         report_dir=config.report_dir,
     ).with_id(VALIDATION_GATE)
     return previous_statistics, validation_gate

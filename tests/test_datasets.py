@@ -172,3 +172,23 @@ def test_csv_encoding_comes_from_the_dataset_file(tmp_path):
 def test_unknown_dataset_says_how_to_make_one():
     with pytest.raises(ValueError, match="tfxp init nope"):
         dataset_config("nope")
+
+
+def test_serving_log_window_comes_from_the_dataset_file(tmp_path):
+    from components.serving_log import WindowOptions
+
+    base = "label: y\ntask: regression\nfeatures: {a: zscore}\n"
+    path = _write(tmp_path, "logged", base + "serving_log: {hours: 6, max_examples: 500}\n")
+    assert load_dataset_file(path).serving_log_window == WindowOptions(6.0, 500)
+    plain = load_dataset_file(_write(tmp_path, "plain", base))
+    assert plain.serving_log_window == WindowOptions(24.0, 100_000)
+    for i, (bad, message) in enumerate(
+        (
+            ("serving_log: 6\n", "serving_log: a mapping with hours and/or max_examples"),
+            ("serving_log: {days: 1}\n", "serving_log: a mapping"),
+            ("serving_log: {hours: 0}\n", "serving_log: hours: a number > 0, not 0"),
+            ("serving_log: {max_examples: 2.5}\n", "max_examples: a whole number >= 1, not 2.5"),
+        )
+    ):
+        with pytest.raises(DatasetFileError, match=message):
+            load_dataset_file(_write(tmp_path / f"bad{i}", "bad", base + bad))

@@ -73,10 +73,12 @@ def test_validation_gate_wraps_tfdv_in_the_redirect():
     import inspect
 
     from components.validation import gate as validation_gate
+    from components.validation import serving_data
 
-    # The gate's calls into TFDV: computing the serving statistics and running the checks.
-    tfdv_calls = {"serving_statistics", "evaluate"}
-    tree = ast.parse(inspect.getsource(validation_gate))
+    # The gate's calls into TFDV: computing the serving statistics (of the CSV or of
+    # the request log) and running the checks.
+    tfdv_calls = {"serving_statistics", "log_statistics", "evaluate"}
+    trees = [ast.parse(inspect.getsource(m)) for m in (validation_gate, serving_data)]
 
     def redirected(node: ast.With) -> bool:
         return any(
@@ -100,10 +102,15 @@ def test_validation_gate_wraps_tfdv_in_the_redirect():
                 (inside if here else outside).append(f"{child.func.id} line {child.lineno}")
             walk(child, here)
 
-    walk(tree, False)
+    for tree in trees:
+        walk(tree, False)
     assert not outside, f"TFDV called outside native_stderr_to_log: {outside}"
-    # Both calls are found (else the check above would pass vacuously).
-    assert sorted(c.split()[0] for c in inside) == ["evaluate", "serving_statistics"], inside
+    # Every call is found (else the check above would pass vacuously).
+    assert sorted(c.split()[0] for c in inside) == [
+        "evaluate",
+        "log_statistics",
+        "serving_statistics",
+    ], inside
 
 
 def test_building_the_pipeline_logs_no_deprecation_warning(caplog):

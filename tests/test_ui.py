@@ -334,3 +334,26 @@ def test_legacy_launcher_runs_show_and_update(tmp_path):
         state=pb.Execution.RUNNING,
     )
     assert 'status-running" data-run="manual__2026-01-02T00:00:00+00:00"' in c.get("/").text
+
+
+def test_serving_page_shows_live_traffic_per_version_and_the_last_skew_check(tmp_path):
+    from serving_log_files import live_traffic, skew_record
+
+    ui_store.write_runs(tmp_path / "metadata.sqlite", 1)
+    page = client(tmp_path).get("/serving").text
+    assert 'id="skew-none"' in page and "No request logged" in page
+    live_traffic(tmp_path / "data", label=ui_store.XSS)
+    skew_record(tmp_path)
+    page = client(tmp_path).get("/serving").text
+    assert 'id="skew-state">skew</span>' in page and "span 3" in page
+    assert "skew trip_miles: Jensen-Shannon 0.4 &gt; threshold 0.15" in page
+    rows = re.findall(
+        r'<tr class="traffic-row" data-version="(\d+)" data-role="(\w+)">(.*?)</tr>', page
+    )
+    counts = {
+        f"v{v} {role}": tuple(int(n) for n in re.findall(r'class="num">(\d+)<', cells))
+        for v, role, cells in rows
+    }
+    assert counts == {"v7 served": (3, 4, 4), "v8 shadow": (2, 2, 2)}  # v6: three days old
+    assert ui_store.XSS not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
+    assert "3 of 4 published log file(s) read" in page

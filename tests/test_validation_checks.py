@@ -19,8 +19,9 @@ from components.validation.checks import (
     load_settings,
     with_comparators,
 )
-from components.validation.gate import previous_span, serving_statistics
+from components.validation.gate import previous_span
 from components.validation.html_report import render_report
+from components.validation.serving_data import serving_statistics
 from data.generate import Drift, generate
 from pipeline.datasets import dataset_config
 

@@ -257,3 +257,67 @@ def test_a_data_root_that_cannot_be_listed_is_retried_not_fatal(setup) -> None:
     assert w.run_forever() == 130
     assert any("cannot list the spans or read ML Metadata (connection refused)" in x for x in lines)
     assert [s for s, _ in runs.calls] == [1]  # the next look found the span and ran it
+
+
+def test_skew_every_durations():
+    from tfxp.watch import parse_duration
+
+    assert parse_duration("90") == 90 and parse_duration("90s") == 90
+    assert parse_duration("15m") == 900 and parse_duration("2H") == 7200
+    assert parse_duration("1d") == 86400 and parse_duration("0.5h") == 1800
+    for bad in ("", "0", "-5m", "soon", "5w"):
+        with pytest.raises(ValueError, match="a duration such as 90s"):
+            parse_duration(bad)
+
+
+def test_skew_only_needs_skew_every(tmp_path, capsys):
+    from tfxp.cli import main
+
+    assert main(["watch", "--run-dir", str(tmp_path), "--skew-only"]) == 1
+    assert "--skew-only needs --skew-every" in capsys.readouterr().err
+    assert main(["watch", "--run-dir", str(tmp_path), "--skew-every", "soon"]) == 1
+    assert "--skew-every: a duration" in capsys.readouterr().err
+
+
+def test_skew_checks_run_on_their_schedule_and_alert_on_changes(tmp_path, monkeypatch):
+    """The schedule and the alert transitions, with the check itself stood in for
+    (the real check against a real log: tests/e2e/test_serving_log_e2e.py)."""
+    from tfxp import skew
+
+    config = dataset_config("taxi").replace(
+        data_root=str(tmp_path / "data"), run_dir=str(tmp_path / "run")
+    )
+    states = iter([skew.SKEWED, skew.SKEWED, skew.CLEAR, skew.NO_LOG, skew.SKEWED])
+
+    def check(config, store):
+        state = next(states)
+        found = ["trip_miles: Jensen-Shannon 0.3 > threshold 0.15"] if state == skew.SKEWED else []
+        return skew.SkewResult(state, "2026-12-04T10:00:00+00:00", 2, "/s", "/l", None, "w", found)
+
+    monkeypatch.setattr(skew, "check_serving_skew", check)
+    now = [100.0]
+    sent = []
+    watcher = Watcher(
+        config,
+        lambda: None,
+        options=WatchOptions(skew_every=60.0, spans=False),
+        printer=lambda _: None,
+        notify=sent.append,
+        clock=lambda: now[0],
+    )
+    watcher._next_skew_check = now[0]
+    assert watcher.skew_step().state == skew.SKEWED
+    assert watcher.skew_step() is None  # not due yet
+    now[0] += 59
+    assert watcher.skew_step() is None
+    now[0] += 1
+    assert watcher.skew_step().state == skew.SKEWED  # still skewed: no second alert
+    now[0] += 60
+    assert watcher.skew_step().state == skew.CLEAR
+    now[0] += 60
+    assert watcher.skew_step().state == skew.NO_LOG
+    assert skew.last_result(config).state == skew.NO_LOG
+    now[0] += 60
+    watcher.skew_step()
+    assert [a.kind for a in sent] == ["skew", "skew-cleared", "skew"]
+    assert "trip_miles" in sent[0].payload()["text"] and "span 2" in sent[0].title

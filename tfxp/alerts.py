@@ -43,6 +43,8 @@ BLOCKED = "blocked"
 FAILED = "failed"
 PUSHED = "pushed"
 REFUSED = "refused"
+SKEW = "skew"
+SKEW_CLEARED = "skew-cleared"
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,14 @@ class Alert:
     lines: list[str] = field(default_factory=list)
 
     def payload(self) -> dict[str, Any]:
-        emoji = {BLOCKED: ":no_entry:", FAILED: ":x:", PUSHED: ":rocket:", REFUSED: ":warning:"}
+        emoji = {
+            BLOCKED: ":no_entry:",
+            FAILED: ":x:",
+            PUSHED: ":rocket:",
+            REFUSED: ":warning:",
+            SKEW: ":chart_with_downwards_trend:",
+            SKEW_CLEARED: ":white_check_mark:",
+        }
         head = f"{emoji.get(self.kind, '')} [{self.pipeline}] {self.title}".strip()
         body = "\n".join(self.lines)
         text = head + (f"\n{body}" if body else "") + f"\nrun {self.run_id}"
@@ -301,3 +310,19 @@ def refused(
         f"{component} refused the model: not pushed",
         [*reasons, *_metric_lines(metrics, baseline)],
     )
+
+
+def skew_appeared(pipeline: str, check_id: str, span: int | None, window: str, found: list[str]):
+    """Live traffic no longer looks like the training data (tfxp watch --skew-every)."""
+    shown = found[:TOP_ANOMALIES]
+    more = len(found) - len(shown)
+    body = [f"• skew {f}" for f in shown] + ([f"… and {more} more"] if more > 0 else [])
+    on = f"span {span}" if span is not None else "the latest span"
+    title = f"serving skew: {len(found)} feature(s) of logged requests differ from {on}"
+    return Alert(SKEW, pipeline, check_id, title, [*body, f"window: {window}"])
+
+
+def skew_cleared(pipeline: str, check_id: str, span: int | None, window: str) -> Alert:
+    on = f"span {span}" if span is not None else "the latest span"
+    title = f"serving skew cleared: logged requests match {on} again"
+    return Alert(SKEW_CLEARED, pipeline, check_id, title, [f"window: {window}"])

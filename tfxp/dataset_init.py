@@ -368,7 +368,7 @@ def infer_schema(inferred: Inferred, arrays: dict):
     from tensorflow_data_validation.api import validation_api
     from tensorflow_data_validation.statistics import stats_impl, stats_options
 
-    from components.validation.gate import as_lists
+    from components.validation.serving_data import as_lists
 
     batch = pa.RecordBatch.from_arrays(
         [as_lists(arrays[c.name], c.kind) for c in inferred.columns],

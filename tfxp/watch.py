@@ -47,6 +47,7 @@ from tfxp.local.runner import (
     PipelineRunError,
     RunInterruptedError,
     ValidationBlockedError,
+    quiet_third_party,
     run_local,
 )
 from tfxp.metadata.properties import prop
@@ -72,6 +73,10 @@ class WatchOptions:
     backoff: float = 30.0
     # Handle the spans there now, then return (cron, CI, tests).
     once: bool = False
+    # Seconds between skew checks of the latest span against the request log
+    # (None: none); `spans=False` only checks skew, never runs the pipeline.
+    skew_every: float | None = None
+    spans: bool = True
 
 
 @dataclass(frozen=True)
@@ -248,8 +253,14 @@ class Watcher:
         run: Callable[..., Any] = run_local,
         run_kwargs: dict[str, Any] | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        notify: Callable[[Any], Any] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
+        # Sends an alerts.Alert (the skew check's; runs send their own).
+        self.notify = notify
+        self.clock = clock
+        self._next_skew_check: float | None = None
         self.open_store = open_store
         self.options = options
         self.printer = printer
@@ -337,27 +348,94 @@ class Watcher:
                 self.sleep(pause)
         raise AssertionError("unreachable")
 
+    def skew_step(self, force: bool = False) -> Any:
+        """Checks skew on the request log when due (or `force`); the SkewResult, or None."""
+        from tfxp import alerts, skew
+
+        now = self.clock()
+        if not force and (self._next_skew_check is None or now < self._next_skew_check):
+            return None
+        self._next_skew_check = now + (self.options.skew_every or 0.0)
+        previous = skew.last_result(self.config)
+        try:
+            result = skew.check_serving_skew(self.config, self.open_store())
+        except Exception as e:  # noqa: BLE001 - a bad log or store: said, and tried again later
+            self.say(f"skew check failed: {_first_line(e)}")
+            return None
+        finally:
+            _quiet_absl()
+        skew.record(self.config, result)
+        check_id = "skew-check " + result.checked_at
+        was = previous.state if previous else None
+        name = self.config.pipeline_name
+        if result.state == skew.SKEWED:
+            self.say(f"skew check: {len(result.blocking)} skewed feature(s); {result.described}")
+            if was != skew.SKEWED and self.notify:
+                self.notify(
+                    alerts.skew_appeared(
+                        name, check_id, result.span, result.described, result.blocking
+                    )
+                )
+        elif result.state == skew.CLEAR:
+            self.say(f"skew check: no skew; {result.described}")
+            if was == skew.SKEWED and self.notify:
+                self.notify(alerts.skew_cleared(name, check_id, result.span, result.described))
+        else:
+            self.say(f"skew check: {result.described}")
+        return result
+
+    def _pause(self) -> None:
+        """Sleeps until the next look for spans or the next skew check, whichever is first."""
+        pause = self.options.interval
+        if self.options.skew_every and self._next_skew_check is not None:
+            pause = min(pause, max(0.0, self._next_skew_check - self.clock()))
+        self.sleep(pause)
+
     def run_forever(self) -> int:
         """Polls until Ctrl-C/SIGTERM (or, with `once`, until nothing is pending)."""
-        self.say(
-            f"watching {self.config.data_root} for pipeline '{self.config.pipeline_name}'; "
-            f"handled spans are recorded in ML Metadata ({self.config.metadata_path})"
-        )
+        if self.options.spans:
+            self.say(
+                f"watching {self.config.data_root} for pipeline '{self.config.pipeline_name}'; "
+                f"handled spans are recorded in ML Metadata ({self.config.metadata_path})"
+            )
+        if self.options.skew_every:
+            self.say(
+                f"checking skew on the request log every {self.options.skew_every:g}s "
+                f"({self.config.local_dir}/serving-skew.json)"
+            )
+            self._next_skew_check = self.clock()
+            quiet_third_party()  # a run would; a skew check imports TensorFlow and Beam too
         try:
             with _stop_on_term():
                 while True:
-                    if self.step() is not None:
+                    if self.options.skew_every:
+                        self.skew_step()
+                    if self.options.spans and self.step() is not None:
                         continue  # maybe more are waiting: no pause between spans
                     if self.options.once and not self.busy:
                         self.say("nothing left to run (--once)")
                         return 0
-                    self.sleep(self.options.interval)
+                    self._pause()
         except WatchStopped as e:
             self.say(f"stopped: {e}")
             return 130
         except KeyboardInterrupt:
             self.say("stopped between runs")
             return 130
+
+
+def parse_duration(text: str) -> float:
+    """Seconds of `90`, `90s`, `15m`, `2h` or `1d`; ValueError naming the text otherwise."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    raw = text.strip().lower()
+    number, unit = (raw[:-1], raw[-1]) if raw and raw[-1] in units else (raw, "s")
+    try:
+        seconds = float(number) * units[unit]
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise ValueError(f"a duration such as 90s, 15m, 2h or 1d, not {text!r}")
+    return seconds
 
 
 def _first_line(e: BaseException) -> str:

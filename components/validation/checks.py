@@ -534,7 +534,11 @@ def _skew(
 
     anomalies = tfdv.validate_statistics(serving, schema, environment=serving_env)
     found = found + _findings(anomalies, SKEW, serving_source, comparators_only=False)
-    return found, measured, f"skew: training data compared with {serving_rows} serving requests"
+    return (
+        found,
+        measured,
+        f"skew: training data compared with {serving_rows} serving requests, {serving_source}",
+    )
 
 
 def _downgrade_warn_only(findings: list[Finding], settings: ValidationSettings) -> None:

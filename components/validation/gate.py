@@ -8,7 +8,9 @@ and blocks nothing. This component runs after StatisticsGen with
   baseline_statistics  the previous span's statistics, resolved from ML Metadata
                        by `PreviousSpanStatisticsStrategy` (empty for the first span)
 
-and reads the serving requests (CSV without the label) itself. It writes a
+and reads the serving requests itself (components/validation/serving_data.py):
+the latest window of the request log `tfxp serve` writes when there is one,
+else the static serving CSV files (without the label). It writes a
 findings file and a self-contained HTML report, then either publishes its
 `result` (decision PASS or WARN, recorded as custom properties in ML Metadata)
 or, when an anomaly blocks, raises `GateBlockedError`: the execution is
@@ -25,9 +27,7 @@ import json
 import os
 from typing import Any
 
-import numpy as np
-import pyarrow as pa
-from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
+from tensorflow_metadata.proto.v0 import statistics_pb2
 from tfx import types
 from tfx.dsl.components.base import base_component, base_executor, executor_spec
 from tfx.dsl.components.common import resolver
@@ -38,14 +38,15 @@ from tfx.utils import io_utils
 
 from components.native_stderr import native_stderr_to_log
 from components.properties import custom_int, custom_str
+from components.serving_log import WindowOptions
 from components.validation.checks import (
     BLOCK,
-    SERVING,
     GateResult,
     ValidationSettings,
     evaluate,
     split_statistics,
 )
+from components.validation.serving_data import load_serving_data
 
 STATISTICS_KEY = "statistics"
 SCHEMA_KEY = "schema"
@@ -72,80 +73,6 @@ class ValidationResult(types.Artifact):
 
 
 # ---------------------------------------------------------------------------
-# Serving statistics
-
-
-def serving_files(pattern: str) -> list[str]:
-    return sorted(fileio.glob(pattern)) if pattern else []
-
-
-def serving_data_sha256(pattern: str) -> str:
-    """Content hash of the serving files (a cache key: new requests re-run the gate)."""
-    from components.content_fingerprint import files_sha256
-
-    try:
-        files = serving_files(pattern)
-    except Exception:  # a remote pattern that cannot be listed at build time
-        return ""
-    return files_sha256(files)[0] if files else ""
-
-
-def as_lists(column: pa.Array, kind: str) -> pa.Array:
-    """One-value lists, and an empty list for a missing cell: what TFDV sees for a
-    CsvExampleGen example, so serving and training statistics are comparable."""
-    from components.example_gen.csv_checks import BYTES, FLOAT
-
-    if kind == FLOAT:
-        column = column.cast(pa.float32(), safe=False)
-    elif kind == BYTES:
-        column = column.cast(pa.binary())
-    n = len(column)
-    if column.null_count == 0:
-        offsets = np.arange(n + 1, dtype=np.int32)
-        values = column
-    else:
-        valid = column.is_valid().to_numpy(zero_copy_only=False)
-        offsets = np.zeros(n + 1, dtype=np.int32)
-        np.cumsum(valid, out=offsets[1:])
-        values = column.drop_null()
-    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values)
-
-
-def serving_statistics(
-    paths: list[str], schema: schema_pb2.Schema
-) -> tuple[statistics_pb2.DatasetFeatureStatisticsList, int]:
-    """TFDV statistics of serving CSV files (no label column), and their row count.
-
-    The files get the same checks as training drops (clear errors naming the
-    file, row and column); columns are typed by the schema and read with
-    Arrow, and statistics are computed in memory: serving logs for a check
-    are small, and a Beam pipeline would cost more than the work.
-    """
-    from tensorflow_data_validation.statistics import stats_impl, stats_options
-
-    from components.example_gen.arrow_csv import read_batches, read_header
-    from components.example_gen.csv_checks import check_csv_files
-
-    columns = {f.name: schema_pb2.FeatureType.Name(f.type) for f in schema.feature}
-    serving_columns = [f.name for f in schema.feature if SERVING not in f.not_in_environment]
-    header = read_header(paths[0])
-    extra = [c for c in header if c not in columns]
-    if extra:
-        raise ValueError(f"{paths[0]}: serving data has columns not in the schema: {extra}")
-    check_csv_files(
-        paths,
-        {c: columns[c] for c in header},
-        required=[c for c in serving_columns if c in columns],
-    )
-    tables = [pa.Table.from_batches(list(read_batches(p, columns, header))) for p in paths]
-    table = pa.concat_tables(tables).combine_chunks()
-    arrays = [as_lists(table.column(n).combine_chunks(), columns[n]) for n in table.column_names]
-    batch = pa.RecordBatch.from_arrays(arrays, table.column_names)
-    options = stats_options.StatsOptions(schema=schema)
-    return stats_impl.generate_statistics_in_memory(batch, options), table.num_rows
-
-
-# ---------------------------------------------------------------------------
 # The component
 
 
@@ -156,6 +83,10 @@ class ValidationGateSpec(component_spec.ComponentSpec):
         # Glob of serving CSV files ("" = the dataset has none) and their content hash (cache key).
         "serving_data": component_spec.ExecutionParameter(type=str),
         "serving_sha256": component_spec.ExecutionParameter(type=str),
+        # The request-log folder ("" = none) and its window (WindowOptions JSON): when
+        # the folder holds published files, skew is checked on them instead.
+        "serving_log": component_spec.ExecutionParameter(type=str, optional=True),
+        "serving_log_window": component_spec.ExecutionParameter(type=str, optional=True),
         # Where `<run id>.html` and `<run id>.json` go, blocked runs included.
         "report_dir": component_spec.ExecutionParameter(type=str),
     }
@@ -176,7 +107,9 @@ class ValidationGateSpec(component_spec.ComponentSpec):
     OUTPUTS = {RESULT_KEY: component_spec.ChannelParameter(type=ValidationResult)}
 
 
-def _load_stats(artifact: types.Artifact) -> dict[str, statistics_pb2.DatasetFeatureStatisticsList]:
+def load_statistics(
+    artifact: types.Artifact,
+) -> dict[str, statistics_pb2.DatasetFeatureStatisticsList]:
     from tfx.components.statistics_gen import stats_artifact_utils
 
     out = {}
@@ -227,20 +160,15 @@ def _check(
     schema = io_utils.SchemaReader().read(
         io_utils.get_only_uri_in_dir(artifact_utils.get_single_uri(input_dict[SCHEMA_KEY]))
     )
-    current = _load_stats(stats_artifact)
+    current = load_statistics(stats_artifact)
     baselines = list(input_dict.get(BASELINE_KEY) or [])
     baseline_artifact = baselines[0] if baselines else None
-    baseline = _load_stats(baseline_artifact) if baseline_artifact else None
-    pattern = exec_properties.get("serving_data") or ""
-    files = serving_files(pattern)
-    # TFDV's C++ warnings (a GetByPath() line per feature absent from one
-    # side) go to the run's log file, not the terminal.
-    with native_stderr_to_log("TFDV"):
-        serving, rows = serving_statistics(files, schema) if files else (None, None)
-    # Said in the notes either way: a dataset without serving data (config
-    # serving_data="") is not the same as requests missing from where they should be.
-    no_serving = (
-        f"no serving data found at {pattern}" if pattern else "no serving data for this dataset"
+    baseline = load_statistics(baseline_artifact) if baseline_artifact else None
+    serving = load_serving_data(
+        schema,
+        exec_properties.get("serving_data") or "",
+        exec_properties.get("serving_log") or "",
+        WindowOptions.from_json(exec_properties.get("serving_log_window") or ""),
     )
     with native_stderr_to_log("TFDV"):
         result = evaluate(
@@ -248,15 +176,15 @@ def _check(
             schema,
             settings,
             baseline=baseline,
-            serving=serving,
+            serving=serving.statistics,
             current_span=_span(input_dict.get(EXAMPLES_KEY)),
             baseline_span=_span(input_dict.get(BASELINE_EXAMPLES_KEY)),
-            serving_rows=rows,
-            serving_source=f"serving data {pattern}",
-            no_serving=no_serving,
+            serving_rows=serving.rows,
+            serving_source=serving.source,
+            no_serving=serving.missing,
             longest_cells=_longest_cells(input_dict.get(EXAMPLES_KEY)),
         )
-    return result, current, baseline, serving
+    return result, current, baseline, serving.statistics
 
 
 def _publish(
@@ -341,6 +269,8 @@ class ValidationGate(base_component.BaseComponent):
         baseline_examples: types.BaseChannel | None = None,
         serving_data: str = "",
         serving_sha256: str = "",
+        serving_log: str = "",
+        serving_log_window: WindowOptions | None = None,
         report_dir: str = "",
     ) -> None:
         super().__init__(
@@ -353,6 +283,8 @@ class ValidationGate(base_component.BaseComponent):
                 settings=settings.to_json(),
                 serving_data=serving_data,
                 serving_sha256=serving_sha256,
+                serving_log=serving_log,
+                serving_log_window=(serving_log_window or WindowOptions()).to_json(),
                 report_dir=report_dir,
                 result=types.Channel(type=ValidationResult),
             )

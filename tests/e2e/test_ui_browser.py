@@ -79,8 +79,12 @@ def _wait(driver, css: str, timeout: float = 30.0):
 def test_markup_in_data_shows_as_text(tmp_path: Path):
     from selenium.common.exceptions import NoAlertPresentException
     from selenium.webdriver.common.by import By
+    from serving_log_files import live_traffic, skew_record
 
     ui_store.write_runs(tmp_path / "metadata.sqlite", 2, category=ui_store.XSS)
+    # The serving page: logged requests whose label is markup, and a skew check.
+    live_traffic(tmp_path / "data", label=ui_store.XSS)
+    skew_record(tmp_path)
     statistics = ui_store.open_sqlite(tmp_path / "metadata.sqlite").get_artifacts_by_type(
         "ExampleStatistics"
     )[0]
@@ -92,11 +96,18 @@ def test_markup_in_data_shows_as_text(tmp_path: Path):
                 "/",
                 "/datasets",
                 "/run?pipeline=taxi&id=run-00000",
+                "/serving",
             ):
                 _open(driver, base + url)
                 if "artifact" in url:
                     _wait(driver, ".chart svg.main-svg")  # plotly drew the category chart
                     assert ui_store.XSS in driver.find_element(By.ID, "statistics").text
+                if url == "/serving":
+                    assert driver.find_element(By.ID, "skew-state").text == "skew"
+                    rows = driver.find_elements(By.CSS_SELECTOR, "tr.traffic-row")
+                    assert len(rows) == 2
+                    assert rows[0].text.startswith("8 challenger shadow 2 2 2")
+                    assert rows[1].text.startswith(f"7 {ui_store.XSS} served 3 4 4")
                 with pytest.raises(NoAlertPresentException):
                     driver.switch_to.alert.text  # noqa: B018 - raises when no alert is open
                 injected = driver.execute_script(

@@ -3,6 +3,7 @@
     tfxp models list [--dataset D] [--json]      versions, their aliases, and alias history
     tfxp models promote VERSION [--alias champion] [--why TEXT]
     tfxp models rollback [--alias champion] [--why TEXT]
+    tfxp models compare [--labels FILE.csv] [--window 24h] [--json]
 
 An alias (champion, challenger, ...) names one pushed version. Its changes are
 recorded in ML Metadata with who, when and why (`tfxp lineage model champion`
@@ -96,6 +97,43 @@ def cmd_rollback(args: argparse.Namespace) -> str:
     return _report(outcome, "rolled back")
 
 
+def cmd_compare(args: argparse.Namespace) -> str:
+    import logging
+
+    # Beam (imported with the definition) warns about crcmod although it uses google-crc32c.
+    logging.getLogger().addFilter(lambda r: not str(r.msg).startswith("crcmod package"))
+    from components.serving_log import WindowOptions
+    from pipeline.config import serving_log_dir
+    from pipeline.definition import task
+    from tfxp import compare
+    from tfxp.watch import parse_duration
+
+    config = config_from_args(args)
+    window = None
+    if args.window:
+        try:
+            window = WindowOptions(hours=parse_duration(args.window) / 3600)
+        except ValueError as e:
+            raise ValueError(f"--window: {e}") from None
+    classes = []
+    if config.tabular is not None:
+        classes = list(config.tabular.classes or [])
+    elif config.image is not None:
+        classes = list(config.image.class_names)
+    result = compare.compare(
+        args.log_dir or serving_log_dir(config),
+        task(config),
+        window=window,
+        labels_path=args.labels,
+        id_column=args.id_column,
+        label_column=args.label_column or "label",
+        classes=classes,
+    )
+    if args.json:
+        return json.dumps(compare.to_dict(result), indent=2, sort_keys=True)
+    return compare.render(result)
+
+
 def _run(func):
     def wrapped(args: argparse.Namespace) -> int:
         try:
@@ -132,3 +170,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     rollback.add_argument("--why", help="the reason, kept in ML Metadata with who and when")
     add_config_flags(rollback, store=True)
     rollback.set_defaults(func=_run(cmd_rollback))
+
+    cmp = msub.add_parser(
+        "compare",
+        help="champion vs challenger on logged requests: agreement, and metrics on late labels",
+        description="Reads the request log `tfxp serve` writes (<data root>/serving-log/): "
+        "agreement of the served and shadow predictions on the same request ids, and with "
+        "--labels each version's metrics on the requests it scored.",
+    )
+    add_config_flags(cmp)
+    cmp.add_argument("--log-dir", help="the request log (default <data root>/serving-log)")
+    cmp.add_argument(
+        "--window",
+        metavar="DURATION",
+        help="only files opened this far back from the newest (default: every file)",
+    )
+    cmp.add_argument(
+        "--labels", metavar="FILE.csv", help="labels that arrived later, joined by request id"
+    )
+    cmp.add_argument("--id-column", default="request_id", help="default request_id")
+    cmp.add_argument(
+        "--label-column",
+        help="the label column (default label): a class index or name, 0/1, or a number",
+    )
+    cmp.add_argument("--json", action="store_true", help="stable JSON (sorted keys)")
+    cmp.set_defaults(func=_run(cmd_compare))

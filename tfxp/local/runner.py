@@ -82,7 +82,7 @@ class _ProgressHandler(logging.Handler):
             self.current = None
 
 
-def _quiet_third_party() -> None:
+def quiet_third_party() -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import warnings
 
@@ -115,7 +115,7 @@ def run_local(
     retry), pushes a model, or a component refuses the model.
     """
     sqlite = metadata_connection_config is None
-    _quiet_third_party()
+    quiet_third_party()
     run_id = run_id or new_run_id()
     try:
         preflight(config, sqlite_store=sqlite)

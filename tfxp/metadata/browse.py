@@ -298,6 +298,20 @@ class StoreBrowser:
             return None
         return os.path.join(os.path.dirname(self.location.sqlite_path), "reports")
 
+    def state_dir(self) -> str | None:
+        """The run directory's local state (SQLite stores: the folder of metadata.sqlite)."""
+        if self.location.is_mysql or not self.location.sqlite_path:
+            return None
+        return os.path.dirname(self.location.sqlite_path)
+
+    def data_roots(self, lin: Lineage) -> list[str]:
+        """The data folders a pipeline's ExampleGens read (their `input_base`), sorted."""
+        roots = set()
+        for ex in lin.executions.values():
+            if lin.node_of.get(ex.id) in EXAMPLE_GENS and prop(ex, "input_base"):
+                roots.add(str(prop(ex, "input_base")))
+        return sorted(roots)
+
     def log_path(self, run_id: str) -> str | None:
         """Where the local runner wrote this run's log (SQLite stores: logs/ next to it)."""
         if self.location.is_mysql or not self.location.sqlite_path:

@@ -1,4 +1,4 @@
-"""The console's pages: runs, a run, executions, artifacts, lineage, compare, datasets.
+"""The console's pages: runs, a run, executions, artifacts, lineage, compare, datasets, serving.
 
 Every handler asks `tfxp.metadata.browse.StoreBrowser` (the metadata layer) and
 hands plain values to a Jinja2 template; nothing here queries ML Metadata
@@ -201,6 +201,34 @@ def datasets_page(request: Request) -> Response:
     return _render(request, "datasets.html", datasets=out)
 
 
+def serving_page(request: Request) -> Response:
+    """Live traffic per model version from each data folder's request log, and the
+    last skew check of `tfxp watch --skew-every`."""
+    from pipeline.config import serving_log_dir_of
+    from tfxp import skew, traffic
+
+    browser = _browser(request)
+    state = browser.state_dir()
+    logs = []
+    for pipeline in browser.pipelines():
+        for root in browser.data_roots(browser.lineage(pipeline)):
+            folder = serving_log_dir_of(root)
+            logs.append(
+                {
+                    "pipeline": pipeline,
+                    "dataset": browser.datasets.get(pipeline),
+                    "traffic": traffic.traffic(folder),
+                }
+            )
+    return _render(
+        request,
+        "serving.html",
+        logs=logs,
+        skew=skew.read_result(state) if state else None,
+        windows=traffic.WINDOWS,
+    )
+
+
 # -- files ---------------------------------------------------------------------
 
 
@@ -339,5 +367,6 @@ def routes() -> list[Route]:
         ("/lineage/span", span_lineage_page),
         ("/compare", compare_page),
         ("/datasets", datasets_page),
+        ("/serving", serving_page),
     ]
     return [Route(path, _one_at_a_time(handler)) for path, handler in pages]
