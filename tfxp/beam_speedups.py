@@ -206,13 +206,14 @@ def install() -> None:
     `_find_imported_submodules` through their modules, so replacing them there
     suffices; every options class inherits `PipelineOptions.__init__`."""
     global _original, _original_init, _original_arguments
-    from apache_beam.internal.cloudpickle import cloudpickle
     from apache_beam.options.pipeline_options import PipelineOptions
     from apache_beam.transforms import core, userstate
 
-    if cloudpickle._find_imported_submodules is not indexed_submodules:
-        indexed_submodules.__wrapped__ = cloudpickle._find_imported_submodules
-        cloudpickle._find_imported_submodules = indexed_submodules
+    from compat import beam as beam_internals
+
+    if beam_internals.find_imported_submodules() is not indexed_submodules:
+        indexed_submodules.__wrapped__ = beam_internals.find_imported_submodules()
+        beam_internals.set_find_imported_submodules(indexed_submodules)
     if userstate.get_dofn_specs is not cached_dofn_specs:
         _original = userstate.get_dofn_specs
         userstate.get_dofn_specs = cached_dofn_specs
@@ -226,9 +227,10 @@ def install() -> None:
 
 def uninstall() -> None:
     """Puts Beam's own four functions back (benchmarks measure with and without)."""
-    from apache_beam.internal.cloudpickle import cloudpickle
     from apache_beam.options.pipeline_options import PipelineOptions
     from apache_beam.transforms import core, userstate
+
+    from compat import beam as beam_internals
 
     if _original is not None:
         userstate.get_dofn_specs = _original
@@ -238,4 +240,4 @@ def uninstall() -> None:
         core.get_function_args_defaults = _original_arguments
     original_scan = getattr(indexed_submodules, "__wrapped__", None)
     if original_scan is not None:
-        cloudpickle._find_imported_submodules = original_scan
+        beam_internals.set_find_imported_submodules(original_scan)

@@ -42,6 +42,7 @@ from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx_bsl.coders import csv_decoder
 
+from compat import tfx as tfx_internals
 from components import csv_text, example_layout, object_storage
 from components.example_gen import arrow_csv, csv_checks, csv_ingest
 from components.example_gen.driver import (  # noqa: F401 - the artifact's properties, by name
@@ -99,7 +100,7 @@ class _ReadCsvRecords(beam.DoFn):
     def process(self, path: str):
         lines = iter(csv_text.TextLines(path, self._encoding, strict=True))
         next(lines, None)  # the header
-        buffer = csv_executor._CsvLineBuffer()  # noqa: SLF001 - TFX's multi-line record buffer
+        buffer = tfx_internals.CsvLineBuffer()  # TFX's multi-line record buffer
         for line in lines:
             buffer.write(line)
             if buffer.is_complete_line():
@@ -134,7 +135,7 @@ def _CheckedCsvToExample(  # noqa: N802 - Beam PTransform naming
         >> beam.CombineGlobally(csv_decoder.ColumnTypeInferrer(column_names, skip_blank_lines=True))
     )
     return parsed | "ToTFExample" >> beam.ParDo(
-        csv_executor._ParsedCsvToTfExample(),  # noqa: SLF001 - TFX's own row encoder
+        tfx_internals.ParsedCsvToTfExample(),  # TFX's own row encoder
         column_infos,
     )
 
@@ -315,7 +316,7 @@ class _ArrowIngest:
 
     def _write(self, plan, spec: csv_ingest.IngestSpec, files: list[str], input_splits: int):
         """Runs the Beam ingest (twice if the first block guessed the empty columns wrong)."""
-        make_pipeline = self.executor._make_beam_pipeline  # noqa: SLF001 - TFX's own
+        make_pipeline = tfx_internals.make_beam_pipeline(self.executor)
         counts = csv_ingest.run(make_pipeline(), plan, spec)
         empty_rows = [f for f in files if counts.rows.get(f, 0) == 0]
         if empty_rows:

@@ -265,7 +265,7 @@ class _WriteShard(beam.DoFn):
     def process(self, element):
         import gzip
 
-        from apache_beam.io.tfrecordio import _TFRecordUtil
+        from compat.beam import TFRecordUtil
 
         shard, files = element
         name = f"{write_split.DEFAULT_FILE_NAME}-{shard:05d}-of-{self._shards:05d}.gz"
@@ -287,7 +287,7 @@ class _WriteShard(beam.DoFn):
                 if error is not None:
                     bad.append(error)
                     continue
-                _TFRecordUtil.write_record(outputs[split], record)
+                TFRecordUtil.write_record(outputs[split], record)
                 counts[(split, label)] = counts.get((split, label), 0) + 1
         finally:
             for out, raw in zip(outputs, handles, strict=False):

@@ -24,25 +24,23 @@ import numpy as np
 from tensorflow_model_analysis.contrib.aggregates import binary_confusion_matrices as bcm
 from tensorflow_model_analysis.evaluators import metrics_plots_and_validations_evaluator as mpv
 from tensorflow_model_analysis.metrics import (
-    binary_confusion_matrices,
     calibration_histogram,
-    example_count,
-    mean_regression_error,
     metric_specs,
     metric_types,
     metric_util,
-    tf_metric_wrapper,
 )
 
-HISTOGRAM = calibration_histogram._CalibrationHistogramCombiner  # noqa: SLF001
-EXAMPLE_COUNT = example_count._ExampleCountCombiner  # noqa: SLF001
-CONFUSION = binary_confusion_matrices._BinaryConfusionMatrixCombiner  # noqa: SLF001
+from compat import tfma as tfma_internals
+
+HISTOGRAM = tfma_internals.CalibrationHistogramCombiner
+EXAMPLE_COUNT = tfma_internals.ExampleCountCombiner
+CONFUSION = tfma_internals.BinaryConfusionMatrixCombiner
 # Keras metrics by name (SparseCategoricalAccuracy, MeanSquaredError ...), which TFMA
 # updates a batch at a time and adds up (their weights are sums).
-KERAS = tf_metric_wrapper._CompilableMetricsCombiner  # noqa: SLF001
+KERAS = tfma_internals.CompilableMetricsCombiner
 # TFMA's MeanAbsoluteError and MeanSquaredError: sums of each example's error.
-ABSOLUTE_ERROR = mean_regression_error._MeanAbsoluteErrorCombiner  # noqa: SLF001
-SQUARED_ERROR = mean_regression_error._MeanSquaredErrorCombiner  # noqa: SLF001
+ABSOLUTE_ERROR = tfma_internals.MeanAbsoluteErrorCombiner
+SQUARED_ERROR = tfma_internals.MeanSquaredErrorCombiner
 REGRESSION_ERRORS = (ABSOLUTE_ERROR, SQUARED_ERROR)
 SUPPORTED_COMBINERS = (HISTOGRAM, EXAMPLE_COUNT, CONFUSION, KERAS, *REGRESSION_ERRORS)
 
@@ -68,7 +66,7 @@ def computations(eval_config: Any) -> mpv.MetricComputations:
     Unsupported naming the first one this module cannot fill."""
     if any(spec.query_key for spec in eval_config.metrics_specs):
         raise Unsupported("a metrics spec groups by query_key")
-    separated = mpv._filter_and_separate_computations(  # noqa: SLF001
+    separated = tfma_internals.filter_and_separate_computations(
         metric_specs.to_computations(list(eval_config.metrics_specs), eval_config=eval_config)
     )
     if separated.cross_slice_computations:
@@ -178,7 +176,7 @@ def _confusion(combiner: Any, columns: Columns) -> dict[Any, Any]:
     for threshold in matrices._thresholds:  # noqa: SLF001
         positive = labels == 1.0 if fractional else labels > threshold
         predicted = predictions > threshold
-        accumulator[threshold] = bcm._ThresholdEntry(  # noqa: SLF001
+        accumulator[threshold] = tfma_internals.ThresholdEntry(
             bcm.Matrix(
                 tp=float(weights[positive & predicted].sum()),
                 tn=float(weights[~positive & ~predicted].sum()),
@@ -299,18 +297,18 @@ def slice_metrics(
         for c in separated.derived_computations:
             results.update(c.result(results))
     results = _with_diffs(results, baseline_model_name)
-    sliced = mpv._add_ci_derived_metrics(  # noqa: SLF001
+    sliced = tfma_internals.add_ci_derived_metrics(
         (slice_key, results), separated.ci_derived_computations
     )
-    return mpv._remove_private_metrics(*sliced)  # noqa: SLF001
+    return tfma_internals.remove_private_metrics(*sliced)
 
 
 def split_by_kind(sliced: tuple[tuple, dict]) -> dict[str, tuple[tuple, dict]]:
     """{metrics|plots|attributions: (slice_key, {key: value})}, TFMA's split."""
     return {
-        "metrics": mpv._filter_by_key_type(sliced, metric_types.MetricKey),  # noqa: SLF001
-        "plots": mpv._filter_by_key_type(sliced, metric_types.PlotKey),  # noqa: SLF001
-        "attributions": mpv._filter_by_key_type(sliced, metric_types.AttributionsKey),  # noqa: SLF001
+        "metrics": tfma_internals.filter_by_key_type(sliced, metric_types.MetricKey),
+        "plots": tfma_internals.filter_by_key_type(sliced, metric_types.PlotKey),
+        "attributions": tfma_internals.filter_by_key_type(sliced, metric_types.AttributionsKey),
     }
 
 
@@ -341,10 +339,10 @@ def _with_diffs(results: dict, baseline_model_name: str | None) -> dict:
         return result
     diffs = {}
     for k, v in result.items():
-        if mpv._is_private_metrics(k) or k.is_diff:  # noqa: SLF001
+        if tfma_internals.is_private_metrics(k) or k.is_diff:
             continue
         baseline_key = k.make_baseline_key(baseline_model_name)
-        diffable = mpv._is_metric_diffable(v)  # noqa: SLF001
+        diffable = tfma_internals.is_metric_diffable(v)
         if k.model_name != baseline_model_name and baseline_key in result and diffable:
             diffs[k.make_diff_key()] = v - result[baseline_key]
     result.update(diffs)

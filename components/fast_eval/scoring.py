@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 from absl import logging
-from tensorflow_model_analysis.metrics import metric_util
 
+from compat import tfma as tfma_internals
 from components.example_layout import sequential_records
 from components.fast_eval.metrics import Columns, Unsupported
 
@@ -50,10 +50,10 @@ def _string_input(signature: Any, what: str) -> str:
 COMMON_PREDICTION_KEYS = (
     tf.saved_model.CLASSIFY_OUTPUT_SCORES,
     tf.saved_model.REGRESS_OUTPUTS,
-    metric_util._PREDICTIONS,  # noqa: SLF001
-    metric_util._LOGISTIC,  # noqa: SLF001
-    metric_util._PROBABILITIES,  # noqa: SLF001
-    metric_util._LOGITS,  # noqa: SLF001
+    tfma_internals.PREDICTIONS,
+    tfma_internals.LOGISTIC,
+    tfma_internals.PROBABILITIES,
+    tfma_internals.LOGITS,
 )
 
 

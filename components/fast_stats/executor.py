@@ -44,11 +44,12 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, json_utils, stats_utils
 from tfx_bsl.coders import example_coder
 
+from compat import tfdv as tfdv_internals
 from components.example_layout import Layout, RecordBatchDecoder, layout_of, sequential_records
 from components.local_beam import runner_refusal
 
 BATCH_SIZE = 8192
-EXACT_DISTINCT_LIMIT = stats_impl._DEFAULT_MG_SKETCH_SIZE  # noqa: SLF001
+EXACT_DISTINCT_LIMIT = tfdv_internals.DEFAULT_MG_SKETCH_SIZE
 
 
 class Inexact(Exception):

@@ -29,10 +29,11 @@ import tensorflow as tf
 from absl import logging
 from tensorflow_metadata.proto.v0 import schema_pb2
 from tensorflow_transform import impl_helper
-from tensorflow_transform.beam import impl as tft_beam_impl
 from tfx_bsl.coders import example_coder
 from tfx_bsl.tfxio import tfxio as tfxio_module
 
+from compat import tft as tft_internals
+from compat import tfx_bsl as tfx_bsl_internals
 from components.example_gen import csv_ingest
 from components.example_layout import sequential_records
 
@@ -71,15 +72,15 @@ class Transformer:
 
     def __init__(self, transform_fn_dir: str, transformed_schema: schema_pb2.Schema, tfxio):
         self._config = tfxio.TensorAdapterConfig()
-        parser, tensor_names = tfxio._GetTfExampleParserConfig()  # noqa: SLF001 - its TensorFlowDataset's
+        parser, tensor_names = tfx_bsl_internals.tf_example_parser_config(tfxio)
         if any(feature != tensor for feature, tensor in tensor_names.items()):
             raise Uncovered("tensor names that differ from their feature names")
-        graph_state = tft_beam_impl._RunMetaGraphDoFn._GraphStateCompatV1  # noqa: SLF001 - TFT's own
+        graph_state = tft_internals.GraphStateCompatV1
         self._graph = graph_state(
             transform_fn_dir,
             set(self._config.tensor_representations),
             [],
-            tft_beam_impl._FIXED_PARALLELISM_TF_CONFIG,  # noqa: SLF001 - as on Beam's local runners
+            tft_internals.FIXED_PARALLELISM_TF_CONFIG,  # as on Beam's local runners
         )
         # Only the inputs the outputs depend on, as TFT feeds them.
         self.parser = {key: parser[key] for key in self._graph.inputs_tensor_keys}
@@ -112,7 +113,7 @@ class Transformer:
         """The graph's outputs for one batch -> serialized examples, by tf.Transform's
         converter and tfx_bsl's encoder."""
         out: list[bytes] = []
-        for record_batch, unary in tft_beam_impl._convert_to_record_batch(  # noqa: SLF001
+        for record_batch, unary in tft_internals.convert_to_record_batch(
             outputs, self._converter, set(), self._config, validate_varlen_sparse_values=False
         ):
             if unary:

@@ -21,6 +21,7 @@ import pyarrow as pa
 import tensorflow as tf
 from tfx_bsl.tfxio import tf_example_record
 
+from compat import tfx_bsl as tfx_bsl_internals
 from components.example_layout import ARROW_TYPES, Layout, RecordBatchDecoder
 
 # The size tfx_bsl's batching grows TFX's analysis batches to (`_BATCH_SIZE_CAP`).
@@ -60,7 +61,7 @@ class LayoutTFExampleRecord(tf_example_record.TFExampleRecord):
         projected = super()._ProjectImpl(tensor_names)
         return LayoutTFExampleRecord(
             self._file_pattern,
-            projected._schema,  # noqa: SLF001 - the projection TFX computed
+            tfx_bsl_internals.schema_of(projected),  # the projection TFX computed
             self._layout,
             self.telemetry_descriptors,
         )

@@ -122,8 +122,10 @@ class WorkerPool:
         """Stops serving and ends the workers still running (a job cut short)."""
         from apache_beam.runners.worker.worker_pool_main import kill_process_gracefully
 
+        from compat import beam as beam_internals
+
         self._server.stop(0)
-        for proc in list(self._servicer._worker_processes.values()):  # noqa: SLF001 - Beam's own
+        for proc in list(beam_internals.worker_processes(self._servicer).values()):
             kill_process_gracefully(proc)  # a warm worker's boot passes the signal on
         if self.zygote is not None:
             self.zygote.close()

@@ -83,7 +83,8 @@ def warm_workers(
         yield None
         return
     from apache_beam.portability import python_urns
-    from apache_beam.runners.portability.fn_api_runner import worker_handlers
+
+    from compat import beam as beam_internals
 
     # Workers end with the zygote, which ends with the run (its stdin is the driver's
     # pipe): Beam's own workers only stop once they notice their gRPC channels are
@@ -91,7 +92,7 @@ def warm_workers(
     zygote = ForkServer(PRELOAD, log_path=log_path, kill_children_on_exit=True)
     if start_now:
         zygote.start()  # imports while the run compiles and ingests; forks wait for it
-    registry = worker_handlers.WorkerHandler._registered_environments  # noqa: SLF001 - Beam's hook
+    registry = beam_internals.registered_environments  # Beam's hook
     urn = python_urns.SUBPROCESS_SDK
     beams_own = registry[urn]
     default = fn_runner_command().encode()
