@@ -16,7 +16,9 @@ GraphStateCompatV1 = private(
     "the transform graph loaded as TFT's own DoFn loads it",
 )
 FIXED_PARALLELISM_TF_CONFIG = private(
-    LIBRARY, f"{_IMPL}._FIXED_PARALLELISM_TF_CONFIG", "the session config TFT uses on local runners"
+    LIBRARY,
+    f"{_IMPL}._FIXED_PARALLELISM_TF_CONFIG",
+    "the TensorFlow config TFT runs its graph with on local runners",
 )
 convert_to_record_batch = private(
     LIBRARY,
