@@ -195,6 +195,11 @@ class PipelineConfig:
     span: int | None = None
     version: int | None = None
     window: int = 1
+    # A named data version (`tfxp run --data-version NAME`: a tag or a DVC revision,
+    # resolved by tfxp/dataset_versions.py to `span`) and the content SHA-256 its span
+    # must still have: the pre-run check and ExampleGen refuse other bytes.
+    data_version: str | None = None
+    data_sha256: str | None = None
     # TFRecord shards per output split; 0 sizes them for the data (see docs/data-versions.md).
     num_shards: int = 0
     # How ExampleGen reads CSV: "arrow" (pyarrow.csv + vectorised tf.Example

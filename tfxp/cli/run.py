@@ -72,6 +72,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--span", type=int, help="train on this span (default: the latest)")
     run.add_argument("--version", type=int, help="with --span: this version (default: latest)")
     run.add_argument("--window", type=int, help="train on the newest K spans up to --span")
+    run.add_argument(
+        "--data-version",
+        metavar="NAME",
+        help="train on the span a tag or DVC revision names (`tfxp data tag`, `data add "
+        "--dvc`), refusing if its bytes differ from the recorded content sha256",
+    )
     run.add_argument("--num-shards", type=int, help="TFRecord shards per split (0: sized)")
     run.add_argument("-v", "--verbose", action="store_true", help="stream TFX's logs too")
     run.add_argument(
