@@ -200,7 +200,9 @@ def dirty(repo: str, targets: Sequence[str] = ()) -> list[str]:
     r = _local_repo(repo)
     try:
         changed = [f"{p} (git)" for p in _git_changes(r)]
-        status = r.status(targets=list(targets) or None)
+        # DVC resolves targets against the working directory, not the repository.
+        paths = [os.path.join(r.root_dir, t) for t in targets]
+        status = r.status(targets=paths or None)
         for stage, changes in sorted(status.items()):
             changed.append(f"{stage} ({_describe(changes)})")
         return changed
