@@ -204,19 +204,31 @@ def dirty(repo: str, targets: Sequence[str] = ()) -> list[str]:
         paths = [os.path.join(r.root_dir, t) for t in targets]
         status = r.status(targets=paths or None)
         for stage, changes in sorted(status.items()):
-            changed.append(f"{stage} ({_describe(changes)})")
+            words = _describe(changes)
+            if words:  # "not in cache" only: the workspace still matches its .dvc file
+                where = os.path.relpath(os.path.abspath(stage), r.root_dir)
+                changed.append(f"{where} ({words})")
         return changed
     finally:
         r.close()
 
 
-def _git_changes(r) -> list[str]:
+def _git(root, *argv: str) -> str:
+    """git in the repository; its own message on failure (no identity, a hook refusing)."""
     import subprocess
 
-    out = subprocess.run(
-        ["git", "status", "--porcelain"], cwd=r.root_dir, capture_output=True, text=True
-    )
-    return [line[3:] for line in out.stdout.splitlines() if line.strip()]
+    done = subprocess.run(["git", *argv], cwd=root, capture_output=True, text=True)
+    if done.returncode:
+        detail = (done.stderr or done.stdout).strip().splitlines()
+        raise DvcError(
+            f"git {argv[0]} in {root} failed: {detail[-1] if detail else done.returncode}"
+        )
+    return done.stdout
+
+
+def _git_changes(r) -> list[str]:
+    out = _git(r.root_dir, "status", "--porcelain")
+    return [line[3:] for line in out.splitlines() if line.strip()]
 
 
 def _describe(changes) -> str:
@@ -226,10 +238,10 @@ def _describe(changes) -> str:
         details = change.values() if isinstance(change, dict) else [change]
         for detail in details:
             if isinstance(detail, dict):
-                words.extend(f"{k} {v}" for k, v in detail.items())
-            else:
+                words.extend(f"{k} {v}" for k, v in detail.items() if v != "not in cache")
+            elif detail != "not in cache":
                 words.append(str(detail))
-    return ", ".join(words) or "changed"
+    return ", ".join(words)
 
 
 @dataclass(frozen=True)
@@ -282,9 +294,10 @@ def _add_commit_tag(
             out = target / name
             out.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, out)
-        [stage] = r.add(rel)
-        r.scm.add([f"{rel}.dvc", os.path.relpath(gitignore, root)])
-        r.scm.commit(message)
+        # DVC resolves targets against the working directory: absolute paths.
+        [stage] = r.add(str(target))
+        _git(root, "add", f"{rel}.dvc", os.path.relpath(gitignore, root))
+        _git(root, "commit", "-q", "-m", message)
     except Exception as e:
         shutil.rmtree(target, ignore_errors=True)
         Path(f"{target}.dvc").unlink(missing_ok=True)
@@ -293,9 +306,9 @@ def _add_commit_tag(
         else:
             gitignore.write_text(had_gitignore)
         raise DvcError(f"could not add {rel} to DVC repository {root}: {e}") from None
-    commit = r.scm.get_rev()
-    r.scm.tag(tag, target=commit, annotated=True, message=message)
+    commit = _git(root, "rev-parse", "HEAD").strip()
+    _git(root, "tag", "-a", tag, "-m", message, commit)
     remote = _default_remote(r)
     if remote:
-        r.push(targets=[rel])
+        r.push(targets=[str(target)])
     return Published(str(root), rel, tag, commit, str(stage.outs[0].hash_info.value), remote)
