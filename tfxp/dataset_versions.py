@@ -148,20 +148,24 @@ class Tagged:
     source_id: int
 
 
-def ingested_examples(store, config: PipelineConfig, span: int):
-    """The newest LIVE Examples our ExampleGen wrote for `span` of this data root."""
+def _root(data_root: str) -> str:
+    return data_root.rstrip("/") if "://" in data_root else os.path.abspath(data_root)
+
+
+def ingested_examples(store, config: PipelineConfig, span: int | None):
+    """The newest LIVE Examples our ExampleGen wrote for `span` (None: any) of this data root."""
     from ml_metadata.proto import metadata_store_pb2 as pb
 
     from tfxp.metadata.properties import prop
 
-    root = os.path.abspath(config.data_root)
+    root = _root(config.data_root)
     found = [
         a
         for a in store.get_artifacts_by_type("Examples")
-        if prop(a, "span") == span
+        if (span is None or prop(a, "span") == span)
         and prop(a, "window_spans") is None
         and prop(a, "content_sha256") is not None
-        and os.path.abspath(prop(a, "input_base") or "") == root
+        and _root(prop(a, "input_base") or "") == root
         and a.state == pb.Artifact.LIVE
     ]
     if not found:
@@ -295,3 +299,39 @@ def resolve_version(config: PipelineConfig, location: StoreLocation, name: str) 
             "or `tfxp data tag` names one"
         )
     return {"span": found.span, "data_version": name, "data_sha256": found.content_sha256}
+
+
+# ---------------------------------------------------------------------------
+# Branches over S3 (lakeFS's layout).
+
+
+def record_bucket_ref(config: PipelineConfig, location: StoreLocation) -> sources.Source | None:
+    """After a run on `s3://REPO/REF/...`: records the repo, branch and (when known) commit
+    of the span it ingested, once per content. None for other data roots."""
+    from pipeline.spans import remote_span_files
+    from tfxp.metadata.properties import prop
+    from tfxp.storage import branches
+
+    if branches.parse(config.data_root) is None:
+        return None
+    store = writable_store(location)
+    examples = ingested_examples(store, config, config.span)
+    span, digest = prop(examples, "span"), prop(examples, "content_sha256")
+    files = sorted(remote_span_files(config.data_root).get(span, []))
+    ref = branches.bucket_ref(config.data_root, files[0] if files else None)
+    facts = {"repo": ref.repo, "branch": ref.branch, "commit": ref.commit or None}
+    for s in sources.of_content(store, config.data_root, span, digest):
+        if s.kind == "s3" and all(s.facts.get(k) == v for k, v in facts.items() if v):
+            return s
+    sources.record(
+        store,
+        kind="s3",
+        pipeline=config.pipeline_name,
+        data_root=config.data_root,
+        span=span,
+        content_sha256=digest,
+        uri=f"{config.data_root.rstrip('/')}/span-{span}",
+        examples_id=examples.id,
+        **facts,
+    )
+    return sources.of_content(store, config.data_root, span, digest)[-1]

@@ -55,9 +55,25 @@ def cmd_run(args: argparse.Namespace) -> int:
         from tfxp import alerts
 
         alerts.wait_for_deliveries(alerts.deadline_seconds())
+    _record_bucket_ref(config, location)
     print()
     print(summary.to_json() if args.json else summary.render())
     return 0
+
+
+def _record_bucket_ref(config, location) -> None:
+    """A data root in lakeFS's layout (s3://REPO/BRANCH/...): which branch and commit."""
+    if not config.data_root.startswith("s3://"):
+        return
+    from tfxp.dataset_versions import record_bucket_ref
+
+    try:
+        found = record_bucket_ref(config, location)
+    except Exception as e:  # the run succeeded; a missing record is worth a line, not a failure
+        print(f"(could not record the data root's branch: {e})")
+        return
+    if found is not None:
+        print(f"data: span {found.span} from {found.describe()}")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

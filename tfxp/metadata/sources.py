@@ -100,7 +100,7 @@ def _type_id(store) -> int:
 
 
 def _root(data_root: str) -> str:
-    return data_root if "://" in data_root else os.path.abspath(data_root)
+    return data_root.rstrip("/") if "://" in data_root else os.path.abspath(data_root)
 
 
 def record(
