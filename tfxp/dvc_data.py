@@ -294,7 +294,9 @@ def _add_commit_tag(
             out = target / name
             out.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, out)
-        # DVC resolves targets against the working directory: absolute paths.
+        # DVC resolves targets against the working directory: absolute paths. Its
+        # "To track the changes with git, run: ..." hint is what happens next here.
+        r.scm_context.quiet = True
         [stage] = r.add(str(target))
         _git(root, "add", f"{rel}.dvc", os.path.relpath(gitignore, root))
         _git(root, "commit", "-q", "-m", message)
