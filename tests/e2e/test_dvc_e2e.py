@@ -217,3 +217,18 @@ def test_changed_bytes_are_refused_before_and_inside_the_run(dvc_runs, capsys, m
         assert "not" in err and "as recorded for the data version" in err + out
     finally:
         span1.write_bytes(original)
+
+
+def test_a_plain_tag_names_a_span_for_runs(dvc_runs, capsys):
+    code, out, err = _cli(capsys, ["data", "tag", "taxi", "1", "--tag", "gold", *dvc_runs.flags])
+    assert code == 0, err
+    assert "tagged span 1" in out and "as gold" in out and "DVC:" not in out
+    [gold] = [s for s in _tag_records(dvc_runs) if s.name == "gold"]
+    [data] = dvc_runs.lineage["data"]
+    assert (gold.span, gold.content_sha256) == (1, data["fingerprint"])
+    assert gold.facts["examples_id"] == data["examples_id"] and "repo" not in gold.facts
+    # A name already given to another span is refused; a span never ingested too.
+    code, _, err = _cli(capsys, ["data", "tag", "taxi", "2", "--tag", "gold", *dvc_runs.flags])
+    assert code == 1 and "data version 'gold' already names span 1" in err
+    code, _, err = _cli(capsys, ["data", "tag", "taxi", "7", "--tag", "x", *dvc_runs.flags])
+    assert code == 1 and "span 7 of" in err and "was never ingested" in err
