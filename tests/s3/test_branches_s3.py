@@ -55,3 +55,13 @@ def test_a_commit_header_wins_over_metadata():
     assert branches.commit_reported(head) == "from-header"
     assert branches.commit_reported({"Metadata": {"Commit": "m"}}) == "m"
     assert branches.commit_reported({}) == ""
+
+
+def test_run_lakefs_refuses_a_root_not_in_the_layout(tmp_path, capsys):
+    from tfxp.cli import main
+
+    argv = ["run", "--lakefs", "--data-root", str(tmp_path / "d"), "--run-dir", str(tmp_path)]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert f"--lakefs: data root {tmp_path / 'd'} is not s3://REPO/BRANCH/..." in err
+    assert not (tmp_path / "metadata.sqlite").exists()  # nothing ran

@@ -92,6 +92,7 @@ def bucket_runs(seaweedfs, tmp_path_factory, forkserver) -> BucketRuns:
         "--state-dir",
         str(tmp / "state"),
         "--json",
+        "--lakefs",  # the data root is s3://REPO/BRANCH/...: record them
         *STEPS,
     ]
     proc = forkserver.popen(

@@ -16,6 +16,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         config = config_from_args(args)
         location = store_location(args, config)
+        if args.lakefs:
+            from tfxp.storage.branches import parse
+
+            if parse(config.data_root) is None:
+                raise ValueError(
+                    f"--lakefs: data root {config.data_root} is not s3://REPO/BRANCH/...; "
+                    "point --data-root at the repository's S3 gateway path"
+                )
         from tfxp.local.beam_workers import check_services
 
         check_services(config.beam_args)  # a portable run's job service and worker pool
@@ -55,7 +63,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         from tfxp import alerts
 
         alerts.wait_for_deliveries(alerts.deadline_seconds())
-    _record_bucket_ref(config, location)
+    if args.lakefs:
+        _record_bucket_ref(config, location)
     print()
     print(summary.to_json() if args.json else summary.render())
     return 0
@@ -63,8 +72,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _record_bucket_ref(config, location) -> None:
     """A data root in lakeFS's layout (s3://REPO/BRANCH/...): which branch and commit."""
-    if not config.data_root.startswith("s3://"):
-        return
     from tfxp.dataset_versions import record_bucket_ref
 
     try:
@@ -95,6 +102,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--dvc`), refusing if its bytes differ from the recorded content sha256",
     )
     run.add_argument("--num-shards", type=int, help="TFRecord shards per split (0: sized)")
+    run.add_argument(
+        "--lakefs",
+        action="store_true",
+        help="the data root is s3://REPO/BRANCH/... of a lakeFS S3 gateway: record the "
+        "repository, branch and (when known) commit of the span the run read",
+    )
     run.add_argument("-v", "--verbose", action="store_true", help="stream TFX's logs too")
     run.add_argument(
         "--warn-only",
