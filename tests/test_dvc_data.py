@@ -179,3 +179,57 @@ def test_sources_round_trip_and_lookup_by_name_or_commit(tmp_path):
     with pytest.raises(ValueError, match="not a DatasetSource property: colour"):
         sources.record(store, kind="tag", span=1, uri="u", colour="red", **common)
     assert json.loads(json.dumps(sources.sources(store, str(tmp_path / "d"))[0].to_dict()))
+
+
+def _clone(tmp_path: Path, repo: Path, name: str = "clone") -> Path:
+    clone = tmp_path / name
+    run(tmp_path, "git", "clone", "-q", str(repo), str(clone))
+    identity(clone)
+    return clone
+
+
+def test_publish_commits_tags_and_pushes(tmp_path, repo):
+    from tfxp.dvc_data import publish
+
+    clone = _clone(tmp_path, repo)
+    shard = tmp_path / "shard.gz"
+    shard.write_bytes(b"\x1f\x8b tfrecords")
+    done = publish(str(clone), [(str(shard), "Split-train/s.gz")], "out/span-1", "t1", "msg")
+    assert (done.path, done.tag, done.pushed_to) == (
+        "out/span-1",
+        "t1",
+        str(repo.parent / "remote"),
+    )
+    assert run(clone, "git", "rev-parse", "t1^{commit}").strip() == done.commit
+    assert "out/span-1.dvc" in run(clone, "git", "show", "--name-only", "t1")
+    consumer = _clone(tmp_path, clone, "consumer")
+    run(consumer, "git", "checkout", "-q", "t1")
+    run(consumer, "dvc", "pull", "-q", "out/span-1")
+    assert (consumer / "out/span-1/Split-train/s.gz").read_bytes() == shard.read_bytes()
+
+
+def test_publish_refuses_an_existing_tag_and_leaves_the_repo_as_it_was(tmp_path, repo):
+    from tfxp.dvc_data import DvcError, publish
+
+    clone = _clone(tmp_path, repo)
+    shard = tmp_path / "shard.gz"
+    shard.write_bytes(b"x")
+    head = run(clone, "git", "rev-parse", "HEAD")
+    with pytest.raises(DvcError, match="tag 'v1' already exists"):
+        publish(str(clone), [(str(shard), "s.gz")], "out", "v1", "msg")
+    assert run(clone, "git", "rev-parse", "HEAD") == head
+    assert not (clone / "out").exists() and run(clone, "git", "status", "--porcelain") == ""
+
+
+def test_a_failed_push_says_what_was_committed_and_what_to_run(tmp_path, repo):
+    from tfxp.dvc_data import DvcError, publish
+
+    clone = _clone(tmp_path, repo)
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("a file where the remote's folder should be\n")
+    run(clone, "dvc", "remote", "modify", "storage", "url", str(blocked))
+    run(clone, "git", "commit", "-q", "-am", "remote on a file")
+    shard = tmp_path / "shard.gz"
+    shard.write_bytes(b"y")
+    with pytest.raises(DvcError, match=r"tagged t2 in .* but pushing it to the DVC remote"):
+        publish(str(clone), [(str(shard), "s.gz")], "out", "t2", "msg")

@@ -91,10 +91,10 @@ def open_revision(repo: str, rev: str | None):
     except DvcException as e:
         kind = type(e).__name__
         if kind == "RevError" or "revision" in str(e).lower():
-            tags = _tags(where)
+            tags = "" if "://" in where else f" (tags there: {', '.join(_tags(where)) or 'none'})"
             raise DvcError(
-                f"revision {rev!r} does not exist in DVC repository {where} "
-                f"(tags there: {', '.join(tags) or 'none'}); pass a tag, branch or commit"
+                f"revision {rev!r} does not exist in DVC repository {where}{tags}; "
+                "pass a tag, branch or commit"
             ) from None
         raise DvcError(f"{where} is not a usable DVC repository at {rev!r}: {e}") from None
     return fs
@@ -312,5 +312,11 @@ def _add_commit_tag(
     _git(root, "tag", "-a", tag, "-m", message, commit)
     remote = _default_remote(r)
     if remote:
-        r.push(targets=[str(target)])
+        try:
+            r.push(targets=[str(target)])
+        except Exception as e:  # DVC's own errors: an unreachable or read-only remote
+            raise DvcError(
+                f"{rel} is committed ({commit[:12]}) and tagged {tag} in {root}, but pushing it "
+                f"to the DVC remote {remote} failed ({e}); run `dvc push` there"
+            ) from None
     return Published(str(root), rel, tag, commit, str(stage.outs[0].hash_info.value), remote)
