@@ -232,3 +232,16 @@ def test_a_plain_tag_names_a_span_for_runs(dvc_runs, capsys):
     assert code == 1 and "data version 'gold' already names span 1" in err
     code, _, err = _cli(capsys, ["data", "tag", "taxi", "7", "--tag", "x", *dvc_runs.flags])
     assert code == 1 and "span 7 of" in err and "was never ingested" in err
+
+
+def test_data_list_shows_each_spans_origin(dvc_runs, capsys):
+    argv = ["data", "list", "--dataset", "taxi", *dvc_runs.flags]
+    code, out, err = _cli(capsys, [*argv, "--json"])
+    assert code == 0, err
+    spans = {s["span"]: s for s in json.loads(out)["taxi"]["spans"]}
+    [v1] = spans[1]["ingestions"]
+    [v2] = spans[2]["ingestions"]
+    assert any(o.startswith(f"dvc {dvc_runs.repo} {DATA_PATH}@v1 ") for o in v1["origins"])
+    assert any(o.startswith(f"dvc {dvc_runs.repo} {DATA_PATH}@v2 ") for o in v2["origins"])
+    code, out, _ = _cli(capsys, argv)
+    assert code == 0 and f"origin dvc {dvc_runs.repo} {DATA_PATH}@v1 (commit" in out

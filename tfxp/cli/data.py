@@ -28,6 +28,7 @@ from pipeline.overrides import pipeline_config
 from pipeline.spans import SpanError, list_spans
 from tfxp.cli.common import store_location
 from tfxp.cli.data_dvc import add_dvc_flags, register_tag
+from tfxp.metadata import sources
 from tfxp.metadata.lineage import Lineage, ModelUse
 from tfxp.metadata.properties import prop
 from tfxp.metadata.store import (
@@ -50,6 +51,7 @@ class Ingestion:
     ingested_at: str
     runs: list[str] = field(default_factory=list)
     models: list[ModelUse] = field(default_factory=list)
+    origins: list[str] = field(default_factory=list)  # DVC revision, tags (metadata/sources.py)
 
 
 @dataclass
@@ -98,6 +100,15 @@ def _ingestion(lineage: Lineage, artifact) -> Ingestion:
         ingested_at=ingested.isoformat(timespec="seconds"),
         runs=sorted(runs),
         models=models,
+        origins=[
+            o.describe()
+            for o in sources.of_content(
+                lineage.store,
+                prop(artifact, "input_base") or "",
+                prop(artifact, "span"),
+                prop(artifact, "content_sha256"),
+            )
+        ],
     )
 
 
@@ -197,6 +208,7 @@ def render(name: str, config: PipelineConfig, rows: list[SpanRow]) -> str:
                 f"{(ing.fingerprint or '-')[:12]:<12}  {ing.ingested_at:<19}  "
                 f"{len(ing.runs):>4}  {models or '-'}{tag}"
             )
+            lines.extend(f"{'':>10}origin {o}" for o in ing.origins)
     for p in leftover_incoming(config.data_root):
         lines.append(f"  leftover of an interrupted add (not ingested; safe to delete): {p}")
     return "\n".join(lines)
