@@ -125,6 +125,16 @@ class InferenceOptions:
     batch_size: int = 1024
 
 
+@dataclass(frozen=True)
+class DataSource:
+    """Where `tfxp data add NAME` takes a drop from when given no files: the dataset
+    file's `source:` block, a path in a DVC repository (and a default revision)."""
+
+    dvc: str  # a local path (made absolute) or a git URL
+    path: str
+    rev: str | None = None
+
+
 # What a `tuning:` search space may name: the trainer's Hyperparameters
 # (trainer/base.py) that change the model or its training, with their kind.
 # "units" is a list of layer sizes (hidden_units); KerasTuner chooses among
@@ -266,6 +276,8 @@ class PipelineConfig:
     serving_check_rows: int = 200
     # Batch inference: where the spans to score are, key columns, in the pipeline or not.
     inference: InferenceOptions = InferenceOptions()
+    # The dataset file's `source:` block (`tfxp data add NAME` with no files), or None.
+    data_source: DataSource | None = None
     # Hyperparameter tuning before the Trainer; None: the fixed `hyperparameters`.
     tuning: TuningOptions | None = None
     # The model registry (tfxp/registry.py): the alias a newly pushed version

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -233,3 +234,40 @@ def test_a_failed_push_says_what_was_committed_and_what_to_run(tmp_path, repo):
     shard.write_bytes(b"y")
     with pytest.raises(DvcError, match=r"tagged t2 in .* but pushing it to the DVC remote"):
         publish(str(clone), [(str(shard), "s.gz")], "out", "t2", "msg")
+
+
+def _dataset_with_source(tmp_path: Path, source: str) -> None:
+    """A copy of the taxi dataset named `trips` whose file has a `source:` block."""
+    folder = tmp_path / "datasets" / "trips"
+    shutil.copytree(Path(__file__).parent.parent / "schema" / "taxi", folder)
+    text = (folder / "dataset.yaml").read_text().replace("name: taxi", "name: trips")
+    (folder / "dataset.yaml").write_text(f"{text}\n{source}")
+
+
+def test_the_dataset_files_source_block_is_the_default_drop(tmp_path, repo, monkeypatch, capsys):
+    from pipeline.datasets import DATASET_PATH_ENV
+
+    monkeypatch.setenv(DATASET_PATH_ENV, str(tmp_path / "datasets"))
+    _dataset_with_source(tmp_path, f"source:\n  dvc: {repo}\n  path: {DATA_PATH}\n  rev: v1\n")
+    flags = _flags(tmp_path)
+    assert main(["data", "add", "trips", *flags]) == 0
+    assert main(["data", "add", "trips", "--rev", "v2", *flags]) == 0
+    out = capsys.readouterr().out
+    assert f"added span 1 from {DATA_PATH}@v1 of {repo}" in out
+    assert f"added span 2 from {DATA_PATH}@v2 of {repo}" in out
+    assert [s.facts["rev"] for s in _records(tmp_path)] == ["v1", "v2"]
+
+
+def test_a_bad_source_block_names_the_file_and_key(tmp_path, monkeypatch):
+    from pipeline.datasets import DATASET_PATH_ENV, DatasetFileError, load_dataset_file
+
+    monkeypatch.setenv(DATASET_PATH_ENV, str(tmp_path / "datasets"))
+    _dataset_with_source(tmp_path, "source:\n  dvc: ../repo\n  revision: v1\n")
+    path = tmp_path / "datasets" / "trips" / "dataset.yaml"
+    with pytest.raises(
+        DatasetFileError, match=r"dataset.yaml: source: unknown key\(s\) \['revision'\]"
+    ):
+        load_dataset_file(path)
+    _dataset_with_source(tmp_path / "b", "source:\n  dvc: ../repo\n")
+    with pytest.raises(DatasetFileError, match="source: path required"):
+        load_dataset_file(tmp_path / "b" / "datasets" / "trips" / "dataset.yaml")

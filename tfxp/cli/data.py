@@ -280,12 +280,16 @@ def _with_source_paths(message: str, sources) -> str:
 def cmd_add(args: argparse.Namespace) -> int:
     import time
 
-    if args.dvc:
+    if args.dvc or (not args.files and _dataset_config(args, args.dataset).data_source):
         from tfxp.cli.data_dvc import cmd_add_dvc
 
         return cmd_add_dvc(args)
     if not args.files:
-        print("ERROR: give the drop's CSV files, or --dvc REPO --path FILE", file=sys.stderr)
+        print(
+            "ERROR: give the drop's CSV files, or --dvc REPO --path FILE (or a `source:` "
+            "block in the dataset file)",
+            file=sys.stderr,
+        )
         return 2
     config = _dataset_config(args, args.dataset)
     started = time.perf_counter()

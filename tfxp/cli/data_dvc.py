@@ -1,6 +1,7 @@
 """`tfxp data add --dvc` and `tfxp data tag`: spans in and out of DVC repositories.
 
     tfxp data add taxi --dvc REPO --path data/trips.csv --rev v1
+    tfxp data add trips [--rev v2]      (the dataset file's `source: {dvc, path, rev}`)
     tfxp data tag taxi 1 --tag v1-examples [--dvc REPO [--path DIR]]
 
 The records go to ML Metadata (the run dir's metadata.sqlite, or --mysql-*):
@@ -43,12 +44,16 @@ def cmd_add_dvc(args: argparse.Namespace) -> int:
     if args.files:
         print("ERROR: give CSV files or --dvc, not both", file=sys.stderr)
         return 2
+    config = _config(args)
+    source = config.data_source
+    if not args.dvc and source is not None:  # the dataset file's `source:` block
+        args.dvc, args.path = source.dvc, args.path or source.path
+        args.rev = args.rev or source.rev
     if not args.path:
         print(
             "ERROR: --dvc needs --path (the file or folder inside the repository)", file=sys.stderr
         )
         return 2
-    config = _config(args)
     started = time.perf_counter()
     columns = schema_column_types(load_schema(config.schema_file))
 
