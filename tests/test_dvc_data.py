@@ -28,7 +28,7 @@ def _flags(tmp_path: Path) -> list[str]:
     return ["--data-root", str(tmp_path / "data"), "--run-dir", str(tmp_path / "run")]
 
 
-def _add(tmp_path: Path, repo: Path, *extra: str) -> int:
+def _add(tmp_path: Path, repo: Path | str, *extra: str) -> int:
     argv = ["data", "add", "taxi", "--dvc", str(repo), "--path", DATA_PATH, *extra]
     return main([*argv, *_flags(tmp_path)])
 
@@ -271,3 +271,16 @@ def test_a_bad_source_block_names_the_file_and_key(tmp_path, monkeypatch):
     _dataset_with_source(tmp_path / "b", "source:\n  dvc: ../repo\n")
     with pytest.raises(DatasetFileError, match="source: path required"):
         load_dataset_file(tmp_path / "b" / "datasets" / "trips" / "dataset.yaml")
+
+
+def test_a_git_url_is_cloned_and_its_remote_serves_the_bytes(tmp_path, repo, capsys):
+    from dvc.api import read
+
+    url = f"file://{repo}"
+    assert _add(tmp_path, url, "--rev", "v2") == 0
+    assert f"added span 1 from {DATA_PATH}@v2 of {url}" in capsys.readouterr().out
+    got = (tmp_path / "data" / "span-1" / "trips.csv").read_text()
+    assert got == read(DATA_PATH, repo=str(repo), rev="v2")
+    [record] = _records(tmp_path)
+    assert record.facts["repo"] == url
+    assert record.facts["commit"] == run(repo, "git", "rev-parse", "v2").strip()

@@ -81,7 +81,7 @@ def add_from_dvc(
     The same revision again returns its span, `cached=True`, with nothing written.
     Raises DvcError or SpanError with nothing published.
     """
-    if rev is None:
+    if rev is None and not dvc_data.is_url(repo):  # a local clone has a workspace
         changed = dvc_data.dirty(repo, [path])
         if changed:
             raise dvc_data.DvcError(

@@ -61,11 +61,14 @@ def _dvc():
     return DVCFileSystem
 
 
+def is_url(repo: str) -> bool:
+    """A git URL (https://, ssh://, file://, git@host:...) rather than a local clone."""
+    return "://" in repo or repo.startswith("git@")
+
+
 def normalized_repo(repo: str) -> str:
     """A local path as an absolute path (how it is recorded); URLs as given."""
-    if "://" in repo or repo.startswith("git@"):
-        return repo
-    return os.path.abspath(os.path.expanduser(repo))
+    return repo if is_url(repo) else os.path.abspath(os.path.expanduser(repo))
 
 
 def _default_remote(dvc_repo) -> str:
@@ -83,7 +86,7 @@ def open_revision(repo: str, rev: str | None):
 
     filesystem = _dvc()
     where = normalized_repo(repo)
-    if "://" not in where and not os.path.isdir(where):
+    if not is_url(where) and not os.path.isdir(where):
         raise DvcError(f"DVC repository {where} does not exist (--dvc takes a path or git URL)")
     try:
         fs = filesystem(where, rev=rev or "HEAD")
@@ -91,7 +94,7 @@ def open_revision(repo: str, rev: str | None):
     except DvcException as e:
         kind = type(e).__name__
         if kind == "RevError" or "revision" in str(e).lower():
-            tags = "" if "://" in where else f" (tags there: {', '.join(_tags(where)) or 'none'})"
+            tags = "" if is_url(where) else f" (tags there: {', '.join(_tags(where)) or 'none'})"
             raise DvcError(
                 f"revision {rev!r} does not exist in DVC repository {where}{tags}; "
                 "pass a tag, branch or commit"
@@ -186,7 +189,7 @@ def _local_repo(repo: str):
     from dvc.repo import Repo
 
     where = normalized_repo(repo)
-    if "://" in where:
+    if is_url(where):
         raise DvcError(f"{where}: publishing needs a local clone of the repository (a path)")
     try:
         return Repo(where)
