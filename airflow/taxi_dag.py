@@ -14,6 +14,7 @@ Settings, read when Airflow parses this file (all optional):
   TFXP_RUN_DIR      pipeline root, ML Metadata (metadata.sqlite) and pushed
                     models (default: runs/<pipeline>-airflow in the repository)
   TFXP_TRAIN_STEPS, TFXP_EVAL_STEPS   training / evaluation steps
+  TFXP_DATA_VERSION a tag or DVC revision (`tfxp run --data-version`): that span, those bytes
   TFXP_SCHEDULE     a cron expression or preset (default @hourly); "none": triggered only
   TFXP_SENSOR_POKE  seconds between the sensor's looks for a new span (default 300)
   TFXP_BEAM         where Beam work runs, as `tfxp run --beam` (default in-process: the
@@ -56,16 +57,23 @@ def config_from_env(env: Mapping[str, str] = os.environ) -> PipelineConfig:
         value = env.get(ENV_PREFIX + name)
         return int(value) if value else None
 
-    return pipeline_config(
-        dataset,
+    overrides = dict(
         # Its own store: the local runner's runs/<pipeline> keeps its history apart.
         run_dir=env.get(ENV_PREFIX + "RUN_DIR")
         or str(PROJECT_ROOT / "runs" / f"{dataset_config(dataset).pipeline_name}-airflow"),
         data_root=env.get(ENV_PREFIX + "DATA_ROOT") or None,
         train_steps=number("TRAIN_STEPS"),
         eval_steps=number("EVAL_STEPS"),
-        beam=beam_from_env(env),
     )
+    name = env.get(ENV_PREFIX + "DATA_VERSION")
+    if name:  # as `tfxp run --data-version`: the span it names, held to its recorded bytes
+        from tfxp.dataset_versions import resolve_version
+        from tfxp.metadata.store import StoreLocation
+
+        config = pipeline_config(dataset, **overrides)
+        location = StoreLocation(sqlite_path=config.metadata_path)
+        overrides.update(resolve_version(config, location, name))
+    return pipeline_config(dataset, **overrides, beam=beam_from_env(env))
 
 
 def beam_from_env(env: Mapping[str, str]) -> BeamOptions | None:

@@ -128,6 +128,16 @@ class InferenceOptions:
     batch_size: int = 1024
 
 
+@dataclass(frozen=True)
+class DataSource:
+    """Where `tfxp data add NAME` takes a drop from when given no files: the dataset
+    file's `source:` block, a path in a DVC repository (and a default revision)."""
+
+    dvc: str  # a local path (made absolute) or a git URL
+    path: str
+    rev: str | None = None
+
+
 # What a `tuning:` search space may name: the trainer's Hyperparameters
 # (trainer/base.py) that change the model or its training, with their kind.
 # "units" is a list of layer sizes (hidden_units); KerasTuner chooses among
@@ -198,6 +208,11 @@ class PipelineConfig:
     span: int | None = None
     version: int | None = None
     window: int = 1
+    # A named data version (`tfxp run --data-version NAME`: a tag or a DVC revision,
+    # resolved by tfxp/dataset_versions.py to `span`) and the content SHA-256 its span
+    # must still have: the pre-run check and ExampleGen refuse other bytes.
+    data_version: str | None = None
+    data_sha256: str | None = None
     # TFRecord shards per output split; 0 sizes them for the data (see docs/data-versions.md).
     num_shards: int = 0
     # How ExampleGen reads CSV: "arrow" (pyarrow.csv + vectorised tf.Example
@@ -269,6 +284,8 @@ class PipelineConfig:
     serving_check_rows: int = 200
     # Batch inference: where the spans to score are, key columns, in the pipeline or not.
     inference: InferenceOptions = InferenceOptions()
+    # The dataset file's `source:` block (`tfxp data add NAME` with no files), or None.
+    data_source: DataSource | None = None
     # Hyperparameter tuning before the Trainer; None: the fixed `hyperparameters`.
     tuning: TuningOptions | None = None
     # The model registry (tfxp/registry.py): the alias a newly pushed version

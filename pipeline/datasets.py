@@ -34,6 +34,7 @@ from pipeline.config import (
     PROJECT_ROOT,
     TUNABLE,
     TUNING_ALGORITHMS,
+    DataSource,
     EvalThresholds,
     ImageOptions,
     InferenceOptions,
@@ -83,6 +84,7 @@ _KEYS = {
     "on_push",
     "alerts",
     "tuning",
+    "source",
 }
 _SLICING_KEYS = {"by", "buckets", "min_examples", "lower_bound", "upper_bound", "max_drop"}
 ON_PUSH = ("champion", "challenger")
@@ -189,6 +191,21 @@ def _path(value: str, base: Path) -> str:
     if "://" in value:
         return value
     return str((base / os.path.expanduser(value)).resolve())
+
+
+def _source(raw: Any, where: str, base: Path) -> DataSource | None:
+    """`source: {dvc: REPO, path: data/x.csv, rev: v1}`: a relative REPO is the dataset file's."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise DatasetFileError(f"{where}: a mapping with dvc, path and optionally rev")
+    _check_keys(raw, {"dvc", "path", "rev"}, where)
+    missing = [k for k in ("dvc", "path") if not isinstance(raw.get(k), str) or not raw[k]]
+    if missing:
+        raise DatasetFileError(f"{where}: {' and '.join(missing)} required (strings)")
+    repo = raw["dvc"] if raw["dvc"].startswith("git@") else _path(raw["dvc"], base)
+    rev = raw.get("rev")
+    return DataSource(repo, raw["path"], None if rev is None else str(rev))
 
 
 def _check_keys(raw: dict, allowed: set[str], where: str) -> None:
@@ -592,6 +609,7 @@ def load_dataset_file(path: str | os.PathLike) -> PipelineConfig:
         "tabular": tabular,
         "slicing": _slicing(raw.get("slicing"), f"{path}: slicing"),
         "inference": _inference(raw.get("batch_inference"), f"{path}: batch_inference", kind),
+        "data_source": _source(raw.get("source"), f"{path}: source", folder),
     }
     columns = _schema_columns(folder / SCHEMA_FILE)
     if columns:

@@ -447,6 +447,7 @@ def _example_gen(config: PipelineConfig, schema: Any):
             )
         ),
         version=config.version,
+        expected_sha256=config.data_sha256,
         num_shards=config.num_shards,
         output_config=example_gen_pb2.Output(
             split_config=example_gen_pb2.SplitConfig(

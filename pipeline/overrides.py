@@ -30,6 +30,8 @@ OVERRIDABLE = (
     "span",
     "version",
     "window",
+    "data_version",
+    "data_sha256",
     "num_shards",
     "beam_args",
     # A BeamOptions (pipeline/beam.py): its mode's arguments become beam_args.

@@ -224,7 +224,23 @@ def select_spans(config: PipelineConfig) -> list[SpanDir]:
     selection = [latest[n] for n in older] + [chosen]
     for s in selection:
         check_same_header(s, config.csv_encoding)
+    if config.data_sha256:
+        check_content(config, chosen)
     return selection
+
+
+def check_content(config: PipelineConfig, span: SpanDir) -> None:
+    """A run on a named data version takes exactly the bytes recorded for it."""
+    from components.content_fingerprint import files_sha256
+
+    actual = files_sha256([str(f) for f in span.files], config.data_root)[0]
+    if actual != config.data_sha256:
+        name = config.data_version or "the pinned data version"
+        raise SpanError(
+            f"{span.label} at {span.path} is not {name} any more: its content sha256 is "
+            f"{actual[:12]}, {name} was recorded as {config.data_sha256[:12]}; nothing was "
+            f"run. Restore the files, or add {name} again (`tfxp data add --dvc ...`)"
+        )
 
 
 def check_spans(config: PipelineConfig) -> list[SpanDir]:

@@ -62,6 +62,20 @@ def test_cli_flags_and_airflow_env_give_the_same_config(tmp_path: Path) -> None:
     with_beam = namespace["config_from_env"]({**env, **beam_env})
     assert with_beam == config_from_args(build_parser().parse_args(argv + beam_flags))
     assert "--runner=PortableRunner" in with_beam.beam_args
+    # A named data version resolves to the same span and bytes in both.
+    from tfxp.dataset_versions import writable_store
+    from tfxp.metadata import sources
+    from tfxp.metadata.store import StoreLocation
+
+    store = writable_store(StoreLocation(str(tmp_path / "r" / "metadata.sqlite")))
+    sha = "5a" * 32
+    sources.record(
+        store, kind="dvc", pipeline="taxi", data_root=str(tmp_path / "d"), span=3,
+        content_sha256=sha, uri="u", rev="v1", commit="c" * 40,
+    )  # fmt: skip
+    pinned = namespace["config_from_env"]({**env, "TFXP_DATA_VERSION": "v1"})
+    assert pinned == config_from_args(build_parser().parse_args(argv + ["--data-version", "v1"]))
+    assert (pinned.span, pinned.data_version, pinned.data_sha256) == (3, "v1", sha)
 
 
 def test_preflight_names_a_missing_schema(tmp_path: Path) -> None:

@@ -109,6 +109,21 @@ def test_compare_and_datasets(ui):
     assert links(datasets, "/lineage/model/")  # span 1 and 2 trained models
 
 
+def test_datasets_page_shows_a_spans_dvc_origin(tmp_path):
+    writer = ui_store.write_runs(tmp_path / "metadata.sqlite", 4)
+    ui_store.record_dvc_origin(writer.store, tmp_path, 1, repo="<b>repo</b>")
+    page = client(tmp_path).get("/datasets").text
+    rows = {
+        span: row
+        for row in re.findall(r"<tr>.*?</tr>", page, re.S)
+        for span in re.findall(r"span=(\d+)\">", row)[:1]
+    }
+    origin = "dvc &lt;b&gt;repo&lt;/b&gt; data/trips.csv@v1 (commit 0123456789ab, dvc md5 "
+    assert 'class="origin origin-dvc"' in rows["1"] and origin in rows["1"]
+    assert "origin-dvc" not in rows["2"]  # span 2 came from elsewhere
+    assert "<b>repo</b>" not in page
+
+
 def test_data_values_are_escaped_everywhere(ui, store_dir):
     pages = ["/", "/datasets", "/run?pipeline=taxi&id=run-00000"]
     pages += [f"/artifact/{i}" for i in range(1, 12)]

@@ -276,3 +276,25 @@ def write_runs(
         out = writer.run(f"run-{i:05d}", span=1 + i // 3, reuse=reuse, metrics_uri=metrics_uri)
         previous = out
     return writer
+
+
+def record_dvc_origin(store, root: Path, span: int, *, repo: str = "/srv/trips-repo") -> int:
+    """A `tfxp data add --dvc` record for `span` of the synthetic data root (the same
+    content sha256 the writer gives that span's Examples)."""
+    from tfxp.metadata import sources
+
+    return sources.record(
+        store,
+        kind="dvc",
+        pipeline="taxi",
+        data_root=str(root / "data"),
+        span=span,
+        content_sha256=f"{span:02d}" + "cd" * 31,
+        uri=str(root / "data" / f"span-{span}"),
+        repo=repo,
+        path="data/trips.csv",
+        rev="v1",
+        commit="0123456789abcdef0123456789abcdef01234567",
+        dvc_md5="d9136e783f77f2c82d1fba0987993d9b",
+        remote="/srv/dvc-remote",
+    )

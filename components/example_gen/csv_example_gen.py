@@ -47,6 +47,7 @@ from components import csv_text, example_layout, object_storage
 from components.example_gen import arrow_csv, csv_checks, csv_ingest
 from components.example_gen.driver import (  # noqa: F401 - the artifact's properties, by name
     CONTENT_SHA256,
+    EXPECTED_SHA256,
     INPUT_BASE,
     RAW_BYTES,
     RAW_FILES,
@@ -434,6 +435,7 @@ def checked_csv_example_gen(
     range_config: Any = None,
     *,
     version: int | None = None,
+    expected_sha256: str | None = None,
     num_shards: int = 0,
     csv_reader: str = DEFAULT_CSV_READER,
     encoding: str = csv_text.DEFAULT_ENCODING,
@@ -443,6 +445,7 @@ def checked_csv_example_gen(
 
     Args:
       version: ingest this version of the span (default: the span's latest).
+      expected_sha256: refuse input whose content SHA-256 is another (a named data version).
       num_shards: TFRecord files per output split; 0 sizes them for the data.
       csv_reader: "arrow" (pyarrow.csv + native tf.Example encoding, same examples
         and splits as TFX's) or "tfx" (TFX's CsvExampleGen reader).
@@ -460,6 +463,8 @@ def checked_csv_example_gen(
         options["nan_free"] = sorted(nan_free)
     if version is not None:
         options["version"] = version
+    if expected_sha256:
+        options[EXPECTED_SHA256] = expected_sha256
     if csv_reader != DEFAULT_CSV_READER:
         # Only when not the default, so default pipelines compile as before.
         options["csv_reader"] = csv_reader

@@ -26,6 +26,8 @@ RAW_FILES = "raw_files"
 INPUT_BASE = "input_base"
 ROW_COUNT = "row_count"
 TFRECORD_SHARDS = "tfrecord_shards"
+# custom_config: the content SHA-256 a named data version must have (`tfxp run --data-version`).
+EXPECTED_SHA256 = "expected_sha256"
 
 
 def custom_struct(exec_properties: dict[str, Any]) -> dict[str, Any]:
@@ -107,6 +109,13 @@ class ContentFingerprintDriver(example_gen_driver.FileBasedDriver):
         base = exec_properties[standard_component_specs.INPUT_BASE_KEY]
         files = resolved_files(exec_properties)
         digest, nbytes = files_sha256(files, base)
+        expected = custom_struct(exec_properties).get(EXPECTED_SHA256)
+        if expected and digest != expected:
+            raise ValueError(
+                f"input {base} ({len(files)} file(s)) has content sha256 {digest[:12]}, not "
+                f"{expected[:12]} as recorded for the data version this run asks for; the "
+                "files changed since: nothing was ingested"
+            )
         exec_properties[example_gen_utils.FINGERPRINT_PROPERTY_NAME] = (
             f"sha256:{digest} files:{len(files)} bytes:{nbytes}"
         )

@@ -54,6 +54,7 @@ from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_component_specs
 
 from components.example_gen.driver import (
+    EXPECTED_SHA256,
     RAW_BYTES,
     TFRECORD_SHARDS,
     ContentFingerprintDriver,
@@ -495,6 +496,7 @@ def image_example_gen(
     range_config: Any = None,
     *,
     version: int | None = None,
+    expected_sha256: str | None = None,
     num_shards: int = 0,
     image_format: str = "encoded",
     bad_images: str = "fail",
@@ -505,6 +507,7 @@ def image_example_gen(
     Args:
       class_names: the label folder names; a file's label is its folder's index here.
       version: ingest this version of the span (default: the span's latest).
+      expected_sha256: refuse input whose content SHA-256 is another (a named data version).
       num_shards: TFRecord files per output split; 0 sizes them for the data.
       image_format: "encoded" (the file's bytes) or "raw" (decoded uint8 pixels).
       bad_images: "fail" stops on an undecodable file; "skip" leaves it out and counts it.
@@ -527,6 +530,8 @@ def image_example_gen(
     }
     if version is not None:
         options["version"] = version
+    if expected_sha256:
+        options[EXPECTED_SHA256] = expected_sha256
     if gzip_level is not None:
         options["gzip_level"] = gzip_level
     return example_gen_node(

@@ -120,6 +120,31 @@ def test_markup_in_data_shows_as_text(tmp_path: Path):
             driver.quit()
 
 
+@pytest.mark.slow  # a real browser
+@pytest.mark.timeout(300)
+def test_datasets_page_shows_a_spans_dvc_origin(tmp_path: Path):
+    from selenium.webdriver.common.by import By
+
+    writer = ui_store.write_runs(tmp_path / "metadata.sqlite", 2)
+    ui_store.record_dvc_origin(writer.store, tmp_path, 1)
+    with serving(tmp_path) as base:
+        driver = new_driver()
+        try:
+            _open(driver, base + "/datasets")
+            # Both runs ingested span 1's bytes: each ingestion shows where they came from.
+            origins = driver.find_elements(By.CSS_SELECTOR, ".origin-dvc")
+            assert len(origins) == 2 and all(o.is_displayed() for o in origins)
+            assert {o.text for o in origins} == {
+                "dvc /srv/trips-repo data/trips.csv@v1 (commit 0123456789ab, "
+                "dvc md5 d9136e783f77f2c82d1fba0987993d9b)"
+            }
+            header = [th.text for th in driver.find_elements(By.CSS_SELECTOR, "th")]
+            assert "origin" in header
+            assert not console_errors(driver)
+        finally:
+            driver.quit()
+
+
 @pytest.mark.slow  # four whole pipeline runs (shared) and a real browser
 @pytest.mark.timeout(1500)
 def test_a_users_path_through_the_console(taxi_runs):

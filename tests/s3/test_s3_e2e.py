@@ -79,19 +79,20 @@ def bucket_runs(seaweedfs, tmp_path_factory, forkserver) -> BucketRuns:
     write_sample(tmp / "local")
     env = seaweedfs.env()
     upload = _run(
-        ["data", "upload", "s3://tfxp-e2e/taxi", "--source-root", str(tmp / "local")],
+        ["data", "upload", "s3://tfxp-e2e/main/taxi", "--source-root", str(tmp / "local")],
         env,
         via=forkserver,
     )
     run_args = [
         "run",
         "--data-root",
-        "s3://tfxp-e2e/taxi",
+        "s3://tfxp-e2e/main/taxi",
         "--run-dir",
         "s3://tfxp-e2e/runs/taxi",
         "--state-dir",
         str(tmp / "state"),
         "--json",
+        "--lakefs",  # the data root is s3://REPO/BRANCH/...: record them
         *STEPS,
     ]
     proc = forkserver.popen(
@@ -127,8 +128,8 @@ def test_upload_creates_the_bucket_and_span_1(bucket_runs, seaweedfs):
     tmp, upload = bucket_runs.tmp, bucket_runs.upload
     assert upload.returncode == 0, upload.stderr
     assert "created bucket tfxp-e2e" in upload.stdout
-    assert "s3://tfxp-e2e/taxi/span-1/data.csv" in upload.stdout
-    body = seaweedfs.client().get_object(Bucket="tfxp-e2e", Key="taxi/span-1/data.csv")["Body"]
+    assert "s3://tfxp-e2e/main/taxi/span-1/data.csv" in upload.stdout
+    body = seaweedfs.client().get_object(Bucket="tfxp-e2e", Key="main/taxi/span-1/data.csv")["Body"]
     assert body.read() == (tmp / "local" / "span-1" / "data.csv").read_bytes()
 
 
@@ -152,12 +153,14 @@ def test_ml_metadata_records_s3_uris(bucket_runs):
     tmp, run = bucket_runs.tmp, bucket_runs.run
     assert run.returncode == 0
     store = _store(tmp / "state")
-    artifacts = store.get_artifacts()
+    # The data root's own record (DatasetSource, below) names the span it describes.
+    sources = {a.id for a in store.get_artifacts_by_type("DatasetSource")}
+    artifacts = [a for a in store.get_artifacts() if a.id not in sources]
     assert artifacts
     uris = {a.uri for a in artifacts if a.uri}
     assert uris and all(u.startswith("s3://tfxp-e2e/runs/taxi/pipeline_root/") for u in uris), uris
     examples = store.get_artifacts_by_type("Examples")
-    assert examples[0].custom_properties["input_base"].string_value == "s3://tfxp-e2e/taxi"
+    assert examples[0].custom_properties["input_base"].string_value == "s3://tfxp-e2e/main/taxi"
     pushed = store.get_artifacts_by_type("PushedModel")
     destination = pushed[0].custom_properties["pushed_destination"].string_value
     assert destination.startswith("s3://tfxp-e2e/runs/taxi/serving/")
@@ -168,12 +171,28 @@ def test_ml_metadata_records_s3_uris(bucket_runs):
 def test_data_list_shows_the_bucket_span_with_its_pushed_model(bucket_runs, forkserver):
     tmp, env, run = bucket_runs.tmp, bucket_runs.env, bucket_runs.run
     assert run.returncode == 0
-    args = ["data", "list", "--json", "--data-root", "s3://tfxp-e2e/taxi"]
+    args = ["data", "list", "--json", "--data-root", "s3://tfxp-e2e/main/taxi"]
     listed = _run([*args, "--run-dir", str(tmp / "state")], env, timeout=300, via=forkserver)
     assert listed.returncode == 0, listed.stderr
     (span,) = json.loads(listed.stdout)["taxi"]["spans"]
-    assert (span["span"], span["files"], span["path"]) == (1, 1, "s3://tfxp-e2e/taxi/span-1")
+    assert (span["span"], span["files"], span["path"]) == (1, 1, "s3://tfxp-e2e/main/taxi/span-1")
     assert span["ingestions"] and span["ingestions"][0]["models"][0]["pushed"] is True
+
+
+def test_a_lakefs_style_data_root_records_its_repo_and_branch(bucket_runs):
+    """s3://REPO/BRANCH/...: the run's span is recorded with the repo (bucket) and branch;
+    SeaweedFS reports no commit, so none is recorded and the run says so."""
+    tmp, run = bucket_runs.tmp, bucket_runs.run
+    assert run.returncode == 0
+    assert "data: span 1 from s3 repo tfxp-e2e branch main (commit not reported" in run.stdout
+    store = _store(tmp / "state")
+    [record] = store.get_artifacts_by_type("DatasetSource")
+    props = {k: getattr(v, v.WhichOneof("value")) for k, v in record.properties.items()}
+    [examples] = store.get_artifacts_by_type("Examples")[:1]
+    sha = examples.custom_properties["content_sha256"].string_value
+    assert props["kind"] == "s3" and props["data_root"] == "s3://tfxp-e2e/main/taxi"
+    assert (props["repo"], props["branch"], props["span"]) == ("tfxp-e2e", "main", 1)
+    assert "commit" not in props and props["content_sha256"] == sha
 
 
 @pytest.mark.parametrize("case", ["missing bucket", "wrong credentials", "unreachable endpoint"])
@@ -182,7 +201,7 @@ def test_bad_storage_fails_before_any_component_with_one_line(
 ):
     env = bucket_runs.env
     args = ["run", "--state-dir", str(tmp_path / "state"), *STEPS]
-    data = "s3://tfxp-e2e/taxi"
+    data = "s3://tfxp-e2e/main/taxi"
     if case == "missing bucket":
         args += ["--data-root", data, "--run-dir", "s3://no-such-bucket-tfxp/runs"]
         expect = "bucket 'no-such-bucket-tfxp' does not exist"
@@ -243,7 +262,7 @@ def test_tfxp_exit_status_survives_the_tensorflow_io_teardown_abort(seaweedfs, t
     env = seaweedfs.env()
     probe = (
         "from tfxp.storage.storage import enable_filesystems; enable_filesystems(['s3://b/x']);"
-        "import tensorflow as tf; tf.io.gfile.exists('s3://tfxp-e2e/taxi')"
+        "import tensorflow as tf; tf.io.gfile.exists('s3://tfxp-e2e/main/taxi')"
     )
     plain = subprocess.run(
         [sys.executable, "-c", probe], env=env, cwd=PROJECT_ROOT, capture_output=True, timeout=300

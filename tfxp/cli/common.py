@@ -162,6 +162,13 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
         num_shards=flag("num_shards"),
     )
     config = pipeline_config(args.dataset, **overrides)
+    if flag("data_version"):
+        if flag("span") is not None or flag("version") is not None:
+            raise ValueError("--data-version names a span itself: drop --span/--version")
+        from tfxp.dataset_versions import resolve_version
+
+        overrides.update(resolve_version(config, store_location(args, config), args.data_version))
+        config = pipeline_config(args.dataset, **overrides)
     beam = _beam_options(args, config)
     if beam is None:
         return config

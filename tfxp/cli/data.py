@@ -3,6 +3,8 @@
     tfxp data list [--dataset taxi] [--json]
     tfxp data add taxi new/*.csv
     tfxp data generate taxi --rows 1000000 [--seed 7] [--scale fare=1.3 ...]
+    tfxp data add taxi --dvc REPO --path data/trips.csv --rev v1   (tfxp/cli/data_dvc.py)
+    tfxp data tag taxi 1 --tag v1-examples [--dvc REPO]
 
 `list` reads the spans on disk and, from ML Metadata (the run dir's
 metadata.sqlite), each span's ingested Examples (row count, bytes, content
@@ -25,6 +27,8 @@ from pipeline.datasets import dataset_names, rename_header
 from pipeline.overrides import pipeline_config
 from pipeline.spans import SpanError, list_spans
 from tfxp.cli.common import store_location
+from tfxp.cli.data_dvc import add_dvc_flags, register_tag
+from tfxp.metadata import sources
 from tfxp.metadata.lineage import Lineage, ModelUse
 from tfxp.metadata.properties import prop
 from tfxp.metadata.store import (
@@ -47,6 +51,7 @@ class Ingestion:
     ingested_at: str
     runs: list[str] = field(default_factory=list)
     models: list[ModelUse] = field(default_factory=list)
+    origins: list[str] = field(default_factory=list)  # DVC revision, tags (metadata/sources.py)
 
 
 @dataclass
@@ -95,6 +100,15 @@ def _ingestion(lineage: Lineage, artifact) -> Ingestion:
         ingested_at=ingested.isoformat(timespec="seconds"),
         runs=sorted(runs),
         models=models,
+        origins=[
+            o.describe()
+            for o in sources.of_content(
+                lineage.store,
+                prop(artifact, "input_base") or "",
+                prop(artifact, "span"),
+                prop(artifact, "content_sha256"),
+            )
+        ],
     )
 
 
@@ -194,6 +208,7 @@ def render(name: str, config: PipelineConfig, rows: list[SpanRow]) -> str:
                 f"{(ing.fingerprint or '-')[:12]:<12}  {ing.ingested_at:<19}  "
                 f"{len(ing.runs):>4}  {models or '-'}{tag}"
             )
+            lines.extend(f"{'':>10}origin {o}" for o in ing.origins)
     for p in leftover_incoming(config.data_root):
         lines.append(f"  leftover of an interrupted add (not ingested; safe to delete): {p}")
     return "\n".join(lines)
@@ -265,6 +280,17 @@ def _with_source_paths(message: str, sources) -> str:
 def cmd_add(args: argparse.Namespace) -> int:
     import time
 
+    if args.dvc or (not args.files and _dataset_config(args, args.dataset).data_source):
+        from tfxp.cli.data_dvc import cmd_add_dvc
+
+        return cmd_add_dvc(args)
+    if not args.files:
+        print(
+            "ERROR: give the drop's CSV files, or --dvc REPO --path FILE (or a `source:` "
+            "block in the dataset file)",
+            file=sys.stderr,
+        )
+        return 2
     config = _dataset_config(args, args.dataset)
     started = time.perf_counter()
     columns = _columns(config)
@@ -389,11 +415,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     ls.set_defaults(func=cmd_list)
 
-    add = dsub.add_parser("add", help="publish CSV files as the next span, atomically")
+    add = dsub.add_parser(
+        "add", help="publish CSV files, or a DVC revision's, as the next span, atomically"
+    )
     add.add_argument("dataset", choices=dataset_names())
-    add.add_argument("files", nargs="+", help="the drop's CSV files (one header)")
+    add.add_argument("files", nargs="*", help="the drop's CSV files (one header)")
     common(add)
+    add_dvc_flags(add)
+    add_mysql_flags(add.add_argument_group("ML Metadata on MySQL/MariaDB (records --dvc)"))
     add.set_defaults(func=cmd_add)
+    register_tag(dsub, common, dataset_names())
 
     gen = dsub.add_parser(
         "generate",

@@ -16,6 +16,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         config = config_from_args(args)
         location = store_location(args, config)
+        if args.lakefs:
+            from tfxp.storage.branches import parse
+
+            if parse(config.data_root) is None:
+                raise ValueError(
+                    f"--lakefs: data root {config.data_root} is not s3://REPO/BRANCH/...; "
+                    "point --data-root at the repository's S3 gateway path"
+                )
         from tfxp.local.beam_workers import check_services
 
         check_services(config.beam_args)  # a portable run's job service and worker pool
@@ -55,9 +63,24 @@ def cmd_run(args: argparse.Namespace) -> int:
         from tfxp import alerts
 
         alerts.wait_for_deliveries(alerts.deadline_seconds())
+    if args.lakefs:
+        _record_bucket_ref(config, location)
     print()
     print(summary.to_json() if args.json else summary.render())
     return 0
+
+
+def _record_bucket_ref(config, location) -> None:
+    """A data root in lakeFS's layout (s3://REPO/BRANCH/...): which branch and commit."""
+    from tfxp.dataset_versions import record_bucket_ref
+
+    try:
+        found = record_bucket_ref(config, location)
+    except Exception as e:  # the run succeeded; a missing record is worth a line, not a failure
+        print(f"(could not record the data root's branch: {e})")
+        return
+    if found is not None:
+        print(f"data: span {found.span} from {found.describe()}")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -72,7 +95,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--span", type=int, help="train on this span (default: the latest)")
     run.add_argument("--version", type=int, help="with --span: this version (default: latest)")
     run.add_argument("--window", type=int, help="train on the newest K spans up to --span")
+    run.add_argument(
+        "--data-version",
+        metavar="NAME",
+        help="train on the span a tag or DVC revision names (`tfxp data tag`, `data add "
+        "--dvc`), refusing if its bytes differ from the recorded content sha256",
+    )
     run.add_argument("--num-shards", type=int, help="TFRecord shards per split (0: sized)")
+    run.add_argument(
+        "--lakefs",
+        action="store_true",
+        help="the data root is s3://REPO/BRANCH/... of a lakeFS S3 gateway: record the "
+        "repository, branch and (when known) commit of the span the run read",
+    )
     run.add_argument("-v", "--verbose", action="store_true", help="stream TFX's logs too")
     run.add_argument(
         "--warn-only",

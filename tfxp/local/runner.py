@@ -197,6 +197,11 @@ def _run(
     progress = _ProgressHandler(len(ir.nodes), printer)
     with _logging_to(log_path, progress, verbose):
         printer(f"run {run_id}: pipeline '{config.pipeline_name}', data {config.data_root}")
+        if config.data_version:
+            printer(
+                f"  data version {config.data_version}: span {config.span}, "
+                f"sha256 {config.data_sha256}"
+            )
         printer(f"  log: {log_path}")
         started = time.perf_counter()
         with _worker_output_to(log_path, config.beam_args, verbose):

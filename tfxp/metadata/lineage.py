@@ -47,7 +47,7 @@ from pipeline.node_ids import (
     TRAINER,
     TRANSFORM,
 )
-from tfxp.metadata import aliases
+from tfxp.metadata import aliases, sources
 from tfxp.metadata.properties import json_prop as _json
 from tfxp.metadata.properties import prop
 from tfxp.metadata.store import LineageError
@@ -122,6 +122,8 @@ class DataVersion:
     pattern: str | None
     files: list[str]
     ingested_in_run: str | None
+    # Where these bytes came from and the names they go by (tfxp/metadata/sources.py).
+    origins: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -436,6 +438,12 @@ class Lineage:
             for p in pattern.split(", "):
                 files.extend(sorted(glob.glob(os.path.join(base, p))))
         fingerprint = prop(examples, "content_sha256") or prop(examples, "input_fingerprint")
+        span = prop(examples, "span")
+        origins = (
+            sources.of_content(self.store, base, span, fingerprint)
+            if base and span is not None
+            else []
+        )
         return DataVersion(
             examples_id=examples.id,
             span=prop(examples, "span"),
@@ -446,6 +454,7 @@ class Lineage:
             pattern=pattern,
             files=files,
             ingested_in_run=self.run_of.get(gen.id) if gen else None,
+            origins=[{**o.to_dict(), "describe": o.describe()} for o in origins],
         )
 
     def _is_raw_examples(self, artifact: pb.Artifact) -> bool:

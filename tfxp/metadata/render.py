@@ -151,6 +151,8 @@ def render_model(m: ModelLineage) -> str:
         )
         for f in d.files:
             lines.append(f"               {f}")
+        for o in d.origins:
+            lines.append(f"             origin {o['describe']}")
     s = m.schema
     lines.append(
         f"  schema     Schema #{s.get('schema_id')} sha256 {s.get('content_sha256')} "
@@ -208,6 +210,7 @@ def render_span(s: SpanLineage) -> str:
             f"{(d.fingerprint or '?')[:12]}, from {os.path.join(d.input_base or '?', d.pattern or '?')}"
             f" (run {d.ingested_in_run})"
         )
+        lines.extend(f"    origin {o['describe']}" for o in d.origins)
     if not s.models:
         lines.append("  no model was trained on this span")
         return "\n".join(lines)
