@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 from components.csv_text import CsvTextError, check_encoding
+from pipeline import table_options
 from pipeline.config import (
     GENERIC_PREPROCESSING_FN,
     GENERIC_RUN_FN,
@@ -48,7 +49,7 @@ DATASET_PATH_ENV = "TFXP_DATASET_PATH"
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 
 TASKS = ("binary", "multiclass", "regression")
-TREATMENTS = ("zscore", "bucketize", "vocabulary")
+TREATMENTS = ("zscore", "bucketize", "vocabulary", *table_options.TABLE_TREATMENTS)
 
 _KEYS = {
     "name",
@@ -81,13 +82,13 @@ _KEYS = {
     "on_push",
     "alerts",
     "tuning",
-}
+} | table_options.TOP_KEYS
 _SLICING_KEYS = {"by", "buckets", "min_examples", "lower_bound", "upper_bound", "max_drop"}
 ON_PUSH = ("champion", "challenger")
 _ALERT_KEYS = {"webhook_env"}
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _EVAL_KEYS = {"metric", "lower_bound", "upper_bound", "min_change", "extra_metrics"}
-_FEATURE_KEYS = {"treatment", "buckets", "top_k", "oov_buckets"}
+_FEATURE_KEYS = {"treatment", "buckets", "top_k", "oov_buckets"} | table_options.FEATURE_KEYS
 _TUNING_KEYS = {
     "search_space",
     "algorithm",
@@ -158,14 +159,21 @@ class TabularOptions:
     classes: tuple[str, ...] = ()
     # Feature name -> {"treatment": zscore|bucketize|vocabulary, "buckets", "top_k", "oov_buckets"}.
     features: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Table options (pipeline/table_options.py): rows without a usable label are dropped
+    # by ExampleGen ("drop") or kept ("keep"); per-class loss weights of a classifier.
+    unlabelled_rows: str = "drop"
+    class_weights: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        options = {
             "label": self.label,
             "task": self.task,
             "classes": list(self.classes),
             "features": {k: dict(v) for k, v in self.features.items()},
         }
+        if self.class_weights:
+            options["class_weights"] = dict(self.class_weights)
+        return options
 
 
 def dataset_dirs() -> list[Path]:
@@ -311,9 +319,16 @@ def _tabular(raw: dict, where: str) -> TabularOptions:
     features = raw.get("features") or {}
     if not isinstance(features, dict) or not features:
         raise DatasetFileError(f"{where}: `features:` maps each feature to its treatment")
-    excluded = set(raw.get("exclude") or ())
+    exclude = raw.get("exclude") or []
+    if not isinstance(exclude, list):
+        raise DatasetFileError(f"{where}: exclude: a list of column names, not {exclude!r}")
+    excluded = {str(e) for e in exclude}
     parsed: dict[str, dict[str, Any]] = {}
     for name, spec in features.items():
+        if spec is not None and not isinstance(spec, (str, dict)):
+            raise DatasetFileError(
+                f"{where}: features.{name}: a treatment or a mapping, not {spec!r}"
+            )
         spec = {"treatment": spec} if isinstance(spec, str) else dict(spec or {})
         _check_keys(spec, _FEATURE_KEYS, f"{where}: features.{name}")
         if spec.get("treatment") not in TREATMENTS:
@@ -325,7 +340,21 @@ def _tabular(raw: dict, where: str) -> TabularOptions:
             raise DatasetFileError(f"{where}: the label {label!r} cannot also be a feature")
         if name not in excluded:
             parsed[str(name)] = spec
-    return TabularOptions(label=str(label), task=task, classes=classes, features=parsed)
+    try:
+        for name, spec in parsed.items():
+            table_options.check_feature(name, spec, where)
+        unlabelled = table_options.unlabelled_rows(raw, where)
+        weights = table_options.class_weights(raw, where, task, classes)
+    except table_options.TableOptionError as e:
+        raise DatasetFileError(str(e)) from e
+    return TabularOptions(
+        label=str(label),
+        task=task,
+        classes=classes,
+        features=parsed,
+        unlabelled_rows=unlabelled,
+        class_weights=weights,
+    )
 
 
 def _inference(raw: Any, where: str, kind: str) -> InferenceOptions:

@@ -407,6 +407,13 @@ def _batch_inference(config: PipelineConfig, schema: Any, trainer, evaluator) ->
     ]
 
 
+def _unlabelled_label(config: PipelineConfig) -> str:
+    """The label column whose blank or unparseable rows ExampleGen drops (generic tables
+    with `unlabelled_rows: drop`), or "" to keep every row."""
+    tabular = config.tabular
+    return config.label_key if tabular is not None and tabular.unlabelled_rows == "drop" else ""
+
+
 def _example_gen(config: PipelineConfig, schema: Any):
     """The dataset's ExampleGen (CSV or image class folders) for the span(s) `config` asks for."""
     if config.example_gen not in ("csv", "image"):
@@ -428,6 +435,7 @@ def _example_gen(config: PipelineConfig, schema: Any):
             csv_reader=config.csv_reader,
             encoding=config.csv_encoding,
             nan_free=schema_nan_free_columns(schema),
+            drop_unlabelled=_unlabelled_label(config),
         )
     )
     train, eval_ = config.train_eval_hash_buckets

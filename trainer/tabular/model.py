@@ -1,7 +1,8 @@
 """The Keras model over transformed tabular features: one architecture for every table.
 
 Numeric features (z-scores and is-missing indicators) enter as they are;
-vocabulary and bucket ids are one-hot encoded. A small dense tower ends in a
+vocabulary and bucket ids are one-hot encoded; a date's parts enter as a
+vector; a text's word ids are embedded and averaged over its words. A small dense tower ends in a
 head for the task: a sigmoid (binary), a softmax over the classes
 (multiclass), or a linear unit rescaled to the label's mean and spread
 (regression, trained on plain MSE in the label's own units, so TFMA's RMSE
@@ -16,7 +17,39 @@ import tensorflow as tf
 import tf_keras as keras
 
 from trainer.fast_steps import FastStepModel
-from trainer.tabular.features import TabularSpec, missing_name, transformed_name
+from trainer.tabular.features import Feature, TabularSpec, missing_name, transformed_name
+from trainer.tabular.treatments import parts_of
+
+# Width of a text feature's word embedding.
+TEXT_EMBEDDING_DIM = 16
+
+
+def _feature_input(
+    feature: Feature, vocab_sizes: Mapping[str, int]
+) -> tuple[keras.Input, tf.Tensor]:
+    """(the model input of a transformed feature, what it contributes to the tower)."""
+    name = transformed_name(feature.name)
+    if feature.treatment == "zscore":
+        inp = keras.layers.Input(name=name, shape=(1,))
+        return inp, inp
+    if feature.treatment in ("date", "timestamp"):
+        inp = keras.layers.Input(name=name, shape=(len(parts_of(feature.treatment)),))
+        return inp, inp
+    inp = keras.layers.Input(
+        name=name, shape=(feature.max_tokens if feature.treatment == "text" else 1,), dtype=tf.int64
+    )
+    if feature.treatment == "text":
+        # Ids shift by one so that 0 is the padding (-1), which the mask leaves out of the mean.
+        shifted = keras.layers.Lambda(lambda ids: ids + 1, name=f"{feature.name}_shift")(inp)
+        embedded = keras.layers.Embedding(
+            vocab_sizes[feature.name] + 1,
+            TEXT_EMBEDDING_DIM,
+            mask_zero=True,
+            name=f"{feature.name}_embedding",
+        )(shifted)
+        return inp, keras.layers.GlobalAveragePooling1D(name=f"{feature.name}_mean")(embedded)
+    tokens = feature.buckets + 1 if feature.treatment == "bucketize" else vocab_sizes[feature.name]
+    return inp, keras.layers.CategoryEncoding(num_tokens=tokens, output_mode="one_hot")(inp)
 
 
 def build_model(
@@ -41,22 +74,8 @@ def build_model(
     inputs: dict[str, keras.Input] = {}
     parts: list[tf.Tensor] = []
     for feature in spec.features:
-        name = transformed_name(feature.name)
-        if feature.treatment == "zscore":
-            inputs[name] = keras.layers.Input(name=name, shape=(1,))
-            parts.append(inputs[name])
-        else:
-            tokens = (
-                feature.buckets + 1
-                if feature.treatment == "bucketize"
-                else vocab_sizes[feature.name]
-            )
-            inputs[name] = keras.layers.Input(name=name, shape=(1,), dtype=tf.int64)
-            parts.append(
-                keras.layers.CategoryEncoding(num_tokens=tokens, output_mode="one_hot")(
-                    inputs[name]
-                )
-            )
+        inputs[transformed_name(feature.name)], part = _feature_input(feature, vocab_sizes)
+        parts.append(part)
         if feature.name in missing_indicators:
             key = missing_name(feature.name)
             inputs[key] = keras.layers.Input(name=key, shape=(1,))
