@@ -150,7 +150,9 @@ def test_predict_scores_raw_rows_with_dates_and_text(cars):
     assert len(cars.predictions) == 40
     truth = [float(r["MPG"]) for r in cars.rows[:40] if r["MPG"]]
     predicted = [
-        float(p["prediction"]) for p, r in zip(cars.predictions, cars.rows[:40], strict=True) if r["MPG"]
+        float(p["prediction"])
+        for p, r in zip(cars.predictions, cars.rows[:40], strict=True)
+        if r["MPG"]
     ]
     error = float(np.sqrt(np.mean((np.array(truth) - np.array(predicted)) ** 2)))
     assert error < 0.6 * float(np.std(truth)), error
