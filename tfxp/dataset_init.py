@@ -386,6 +386,17 @@ def infer(
     return inferred, arrays
 
 
+def _drop_string_domain(schema, feature) -> None:
+    """No list of allowed values: inline, or the schema-level domain the feature names."""
+    if feature.HasField("string_domain"):
+        feature.ClearField("string_domain")
+    elif feature.HasField("domain"):
+        kept = [d for d in schema.string_domain if d.name != feature.domain]
+        feature.ClearField("domain")
+        del schema.string_domain[:]
+        schema.string_domain.extend(kept)
+
+
 def infer_schema(inferred: Inferred, arrays: dict):
     """TFDV's schema from the data's statistics, with int domains and environments."""
     import pyarrow as pa
@@ -416,9 +427,8 @@ def infer_schema(inferred: Inferred, arrays: dict):
             feature.int_domain.min = pc.min(values).as_py()
             feature.int_domain.max = pc.max(values).as_py()
             feature.int_domain.is_categorical = True
-        unbounded = ("excluded", "date", "timestamp", "text")
-        if col.treatment in unbounded and feature.HasField("string_domain"):
-            feature.ClearField("string_domain")  # ids, dates, free text: new values are expected
+        if col.treatment in ("excluded", "date", "timestamp", "text"):
+            _drop_string_domain(schema, feature)  # ids, dates, free text: new values expected
         if col is inferred.label:
             feature.not_in_environment.append("SERVING")
     schema.default_environment.extend(["TRAINING", "SERVING"])
