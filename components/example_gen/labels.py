@@ -13,7 +13,7 @@ and TFX's reader with the CSV checks (one cell at a time, `usable_label`).
 
 from __future__ import annotations
 
-import math
+import re
 from collections.abc import Iterable, Mapping
 
 import pyarrow as pa
@@ -25,8 +25,8 @@ from components.example_gen.csv_checks import BYTES, FLOAT, INT
 # The Examples artifact's custom property: rows left out for a blank or unparseable label.
 UNLABELLED_DROPPED = "unlabelled_rows_dropped"
 
-# What Python's int()/float() accept (surrounding spaces are trimmed first), as
-# TFX's reader parses a cell; NaN and infinities are no label and are not matched.
+# Decimal numbers (surrounding spaces are trimmed first), as both readers parse a cell;
+# NaN, infinities and Python's "1_000" are no label and are not matched.
 _NUMBER = {
     INT: r"^[+-]?[0-9]+$",
     FLOAT: r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$",
@@ -40,12 +40,8 @@ def usable_label(cell: str, kind: str) -> bool:
         return False
     if kind == BYTES:
         return True
-    text = cell.strip()
-    try:
-        value = int(text) if kind == INT else float(text)
-    except ValueError:
-        return False
-    return not (isinstance(value, float) and (math.isnan(value) or math.isinf(value)))
+    # The batch rule's pattern (not int()/float(), which also take "1_0", "nan", "inf").
+    return re.fullmatch(_NUMBER[kind], cell.strip()) is not None
 
 
 def usable_mask(column: pa.Array, kind: str) -> pa.Array:
@@ -70,8 +66,8 @@ def drop_unlabelled(batch: pa.RecordBatch, label: str, kind: str) -> tuple[pa.Re
     if kind == BYTES:
         return kept, dropped
     values = pc.cast(pc.utf8_trim_whitespace(kept.column(label)), _ARROW_TYPES[kind])
-    index = kept.schema.get_field_index(label)
-    return kept.set_column(index, label, values), dropped
+    arrays = [values if name == label else kept.column(name) for name in kept.schema.names]
+    return pa.RecordBatch.from_arrays(arrays, names=kept.schema.names), dropped
 
 
 def count_unlabelled(

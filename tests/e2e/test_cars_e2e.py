@@ -137,6 +137,7 @@ def test_example_gen_drops_the_same_rows_and_records_them(cars):
     assert raw, "no Examples artifact records the dropped rows"
     assert prop(raw[0], UNLABELLED_DROPPED) == UNLABELLED
     assert prop(raw[0], "row_count") == ROWS - UNLABELLED
+    assert prop(raw[0], "csv_reader") == "arrow"  # the fast path dropped them, no fallback
 
 
 def test_the_model_is_blessed_and_beats_the_mean(cars):
