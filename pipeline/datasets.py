@@ -87,7 +87,7 @@ _SLICING_KEYS = {"by", "buckets", "min_examples", "lower_bound", "upper_bound", 
 ON_PUSH = ("champion", "challenger")
 _ALERT_KEYS = {"webhook_env"}
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_EVAL_KEYS = {"metric", "lower_bound", "upper_bound", "min_change", "extra_metrics"}
+_EVAL_KEYS = {"metric", "lower_bound", "upper_bound", "min_change", "extra_metrics", "per_class"}
 _FEATURE_KEYS = {"treatment", "buckets", "top_k", "oov_buckets"} | table_options.FEATURE_KEYS
 _TUNING_KEYS = {
     "search_space",
@@ -216,7 +216,11 @@ def _thresholds(raw: Any, where: str, task: str | None) -> EvalThresholds:
         )
     elif task == "multiclass":
         defaults = EvalThresholds(metric="SparseCategoricalAccuracy", extra_metrics=())
+    per_class = raw.get("per_class", False)
+    if not isinstance(per_class, bool):
+        raise DatasetFileError(f"{where}.per_class: expected true or false, not {per_class!r}")
     return EvalThresholds(
+        per_class=per_class,
         metric=str(raw.get("metric", defaults.metric)),
         lower_bound=raw.get("lower_bound", defaults.lower_bound),
         upper_bound=raw.get("upper_bound", defaults.upper_bound),

@@ -153,6 +153,26 @@ def _error_rate_specs(config: PipelineConfig) -> list[tfma.MetricsSpec]:
     return []
 
 
+def _per_class_specs(config: PipelineConfig) -> list[tfma.MetricsSpec]:
+    """With `evaluation.per_class` (init sets it for an imbalanced label): each class's
+    recall and precision-recall AUC. Binary: recall of the positive class (Recall) and
+    of the negative one (Specificity); multiclass: one class against the rest."""
+    kind = task(config)
+    if not config.thresholds.per_class or kind not in ("binary", "multiclass"):
+        return []
+    if kind == "binary":
+        names = ("Recall", "Specificity", "AUCPrecisionRecall")
+        return [tfma.MetricsSpec(metrics=[tfma.MetricConfig(class_name=m) for m in names])]
+    return [
+        tfma.MetricsSpec(
+            metrics=[tfma.MetricConfig(class_name=m) for m in ("Recall", "AUCPrecisionRecall")],
+            binarize=tfma.BinarizationOptions(
+                class_ids={"values": list(range(num_classes(config)))}
+            ),
+        )
+    ]
+
+
 def _overall_threshold(config: PipelineConfig) -> tfma.MetricThreshold:
     t = config.thresholds
     return tfma.MetricThreshold(
@@ -208,6 +228,7 @@ def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
                 ]
             ),
             *_error_rate_specs(config),
+            *_per_class_specs(config),
         ],
     )
 

@@ -32,6 +32,9 @@ KEY_SHARE = 0.9
 TEXT_MIN_WORDS = 5.0
 # The rarest class below this share of the rows: imbalanced.
 IMBALANCE_SHARE = 0.10
+# Balanced accuracy a model of an imbalanced binary label must reach: predicting the
+# majority class scores 0.5 however rare the other class is.
+BALANCED_ACCURACY_FLOOR = 0.55
 # A numeric label may hold a few values that are not numbers (dropped as unparseable).
 LABEL_NUMBER_SHARE = 0.95
 
@@ -238,3 +241,16 @@ def summary_lines(inferred) -> list[str]:
             f"{inferred.class_weights} written to dataset.yaml",
         )
     return lines
+
+
+def imbalanced_evaluation_lines(inferred) -> list[str]:
+    """The blessing of an imbalanced binary label: balanced accuracy, not accuracy."""
+    return [
+        f"  # The most frequent class is {inferred.majority:.1%} of rows: accuracy would bless",
+        "  # a model that never predicts the rare class. Balanced accuracy (the mean of both",
+        "  # classes' recall) of that model is 0.5: a model must do better.",
+        "  metric: BalancedAccuracy",
+        f"  lower_bound: {BALANCED_ACCURACY_FLOOR}",
+        "  extra_metrics: [AUC]",
+        "  per_class: true  # each class's recall and precision-recall AUC",
+    ]
