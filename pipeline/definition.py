@@ -428,6 +428,12 @@ def _batch_inference(config: PipelineConfig, schema: Any, trainer, evaluator) ->
     ]
 
 
+def _date_formats(config: PipelineConfig) -> dict[str, str]:
+    """Date and timestamp features -> their format, for the gate's format check."""
+    features = config.tabular.features if config.tabular is not None else {}
+    return {n: str(f["format"]) for n, f in features.items() if f.get("format")}
+
+
 def _unlabelled_label(config: PipelineConfig) -> str:
     """The label column whose blank or unparseable rows ExampleGen drops (generic tables
     with `unlabelled_rows: drop`), or "" to keep every row."""
@@ -562,7 +568,10 @@ def _validation(config: PipelineConfig, example_gen, schema_importer, statistics
         baseline_statistics=previous_statistics.outputs["statistics"],
         examples=example_gen.outputs["examples"],
         baseline_examples=baseline_examples,
-        settings=load_settings(config.validation_file).with_warn_only(config.warn_only),
+        settings=dataclasses.replace(
+            load_settings(config.validation_file).with_warn_only(config.warn_only),
+            date_formats=_date_formats(config),
+        ),
         serving_data=config.serving_pattern,
         serving_sha256=serving_data_sha256(config.serving_pattern),
         report_dir=config.report_dir,

@@ -255,8 +255,24 @@ def _check(
             serving_source=f"serving data {pattern}",
             no_serving=no_serving,
             longest_cells=_longest_cells(input_dict.get(EXAMPLES_KEY)),
+            extra_findings=_table_findings(current, serving, settings, input_dict, pattern),
         )
     return result, current, baseline, serving
+
+
+def _table_findings(current, serving, settings, input_dict, pattern: str) -> list:
+    """Date formats changed in this span; ids constant at serving (table_checks.py)."""
+    from components.validation import table_checks
+    from components.validation.checks import COMPARED_SPLIT
+
+    compared = current.get(COMPARED_SPLIT) or next(iter(current.values()))
+    span = _span(input_dict.get(EXAMPLES_KEY))
+    where = f"span {span}, {COMPARED_SPLIT} split"
+    found = table_checks.date_format_findings(compared, settings.date_formats, where)
+    if serving is not None:
+        where = f"{COMPARED_SPLIT} split vs serving data {pattern}"
+        found += table_checks.constant_id_findings(compared, serving, where)
+    return found
 
 
 def _publish(
