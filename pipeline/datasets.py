@@ -17,6 +17,7 @@ The first file of a name wins.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from typing import Any
 import yaml
 
 from components.csv_text import CsvTextError, check_encoding
-from pipeline import table_options
+from pipeline import dataset_types, table_options
 from pipeline.config import (
     GENERIC_PREPROCESSING_FN,
     GENERIC_RUN_FN,
@@ -565,8 +566,22 @@ def _alert_env(raw: Any, where: str) -> tuple[str, ...]:
 
 
 def load_dataset_file(path: str | os.PathLike) -> PipelineConfig:
-    """The `PipelineConfig` a dataset file describes; schema and thresholds beside it."""
-    path = Path(path)
+    """The `PipelineConfig` a dataset file describes; schema and thresholds beside it.
+
+    Raises DatasetFileError naming the file and the key for anything it cannot use.
+    """
+    try:
+        return _load_dataset_file(Path(path))
+    except dataset_types.DatasetTypeError as e:
+        raise DatasetFileError(str(e)) from e
+    except DatasetFileError:
+        raise
+    except (TypeError, ValueError, AttributeError, KeyError) as e:
+        # A value the checks above let through but the config cannot take.
+        raise DatasetFileError(f"{path}: {type(e).__name__}: {e}") from e
+
+
+def _load_dataset_file(path: Path) -> PipelineConfig:
     folder = path.parent
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
@@ -575,6 +590,7 @@ def load_dataset_file(path: str | os.PathLike) -> PipelineConfig:
     if not isinstance(raw, dict):
         raise DatasetFileError(f"{path}: expected a mapping (see schema/taxi/{DATASET_FILE})")
     _check_keys(raw, _KEYS, str(path))
+    dataset_types.check_types(raw, str(path))
     name = str(raw.get("name", folder.name))
     if name != folder.name:
         raise DatasetFileError(f"{path}: name {name!r} differs from its folder {folder.name!r}")
@@ -592,6 +608,8 @@ def load_dataset_file(path: str | os.PathLike) -> PipelineConfig:
         options = dict(raw.get("image") or {})
         if "class_names" not in options:
             raise DatasetFileError(f"{path}: an image dataset needs image.class_names")
+        fields = {f.name for f in dataclasses.fields(ImageOptions)}
+        dataset_types.check_image(options, fields, f"{path}: image")
         options["class_names"] = tuple(str(c) for c in options["class_names"])
         image = ImageOptions(**options)
 
