@@ -60,7 +60,10 @@ class ValidationSettings:
     date_formats: Mapping[str, str] = field(default_factory=dict)
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
+        raw = asdict(self)
+        if not raw["date_formats"]:  # datasets without dates keep their cache key
+            del raw["date_formats"]
+        return json.dumps(raw, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> ValidationSettings:
