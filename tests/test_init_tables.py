@@ -108,6 +108,16 @@ def test_init_drops_unlabelled_rows_and_writes_the_new_treatments(tmp_path, home
     assert span.read_text() == path.read_text()
 
 
+def test_data_add_takes_a_drop_with_unlabelled_rows(tmp_path, home, capsys):  # noqa: F811
+    from tfxp.cli import main
+
+    path = _table(tmp_path)
+    assert run_init(_args(tmp_path, "t", [path], "price"), out=io.StringIO()) == 0
+    # The same rows again ("n/a" and blank labels included): ExampleGen drops them.
+    assert main(["data", "add", "t", str(path)]) == 0, capsys.readouterr().err
+    assert (tmp_path / "data" / "t" / "span-2" / "t.csv").exists()
+
+
 def test_keep_unlabelled_refuses_blank_labels(tmp_path, home):  # noqa: F811
     path = _table(tmp_path)
     with pytest.raises(InitError, match="blank in 3 of 60 rows"):
