@@ -138,6 +138,12 @@ def test_example_gen_drops_the_same_rows_and_records_them(cars):
     assert prop(raw[0], UNLABELLED_DROPPED) == UNLABELLED
     assert prop(raw[0], "row_count") == ROWS - UNLABELLED
     assert prop(raw[0], "csv_reader") == "arrow"  # the fast path dropped them, no fallback
+    # The metadata layer's lineage says so too (`tfxp lineage`).
+    from tfxp.metadata.lineage import Lineage
+
+    version = Lineage(store, cars.config.pipeline_name).data_version(raw[0])
+    assert version.unlabelled_dropped == UNLABELLED
+    assert f"{ROWS - UNLABELLED} rows ({UNLABELLED} without a label dropped)" in version.rows_text
 
 
 def test_the_model_is_blessed_and_beats_the_mean(cars):

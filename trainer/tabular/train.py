@@ -160,9 +160,10 @@ def tuner_fn(fn_args: Any):
     feature_spec = tf_transform_output.transformed_feature_spec()
 
     def dataset(patterns, batch_size: int, training: bool) -> tf.data.Dataset:
-        return input_fn(
+        data = input_fn(
             patterns, feature_spec, spec.label_xf, batch_size, base.input_options(training)
         )
+        return with_class_weights(data, spec) if training else data
 
     return search_result(
         fn_args, lambda hp: _build(spec, tf_transform_output, fn_args, hp), dataset
