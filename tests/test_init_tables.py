@@ -63,6 +63,14 @@ def test_ids_by_share_and_by_look():
     assert "codes" in ii.id_reason(codes, 6, 40)
 
 
+def test_keys_are_ids_before_they_are_text():
+    from tfxp.dataset_init import Column
+
+    col = Column("ref", "ref", values=[str(uuid.uuid4()) for _ in range(40)], distinct=40)
+    assert ii.table_treatment(col, 40)
+    assert col.treatment == "excluded" and "UUIDs" in col.note
+
+
 def test_free_text_needs_many_words():
     text = [f"the engine {i} runs well in cold weather" for i in range(30)]
     assert ii.is_text(text, 30)

@@ -143,14 +143,22 @@ def ambiguous_day_month(values: Sequence[str]) -> bool:
     return bool(found) and len(found) >= DATE_SHARE * len(values)
 
 
+def key_reason(values: Sequence[str], distinct: int) -> str | None:
+    """Why a string column's values look like keys (UUIDs, e-mail addresses, codes), or None."""
+    for what, pattern in _KEYS.items():
+        hits = sum(bool(pattern.match(v)) for v in values)
+        if values and hits >= KEY_SHARE * len(values) and distinct > 1:
+            return f"values look like {what} (an id)"
+    return None
+
+
 def id_reason(values: Sequence[str], distinct: int, rows: int) -> str | None:
     """Why a string column looks like an id (the model cannot generalise from it), or None."""
     if not values:
         return None
-    for what, pattern in _KEYS.items():
-        hits = sum(bool(pattern.match(v)) for v in values)
-        if hits >= KEY_SHARE * len(values) and distinct > 1:
-            return f"values look like {what} (an id)"
+    reason = key_reason(values, distinct)
+    if reason:
+        return reason
     if rows >= ID_MIN_ROWS and distinct >= ID_DISTINCT_SHARE * rows:
         return f"{distinct} distinct values in {rows} rows ({distinct / rows:.0%}): an id?"
     return None
@@ -183,6 +191,11 @@ def table_treatment(col, rows: int) -> bool:
         return True
     if col.kind != "BYTES":
         return False
+    # Keys first: a UUID splits into five "words", free text it is not.
+    reason = key_reason(col.values, col.distinct)
+    if reason:
+        col.treatment, col.note = "excluded", reason
+        return True
     if is_text(col.values, col.distinct):
         col.treatment, col.note = "text", "free text: words -> ids, embedded and averaged"
         return True
