@@ -581,6 +581,16 @@ def load_dataset_file(path: str | os.PathLike) -> PipelineConfig:
         raise DatasetFileError(f"{path}: {type(e).__name__}: {e}") from e
 
 
+def _image(raw: dict, path: Path) -> ImageOptions:
+    options = dict(raw.get("image") or {})
+    if "class_names" not in options:
+        raise DatasetFileError(f"{path}: an image dataset needs image.class_names")
+    fields = {f.name for f in dataclasses.fields(ImageOptions)}
+    dataset_types.check_image(options, fields, f"{path}: image")
+    options["class_names"] = tuple(str(c) for c in options["class_names"])
+    return ImageOptions(**options)
+
+
 def _load_dataset_file(path: Path) -> PipelineConfig:
     folder = path.parent
     try:
@@ -603,15 +613,7 @@ def _load_dataset_file(path: Path) -> PipelineConfig:
 
     generic = kind == "tabular" and "preprocessing_fn" not in raw and "run_fn" not in raw
     tabular = _tabular(raw, str(path)) if generic else None
-    image = None
-    if kind == "image":
-        options = dict(raw.get("image") or {})
-        if "class_names" not in options:
-            raise DatasetFileError(f"{path}: an image dataset needs image.class_names")
-        fields = {f.name for f in dataclasses.fields(ImageOptions)}
-        dataset_types.check_image(options, fields, f"{path}: image")
-        options["class_names"] = tuple(str(c) for c in options["class_names"])
-        image = ImageOptions(**options)
+    image = _image(raw, path) if kind == "image" else None
 
     changes: dict[str, Any] = {
         "pipeline_name": name,

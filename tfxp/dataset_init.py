@@ -51,6 +51,14 @@ INIT_MARK = "written by `tfxp init`"  # in the dataset files --force may rewrite
 
 
 FEATURE_TREATMENTS = ("zscore", "vocabulary", "bucketize", "date", "timestamp", "text")
+FEATURES_COMMENT = (
+    "# Each feature's treatment: zscore (numbers; blanks -> mean + is-missing indicator),",
+    "# bucketize (numbers; `buckets: 10`), vocabulary (strings, categorical ints;",
+    "# `top_k: 1000`, `oov_buckets: 1`), date / timestamp (`format: iso | dmy | mdy`, a",
+    "# timestamp also `unix_seconds`: year, month, day of week and of year, hour, days",
+    "# since 1970), text (words -> vocabulary ids; `max_tokens: 32`). Remove a feature,",
+    "# or list it under exclude, to drop it.",
+)
 # Values per column the date, id and text rules look at.
 SAMPLE_VALUES = 5000
 
@@ -477,16 +485,7 @@ def dataset_yaml(inferred: Inferred, data_root: str | None) -> str:
         order = "[negative, positive]" if inferred.task == "binary" else "output order"
         lines.append(f"# The label's values, {order}.")
         lines.append(f"classes: [{', '.join(q(c) for c in inferred.classes)}]")
-    lines += [
-        "",
-        "# Each feature's treatment: zscore (numbers; blanks -> mean + is-missing indicator),",
-        "# bucketize (numbers; `buckets: 10`), vocabulary (strings, categorical ints;",
-        "# `top_k: 1000`, `oov_buckets: 1`), date / timestamp (`format: iso | dmy | mdy`, a",
-        "# timestamp also `unix_seconds`: year, month, day of week and of year, hour, days",
-        "# since 1970), text (words -> vocabulary ids; `max_tokens: 32`). Remove a feature,",
-        "# or list it under exclude, to drop it.",
-        "features:",
-    ]
+    lines += ["", *FEATURES_COMMENT, "features:"]
     for c in inferred.features:
         fmt = f", format: {c.format}" if c.format else ""
         lines.append(f"  {q(c.name)}: {{treatment: {c.treatment}{fmt}}}")

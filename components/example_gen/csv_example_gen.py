@@ -87,9 +87,8 @@ def _text_options(exec_properties: dict[str, Any]) -> tuple[str, frozenset[str]]
 def _unlabelled_option(exec_properties: dict[str, Any]) -> tuple[str, str]:
     """(the label column whose blank or unparseable rows are dropped, its type), or ("", "")."""
     label = str(custom_struct(exec_properties).get("drop_unlabelled") or "")
-    if not label:
-        return "", ""
-    return label, _columns_from_custom_config(exec_properties).get(label, csv_checks.BYTES)
+    columns = _columns_from_custom_config(exec_properties)
+    return (label, columns.get(label, csv_checks.BYTES)) if label else ("", "")
 
 
 def _set_longest_cells(examples, longest: dict[str, int]) -> None:
@@ -139,7 +138,7 @@ def _CheckedCsvToExample(  # noqa: N802 - Beam PTransform naming
     label, kind = _unlabelled_option(exec_properties)
     if label in column_names:
         at = [c.strip() for c in column_names].index(label)
-        parsed = parsed | "DropUnlabelled" >> beam.Filter(_has_label, at, kind)
+        parsed = parsed | "DropUnlabelled" >> beam.Filter(labels.has_label, at, kind)
     column_infos = beam.pvalue.AsSingleton(
         parsed
         | "InferColumnTypes"
@@ -149,12 +148,6 @@ def _CheckedCsvToExample(  # noqa: N802 - Beam PTransform naming
         csv_executor._ParsedCsvToTfExample(),  # noqa: SLF001 - TFX's own row encoder
         column_infos,
     )
-
-
-def _has_label(cells, at: int, kind: str) -> bool:
-    cell = cells[at] if at < len(cells) else b""
-    text = cell.decode("utf-8", "replace") if isinstance(cell, bytes) else str(cell)
-    return labels.usable_label(text, kind)
 
 
 def shards_for(raw_bytes: int, fraction: float, configured: int = 0) -> int:

@@ -44,6 +44,13 @@ def usable_label(cell: str, kind: str) -> bool:
     return re.fullmatch(_NUMBER[kind], cell.strip()) is not None
 
 
+def has_label(cells, at: int, kind: str) -> bool:
+    """TFX's reader path: whether a parsed CSV row (cells as bytes) has a usable label."""
+    cell = cells[at] if at < len(cells) else b""
+    text = cell.decode("utf-8", "replace") if isinstance(cell, bytes) else str(cell)
+    return usable_label(text, kind)
+
+
 def usable_mask(column: pa.Array, kind: str) -> pa.Array:
     """Boolean mask of the usable labels of a string column (nulls are blank cells)."""
     present = pc.is_valid(column)
