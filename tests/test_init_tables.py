@@ -141,3 +141,29 @@ def test_imbalanced_label_gets_class_weights(tmp_path, home):  # noqa: F811
     assert "imbalanced label" in out.getvalue()
     config = load_dataset_file(home / "i" / "dataset.yaml")
     assert config.tabular.class_weights == {"common": round(100 / 190, 4), "rare": 10.0}
+    assert config.thresholds.metric == "BalancedAccuracy" and config.thresholds.per_class
+
+
+def test_imbalanced_multiclass_label_gets_per_class_metrics_and_suggested_weights(
+    tmp_path,
+    home,  # noqa: F811
+):
+    rows = [f"{i % 7},{'rare' if i % 20 == 0 else ['a', 'b'][i % 2]}" for i in range(100)]
+    path = _csv(tmp_path / "m.csv", "x,y", rows)
+    assert run_init(_args(tmp_path, "m", [path], "y"), out=io.StringIO()) == 0
+    text = (home / "m" / "dataset.yaml").read_text()
+    assert "# class_weights: {" in text
+    config = load_dataset_file(home / "m" / "dataset.yaml")
+    assert config.tabular.class_weights == {}
+    assert config.thresholds.metric == "SparseCategoricalAccuracy" and config.thresholds.per_class
+    # Each class's recall and PR-AUC (one class against the rest) stay on the fast path.
+    import tensorflow_model_analysis as tfma
+
+    from components.fast_eval import executor
+    from pipeline.definition import eval_config
+
+    evaluation = eval_config(config)
+    names = {m.class_name for spec in evaluation.metrics_specs for m in spec.metrics}
+    assert {"Recall", "AUCPrecisionRecall"} <= names
+    defaults = tfma.utils.update_eval_config_with_defaults(evaluation, rubber_stamp=True)
+    assert executor.fast_path_refusal(defaults) is None

@@ -232,8 +232,17 @@ def table_option_lines(inferred, yaml_str) -> list[str]:
         lines += [
             "# The rarest class is under 10% of the rows: each class's loss is weighted by",
             "# rows / (classes x its rows), so the model does not just predict the majority.",
-            f"class_weights: {{{weights}}}",
         ]
+        if inferred.task == "binary":
+            lines.append(f"class_weights: {{{weights}}}")
+        else:
+            # A multiclass model is blessed on accuracy, which weighting the rare classes
+            # lowers: suggested, not set.
+            lines += [
+                "# Blessed on accuracy (see evaluation), which such weights lower: uncomment",
+                "# them with a threshold of your own.",
+                f"# class_weights: {{{weights}}}",
+            ]
     return lines
 
 
@@ -249,9 +258,10 @@ def summary_lines(inferred) -> list[str]:
             "(unlabelled_rows: drop)",
         )
     if inferred.class_weights:
+        done = "written to" if inferred.task == "binary" else "suggested (commented) in"
         lines.append(
             f"imbalanced label: the rarest class is under 10% of rows; class weights "
-            f"{inferred.class_weights} written to dataset.yaml",
+            f"{inferred.class_weights} {done} dataset.yaml, each class's recall reported",
         )
     return lines
 
