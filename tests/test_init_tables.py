@@ -49,6 +49,7 @@ def test_unix_seconds_only_when_the_name_says_so():
     assert ii.date_format("created_ts", values, "INT").format == "unix_seconds"
     assert ii.date_format("unix_time", values, "INT").format == "unix_seconds"
     assert ii.date_format("population", values, "INT") is None
+    assert ii.date_format("timestamp_hour", ["0", "23"], "INT") is None
 
 
 def test_ids_by_share_and_by_look():

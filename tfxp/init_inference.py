@@ -109,7 +109,8 @@ def date_format(name: str, values: Sequence[str], kind: str) -> DateFormat | Non
         return None
     if kind in ("INT", "FLOAT"):
         numbers = [float(v) for v in values]
-        if _UNIX_NAME.search(name) and all(0 <= x < 4.2e9 for x in numbers):
+        # 1973 to 2103: small numbers in a "timestamp_hour" column are not Unix seconds.
+        if _UNIX_NAME.search(name) and all(1e8 <= x < 4.2e9 for x in numbers):
             return DateFormat("timestamp", "unix_seconds", "Unix seconds (from its name)")
         return None
     need = DATE_SHARE * len(values)
