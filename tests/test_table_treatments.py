@@ -153,7 +153,8 @@ def test_model_takes_date_vectors_and_text_ids():
         "seen_missing": np.ones((3, 1), np.float32),
     }
     out = model.predict(batch, verbose=0)
-    assert out.shape == (3, 1) and np.isfinite(out).all()
+    # Row 1 has no words (a blank text cell): a finite prediction, not NaN.
+    assert out.shape == (3, 1) and np.isfinite(out).all(), out
 
 
 def test_class_weights_weigh_each_example_by_its_class():
@@ -166,3 +167,12 @@ def test_class_weights_weigh_each_example_by_its_class():
     data = tf.data.Dataset.from_tensors(({"x": tf.zeros([3])}, tf.constant([2, 0, 1], tf.int64)))
     ((_, _, weights),) = list(with_class_weights(data, spec))
     assert list(weights.numpy()) == [7.5, 1.0, 2.0]
+
+
+def test_word_mean_of_a_blank_text_is_zero_not_nan():
+    from trainer.tabular.model import WordMean
+
+    layer = WordMean(10, 4)
+    out = layer(tf.constant([[-1, -1, -1], [3, 3, -1]], tf.int64)).numpy()
+    assert np.array_equal(out[0], np.zeros(4))
+    np.testing.assert_allclose(out[1], layer.embedding(tf.constant([3])).numpy()[0], rtol=1e-6)

@@ -2,7 +2,7 @@
 
 A cars-like table generated here (~400 rows, MPG regression): 8 rows without a
 label, a model year written as an ISO date, a near-unique car name, a free-text
-comment column, blanks in horsepower. `init` must drop the unlabelled rows (and
+comment column (a few blank), blanks in horsepower. `init` must drop the unlabelled rows (and
 say how many), read the year as a date, exclude the name as an id and tokenize
 the comment; the run must drop the same rows in ExampleGen (recorded on its
 Examples artifact) and bless a model that beats predicting the mean; `predict`
@@ -43,6 +43,7 @@ def write_cars(path: Path, seed: int = 3) -> list[dict]:
         mpg += rng.normal(0, 1.5)
         name = f"{rng.choice(BRANDS)} {rng.choice(MODELS)} {rng.integers(1, 6)}"  # ~64% distinct
         comment = " ".join(rng.choice(WORDS, size=int(rng.integers(5, 10))))
+        comment = "" if i % 37 == 5 else comment  # a blank text: no words, not NaN
         rows.append(
             {
                 "MPG": "" if i % (ROWS // UNLABELLED) == 7 else f"{mpg:.1f}",

@@ -24,6 +24,25 @@ from trainer.tabular.treatments import parts_of
 TEXT_EMBEDDING_DIM = 16
 
 
+class WordMean(keras.layers.Layer):
+    """Word ids ([batch, max_tokens], -1 past the last word) -> the mean of their
+    embeddings; a value without words (a blank cell) gives zeros, not 0/0 (Keras'
+    masked GlobalAveragePooling1D returns NaN for a row whose every step is masked)."""
+
+    def __init__(self, words: int, dim: int, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.words, self.dim = words, dim
+        self.embedding = keras.layers.Embedding(words, dim)
+
+    def call(self, ids: tf.Tensor) -> tf.Tensor:
+        present = tf.cast(ids >= 0, tf.float32)[..., None]
+        vectors = self.embedding(tf.maximum(ids, 0)) * present
+        return tf.reduce_sum(vectors, axis=1) / tf.maximum(tf.reduce_sum(present, axis=1), 1.0)
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "words": self.words, "dim": self.dim}
+
+
 def _feature_input(
     feature: Feature, vocab_sizes: Mapping[str, int]
 ) -> tuple[keras.Input, tf.Tensor]:
@@ -39,15 +58,8 @@ def _feature_input(
         name=name, shape=(feature.max_tokens if feature.treatment == "text" else 1,), dtype=tf.int64
     )
     if feature.treatment == "text":
-        # Ids shift by one so that 0 is the padding (-1), which the mask leaves out of the mean.
-        shifted = keras.layers.Lambda(lambda ids: ids + 1, name=f"{feature.name}_shift")(inp)
-        embedded = keras.layers.Embedding(
-            vocab_sizes[feature.name] + 1,
-            TEXT_EMBEDDING_DIM,
-            mask_zero=True,
-            name=f"{feature.name}_embedding",
-        )(shifted)
-        return inp, keras.layers.GlobalAveragePooling1D(name=f"{feature.name}_mean")(embedded)
+        words = vocab_sizes[feature.name]
+        return inp, WordMean(words, TEXT_EMBEDDING_DIM, name=f"{feature.name}_words")(inp)
     tokens = feature.buckets + 1 if feature.treatment == "bucketize" else vocab_sizes[feature.name]
     return inp, keras.layers.CategoryEncoding(num_tokens=tokens, output_mode="one_hot")(inp)
 
