@@ -72,6 +72,7 @@ class CarsRun:
     run: RunSummary
     config: object
     predictions: list[dict]
+    home: Path
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +108,7 @@ def cars(tmp_path_factory) -> CarsRun:
     with out.open() as f:
         predictions = list(csv.DictReader(f))
     text = (home / "cars" / "dataset.yaml").read_text()
-    return CarsRun(rows, init_out, text, summary, config, predictions)
+    return CarsRun(rows, init_out, text, summary, config, predictions, home)
 
 
 def _line(output: str, column: str) -> str:
@@ -164,3 +165,27 @@ def test_predict_scores_raw_rows_with_dates_and_text(cars):
     ]
     error = float(np.sqrt(np.mean((np.array(truth) - np.array(predicted)) ** 2)))
     assert error < 0.6 * float(np.std(truth)), error
+
+
+# Last in the module: it adds a span to the dataset the tests above read.
+def test_a_span_whose_dates_changed_format_is_blocked(cars, tmp_path):
+    """Span 2 writes the model year as dd/mm/yyyy: the gate blocks before Transform."""
+    from test_tabular_e2e import tfxp
+
+    from pipeline import definition
+    from tfxp.local.runner import ValidationBlockedError, run_local
+
+    drop = tmp_path / "span2.csv"
+    with drop.open("w", newline="") as f:
+        writer = csv.DictWriter(f, list(cars.rows[0]))
+        writer.writeheader()
+        for r in cars.rows:
+            year, month, day = r["Year"].split("-")
+            writer.writerow({**r, "Year": f"{day}/{month}/{year}"})
+    code, _, err = tfxp(cars.home, "data", "add", "cars", str(drop))
+    assert code == 0, err
+    with pytest.raises(ValidationBlockedError) as blocked:
+        run_local(cars.config, to_nodes=[definition.VALIDATION_GATE], printer=lambda _: None)
+    message = str(blocked.value)
+    assert "schema Year: share parsed 0 < threshold 0.95" in message, message
+    assert "the date format changed" in message
