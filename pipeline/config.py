@@ -61,6 +61,9 @@ class EvalThresholds:
     min_change: float = -1e-10
     # Reported beside `metric`, without a threshold (AUC only makes sense for binary labels).
     extra_metrics: tuple[str, ...] = ("AUC",)
+    # Classification: each class's recall and precision-recall AUC as well (TFMA
+    # Recall/Specificity for binary, Recall and AUCPrecisionRecall per class otherwise).
+    per_class: bool = False
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ The first file of a name wins.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ import yaml
 
 from components.csv_text import CsvTextError, check_encoding
 from components.serving_log import WindowOptions
+from pipeline import dataset_types, table_options
 from pipeline.config import (
     GENERIC_PREPROCESSING_FN,
     GENERIC_RUN_FN,
@@ -50,7 +52,7 @@ DATASET_PATH_ENV = "TFXP_DATASET_PATH"
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 
 TASKS = ("binary", "multiclass", "regression")
-TREATMENTS = ("zscore", "bucketize", "vocabulary")
+TREATMENTS = ("zscore", "bucketize", "vocabulary", *table_options.TABLE_TREATMENTS)
 
 _KEYS = {
     "name",
@@ -85,13 +87,13 @@ _KEYS = {
     "alerts",
     "tuning",
     "source",
-}
+} | table_options.TOP_KEYS
 _SLICING_KEYS = {"by", "buckets", "min_examples", "lower_bound", "upper_bound", "max_drop"}
 ON_PUSH = ("champion", "challenger")
 _ALERT_KEYS = {"webhook_env"}
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_EVAL_KEYS = {"metric", "lower_bound", "upper_bound", "min_change", "extra_metrics"}
-_FEATURE_KEYS = {"treatment", "buckets", "top_k", "oov_buckets"}
+_EVAL_KEYS = {"metric", "lower_bound", "upper_bound", "min_change", "extra_metrics", "per_class"}
+_FEATURE_KEYS = {"treatment", "buckets", "top_k", "oov_buckets"} | table_options.FEATURE_KEYS
 _TUNING_KEYS = {
     "search_space",
     "algorithm",
@@ -162,14 +164,21 @@ class TabularOptions:
     classes: tuple[str, ...] = ()
     # Feature name -> {"treatment": zscore|bucketize|vocabulary, "buckets", "top_k", "oov_buckets"}.
     features: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Table options (pipeline/table_options.py): rows without a usable label are dropped
+    # by ExampleGen ("drop") or kept ("keep"); per-class loss weights of a classifier.
+    unlabelled_rows: str = "drop"
+    class_weights: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        options = {
             "label": self.label,
             "task": self.task,
             "classes": list(self.classes),
             "features": {k: dict(v) for k, v in self.features.items()},
         }
+        if self.class_weights:
+            options["class_weights"] = dict(self.class_weights)
+        return options
 
 
 def dataset_dirs() -> list[Path]:
@@ -227,7 +236,11 @@ def _thresholds(raw: Any, where: str, task: str | None) -> EvalThresholds:
         )
     elif task == "multiclass":
         defaults = EvalThresholds(metric="SparseCategoricalAccuracy", extra_metrics=())
+    per_class = raw.get("per_class", False)
+    if not isinstance(per_class, bool):
+        raise DatasetFileError(f"{where}.per_class: expected true or false, not {per_class!r}")
     return EvalThresholds(
+        per_class=per_class,
         metric=str(raw.get("metric", defaults.metric)),
         lower_bound=raw.get("lower_bound", defaults.lower_bound),
         upper_bound=raw.get("upper_bound", defaults.upper_bound),
@@ -330,9 +343,16 @@ def _tabular(raw: dict, where: str) -> TabularOptions:
     features = raw.get("features") or {}
     if not isinstance(features, dict) or not features:
         raise DatasetFileError(f"{where}: `features:` maps each feature to its treatment")
-    excluded = set(raw.get("exclude") or ())
+    exclude = raw.get("exclude") or []
+    if not isinstance(exclude, list):
+        raise DatasetFileError(f"{where}: exclude: a list of column names, not {exclude!r}")
+    excluded = {str(e) for e in exclude}
     parsed: dict[str, dict[str, Any]] = {}
     for name, spec in features.items():
+        if spec is not None and not isinstance(spec, (str, dict)):
+            raise DatasetFileError(
+                f"{where}: features.{name}: a treatment or a mapping, not {spec!r}"
+            )
         spec = {"treatment": spec} if isinstance(spec, str) else dict(spec or {})
         _check_keys(spec, _FEATURE_KEYS, f"{where}: features.{name}")
         if spec.get("treatment") not in TREATMENTS:
@@ -344,7 +364,21 @@ def _tabular(raw: dict, where: str) -> TabularOptions:
             raise DatasetFileError(f"{where}: the label {label!r} cannot also be a feature")
         if name not in excluded:
             parsed[str(name)] = spec
-    return TabularOptions(label=str(label), task=task, classes=classes, features=parsed)
+    try:
+        for name, spec in parsed.items():
+            table_options.check_feature(name, spec, where)
+        unlabelled = table_options.unlabelled_rows(raw, where)
+        weights = table_options.class_weights(raw, where, task, classes)
+    except table_options.TableOptionError as e:
+        raise DatasetFileError(str(e)) from e
+    return TabularOptions(
+        label=str(label),
+        task=task,
+        classes=classes,
+        features=parsed,
+        unlabelled_rows=unlabelled,
+        class_weights=weights,
+    )
 
 
 def _inference(raw: Any, where: str, kind: str) -> InferenceOptions:
@@ -563,8 +597,32 @@ def _alert_env(raw: Any, where: str) -> tuple[str, ...]:
 
 
 def load_dataset_file(path: str | os.PathLike) -> PipelineConfig:
-    """The `PipelineConfig` a dataset file describes; schema and thresholds beside it."""
-    path = Path(path)
+    """The `PipelineConfig` a dataset file describes; schema and thresholds beside it.
+
+    Raises DatasetFileError naming the file and the key for anything it cannot use.
+    """
+    try:
+        return _load_dataset_file(Path(path))
+    except dataset_types.DatasetTypeError as e:
+        raise DatasetFileError(str(e)) from e
+    except DatasetFileError:
+        raise
+    except (TypeError, ValueError, AttributeError, KeyError) as e:
+        # A value the checks above let through but the config cannot take.
+        raise DatasetFileError(f"{path}: {type(e).__name__}: {e}") from e
+
+
+def _image(raw: dict, path: Path) -> ImageOptions:
+    options = dict(raw.get("image") or {})
+    if "class_names" not in options:
+        raise DatasetFileError(f"{path}: an image dataset needs image.class_names")
+    fields = {f.name for f in dataclasses.fields(ImageOptions)}
+    dataset_types.check_image(options, fields, f"{path}: image")
+    options["class_names"] = tuple(str(c) for c in options["class_names"])
+    return ImageOptions(**options)
+
+
+def _load_dataset_file(path: Path) -> PipelineConfig:
     folder = path.parent
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
@@ -573,6 +631,7 @@ def load_dataset_file(path: str | os.PathLike) -> PipelineConfig:
     if not isinstance(raw, dict):
         raise DatasetFileError(f"{path}: expected a mapping (see schema/taxi/{DATASET_FILE})")
     _check_keys(raw, _KEYS, str(path))
+    dataset_types.check_types(raw, str(path))
     name = str(raw.get("name", folder.name))
     if name != folder.name:
         raise DatasetFileError(f"{path}: name {name!r} differs from its folder {folder.name!r}")
@@ -585,13 +644,7 @@ def load_dataset_file(path: str | os.PathLike) -> PipelineConfig:
 
     generic = kind == "tabular" and "preprocessing_fn" not in raw and "run_fn" not in raw
     tabular = _tabular(raw, str(path)) if generic else None
-    image = None
-    if kind == "image":
-        options = dict(raw.get("image") or {})
-        if "class_names" not in options:
-            raise DatasetFileError(f"{path}: an image dataset needs image.class_names")
-        options["class_names"] = tuple(str(c) for c in options["class_names"])
-        image = ImageOptions(**options)
+    image = _image(raw, path) if kind == "image" else None
 
     changes: dict[str, Any] = {
         "pipeline_name": name,

@@ -153,6 +153,26 @@ def _error_rate_specs(config: PipelineConfig) -> list[tfma.MetricsSpec]:
     return []
 
 
+def _per_class_specs(config: PipelineConfig) -> list[tfma.MetricsSpec]:
+    """With `evaluation.per_class` (init sets it for an imbalanced label): each class's
+    recall and precision-recall AUC. Binary: recall of the positive class (Recall) and
+    of the negative one (Specificity); multiclass: one class against the rest."""
+    kind = task(config)
+    if not config.thresholds.per_class or kind not in ("binary", "multiclass"):
+        return []
+    if kind == "binary":
+        names = ("Recall", "Specificity", "AUCPrecisionRecall")
+        return [tfma.MetricsSpec(metrics=[tfma.MetricConfig(class_name=m) for m in names])]
+    return [
+        tfma.MetricsSpec(
+            metrics=[tfma.MetricConfig(class_name=m) for m in ("Recall", "AUCPrecisionRecall")],
+            binarize=tfma.BinarizationOptions(
+                class_ids={"values": list(range(num_classes(config)))}
+            ),
+        )
+    ]
+
+
 def _overall_threshold(config: PipelineConfig) -> tfma.MetricThreshold:
     t = config.thresholds
     return tfma.MetricThreshold(
@@ -208,6 +228,7 @@ def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
                 ]
             ),
             *_error_rate_specs(config),
+            *_per_class_specs(config),
         ],
     )
 
@@ -407,6 +428,19 @@ def _batch_inference(config: PipelineConfig, schema: Any, trainer, evaluator) ->
     ]
 
 
+def _date_formats(config: PipelineConfig) -> dict[str, str]:
+    """Date and timestamp features -> their format, for the gate's format check."""
+    features = config.tabular.features if config.tabular is not None else {}
+    return {n: str(f["format"]) for n, f in features.items() if f.get("format")}
+
+
+def _unlabelled_label(config: PipelineConfig) -> str:
+    """The label column whose blank or unparseable rows ExampleGen drops (generic tables
+    with `unlabelled_rows: drop`), or "" to keep every row."""
+    tabular = config.tabular
+    return config.label_key if tabular is not None and tabular.unlabelled_rows == "drop" else ""
+
+
 def _example_gen(config: PipelineConfig, schema: Any):
     """The dataset's ExampleGen (CSV or image class folders) for the span(s) `config` asks for."""
     if config.example_gen not in ("csv", "image"):
@@ -428,6 +462,7 @@ def _example_gen(config: PipelineConfig, schema: Any):
             csv_reader=config.csv_reader,
             encoding=config.csv_encoding,
             nan_free=schema_nan_free_columns(schema),
+            drop_unlabelled=_unlabelled_label(config),
         )
     )
     train, eval_ = config.train_eval_hash_buckets
@@ -534,7 +569,10 @@ def _validation(config: PipelineConfig, example_gen, schema_importer, statistics
         baseline_statistics=previous_statistics.outputs["statistics"],
         examples=example_gen.outputs["examples"],
         baseline_examples=baseline_examples,
-        settings=load_settings(config.validation_file).with_warn_only(config.warn_only),
+        settings=dataclasses.replace(
+            load_settings(config.validation_file).with_warn_only(config.warn_only),
+            date_formats=_date_formats(config),
+        ),
         serving_data=config.serving_pattern,
         serving_sha256=serving_cache_key(
             config.serving_pattern, serving_log_dir(config), config.serving_log_window

@@ -35,6 +35,7 @@ from pipeline.datasets import (
     dataset_files,
     feature_name,
 )
+from tfxp import init_inference
 
 # Columns with at most this many distinct integers are categories (vocabulary), not numbers.
 CATEGORICAL_INT_MAX = 20
@@ -49,6 +50,19 @@ DEFAULT_BATCH_SIZE = 64
 INIT_MARK = "written by `tfxp init`"  # in the dataset files --force may rewrite
 
 
+FEATURE_TREATMENTS = ("zscore", "vocabulary", "bucketize", "date", "timestamp", "text")
+FEATURES_COMMENT = (
+    "# Each feature's treatment: zscore (numbers; blanks -> mean + is-missing indicator),",
+    "# bucketize (numbers; `buckets: 10`), vocabulary (strings, categorical ints;",
+    "# `top_k: 1000`, `oov_buckets: 1`), date / timestamp (`format: iso | dmy | mdy`, a",
+    "# timestamp also `unix_seconds`: year, month, day of week and of year, hour, days",
+    "# since 1970), text (words -> vocabulary ids; `max_tokens: 32`). Remove a feature,",
+    "# or list it under exclude, to drop it.",
+)
+# Values per column the date, id and text rules look at.
+SAMPLE_VALUES = 5000
+
+
 class InitError(ValueError):
     """Input `tfxp init` cannot use; nothing was written. The message says what to do."""
 
@@ -60,8 +74,10 @@ class Column:
     kind: str = "BYTES"  # INT, FLOAT, BYTES
     missing: int = 0
     distinct: int = 0
-    treatment: str = ""  # zscore, vocabulary, label, excluded
+    treatment: str = ""  # zscore, vocabulary, date, timestamp, text, label, excluded
     note: str = ""
+    format: str = ""  # date, timestamp: iso, dmy, mdy, unix_seconds
+    values: list[str] = field(default_factory=list, repr=False)  # a sample, present, trimmed
 
 
 @dataclass
@@ -76,10 +92,15 @@ class Inferred:
     label_mean: float = 0.0
     label_std: float = 0.0
     renamed: dict[str, str] = field(default_factory=dict)
+    # Rows left out for their label: blank, or not a number in a numeric label.
+    unlabelled_blank: int = 0
+    unlabelled_bad: int = 0
+    keep_unlabelled: bool = False
+    class_weights: dict[str, float] | None = None  # an imbalanced label's
 
     @property
     def features(self) -> list[Column]:
-        return [c for c in self.columns if c.treatment in ("zscore", "vocabulary", "bucketize")]
+        return [c for c in self.columns if c.treatment in FEATURE_TREATMENTS]
 
 
 # ---------------------------------------------------------------------------
@@ -237,6 +258,7 @@ def _profile_columns(
         present = raw.drop_null()
         col.distinct = len(pc.unique(pc.utf8_trim_whitespace(present))) if len(present) else 0
         col.kind = _kind(raw) if len(present) else "BYTES"
+        col.values = pc.utf8_trim_whitespace(present[:SAMPLE_VALUES]).to_pylist()
         arrays[column_name] = typed(raw, col.kind)
         columns.append(col)
         if source in renamed:
@@ -249,7 +271,8 @@ def _check_label(lab: Column, label_values, rows: int) -> None:
     if lab.missing:
         raise InitError(
             f"label column {lab.name!r} is blank in {lab.missing} of {rows} rows; fill or drop "
-            "them (a row without a label cannot be learned from)"
+            "them (a row without a label cannot be learned from), or leave out "
+            "--keep-unlabelled to have them dropped"
         )
     if lab.distinct < 2:
         only = label_values[0].as_py() if rows else None
@@ -308,6 +331,7 @@ def _label_baseline(inferred: Inferred, label_values, raw_label) -> None:
         freq = {c["values"].as_py(): c["counts"].as_py() for c in counts}
         inferred.classes = _sort_classes(list(freq), inferred.label.kind)
         inferred.majority = max(freq.values()) / inferred.rows
+        inferred.class_weights = init_inference.class_weights(freq)
 
 
 def _assign_treatments(columns: list[Column], lab: Column, excluded: set[str], rows: int) -> None:
@@ -322,11 +346,13 @@ def _assign_treatments(columns: list[Column], lab: Column, excluded: set[str], r
             )
         elif col.missing == rows:
             col.treatment, col.note = "excluded", "blank in every row"
+        elif col.distinct == 1:
+            col.treatment, col.note = "excluded", "one value in every row"
+        elif init_inference.table_treatment(col, rows):
+            pass  # a date, timestamp, free text, or an id by its values
         # Only from 20 rows on: in a tiny table every value may differ without being an id.
         elif col.distinct == rows - col.missing and col.kind != "FLOAT" and rows >= 20:
             col.treatment, col.note = "excluded", "a different value in every row (an id?)"
-        elif col.distinct == 1:
-            col.treatment, col.note = "excluded", "one value in every row"
         elif col.kind == "BYTES" or (col.kind == "INT" and col.distinct <= CATEGORICAL_INT_MAX):
             col.treatment = "vocabulary"
         else:
@@ -340,10 +366,14 @@ def infer(
     label: str,
     task: str | None = None,
     exclude: Sequence[str] = (),
+    keep_unlabelled: bool = False,
 ):
     """Types, treatments and the task, from the data. Returns (Inferred, typed Arrow table)."""
     renamed, names, label, excluded = _resolve_columns(files, header, label, exclude)
-    table = _read_table(files, header)
+    source = header[names.index(label)]
+    table, blank, bad = init_inference.drop_unlabelled(
+        _read_table(files, header), source, keep_unlabelled
+    )
     if table.num_rows < 10:
         raise InitError(
             f"{table.num_rows} data rows: too few to train and evaluate on (at least 10)"
@@ -355,11 +385,24 @@ def infer(
     task = _choose_task(lab, arrays[label], task)
     lab.treatment = "label"
     inferred = Inferred(name, rows, columns, lab, task, renamed=renamed)
+    inferred.unlabelled_blank, inferred.unlabelled_bad = blank, bad
+    inferred.keep_unlabelled = keep_unlabelled
     _label_baseline(inferred, arrays[label], table.column(lab.source).combine_chunks())
     _assign_treatments(columns, lab, excluded, rows)
     if not inferred.features:
         raise InitError("no feature columns left besides the label; check --exclude")
     return inferred, arrays
+
+
+def _drop_string_domain(schema, feature) -> None:
+    """No list of allowed values: inline, or the schema-level domain the feature names."""
+    if feature.HasField("string_domain"):
+        feature.ClearField("string_domain")
+    elif feature.HasField("domain"):
+        kept = [d for d in schema.string_domain if d.name != feature.domain]
+        feature.ClearField("domain")
+        del schema.string_domain[:]
+        schema.string_domain.extend(kept)
 
 
 def infer_schema(inferred: Inferred, arrays: dict):
@@ -392,8 +435,8 @@ def infer_schema(inferred: Inferred, arrays: dict):
             feature.int_domain.min = pc.min(values).as_py()
             feature.int_domain.max = pc.max(values).as_py()
             feature.int_domain.is_categorical = True
-        if col.treatment == "excluded" and feature.HasField("string_domain"):
-            feature.ClearField("string_domain")  # ids and free text: new values are expected
+        if col.treatment in ("excluded", "date", "timestamp", "text"):
+            _drop_string_domain(schema, feature)  # ids, dates, free text: new values expected
         if col is inferred.label:
             feature.not_in_environment.append("SERVING")
     schema.default_environment.extend(["TRAINING", "SERVING"])
@@ -442,15 +485,10 @@ def dataset_yaml(inferred: Inferred, data_root: str | None) -> str:
         order = "[negative, positive]" if inferred.task == "binary" else "output order"
         lines.append(f"# The label's values, {order}.")
         lines.append(f"classes: [{', '.join(q(c) for c in inferred.classes)}]")
-    lines += [
-        "",
-        "# Each feature's treatment: zscore (numbers; blanks -> mean + is-missing indicator),",
-        "# bucketize (numbers; `buckets: 10`), vocabulary (strings, categorical ints;",
-        "# `top_k: 1000`, `oov_buckets: 1`). Remove a feature, or list it under exclude, to drop it.",
-        "features:",
-    ]
+    lines += ["", *FEATURES_COMMENT, "features:"]
     for c in inferred.features:
-        lines.append(f"  {q(c.name)}: {{treatment: {c.treatment}}}")
+        fmt = f", format: {c.format}" if c.format else ""
+        lines.append(f"  {q(c.name)}: {{treatment: {c.treatment}{fmt}}}")
     excluded = [c for c in inferred.columns if c.treatment == "excluded"]
     lines.append("# Columns kept in the data but not used by the model.")
     if excluded:
@@ -458,6 +496,7 @@ def dataset_yaml(inferred: Inferred, data_root: str | None) -> str:
         lines += [f"  - {q(c.name)}  # {c.note}" for c in excluded]
     else:
         lines.append("exclude: []")
+    lines += init_inference.table_option_lines(inferred, _yaml_str)
     lines += [
         "",
         f"# About {TRAIN_EPOCHS} passes over the training split (2/3 of the rows).",
@@ -482,6 +521,8 @@ def dataset_yaml(inferred: Inferred, data_root: str | None) -> str:
             f"  upper_bound: {bound}",
             "  extra_metrics: [MeanAbsoluteError]",
         ]
+    elif inferred.class_weights and inferred.task == "binary":
+        lines += init_inference.imbalanced_evaluation_lines(inferred)
     else:
         metric = "BinaryAccuracy" if inferred.task == "binary" else "SparseCategoricalAccuracy"
         extra = "[AUC]" if inferred.task == "binary" else "[]"
@@ -492,6 +533,8 @@ def dataset_yaml(inferred: Inferred, data_root: str | None) -> str:
             f"  lower_bound: {_round_up(inferred.majority)}",
             f"  extra_metrics: {extra}",
         ]
+        if inferred.class_weights:
+            lines.append("  per_class: true  # each class's recall and precision-recall AUC")
     return "\n".join(lines + _slicing_lines(inferred)) + "\n"
 
 
@@ -560,7 +603,10 @@ def _yaml_str(value: str) -> str:
 
 
 def validation_yaml(inferred: Inferred) -> str:
-    off = [c.name for c in inferred.columns if c.treatment == "excluded"]
+    # Ids, dates and free text take new values in every span: not compared.
+    off = [
+        c.name for c in inferred.columns if c.treatment in ("excluded", "date", "timestamp", "text")
+    ]
     features = "".join(f"    {c}: off\n" for c in off) or ""
     block = "  features:\n" + features if features else "  features: {}\n"
     return (
@@ -569,7 +615,7 @@ def validation_yaml(inferred: Inferred) -> str:
         "# requests (data_root/serving/*.csv, when there are any). Categorical features are\n"
         "# compared by L-infinity distance, numeric ones by Jensen-Shannon divergence;\n"
         "# `off` = not compared. Small drops are noisy: raise a threshold rather than\n"
-        "# turning a feature off. Excluded columns (ids) are off.\n"
+        "# turning a feature off. Excluded columns (ids), dates and free text are off.\n"
         "drift:\n  categorical: 0.1\n  numeric: 0.15\n" + block + "skew:\n  categorical: 0.1\n"
         "  numeric: 0.15\n" + block + "\n"
         "# Anomaly kinds reported as warnings instead of blocking the run.\nwarn_only: []\n"
@@ -585,6 +631,8 @@ def render_table(inferred: Inferred) -> str:
         note = c.note
         if c is inferred.label:
             note = ", ".join(filter(None, [note, f"{inferred.task} label"]))
+        elif c.treatment in ("date", "timestamp"):
+            note = f"{note} -> year, month, weekday, day of year, {'hour, ' if c.treatment == 'timestamp' else ''}days since 1970"
         elif c.missing and c.treatment == "zscore":
             note = ", ".join(filter(None, [note, "blanks -> mean + is-missing indicator"]))
         lines.append(f"  {c.name:<{width}}  {c.kind:<6} {treatment:<11} {missing:>7}  {note}")
@@ -613,8 +661,7 @@ def _publish(files: list[Path], header: list[str], inferred: Inferred, data_root
         else:
             copy_files(files, folder)
 
-    columns = {c.name: c.kind for c in inferred.columns}
-    return publish_span(data_root, fill, columns=columns)
+    return publish_span(data_root, fill, columns=_checked_kinds(inferred, by_source=False))
 
 
 def _target_dir(name: str) -> Path:
@@ -645,11 +692,20 @@ def _check_target(name: str, force: bool) -> Path:
     return target
 
 
+def _checked_kinds(inferred: Inferred, by_source: bool) -> dict[str, str]:
+    """Column -> type the CSV checks hold the files to. A label whose bad rows are dropped
+    is checked as text: its unparseable cells are dropped rows, not errors (as in ExampleGen)."""
+    kinds = {(c.source if by_source else c.name): c.kind for c in inferred.columns}
+    if not inferred.keep_unlabelled:
+        kinds[inferred.label.source if by_source else inferred.label.name] = "BYTES"
+    return kinds
+
+
 def _check_csv(files: list[Path], inferred: Inferred) -> None:
     """The data's own CSV checks (ExampleGen's rules), with the inferred column types."""
     from components.example_gen.csv_checks import CsvInputError, check_csv_files
 
-    types = {c.source: c.kind for c in inferred.columns}
+    types = _checked_kinds(inferred, by_source=True)
     try:
         check_csv_files([str(f) for f in files], types)
     except CsvInputError as e:
@@ -721,6 +777,8 @@ def _write_dataset_files(name: str, target: Path, inferred: Inferred, schema, da
 def _print_summary(name: str, target: Path, inferred: Inferred, published: str, out) -> None:
     print(f"dataset {name}: {inferred.rows} rows, {len(inferred.columns)} columns", file=out)
     print(render_table(inferred), file=out)
+    for line in init_inference.summary_lines(inferred):
+        print(line, file=out)
     if inferred.task == "regression":
         base = f"predicting the mean has RMSE {inferred.label_std:.4g}"
     else:
@@ -739,7 +797,10 @@ def run_init(args: argparse.Namespace, out=None) -> int:
     name = args.name
     target = _check_target(name, args.force)
     files, header = check_files(args.csv)
-    inferred, arrays = infer(name, files, header, args.label, args.task, args.exclude or ())
+    keep = getattr(args, "keep_unlabelled", False)
+    inferred, arrays = infer(
+        name, files, header, args.label, args.task, args.exclude or (), keep_unlabelled=keep
+    )
     if args.link and inferred.renamed:
         raise InitError(
             f"--link: column names {sorted(inferred.renamed)} must be renamed in the data's "

@@ -44,7 +44,7 @@ from tfx_bsl.coders import csv_decoder
 
 from compat import tfx as tfx_internals
 from components import csv_text, example_layout, object_storage
-from components.example_gen import arrow_csv, csv_checks, csv_ingest
+from components.example_gen import arrow_csv, csv_checks, csv_ingest, labels
 from components.example_gen.driver import (  # noqa: F401 - the artifact's properties, by name
     CONTENT_SHA256,
     EXPECTED_SHA256,
@@ -84,6 +84,13 @@ def _text_options(exec_properties: dict[str, Any]) -> tuple[str, frozenset[str]]
     struct = custom_struct(exec_properties)
     encoding = str(struct.get("encoding") or csv_text.DEFAULT_ENCODING)
     return encoding, frozenset(str(c) for c in struct.get("nan_free") or ())
+
+
+def _unlabelled_option(exec_properties: dict[str, Any]) -> tuple[str, str]:
+    """(the label column whose blank or unparseable rows are dropped, its type), or ("", "")."""
+    label = str(custom_struct(exec_properties).get("drop_unlabelled") or "")
+    columns = _columns_from_custom_config(exec_properties)
+    return (label, columns.get(label, csv_checks.BYTES)) if label else ("", "")
 
 
 def _set_longest_cells(examples, longest: dict[str, int]) -> None:
@@ -130,6 +137,10 @@ def _CheckedCsvToExample(  # noqa: N802 - Beam PTransform naming
         | "ParseCSVLine" >> beam.ParDo(csv_decoder.ParseCSVLine(delimiter=","))
         | "ExtractParsedCSVLines" >> beam.Keys()
     )
+    label, kind = _unlabelled_option(exec_properties)
+    if label in column_names:
+        at = [c.strip() for c in column_names].index(label)
+        parsed = parsed | "DropUnlabelled" >> beam.Filter(labels.has_label, at, kind)
     column_infos = beam.pvalue.AsSingleton(
         parsed
         | "InferColumnTypes"
@@ -202,13 +213,18 @@ class Executor(csv_executor.Executor):
                 f"{exec_properties[standard_component_specs.INPUT_BASE_KEY]}"
             )
         columns = _columns_from_custom_config(exec_properties)
+        label, kind = _unlabelled_option(exec_properties)
         if columns:
             encoding, nan_free = _text_options(exec_properties)
             longest: dict[str, int] = {}
+            # A label to drop rows by is checked as text: its bad cells drop rows, not the run.
+            checked = labels.label_as_text(columns, label) if label else columns
             rows = csv_checks.check_csv_files(
-                files, columns, encoding=encoding, finite=nan_free, cell_chars=longest
+                files, checked, encoding=encoding, finite=nan_free, cell_chars=longest
             )
-            examples.set_int_custom_property(ROW_COUNT, rows)
+            dropped = labels.count_unlabelled(files, label, kind, encoding) if label else 0
+            examples.set_int_custom_property(ROW_COUNT, rows - dropped)
+            examples.set_int_custom_property(labels.UNLABELLED_DROPPED, dropped)
             _set_longest_cells(examples, longest)
         raw_bytes = exec_properties.get(RAW_BYTES) or sum(fileio.stat(f).length for f in files)
         configured = int(custom_struct(exec_properties).get("num_shards") or 0)
@@ -286,6 +302,8 @@ class _ArrowIngest:
         # any doubt there fails the Beam run, which sends the input to the checks.
         encoding, nan_free = _text_options(props)
         header, sizes, starts = _check_headers(files, columns, encoding)
+        label, _ = _unlabelled_option(props)
+        read_columns = labels.label_as_text(columns, label) if label else columns
         first_files = _first_file_of_each_split(inputs, len(input_config.splits))
         raw_bytes = props.get(RAW_BYTES) or sum(sizes.values())
         configured = int(custom_struct(props).get("num_shards") or 0)
@@ -301,7 +319,7 @@ class _ArrowIngest:
             data_starts=starts,
             empty_columns=tuple(
                 csv_ingest.empty_in_first_block(
-                    f, starts[f], header, columns, encoding=encoding, finite=nan_free
+                    f, starts[f], header, read_columns, encoding=encoding, finite=nan_free
                 )
                 for f in first_files
             ),
@@ -310,6 +328,7 @@ class _ArrowIngest:
             shards=tasks,
             encoding=encoding,
             finite=nan_free,
+            drop_unlabelled=label,
         )
         plan = csv_ingest.plan_tasks([(f, starts[f], sizes[f], i) for f, i in inputs], tasks)
         counts, spec = self._write(plan, spec, files, len(input_config.splits))
@@ -346,6 +365,8 @@ class _ArrowIngest:
                 self.examples, {c: spec.columns[c] for c in spec.header}, spec.empty_columns[0]
             )
         self.examples.set_int_custom_property(ROW_COUNT, sum(counts.rows.values()))
+        if spec.drop_unlabelled:
+            self.examples.set_int_custom_property(labels.UNLABELLED_DROPPED, counts.unlabelled)
         _set_longest_cells(self.examples, counts.longest)
         self.examples.set_int_custom_property(TFRECORD_SHARDS, shards)
         self.examples.set_string_custom_property(CSV_READER, "arrow")
@@ -440,6 +461,7 @@ def checked_csv_example_gen(
     csv_reader: str = DEFAULT_CSV_READER,
     encoding: str = csv_text.DEFAULT_ENCODING,
     nan_free: Collection[str] = (),
+    drop_unlabelled: str = "",
 ) -> FileBasedExampleGen:
     """A CSV ExampleGen whose input is checked against `columns` (name -> schema type).
 
@@ -452,6 +474,8 @@ def checked_csv_example_gen(
       encoding: of the CSV text (components/csv_text.py); examples hold UTF-8.
       nan_free: FLOAT columns in which NaN stops the ingest (the schema's
         float_domain { disallow_nan: true }); infinities stop it in any column.
+      drop_unlabelled: the label column: rows where it is blank or does not parse as
+        its type are left out of every split and counted (components/example_gen/labels.py).
     """
     if csv_reader not in CSV_READERS:
         raise ValueError(f"csv_reader must be one of {CSV_READERS}, not {csv_reader!r}")
@@ -465,6 +489,8 @@ def checked_csv_example_gen(
         options["version"] = version
     if expected_sha256:
         options[EXPECTED_SHA256] = expected_sha256
+    if drop_unlabelled:
+        options["drop_unlabelled"] = drop_unlabelled
     if csv_reader != DEFAULT_CSV_READER:
         # Only when not the default, so default pipelines compile as before.
         options["csv_reader"] = csv_reader

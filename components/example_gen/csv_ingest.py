@@ -39,7 +39,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from tfx.dsl.io import fileio
 
 from components import object_storage
-from components.example_gen import arrow_csv
+from components.example_gen import arrow_csv, labels
 
 # CSV bytes per block: ~30k taxi rows, ~16 MB of framed examples. Larger blocks
 # cost more CPU (16 MB: +25%, measured): their buffers are mapped fresh each time.
@@ -349,6 +349,15 @@ class IngestSpec:
     gzip_level: int = GZIP_LEVEL
     encoding: str = "utf-8"  # of the CSV text; blocks are transcoded to UTF-8
     finite: frozenset[str] = frozenset()  # FLOAT columns where NaN is refused
+    # Rows whose label cell (this column) is blank or unparseable are dropped and counted.
+    drop_unlabelled: str = ""
+
+    @property
+    def read_columns(self) -> dict[str, str]:
+        """The column types blocks are parsed with: a label to check is read as text."""
+        if not self.drop_unlabelled:
+            return self.columns
+        return labels.label_as_text(self.columns, self.drop_unlabelled)
 
 
 # Beam counters a task reports: rows per file, values per (input split, column).
@@ -361,6 +370,10 @@ def rows_counter(path: str) -> str:
 
 def values_counter(input_index: int, column: str) -> str:
     return f"values:{input_index}:{column}"
+
+
+# Rows dropped for a blank or unparseable label (spec.drop_unlabelled).
+UNLABELLED_COUNTER = "unlabelled"
 
 
 def longest_distribution(column: str) -> str:
@@ -377,6 +390,7 @@ class _Encoded:
     values: dict[str, int]
     splits: list[tuple[int, pa.Buffer, int]]
     longest: dict[str, int] = dataclasses.field(default_factory=dict)
+    unlabelled: int = 0
 
 
 # Blocks encoded at once, and held at most (CSV, examples and their split copies).
@@ -430,12 +444,16 @@ class IngestTask(beam.DoFn):
         batch = arrow_csv.parse_block(
             block,
             spec.header,
-            spec.columns,
+            spec.read_columns,
             piece.path,
             encoding=spec.encoding,
             finite=spec.finite,
         )
-        out = _Encoded(piece, batch.num_rows, {}, [])
+        unlabelled = 0
+        if spec.drop_unlabelled:
+            label = spec.drop_unlabelled
+            batch, unlabelled = labels.drop_unlabelled(batch, label, spec.columns[label])
+        out = _Encoded(piece, batch.num_rows, {}, [], unlabelled=unlabelled)
         if batch.num_rows == 0:
             return out
         for name in spec.header:
@@ -462,6 +480,8 @@ class IngestTask(beam.DoFn):
         # Beam's counters are per thread: counted here, in the DoFn's own thread.
         counter = beam.metrics.Metrics.counter
         counter(METRICS_NAMESPACE, rows_counter(encoded.piece.path)).inc(encoded.rows)
+        if encoded.unlabelled:
+            counter(METRICS_NAMESPACE, UNLABELLED_COUNTER).inc(encoded.unlabelled)
         for name, values in encoded.values.items():
             key = values_counter(encoded.piece.input_index, name)
             counter(METRICS_NAMESPACE, key).inc(values)
@@ -478,6 +498,7 @@ class IngestCounts:
     rows: dict[str, int]  # per file
     values: dict[tuple[int, str], int]  # per (input split, column)
     longest: dict[str, int] = dataclasses.field(default_factory=dict)  # BYTES column -> chars
+    unlabelled: int = 0  # rows dropped for a blank or unparseable label
 
     def empty_columns(self, input_splits: int, header: Sequence[str]) -> list[frozenset[str]]:
         return [
@@ -517,6 +538,8 @@ def run(pipeline: beam.Pipeline, plan: list[list[Piece]], spec: IngestSpec) -> I
         if name.startswith("rows:"):
             path = name.removeprefix("rows:")
             counts.rows[path] = counts.rows.get(path, 0) + value
+        elif name == UNLABELLED_COUNTER:
+            counts.unlabelled += value
         elif name.startswith("values:"):
             _, index, column = name.split(":", 2)
             key = (int(index), column)

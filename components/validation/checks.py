@@ -56,9 +56,14 @@ class ValidationSettings:
     skew: Thresholds = Thresholds()
     # Anomaly kinds (schema/drift/skew) or TFDV anomaly type names that only warn.
     warn_only: tuple[str, ...] = ()
+    # Date and timestamp columns -> their format (the dataset file's), checked per span.
+    date_formats: Mapping[str, str] = field(default_factory=dict)
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
+        raw = asdict(self)
+        if not raw["date_formats"]:  # datasets without dates keep their cache key
+            del raw["date_formats"]
+        return json.dumps(raw, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> ValidationSettings:
@@ -67,12 +72,13 @@ class ValidationSettings:
             drift=Thresholds(**raw["drift"]),
             skew=Thresholds(**raw["skew"]),
             warn_only=tuple(raw.get("warn_only", ())),
+            date_formats=dict(raw.get("date_formats") or {}),
         )
 
     def with_warn_only(self, kinds: Iterable[str]) -> ValidationSettings:
         merged = tuple(dict.fromkeys([*self.warn_only, *kinds]))
         check_warn_only(merged, "--warn-only")
-        return ValidationSettings(self.drift, self.skew, merged)
+        return ValidationSettings(self.drift, self.skew, merged, self.date_formats)
 
 
 def check_warn_only(kinds: Sequence[str], where: str) -> None:
@@ -562,6 +568,7 @@ def evaluate(
     serving_source: str = "serving data",
     no_serving: str = "no serving data found",
     longest_cells: Mapping[str, int] | None = None,
+    extra_findings: Sequence[Finding] = (),
 ) -> GateResult:
     """Runs the schema, drift and skew checks; returns every finding and the decision.
 
@@ -570,6 +577,7 @@ def evaluate(
     span's `train` split with the serving statistics (`no_serving` says why
     there are none, for the notes). `longest_cells` (BYTES column -> characters
     of its longest cell, recorded by ExampleGen) adds a warning per absurd cell.
+    `extra_findings` (components/validation/table_checks.py) join the others.
     """
     schema = with_comparators(schema, settings)
     training, serving_env = _declared_environments(schema)
@@ -596,6 +604,7 @@ def evaluate(
     measurements += measured
     notes.append(note)
     findings += long_cell_findings(longest_cells or {}, f"span {current_span} raw CSV")
+    findings += list(extra_findings)
     _downgrade_warn_only(findings, settings)
     decision = BLOCK if any(f.severity == BLOCK for f in findings) else (WARN if findings else PASS)
     return GateResult(

@@ -183,8 +183,26 @@ def _check(
             serving_source=serving.source,
             no_serving=serving.missing,
             longest_cells=_longest_cells(input_dict.get(EXAMPLES_KEY)),
+            extra_findings=_table_findings(
+                current, serving.statistics, settings, input_dict, serving.source
+            ),
         )
     return result, current, baseline, serving.statistics
+
+
+def _table_findings(current, serving, settings, input_dict, serving_source: str) -> list:
+    """Date formats changed in this span; ids constant at serving (table_checks.py)."""
+    from components.validation import table_checks
+    from components.validation.checks import COMPARED_SPLIT
+
+    compared = current.get(COMPARED_SPLIT) or next(iter(current.values()))
+    span = _span(input_dict.get(EXAMPLES_KEY))
+    where = f"span {span}, {COMPARED_SPLIT} split"
+    found = table_checks.date_format_findings(compared, settings.date_formats, where)
+    if serving is not None:
+        where = f"{COMPARED_SPLIT} split vs {serving_source}"
+        found += table_checks.constant_id_findings(compared, serving, where)
+    return found
 
 
 def _publish(

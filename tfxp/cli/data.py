@@ -242,9 +242,14 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def _columns(config: PipelineConfig) -> dict[str, str]:
+    from components.example_gen.labels import label_as_text
     from components.schema_importer import load_schema, schema_column_types
 
-    return schema_column_types(load_schema(config.schema_file))
+    columns = schema_column_types(load_schema(config.schema_file))
+    if config.tabular is not None and config.tabular.unlabelled_rows == "drop":
+        # As ExampleGen: a label that does not parse drops its row, it does not refuse the drop.
+        columns = label_as_text(columns, config.label_key)
+    return columns
 
 
 def _text_checks(config: PipelineConfig) -> dict:

@@ -34,6 +34,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--label", required=True, metavar="COLUMN", help="the column to predict")
     p.add_argument("--task", choices=TASKS, help="default: inferred from the label's values")
     p.add_argument("--exclude", nargs="+", metavar="COL", help="columns the model must not use")
+    p.add_argument(
+        "--keep-unlabelled",
+        action="store_true",
+        help="refuse rows with a blank label instead of dropping them (and keep them in runs)",
+    )
     p.add_argument("--link", action="store_true", help="link the files instead of copying them")
     p.add_argument("--data-root", help="keep the spans here (local or s3://) instead of data/NAME")
     p.add_argument(

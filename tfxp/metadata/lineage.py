@@ -11,9 +11,10 @@ What TFX and this project record, and where this module finds it:
   CACHED (reused the outputs of an earlier COMPLETE execution, with OUTPUT
   events to the same artifacts);
 - data: Examples artifacts of ExampleGen, custom properties `span`,
-  `version` (TFX), `content_sha256`, `input_base`, `row_count` (our
-  ExampleGen; older stores have TFX's `input_fingerprint` only); the file
-  pattern is ExampleGen's resolved `input_config` exec property;
+  `version` (TFX), `content_sha256`, `input_base`, `row_count`,
+  `unlabelled_rows_dropped` (our ExampleGen; older stores have TFX's
+  `input_fingerprint` only); the file pattern is ExampleGen's resolved
+  `input_config` exec property;
 - schema: CuratedSchemaImporter's exec property `content_sha256`;
 - code and hyperparameters: Transform/Trainer exec property `custom_config`
   (`code_fingerprint`, `hyperparameters`), Trainer `train_args`/`eval_args`;
@@ -124,6 +125,15 @@ class DataVersion:
     ingested_in_run: str | None
     # Where these bytes came from and the names they go by (tfxp/metadata/sources.py).
     origins: list[dict[str, Any]] = field(default_factory=list)
+    # Rows ExampleGen left out for a blank or unparseable label (None: not recorded).
+    unlabelled_dropped: int | None = None
+
+    @property
+    def rows_text(self) -> str:
+        rows = f"{self.rows if self.rows is not None else '?'} rows"
+        if self.unlabelled_dropped:
+            rows += f" ({self.unlabelled_dropped} without a label dropped)"
+        return rows
 
 
 @dataclass
@@ -455,6 +465,7 @@ class Lineage:
             files=files,
             ingested_in_run=self.run_of.get(gen.id) if gen else None,
             origins=[{**o.to_dict(), "describe": o.describe()} for o in origins],
+            unlabelled_dropped=prop(examples, "unlabelled_rows_dropped"),
         )
 
     def _is_raw_examples(self, artifact: pb.Artifact) -> bool:

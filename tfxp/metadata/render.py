@@ -143,7 +143,7 @@ def render_model(m: ModelLineage) -> str:
         version = "" if d.version is None else f" version {d.version}"
         lines.append(
             f"  data       span {d.span}{version}: Examples #{d.examples_id}, "
-            f"{d.rows if d.rows is not None else '?'} rows, sha256 {d.fingerprint or '?'}"
+            f"{d.rows_text}, sha256 {d.fingerprint or '?'}"
         )
         lines.append(
             f"             from {os.path.join(d.input_base or '?', d.pattern or '?')}"
@@ -206,7 +206,7 @@ def render_span(s: SpanLineage) -> str:
     for d in s.data:
         version = "" if d.version is None else f" version {d.version}"
         lines.append(
-            f"  ingested{version}: Examples #{d.examples_id}, {d.rows} rows, sha256 "
+            f"  ingested{version}: Examples #{d.examples_id}, {d.rows_text}, sha256 "
             f"{(d.fingerprint or '?')[:12]}, from {os.path.join(d.input_base or '?', d.pattern or '?')}"
             f" (run {d.ingested_in_run})"
         )

@@ -3,7 +3,10 @@
 {"label": "quality", "task": "multiclass", "classes": ["high", "low", "mid"],
  "features": {"alcohol": {"treatment": "zscore"},
               "region": {"treatment": "vocabulary", "top_k": 1000, "oov_buckets": 1},
-              "age": {"treatment": "bucketize", "buckets": 10}}}
+              "age": {"treatment": "bucketize", "buckets": 10},
+              "sold": {"treatment": "date", "format": "iso"},
+              "notes": {"treatment": "text", "max_tokens": 32}},
+ "class_weights": {"high": 4.0, "low": 0.6, "mid": 0.7}}
 """
 
 from __future__ import annotations
@@ -12,10 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 TASKS = ("binary", "multiclass", "regression")
-TREATMENTS = ("zscore", "bucketize", "vocabulary")
+TREATMENTS = ("zscore", "bucketize", "vocabulary", "date", "timestamp", "text")
 DEFAULT_BUCKETS = 10
 DEFAULT_TOP_K = 1000
 DEFAULT_OOV_BUCKETS = 1
+DEFAULT_MAX_TOKENS = 32
 
 
 @dataclass(frozen=True)
@@ -25,6 +29,12 @@ class Feature:
     buckets: int = DEFAULT_BUCKETS
     top_k: int = DEFAULT_TOP_K
     oov_buckets: int = DEFAULT_OOV_BUCKETS
+    format: str = ""  # date and timestamp: iso, dmy, mdy, unix_seconds
+    max_tokens: int = DEFAULT_MAX_TOKENS  # text: words kept per value
+
+    @property
+    def has_vocabulary(self) -> bool:
+        return self.treatment in ("vocabulary", "text")
 
 
 @dataclass(frozen=True)
@@ -33,6 +43,7 @@ class TabularSpec:
     task: str
     classes: tuple[str, ...]
     features: tuple[Feature, ...]
+    class_weights: tuple[float, ...] = ()  # per class, in `classes` order; () = all 1
 
     @property
     def label_xf(self) -> str:
@@ -56,7 +67,9 @@ class TabularSpec:
         classes = tuple(str(c) for c in raw.get("classes") or ())
         if task != "regression" and len(classes) < 2:
             raise ValueError(f"a {task} label needs at least 2 classes, got {list(classes)}")
-        return cls(str(raw["label"]), task, classes, tuple(features))
+        weights = raw.get("class_weights") or {}
+        class_weights = tuple(float(weights[c]) for c in classes) if weights else ()
+        return cls(str(raw["label"]), task, classes, tuple(features), class_weights)
 
 
 def tabular_spec(custom_config: dict[str, Any] | None) -> TabularSpec:

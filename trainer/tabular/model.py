@@ -1,7 +1,8 @@
 """The Keras model over transformed tabular features: one architecture for every table.
 
 Numeric features (z-scores and is-missing indicators) enter as they are;
-vocabulary and bucket ids are one-hot encoded. A small dense tower ends in a
+vocabulary and bucket ids are one-hot encoded; a date's parts enter as a
+vector; a text's word ids are embedded and averaged over its words. A small dense tower ends in a
 head for the task: a sigmoid (binary), a softmax over the classes
 (multiclass), or a linear unit rescaled to the label's mean and spread
 (regression, trained on plain MSE in the label's own units, so TFMA's RMSE
@@ -16,7 +17,51 @@ import tensorflow as tf
 import tf_keras as keras
 
 from trainer.fast_steps import FastStepModel
-from trainer.tabular.features import TabularSpec, missing_name, transformed_name
+from trainer.tabular.features import Feature, TabularSpec, missing_name, transformed_name
+from trainer.tabular.treatments import parts_of
+
+# Width of a text feature's word embedding.
+TEXT_EMBEDDING_DIM = 16
+
+
+class WordMean(keras.layers.Layer):
+    """Word ids ([batch, max_tokens], -1 past the last word) -> the mean of their
+    embeddings; a value without words (a blank cell) gives zeros, not 0/0 (Keras'
+    masked GlobalAveragePooling1D returns NaN for a row whose every step is masked)."""
+
+    def __init__(self, words: int, dim: int, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.words, self.dim = words, dim
+        self.embedding = keras.layers.Embedding(words, dim)
+
+    def call(self, ids: tf.Tensor) -> tf.Tensor:
+        present = tf.cast(ids >= 0, tf.float32)[..., None]
+        vectors = self.embedding(tf.maximum(ids, 0)) * present
+        return tf.reduce_sum(vectors, axis=1) / tf.maximum(tf.reduce_sum(present, axis=1), 1.0)
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "words": self.words, "dim": self.dim}
+
+
+def _feature_input(
+    feature: Feature, vocab_sizes: Mapping[str, int]
+) -> tuple[keras.Input, tf.Tensor]:
+    """(the model input of a transformed feature, what it contributes to the tower)."""
+    name = transformed_name(feature.name)
+    if feature.treatment == "zscore":
+        inp = keras.layers.Input(name=name, shape=(1,))
+        return inp, inp
+    if feature.treatment in ("date", "timestamp"):
+        inp = keras.layers.Input(name=name, shape=(len(parts_of(feature.treatment)),))
+        return inp, inp
+    inp = keras.layers.Input(
+        name=name, shape=(feature.max_tokens if feature.treatment == "text" else 1,), dtype=tf.int64
+    )
+    if feature.treatment == "text":
+        words = vocab_sizes[feature.name]
+        return inp, WordMean(words, TEXT_EMBEDDING_DIM, name=f"{feature.name}_words")(inp)
+    tokens = feature.buckets + 1 if feature.treatment == "bucketize" else vocab_sizes[feature.name]
+    return inp, keras.layers.CategoryEncoding(num_tokens=tokens, output_mode="one_hot")(inp)
 
 
 def build_model(
@@ -41,22 +86,8 @@ def build_model(
     inputs: dict[str, keras.Input] = {}
     parts: list[tf.Tensor] = []
     for feature in spec.features:
-        name = transformed_name(feature.name)
-        if feature.treatment == "zscore":
-            inputs[name] = keras.layers.Input(name=name, shape=(1,))
-            parts.append(inputs[name])
-        else:
-            tokens = (
-                feature.buckets + 1
-                if feature.treatment == "bucketize"
-                else vocab_sizes[feature.name]
-            )
-            inputs[name] = keras.layers.Input(name=name, shape=(1,), dtype=tf.int64)
-            parts.append(
-                keras.layers.CategoryEncoding(num_tokens=tokens, output_mode="one_hot")(
-                    inputs[name]
-                )
-            )
+        inputs[transformed_name(feature.name)], part = _feature_input(feature, vocab_sizes)
+        parts.append(part)
         if feature.name in missing_indicators:
             key = missing_name(feature.name)
             inputs[key] = keras.layers.Input(name=key, shape=(1,))

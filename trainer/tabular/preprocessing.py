@@ -4,7 +4,8 @@ Numeric features are z-scored (or bucketized) over their *present* values; a
 blank cell becomes the mean (0 after z-scoring) and sets an is-missing
 indicator, so the model can tell "average" from "unknown". Strings and
 categorical integers go through a vocabulary with out-of-vocabulary buckets;
-a blank is one more token there. The label becomes a class index (in the
+a blank is one more token there. Dates, timestamps and free text are
+expanded by trainer/tabular/treatments.py. The label becomes a class index (in the
 dataset file's `classes` order) or stays a float for regression. Serving
 requests carry no label: the transform layer then prunes the label output.
 """
@@ -16,6 +17,7 @@ from typing import Any
 import tensorflow as tf
 import tensorflow_transform as tft
 
+from trainer.tabular import treatments
 from trainer.tabular.features import (
     Feature,
     TabularSpec,
@@ -104,6 +106,17 @@ def preprocessing_fn(
         x = _as_column(inputs[feature.name])
         if feature.treatment == "vocabulary":
             _vocabulary(feature, x, outputs)
+        elif feature.treatment in ("date", "timestamp"):
+            default = "" if x.dtype == tf.string else tf.constant(0, x.dtype)
+            parts, missing = treatments.transform_date(
+                x, feature.treatment, feature.format, default
+            )
+            outputs[transformed_name(feature.name)] = parts
+            outputs[missing_name(feature.name)] = missing
+        elif feature.treatment == "text":
+            outputs[transformed_name(feature.name)] = treatments.transform_text(
+                x, feature.name, feature.top_k, feature.oov_buckets, feature.max_tokens
+            )
         else:
             _numeric(feature, x, outputs)
     outputs[spec.label_xf] = transform_label(spec, inputs[spec.label])

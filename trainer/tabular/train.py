@@ -68,6 +68,18 @@ def _examples_signature(model, tf_transform_output: tft.TFTransformOutput, spec:
     return serve
 
 
+def with_class_weights(data: tf.data.Dataset, spec: TabularSpec) -> tf.data.Dataset:
+    """(features, label, weight) batches: each example's loss weighted by its class's
+    weight (the dataset file's `class_weights`); the data unchanged without them."""
+    if not spec.class_weights:
+        return data
+    weights = tf.constant(spec.class_weights, tf.float32)
+    return data.map(
+        lambda x, y: (x, y, tf.gather(weights, tf.cast(y, tf.int64))),
+        num_parallel_calls=tf.data.AUTOTUNE,
+    )
+
+
 def label_scale(
     dataset: tf.data.Dataset, batches: int = LABEL_SCALE_BATCHES
 ) -> tuple[float, float]:
@@ -90,7 +102,7 @@ def _build(spec, tf_transform_output: tft.TFTransformOutput, fn_args: Any, hp) -
         vocab_sizes={
             f.name: tf_transform_output.vocabulary_size_by_name(f.name) + f.oov_buckets
             for f in spec.features
-            if f.treatment == "vocabulary"
+            if f.has_vocabulary
         },
         missing_indicators=[f.name for f in spec.features if missing_name(f.name) in feature_spec],
         label_mean=mean,
@@ -114,7 +126,8 @@ def run_fn(fn_args: Any) -> None:
 
     def dataset(patterns, batch_size: int, training: bool, record_shard) -> tf.data.Dataset:
         options = hp.input_options(training, record_shard=record_shard)
-        return input_fn(patterns, feature_spec, spec.label_xf, batch_size, options)
+        data = input_fn(patterns, feature_spec, spec.label_xf, batch_size, options)
+        return with_class_weights(data, spec) if training else data
 
     def build() -> keras.Model:
         # Here, not before: no TF op may run before the training strategy starts.
@@ -147,9 +160,10 @@ def tuner_fn(fn_args: Any):
     feature_spec = tf_transform_output.transformed_feature_spec()
 
     def dataset(patterns, batch_size: int, training: bool) -> tf.data.Dataset:
-        return input_fn(
+        data = input_fn(
             patterns, feature_spec, spec.label_xf, batch_size, base.input_options(training)
         )
+        return with_class_weights(data, spec) if training else data
 
     return search_result(
         fn_args, lambda hp: _build(spec, tf_transform_output, fn_args, hp), dataset

@@ -1,0 +1,191 @@
+"""A table as it comes: `tfxp init` -> `tfxp run` -> `tfxp predict` with no edit.
+
+A cars-like table generated here (~400 rows, MPG regression): 8 rows without a
+label, a model year written as an ISO date, a near-unique car name, a free-text
+comment column (a few blank), blanks in horsepower. `init` must drop the unlabelled rows (and
+say how many), read the year as a date, exclude the name as an id and tokenize
+the comment; the run must drop the same rows in ExampleGen (recorded on its
+Examples artifact) and bless a model that beats predicting the mean; `predict`
+must score raw rows, date string and text included.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tfxp.metadata.summary import RunSummary
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+ROWS = 406
+UNLABELLED = 8
+BRANDS = ["chevrolet", "ford", "toyota", "datsun", "vw", "fiat", "peugeot", "honda", "amc"]
+MODELS = ["malibu", "torino", "corolla", "pinto", "rabbit", "civic", "hornet", "504", "fury"]
+WORDS = ["smooth", "ride", "rusty", "good", "engine", "family", "car", "new", "tires", "loud"]
+
+
+def write_cars(path: Path, seed: int = 3) -> list[dict]:
+    """The table; returns its rows (the label as written, blank for the unlabelled ones)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(ROWS):
+        cylinders = int(rng.choice([4, 6, 8], p=[0.5, 0.25, 0.25]))
+        weight = 1500 + 450 * cylinders + rng.normal(0, 250)
+        horsepower = 20 + 14 * cylinders + rng.normal(0, 10)
+        year = int(rng.integers(1970, 1983))
+        origin = "usa" if cylinders == 8 else str(rng.choice(["usa", "europe", "japan"]))
+        mpg = 46 - 0.0065 * weight - 0.05 * horsepower + 0.75 * (year - 1970)
+        mpg += rng.normal(0, 1.5)
+        name = f"{rng.choice(BRANDS)} {rng.choice(MODELS)} {rng.integers(1, 6)}"  # ~64% distinct
+        comment = " ".join(rng.choice(WORDS, size=int(rng.integers(5, 10))))
+        comment = "" if i % 37 == 5 else comment  # a blank text: no words, not NaN
+        rows.append(
+            {
+                "MPG": "" if i % (ROWS // UNLABELLED) == 7 else f"{mpg:.1f}",
+                "Cylinders": cylinders,
+                "Horsepower": "" if i % 50 == 3 else f"{horsepower:.0f}",
+                "Weight": f"{weight:.0f}",
+                "Year": f"{year}-01-01",
+                "Origin": origin,
+                "Name": name,
+                "Comment": comment,
+            }
+        )
+    assert sum(r["MPG"] == "" for r in rows) == UNLABELLED
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return rows
+
+
+@dataclass
+class CarsRun:
+    rows: list[dict]
+    init_output: str
+    dataset_yaml: str
+    run: RunSummary
+    config: object
+    predictions: list[dict]
+    home: Path
+
+
+@pytest.fixture(scope="module")
+def cars(tmp_path_factory) -> CarsRun:
+    from test_tabular_e2e import dataset_path, tfxp
+
+    from pipeline.datasets import dataset_config
+    from tfxp.local.runner import run_local
+
+    tmp = tmp_path_factory.mktemp("cars")
+    home, data, run_dir = tmp / "schema", tmp / "data", tmp / "run"
+    rows = write_cars(tmp / "cars.csv")
+    code, init_out, err = tfxp(
+        home, "init", "cars", "--csv", str(tmp / "cars.csv"), "--label", "MPG",
+        "--data-root", str(data),
+    )  # fmt: skip
+    assert code == 0, err
+    with dataset_path(home):
+        config = dataset_config("cars").replace(run_dir=str(run_dir))
+    summary = run_local(config, printer=lambda _: None)
+
+    requests = tmp / "requests.csv"
+    with requests.open("w", newline="") as f:
+        writer = csv.DictWriter(f, [k for k in rows[0] if k != "MPG"])
+        writer.writeheader()
+        writer.writerows({k: v for k, v in r.items() if k != "MPG"} for r in rows[:40])
+    out = tmp / "predictions.csv"
+    code, _, err = tfxp(
+        home, "predict", "--dataset", "cars", "--run-dir", str(run_dir), str(requests),
+        "-o", str(out),
+    )  # fmt: skip
+    assert code == 0, err
+    with out.open() as f:
+        predictions = list(csv.DictReader(f))
+    text = (home / "cars" / "dataset.yaml").read_text()
+    return CarsRun(rows, init_out, text, summary, config, predictions, home)
+
+
+def _line(output: str, column: str) -> str:
+    return next(line for line in output.splitlines() if line.strip().startswith(column + " "))
+
+
+def test_init_drops_unlabelled_rows_reads_the_date_and_flags_the_id(cars):
+    out = cars.init_output
+    assert f"dropped {UNLABELLED} row(s) without a usable label" in out
+    assert f"dataset cars: {ROWS - UNLABELLED} rows" in out
+    assert " date " in _line(out, "Year") and "ISO dates" in _line(out, "Year")
+    name = _line(out, "Name")
+    assert "excluded" in name and "distinct values" in name
+    assert " text " in _line(out, "Comment")
+    assert "Year: {treatment: date, format: iso}" in cars.dataset_yaml
+    assert "Comment: {treatment: text}" in cars.dataset_yaml
+    assert "unlabelled_rows: drop" in cars.dataset_yaml
+
+
+def test_example_gen_drops_the_same_rows_and_records_them(cars):
+    from components.example_gen.labels import UNLABELLED_DROPPED
+    from tfxp.metadata.properties import prop
+    from tfxp.metadata.store import location_from, open_store
+
+    store = open_store(location_from(run_dir=cars.config.local_dir))
+    examples = store.get_artifacts_by_type("Examples")
+    raw = [a for a in examples if prop(a, UNLABELLED_DROPPED) is not None]
+    assert raw, "no Examples artifact records the dropped rows"
+    assert prop(raw[0], UNLABELLED_DROPPED) == UNLABELLED
+    assert prop(raw[0], "row_count") == ROWS - UNLABELLED
+    assert prop(raw[0], "csv_reader") == "arrow"  # the fast path dropped them, no fallback
+    # The metadata layer's lineage says so too (`tfxp lineage`).
+    from tfxp.metadata.lineage import Lineage
+
+    version = Lineage(store, cars.config.pipeline_name).data_version(raw[0])
+    assert version.unlabelled_dropped == UNLABELLED
+    assert f"{ROWS - UNLABELLED} rows ({UNLABELLED} without a label dropped)" in version.rows_text
+
+
+def test_the_model_is_blessed_and_beats_the_mean(cars):
+    assert cars.run.blessed and cars.run.pushed, cars.run.render()
+    labels = [float(r["MPG"]) for r in cars.rows if r["MPG"]]
+    rmse = cars.run.metrics["root_mean_squared_error"]
+    assert rmse < 0.6 * float(np.std(labels)), (rmse, np.std(labels))
+
+
+def test_predict_scores_raw_rows_with_dates_and_text(cars):
+    assert len(cars.predictions) == 40
+    truth = [float(r["MPG"]) for r in cars.rows[:40] if r["MPG"]]
+    predicted = [
+        float(p["prediction"])
+        for p, r in zip(cars.predictions, cars.rows[:40], strict=True)
+        if r["MPG"]
+    ]
+    error = float(np.sqrt(np.mean((np.array(truth) - np.array(predicted)) ** 2)))
+    assert error < 0.6 * float(np.std(truth)), error
+
+
+# Last in the module: it adds a span to the dataset the tests above read.
+def test_a_span_whose_dates_changed_format_is_blocked(cars, tmp_path):
+    """Span 2 writes the model year as dd/mm/yyyy: the gate blocks before Transform."""
+    from test_tabular_e2e import tfxp
+
+    from pipeline import definition
+    from tfxp.local.runner import ValidationBlockedError, run_local
+
+    drop = tmp_path / "span2.csv"
+    with drop.open("w", newline="") as f:
+        writer = csv.DictWriter(f, list(cars.rows[0]))
+        writer.writeheader()
+        for r in cars.rows:
+            year, month, day = r["Year"].split("-")
+            writer.writerow({**r, "Year": f"{day}/{month}/{year}"})
+    code, _, err = tfxp(cars.home, "data", "add", "cars", str(drop))
+    assert code == 0, err
+    with pytest.raises(ValidationBlockedError) as blocked:
+        run_local(cars.config, to_nodes=[definition.VALIDATION_GATE], printer=lambda _: None)
+    message = str(blocked.value)
+    assert "schema Year: share parsed 0 < threshold 0.95" in message, message
+    assert "the date format changed" in message
