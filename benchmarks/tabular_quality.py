@@ -273,19 +273,21 @@ def bench_table(table: Table, tmp: Path) -> dict:
     from pipeline.datasets import dataset_config
 
     home, data = tmp / "schema", tmp / "data"
-    table.write(tmp / f"{table.name}.csv")
-    _tfxp(home, "init", table.name, "--csv", str(tmp / f"{table.name}.csv"),
+    # Its own dataset name: the project's schema/ already has a `taxi`.
+    name = f"{table.name}-quality"
+    table.write(tmp / f"{name}.csv")
+    _tfxp(home, "init", name, "--csv", str(tmp / f"{name}.csv"),
           "--label", table.label, "--data-root", str(data))  # fmt: skip
-    config = dataset_config(table.name).replace(run_dir=str(tmp / "run"))
+    config = dataset_config(name).replace(run_dir=str(tmp / "run"))
     if config.tabular.task != table.task:
         raise RuntimeError(
             f"{table.name}: tfxp init inferred {config.tabular.task}, not {table.task}"
         )
     metric = METRIC[table.task]
     default_model, trainer_seconds, blessed = _run(config)
-    _use_gbt(home / table.name / "dataset.yaml")
+    _use_gbt(home / name / "dataset.yaml")
     gbt_model, gbt_seconds, gbt_blessed = _run(
-        dataset_config(table.name).replace(run_dir=str(tmp / "run"))
+        dataset_config(name).replace(run_dir=str(tmp / "run"))
     )
     splits = split_rows(config.pipeline_root)
     anchor, anchor_seconds = anchor_score(
