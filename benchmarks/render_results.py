@@ -408,6 +408,38 @@ def render_tuning(result: dict) -> list[str]:
     ]
 
 
+def render_tabular_quality(result: dict) -> list[str]:
+    """Per table: ours (the model `tfxp init` chose), gbt and default HistGradientBoosting."""
+    tables = result["tables"]
+    rows = [
+        [
+            name,
+            r["metric"],
+            f"{r['rows']['train']:,} / {r['rows']['eval']:,}",
+            f"{_num(r['ours'], 4)} ({r['default_model']})",
+            _num(r["gbt"], 4),
+            _num(r["anchor"], 4),
+            _num(r["ours_vs_anchor"], 3),
+            _num(r["gbt_vs_anchor"], 3),
+            f"{_verdict(r['ours_meets_target'])} / {_verdict(r['gbt_meets_target'])}",
+        ]
+        for name, r in tables.items()
+    ]
+    header = ["table", "metric", "rows train / eval", "ours (model)", "gbt"]
+    header += ["HistGradientBoosting", "ours / HGB", "gbt / HGB", "target: ours / gbt"]
+    t = result["targets"]
+    return [
+        *_table(header, rows),
+        "",
+        f"Target: accuracy at most {t['accuracy_points'] * 100:.0f} point below "
+        f"HistGradientBoosting's, RMSE at most {(t['rmse_ratio'] - 1) * 100:.0f}% above it. "
+        f"Ours met it on {result['ours_met']} of {len(tables)} tables, gbt on "
+        f"{result['gbt_met']}. The tables:",
+        "",
+        *[f"- {name}: {r['about']}" for name, r in tables.items()],
+    ]
+
+
 RENDERERS: dict[str, tuple[str, Callable[[dict], list[str]]]] = {
     "taxi_vs_tfx_example": ("Ours against TFX's taxi example (`make bench`)", render_taxi),
     "scale": ("Scale", render_scale),
@@ -424,6 +456,10 @@ RENDERERS: dict[str, tuple[str, Callable[[dict], list[str]]]] = {
     ),
     "batch_inference": ("Batch inference (`tfxp infer`)", render_batch_inference),
     "tuning": ("Tuning (docs/tuning.md)", render_tuning),
+    "tabular_quality": (
+        "Model quality on tables against HistGradientBoosting",
+        render_tabular_quality,
+    ),
 }
 
 
