@@ -90,19 +90,23 @@ def test_the_targets(bench):
 
 def test_the_page_renders_every_table(bench):
     render = _module("render_results").render_tabular_quality
+    mlp = {"value": 0.9, "vs_anchor": 0.989, "meets_target": False}
     row = {
         "about": "a table", "task": "binary", "rows": {"train": 2000, "eval": 1000},
-        "metric": "accuracy", "default_model": "gbt", "ours": 0.9, "gbt": 0.9, "anchor": 0.91,
-        "ours_vs_anchor": 0.989, "gbt_vs_anchor": 0.989, "ours_meets_target": True,
-        "gbt_meets_target": False,
+        "metric": "accuracy", "default_model": "gbt", "anchor": 0.91, "mlp": mlp,
+        "gbt": {"value": 0.905, "vs_anchor": 0.995, "meets_target": True},
     }  # fmt: skip
     result = {
         "tables": {"t1": row, "t2": {**row, "about": "another"}},
         "ours_met": 2,
-        "gbt_met": 0,
+        "mlp_met": 0,
+        "gbt_met": 2,
         "targets": {"accuracy_points": 0.01, "rmse_ratio": 1.05},
     }
     text = "\n".join(render(result))
-    assert "| t1 | accuracy | 2,000 / 1,000 | 0.9000 (gbt) |" in text
-    assert "met / not met" in text and "- t2: another" in text
-    assert "Ours met it on 2 of 2 tables, gbt on 0" in text
+    assert (
+        "| t1 | accuracy | 2,000 / 1,000 | 0.9100 | 0.9000 (0.989, not met) "
+        "| **0.9050** (0.995, met) | gbt |"
+    ) in text
+    assert "- t2: another" in text
+    assert "(in bold) on 2 of 2 tables, by the MLP on 0, by gbt on 2" in text

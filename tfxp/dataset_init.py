@@ -35,6 +35,7 @@ from pipeline.datasets import (
     dataset_files,
     feature_name,
 )
+from tfxp.model_choice import choose_model, model_lines
 
 # Columns with at most this many distinct integers are categories (vocabulary), not numbers.
 CATEGORICAL_INT_MAX = 20
@@ -463,12 +464,9 @@ def dataset_yaml(inferred: Inferred, data_root: str | None) -> str:
         f"# About {TRAIN_EPOCHS} passes over the training split (2/3 of the rows).",
         f"train_steps: {train_steps(inferred.rows)}",
         "eval_steps: 5",
-        "hyperparameters:",
     ]
+    lines += model_lines(*choose_model(inferred.rows), DEFAULT_BATCH_SIZE)  # tfxp/model_choice.py
     lines += [
-        f"  batch_size: {DEFAULT_BATCH_SIZE}",
-        "  learning_rate: 0.003",
-        "  hidden_units: [64, 32]",
         "",
         "# When the Evaluator blesses a model (and so the Pusher pushes it).",
         "evaluation:",
@@ -726,6 +724,7 @@ def _print_summary(name: str, target: Path, inferred: Inferred, published: str, 
     else:
         base = f"{len(inferred.classes)} classes {inferred.classes[:10]}; the most frequent is {inferred.majority:.1%} of rows"
     print(f"task: {inferred.task} on {inferred.label.name!r} ({base})", file=out)
+    print("model: {} ({})".format(*choose_model(inferred.rows)), file=out)
     print(f"data: {published}", file=out)
     print(f"wrote {target / SCHEMA_FILE}", file=out)
     print(f"      {target / VALIDATION_FILE}", file=out)
