@@ -195,3 +195,63 @@ def test_a_wrong_model_key_is_refused_naming_the_file(tmp_path, extra, message):
     with pytest.raises(DatasetFileError, match=message) as e:
         _load(tmp_path, extra)
     assert "dataset.yaml" in str(e.value)
+
+
+def _records(path: Path, rows: list[dict]) -> str:
+    with tf.io.TFRecordWriter(str(path), "GZIP") as w:
+        for r in rows:
+            feature = {
+                "a_xf": tf.train.Feature(float_list=tf.train.FloatList(value=[r["a"]])),
+                "v_xf": tf.train.Feature(float_list=tf.train.FloatList(value=r["v"])),
+                "y_xf": tf.train.Feature(int64_list=tf.train.Int64List(value=[r["y"]])),
+                # A blank number: the mean (0 after z-scoring) and its indicator.
+                "b_xf": tf.train.Feature(float_list=tf.train.FloatList(value=[r["b"]])),
+                "b_missing": tf.train.Feature(float_list=tf.train.FloatList(value=[r["m"]])),
+            }
+            w.write(
+                tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+            )
+    return str(path)
+
+
+def test_a_split_is_read_one_column_per_value_and_the_model_reads_alike(tmp_path):
+    from trainer.tabular.gbt import read_split
+
+    rows = [
+        {
+            "a": float(i),
+            "v": [i * 0.5, -i],
+            "y": i % 2,
+            "b": 0.0 if i % 3 else i,
+            "m": float(i % 3 > 0),
+        }
+        for i in range(30)
+    ]
+    files = _records(tmp_path / "part.gz", rows)
+    spec = TabularSpec("y", "binary", ("no", "yes"), ())
+    feature_spec = {
+        "a_xf": tf.io.FixedLenFeature([], tf.float32),
+        "v_xf": tf.io.FixedLenFeature([2], tf.float32),
+        "y_xf": tf.io.FixedLenFeature([], tf.int64),
+        "b_xf": tf.io.FixedLenFeature([], tf.float32),
+        "b_missing": tf.io.FixedLenFeature([], tf.float32),
+    }
+    x, y = read_split(files, feature_spec, spec, batch_size=7)
+    # Columns sorted by name (a_xf, b_missing, b_xf, v_xf); a blank b is NaN for the trees.
+    b = [np.nan if r["m"] else r["b"] for r in rows]
+    expected = [[r["a"], r["m"], b[i], *r["v"]] for i, r in enumerate(rows)]
+    np.testing.assert_array_equal(x, expected)
+    np.testing.assert_array_equal(y, [r["y"] for r in rows])
+    estimator, ensemble = fit(spec, GbtHyperparameters(max_iter=5, min_samples_leaf=2), x, y)
+    columns = ["a_xf", "b_missing", "b_xf", "v_xf"]
+    model = GbtModel(ensemble, columns, "binary")
+    transformed = {
+        "a_xf": tf.constant([r["a"] for r in rows], tf.float32),
+        "b_xf": tf.constant([r["b"] for r in rows], tf.float32),
+        "b_missing": tf.constant([r["m"] for r in rows], tf.float32),
+        "v_xf": tf.constant([r["v"] for r in rows], tf.float32),
+    }
+    out = model(transformed).numpy()
+    np.testing.assert_allclose(out[:, 0], estimator.predict_proba(x)[:, 1], atol=1e-6)
+    with pytest.raises(ValueError, match="'v_xf' is sparse or ragged"):
+        read_split(files, {**feature_spec, "v_xf": tf.io.VarLenFeature(tf.float32)}, spec)
