@@ -46,3 +46,9 @@ def test_init_writes_the_model_for_the_table_size_and_says_why(
     assert config.run_fn == run_fn
     assert ("hidden_units" in config.hyperparameters) == (model == "mlp")
     assert ("max_iter" in config.hyperparameters) == (model == "gbt")
+
+
+def test_a_text_feature_keeps_the_mlp_whatever_the_size():
+    model, reason = choose_model(10 * GBT_MIN_ROWS, ["zscore", "text"])
+    assert model == "mlp" and "text feature" in reason
+    assert choose_model(10 * GBT_MIN_ROWS, ["zscore", "vocabulary"])[0] == "gbt"

@@ -465,7 +465,8 @@ def dataset_yaml(inferred: Inferred, data_root: str | None) -> str:
         f"train_steps: {train_steps(inferred.rows)}",
         "eval_steps: 5",
     ]
-    lines += model_lines(*choose_model(inferred.rows), DEFAULT_BATCH_SIZE)  # tfxp/model_choice.py
+    model = choose_model(inferred.rows, [c.treatment for c in inferred.features])
+    lines += model_lines(*model, DEFAULT_BATCH_SIZE)  # tfxp/model_choice.py
     lines += [
         "",
         "# When the Evaluator blesses a model (and so the Pusher pushes it).",
@@ -724,7 +725,8 @@ def _print_summary(name: str, target: Path, inferred: Inferred, published: str, 
     else:
         base = f"{len(inferred.classes)} classes {inferred.classes[:10]}; the most frequent is {inferred.majority:.1%} of rows"
     print(f"task: {inferred.task} on {inferred.label.name!r} ({base})", file=out)
-    print("model: {} ({})".format(*choose_model(inferred.rows)), file=out)
+    model = choose_model(inferred.rows, [c.treatment for c in inferred.features])
+    print("model: {} ({})".format(*model), file=out)
     print(f"data: {published}", file=out)
     print(f"wrote {target / SCHEMA_FILE}", file=out)
     print(f"      {target / VALIDATION_FILE}", file=out)

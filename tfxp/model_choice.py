@@ -10,6 +10,8 @@ better. So a table of GBT_MIN_ROWS rows or more gets gbt, a smaller one the MLP.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 GBT_MIN_ROWS = 500
 
 # The hyperparameters each model's block starts with in a new dataset file.
@@ -22,8 +24,19 @@ GBT_HYPERPARAMETERS = {
 }
 
 
-def choose_model(rows: int) -> tuple[str, str]:
-    """(model, the reason in a sentence) for a table of `rows` rows."""
+# Treatments whose transformed features are not a fixed number of values per row
+# (free text's tokens): the trees cannot read them (trainer/tabular/gbt.py refuses them).
+NOT_FOR_TREES = ("text",)
+
+
+def choose_model(rows: int, treatments: Iterable[str] = ()) -> tuple[str, str]:
+    """(model, the reason in a sentence) for a table of `rows` rows with these feature treatments."""
+    blocked = sorted(set(treatments) & set(NOT_FOR_TREES))
+    if blocked:
+        return (
+            "mlp",
+            f"a {blocked[0]} feature: gradient-boosted trees read fixed-size features only",
+        )
     if rows >= GBT_MIN_ROWS:
         return "gbt", (
             f"{rows} rows (>= {GBT_MIN_ROWS}): gradient-boosted trees match default "
