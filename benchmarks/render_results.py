@@ -426,11 +426,20 @@ def render_tabular_quality(result: dict) -> list[str]:
             model(r, "mlp"),
             model(r, "gbt"),
             r["default_model"],
+            " / ".join(
+                _num(v, 1)
+                for v in (
+                    r["mlp"].get("trainer_seconds"),
+                    r["gbt"].get("trainer_seconds"),
+                    r.get("anchor_fit_seconds"),
+                )
+            ),
         ]
         for name, r in tables.items()
     ]
     header = ["table", "metric", "rows train / eval", "HistGradientBoosting"]
     header += ["mlp (ratio, target)", "gbt (ratio, target)", "`tfxp init` chose"]
+    header += ["seconds: mlp Trainer / gbt Trainer / HGB fit"]
     t = result["targets"]
     n = len(tables)
     return [

@@ -106,7 +106,7 @@ def test_the_page_renders_every_table(bench):
     text = "\n".join(render(result))
     assert (
         "| t1 | accuracy | 2,000 / 1,000 | 0.9100 | 0.9000 (0.989, not met) "
-        "| **0.9050** (0.995, met) | gbt |"
+        "| **0.9050** (0.995, met) | gbt | n/a / n/a / n/a |"
     ) in text
     assert "- t2: another" in text
     assert "(in bold) on 2 of 2 tables, by the MLP on 0, by gbt on 2" in text
