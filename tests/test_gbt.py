@@ -255,3 +255,15 @@ def test_a_split_is_read_one_column_per_value_and_the_model_reads_alike(tmp_path
     np.testing.assert_allclose(out[:, 0], estimator.predict_proba(x)[:, 1], atol=1e-6)
     with pytest.raises(ValueError, match="'v_xf' is sparse or ragged"):
         read_split(files, {**feature_spec, "v_xf": tf.io.VarLenFeature(tf.float32)}, spec)
+
+
+def test_a_multi_worker_cluster_is_refused(monkeypatch):
+    import json
+
+    from trainer.distribution import ClusterConfigError
+    from trainer.tabular.gbt import run_fn
+
+    cluster = {"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 0}}
+    monkeypatch.setenv("TF_CONFIG", json.dumps(cluster))
+    with pytest.raises(ClusterConfigError, match="model: gbt trains in one process"):
+        run_fn(object())

@@ -36,6 +36,7 @@ from trainer.base import (
     transform_signature,
     with_tuned_values,
 )
+from trainer.distribution import ClusterConfigError, cluster_from_env
 from trainer.input import input_fn
 from trainer.tabular.features import TabularSpec, missing_name, tabular_spec, transformed_name
 from trainer.tabular.sklearn_trees import ensemble_arrays
@@ -217,6 +218,12 @@ def eval_loss(spec: TabularSpec, estimator, x: np.ndarray, y: np.ndarray) -> flo
 
 def run_fn(fn_args: Any) -> None:
     """Fits the trees on the train split, logs the eval loss, exports the SavedModel."""
+    if cluster_from_env().multi_worker:
+        # Every worker would fit the same trees and write the same folder.
+        raise ClusterConfigError(
+            "model: gbt trains in one process: run its Trainer on one worker (no TF_CONFIG "
+            "cluster), or use model: mlp for multi-worker training"
+        )
     spec = tabular_spec(fn_args.custom_config)
     hp = with_tuned_values(GbtHyperparameters.from_custom_config(fn_args.custom_config), fn_args)
     logging.info("gbt tabular: %s; hyperparameters: %s", spec, json.dumps(asdict(hp)))
