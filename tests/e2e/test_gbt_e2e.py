@@ -141,3 +141,30 @@ def test_evaluation_takes_the_fast_path_and_equals_tfma(gbt_run, tmp_path, caplo
     inputs, properties, _ = evaluator_inputs(gbt_run.config)
     values = assert_same_evaluation(*fast_and_tfma(inputs, properties, tmp_path, caplog))
     assert any('"binary_accuracy"' in k for _, k in values), values
+
+
+def test_batch_inference_scores_as_predict_does(gbt_run, tmp_path):
+    """`tfxp infer` (Beam, the pushed model) on the rows `tfxp predict` scored: the same answers."""
+    from pipeline.config import InferenceOptions
+    from tfxp.infer import run_infer
+    from tfxp.metadata.store import location_from
+
+    span = tmp_path / "to_score" / "span-1"
+    span.mkdir(parents=True)
+    with (span / "part-00000.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, list(gbt_run.requests[0]))
+        writer.writeheader()
+        writer.writerows(gbt_run.requests)
+    config = gbt_run.config.replace(
+        inference=InferenceOptions(data_root=str(tmp_path / "to_score"))
+    )
+    with dataset_path(Path(gbt_run.config.run_dir).parent / "schema"):
+        result = run_infer(
+            config, location_from(default_run_dir=config.run_dir), span=1, printer=lambda _: None
+        )
+    with (Path(result.output) / "predictions.csv").open() as f:
+        scored = list(csv.DictReader(f))
+    assert [r["prediction"] for r in scored] == [r["prediction"] for r in gbt_run.predictions]
+    assert [r["probability_yes"] for r in scored] == [
+        r["probability_yes"] for r in gbt_run.predictions
+    ]
