@@ -52,3 +52,27 @@ def test_a_text_feature_keeps_the_mlp_whatever_the_size():
     model, reason = choose_model(10 * GBT_MIN_ROWS, ["zscore", "text"])
     assert model == "mlp" and "text feature" in reason
     assert choose_model(10 * GBT_MIN_ROWS, ["zscore", "vocabulary"])[0] == "gbt"
+
+
+def test_a_gbt_dataset_compiles_for_kubeflow_with_the_trees_trainer(tmp_path, monkeypatch):
+    import json
+
+    from kubeflow.compiler import compile_pipeline
+    from kubeflow.config import KubeflowConfig
+
+    monkeypatch.setenv(DATASET_PATH_ENV, str(tmp_path / "schema"))
+    _, dataset_file = _init(tmp_path, GBT_MIN_ROWS)
+    dataset_file.write_text(
+        dataset_file.read_text()
+        + "tuning:\n  max_trials: 2\n  search_space: {max_leaf_nodes: {choices: [8, 31]}}\n"
+    )
+    job = compile_pipeline(
+        KubeflowConfig(
+            image="registry.example.com/ml/tfx-pipeline:t",
+            pipeline_root="gs://example-bucket/tfx/t",
+            dataset=f"t{GBT_MIN_ROWS}",
+        )
+    )
+    text = json.dumps(job)
+    assert "trainer.tabular.gbt.run_fn" in text and "trainer.tabular.gbt.tuner_fn" in text
+    assert "trainer.tabular.preprocessing.preprocessing_fn" in text
