@@ -40,6 +40,8 @@ from trainer.distribution import ClusterConfigError, cluster_from_env
 from trainer.input import input_fn
 from trainer.tabular.features import TabularSpec, missing_name, tabular_spec, transformed_name
 from trainer.tabular.sklearn_trees import ensemble_arrays
+
+# The MLP's own serving signature (parse, transform, model, outputs): both models serve alike.
 from trainer.tabular.train import _examples_signature
 from trainer.tabular.trees import TreeEnsemble
 from trainer.tuning import search_result
@@ -206,14 +208,13 @@ def eval_loss(spec: TabularSpec, estimator, x: np.ndarray, y: np.ndarray) -> flo
     """The Keras MLP's loss on the same rows: mean squared error or cross-entropy."""
     if spec.task == "regression":
         return float(np.mean((estimator.predict(x) - y) ** 2))
-    proba = np.clip(estimator.predict_proba(x), 1e-7, 1.0)
-    index = np.searchsorted(estimator.classes_, y)
-    known = (index < len(estimator.classes_)) & (
-        estimator.classes_[np.minimum(index, len(estimator.classes_) - 1)] == y
+    proba = estimator.predict_proba(x)
+    # Label index -> its column of predict_proba; a class the trees never saw gets 1e-7.
+    column = {int(c): i for i, c in enumerate(estimator.classes_)}
+    picked = np.array(
+        [proba[row, column[label]] if label in column else 0.0 for row, label in enumerate(y)]
     )
-    # A class the trees never saw counts as probability 1e-7.
-    picked = np.where(known, proba[np.arange(len(y)), np.minimum(index, proba.shape[1] - 1)], 1e-7)
-    return float(-np.mean(np.log(picked)))
+    return float(-np.mean(np.log(np.clip(picked, 1e-7, 1.0))))
 
 
 def run_fn(fn_args: Any) -> None:
