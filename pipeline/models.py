@@ -83,6 +83,8 @@ def tabular_model(raw: dict[str, Any], where: str, generic: bool) -> TabularMode
     if unknown:
         raise ValueError(
             f"{where}: hyperparameters {unknown} are not model: {value}'s; it takes "
-            f"{list(model.hyperparameters or ())} (docs/own-data.md)"
+            f"{list(model.hyperparameters or ())}. Switching models, replace the whole "
+            "hyperparameters: block (the MLP's learning_rate, e.g. 0.003, is far too small "
+            "for trees, whose default is 0.1; docs/own-data.md)"
         )
     return model
