@@ -408,6 +408,53 @@ def render_tuning(result: dict) -> list[str]:
     ]
 
 
+def render_tabular_quality(result: dict) -> list[str]:
+    """Per table: the MLP, gbt and default HistGradientBoosting; ours is the model init chose."""
+    tables = result["tables"]
+
+    def model(r: dict, name: str) -> str:
+        bold = "**" if r["default_model"] == name else ""
+        m = r[name]
+        return f"{bold}{_num(m['value'], 4)}{bold} ({_num(m['vs_anchor'], 3)}, {_verdict(m['meets_target'])})"
+
+    rows = [
+        [
+            name,
+            r["metric"],
+            f"{r['rows']['train']:,} / {r['rows']['eval']:,}",
+            _num(r["anchor"], 4),
+            model(r, "mlp"),
+            model(r, "gbt"),
+            r["default_model"],
+            " / ".join(
+                _num(v, 1)
+                for v in (
+                    r["mlp"].get("trainer_seconds"),
+                    r["gbt"].get("trainer_seconds"),
+                    r.get("anchor_fit_seconds"),
+                )
+            ),
+        ]
+        for name, r in tables.items()
+    ]
+    header = ["table", "metric", "rows train / eval", "HistGradientBoosting"]
+    header += ["mlp (ratio, target)", "gbt (ratio, target)", "`tfxp init` chose"]
+    header += ["seconds: mlp Trainer / gbt Trainer / HGB fit"]
+    t = result["targets"]
+    n = len(tables)
+    return [
+        *_table(header, rows),
+        "",
+        f"Target: accuracy at most {t['accuracy_points'] * 100:.0f} point below "
+        f"HistGradientBoosting's, RMSE at most {(t['rmse_ratio'] - 1) * 100:.0f}% above it "
+        f"(ratio: ours / HistGradientBoosting). Met by the model `tfxp init` chose (in bold) "
+        f"on {result['ours_met']} of {n} tables, by the MLP on {result['mlp_met']}, by gbt on "
+        f"{result['gbt_met']}. The tables:",
+        "",
+        *[f"- {name}: {r['about']}" for name, r in tables.items()],
+    ]
+
+
 RENDERERS: dict[str, tuple[str, Callable[[dict], list[str]]]] = {
     "taxi_vs_tfx_example": ("Ours against TFX's taxi example (`make bench`)", render_taxi),
     "scale": ("Scale", render_scale),
@@ -424,6 +471,10 @@ RENDERERS: dict[str, tuple[str, Callable[[dict], list[str]]]] = {
     ),
     "batch_inference": ("Batch inference (`tfxp infer`)", render_batch_inference),
     "tuning": ("Tuning (docs/tuning.md)", render_tuning),
+    "tabular_quality": (
+        "Model quality on tables against HistGradientBoosting",
+        render_tabular_quality,
+    ),
 }
 
 

@@ -7,7 +7,7 @@ import importlib
 
 from compat import REGISTRY
 
-LIBRARIES = ("tfma", "tft", "tfdv", "tfx", "tfx_bsl", "beam")
+LIBRARIES = ("tfma", "tft", "tfdv", "tfx", "tfx_bsl", "beam", "sklearn")
 
 
 def table() -> str:
@@ -16,7 +16,9 @@ def table() -> str:
         module = importlib.import_module(f"compat.{name}")
         versions[module.LIBRARY] = module.WRITTEN_FOR
     lines = ["| library | private name | what it is for |", "|---|---|---|"]
-    for entry in REGISTRY:
+    # By library in LIBRARIES' order, whatever order the modules were imported in.
+    order = list(versions)
+    for entry in sorted(REGISTRY, key=lambda e: order.index(e.library)):
         lib = f"{entry.library} {versions[entry.library]}"
         kind = " (instance attribute)" if entry.instance_attribute else ""
         lines.append(f"| {lib} | `{entry.path}`{kind} | {entry.why} |")

@@ -44,6 +44,7 @@ from pipeline.config import (
     SliceOptions,
     TuningOptions,
 )
+from pipeline.models import tabular_model
 
 DATASET_FILE = "dataset.yaml"
 SCHEMA_FILE = "schema.pbtxt"
@@ -87,6 +88,7 @@ _KEYS = {
     "alerts",
     "tuning",
     "source",
+    "model",
 } | table_options.TOP_KEYS
 _SLICING_KEYS = {"by", "buckets", "min_examples", "lower_bound", "upper_bound", "max_drop"}
 ON_PUSH = ("champion", "challenger")
@@ -691,13 +693,17 @@ def _load_dataset_file(path: Path) -> PipelineConfig:
         changes["csv_encoding"] = str(raw["csv_encoding"])
     if "hyperparameters" in raw:
         changes["hyperparameters"] = dict(raw["hyperparameters"] or {})
-    changes["tuning"] = _tuning(
-        raw.get("tuning"), f"{path}: tuning", IMAGE_TUNABLE if kind == "image" else TUNABLE
-    )
+    # `model:` (pipeline/models.py): which trainer fits a generic tabular dataset.
+    try:
+        model = tabular_model(raw, str(path), generic)
+    except ValueError as e:
+        raise DatasetFileError(str(e)) from e
+    tunable = model.tunable if model else IMAGE_TUNABLE if kind == "image" else TUNABLE
+    changes["tuning"] = _tuning(raw.get("tuning"), f"{path}: tuning", tunable)
     changes["on_push"] = _on_push(raw, str(path))
     changes["alert_webhook_env"] = _alert_env(raw.get("alerts"), f"{path}: alerts")
     changes["preprocessing_fn"] = raw.get("preprocessing_fn", GENERIC_PREPROCESSING_FN)
-    changes["run_fn"] = raw.get("run_fn", GENERIC_RUN_FN)
+    changes["run_fn"] = raw.get("run_fn", model.run_fn if model else GENERIC_RUN_FN)
     return PipelineConfig(**changes)
 
 

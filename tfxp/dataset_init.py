@@ -36,6 +36,7 @@ from pipeline.datasets import (
     feature_name,
 )
 from tfxp import init_inference
+from tfxp.model_choice import choose_model, model_lines
 
 # Columns with at most this many distinct integers are categories (vocabulary), not numbers.
 CATEGORICAL_INT_MAX = 20
@@ -502,12 +503,10 @@ def dataset_yaml(inferred: Inferred, data_root: str | None) -> str:
         f"# About {TRAIN_EPOCHS} passes over the training split (2/3 of the rows).",
         f"train_steps: {train_steps(inferred.rows)}",
         "eval_steps: 5",
-        "hyperparameters:",
     ]
+    model = choose_model(inferred.rows, [c.treatment for c in inferred.features])
+    lines += model_lines(*model, DEFAULT_BATCH_SIZE)  # tfxp/model_choice.py
     lines += [
-        f"  batch_size: {DEFAULT_BATCH_SIZE}",
-        "  learning_rate: 0.003",
-        "  hidden_units: [64, 32]",
         "",
         "# When the Evaluator blesses a model (and so the Pusher pushes it).",
         "evaluation:",
@@ -784,6 +783,8 @@ def _print_summary(name: str, target: Path, inferred: Inferred, published: str, 
     else:
         base = f"{len(inferred.classes)} classes {inferred.classes[:10]}; the most frequent is {inferred.majority:.1%} of rows"
     print(f"task: {inferred.task} on {inferred.label.name!r} ({base})", file=out)
+    model = choose_model(inferred.rows, [c.treatment for c in inferred.features])
+    print("model: {} ({})".format(*model), file=out)
     print(f"data: {published}", file=out)
     print(f"wrote {target / SCHEMA_FILE}", file=out)
     print(f"      {target / VALIDATION_FILE}", file=out)
