@@ -16,7 +16,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         config = config_from_args(args)
         location = store_location(args, config)
-        from tfxp.local.beam_workers import check_services
+        from tfxp.runtime.beam_workers import check_services
 
         check_services(config.beam_args)  # a portable run's job service and worker pool
     except (MetadataStoreError, ValueError) as e:

@@ -127,7 +127,7 @@ def run_local(
             send.send(alerts.failed(config.pipeline_name, run_id, error.component, str(e)))
         raise error from None
 
-    from tfxp import beam_speedups
+    from tfxp.runtime import beam_speedups
 
     beam_speedups.install()
 
