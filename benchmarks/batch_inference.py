@@ -248,11 +248,6 @@ def main() -> int:
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-infer-") as tmp:
         result = bench(args.rows, args.run_dir, Path(tmp), max(1, args.repeat))
-    result["command"] = " ".join(["benchmarks/batch_inference.py", *sys.argv[1:]])
-    result["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    result["commit"] = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
-    ).stdout.strip()
     if args.json:
         print(json.dumps(result, indent=2))
         return 0

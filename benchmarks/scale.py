@@ -211,10 +211,18 @@ def render_size(summary: dict[str, Any]) -> str:
         lines.append("WARNING: the eval sets differ in size: accuracy is not like for like")
     nodes = sorted({c["node_id"] for r in results.values() for c in r["components"]})
     seconds = {n: {c["node_id"]: c["seconds"] for c in results[n]["components"]} for n in names}
-    comp = [("component seconds", *names)]
-    comp += [(node, *(taxi._fmt(seconds[n].get(node), 1) for n in names)) for node in nodes]
+    driver = results["ours"]["extra"].get("peak_rss_mb_driver_by_component") or {}
+    comp = [("component seconds", *names, "ours' driver peak MB (rise)")]
+    comp += [
+        (node, *(taxi._fmt(seconds[n].get(node), 1) for n in names), _driver_cell(driver.get(node)))
+        for node in nodes
+    ]
     lines += _table(comp)
     return "\n".join(lines)
+
+
+def _driver_cell(peak: dict[str, float] | None) -> str:
+    return f"{peak['peak']:.0f} (+{max(peak['rise'], 0):.0f})" if peak else "n/a"
 
 
 def _ratio_lines(summary: dict[str, Any]) -> list[str]:

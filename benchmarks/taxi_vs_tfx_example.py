@@ -140,6 +140,9 @@ class PeakRss:
         self._pid, self._interval = pid, interval
         self.per_process: dict[int, int] = {}
         self.names: dict[int, str] = {}
+        # The root process's RSS over time (epoch seconds, bytes): set against the run's log, it
+        # says which component the driver's memory belongs to.
+        self.root_timeline: list[tuple[float, int]] = []
         self.tree_peak = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
@@ -164,6 +167,8 @@ class PeakRss:
                 except psutil.Error:
                     continue
                 total += rss
+                if proc.pid == self._pid:
+                    self.root_timeline.append((time.time(), rss))
                 self.per_process[proc.pid] = max(self.per_process.get(proc.pid, 0), rss)
                 if proc.pid not in self.names:
                     self.names[proc.pid] = _process_name(proc)
@@ -185,6 +190,41 @@ class PeakRss:
         }
 
 
+_COMPONENT_LINE = re.compile(
+    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) .*Component (\S+) is (running|finished)\.$"
+)
+
+
+def driver_peaks(timeline: list[tuple[float, int]], run_logs: Path) -> dict[str, dict[str, float]]:
+    """The driver's peak RSS (MB) while each component ran, and its rise, from the run's log.
+
+    The log (tfxp/local/runner.py) stamps "Component X is running." and "... is finished." in
+    local time; components that run in the driver's process show their own memory here.
+    """
+    logs = sorted(run_logs.glob("*.log"), key=lambda p: p.stat().st_mtime)
+    if not logs or not timeline:
+        return {}
+    windows: dict[str, list[float]] = {}
+    for line in logs[-1].read_text(errors="replace").splitlines():
+        match = _COMPONENT_LINE.match(line)
+        if match:
+            stamp = time.mktime(time.strptime(match[1][:19], "%Y-%m-%d %H:%M:%S"))
+            windows.setdefault(match[2], []).append(stamp + int(match[1][20:]) / 1000)
+    mb = 1024 * 1024
+    peaks = {}
+    for node, stamps in windows.items():
+        start, end = stamps[0], stamps[-1] if len(stamps) > 1 else float("inf")
+        inside = [rss for t, rss in timeline if start <= t <= end]
+        if inside:
+            before = [rss for t, rss in timeline if t < start] or inside[:1]
+            # The rise is what the component added: freed memory rarely leaves the process.
+            peaks[node] = {
+                "peak": round(max(inside) / mb, 1),
+                "rise": round((max(inside) - before[-1]) / mb, 1),
+            }
+    return peaks
+
+
 def _process_name(proc: Any) -> str:
     """A short name for a sampled process: the script or module it runs, else its executable."""
     import psutil
@@ -202,7 +242,12 @@ def _process_name(proc: Any) -> str:
 
 
 def _run_timed(
-    name: str, cmd: list[str], cwd: Path, log_dir: Path, timeout: float = RUN_TIMEOUT
+    name: str,
+    cmd: list[str],
+    cwd: Path,
+    log_dir: Path,
+    timeout: float = RUN_TIMEOUT,
+    run_logs: Path | None = None,
 ) -> RunResult:
     """Runs `cmd` with stdout/stderr to log files; returns its whole-process wall time.
 
@@ -230,6 +275,8 @@ def _run_timed(
             err.write(f"\nbenchmark: killed after {timeout:.0f} s (--timeout)\n".encode())
         wall = time.perf_counter() - started
         rss = memory.stop()
+        if run_logs is not None:
+            rss["peak_rss_mb_driver_by_component"] = driver_peaks(memory.root_timeline, run_logs)
     status = "ok" if returncode == 0 else f"FAILED (exit {returncode})"
     print(f"[{name}] {status} in {wall:.1f}s", flush=True)
     result = RunResult(name, wall, returncode, str(stdout_log), str(stderr_log))
@@ -274,7 +321,7 @@ def run_ours(
     if run_dir.exists():
         raise SystemExit(f"{run_dir} already exists; runs need fresh directories (no caching)")
     cmd = [sys.executable, "local_runner.py", "--run-dir", str(run_dir), "--json", *extra_args]
-    result = _run_timed("ours", cmd, REPO_ROOT, workdir, timeout)
+    result = _run_timed("ours", cmd, REPO_ROOT, workdir, timeout, run_logs=run_dir / "logs")
     if result.returncode != 0:
         return result
     summary = last_json_object(Path(result.stdout_log).read_text(errors="replace"))

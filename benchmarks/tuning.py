@@ -141,11 +141,6 @@ def main() -> int:
         p.error("--parallel must be at least 2 (this machine has one core: give it explicitly)")
     with tempfile.TemporaryDirectory(prefix="bench-tuning-") as tmp:
         result = bench(args.rows, args.trials, args.trial_steps, args.parallel, Path(tmp))
-    result["command"] = " ".join(["benchmarks/tuning.py", *sys.argv[1:]])
-    result["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    result["commit"] = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
-    ).stdout.strip()
     if args.json:
         print(json.dumps(result, indent=2))
         return 0

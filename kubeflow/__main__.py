@@ -215,18 +215,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     dep.set_defaults(func=cmd_deploy)
 
-    from kubeflow.local import job_runner
+    from kubeflow.local import cli as run_local
 
     loc = sub.add_parser("run-local", help="run a compiled PipelineJob here, task by task")
-    job_runner.add_arguments(loc)
-    loc.set_defaults(func=job_runner.cmd_run_local)
+    run_local.add_arguments(loc)
+    loc.set_defaults(func=run_local.cmd_run_local)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     from kubeflow.compiler import KubeflowCompileError
     from kubeflow.deploy import KubeflowDeployError
-    from kubeflow.local.job_runner import LocalRunError
+    from kubeflow.local.job import LocalRunError
 
     args = build_parser().parse_args(argv)
     warnings.filterwarnings("ignore")  # TF/Google client deprecation noise, not ours

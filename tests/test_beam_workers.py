@@ -1,4 +1,4 @@
-"""tfxp/local/beam_workers.py: what a worker installs, and once per code version."""
+"""tfxp/runtime/beam_workers.py: what a worker installs, and once per code version."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tfxp.local import beam_workers
+from tfxp.runtime import beam_workers
 
 
 def _sdist(path: Path, files: dict[str, bytes], mtime: int) -> Path:

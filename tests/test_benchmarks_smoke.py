@@ -16,6 +16,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -278,6 +279,41 @@ def test_scale_benchmark_summary_picks_the_faster_anchor_and_reports_growth():
     assert [r["ratio_met"] for r in combined["rounds"]] == [True, False, True]
     assert combined["ratio_met_every_round"] is False
     assert "0.240, 0.260, 0.230 (target met in every round: MISSED)" in scale.render_size(combined)
+
+
+def test_scale_benchmark_alone_reports_ours_and_the_driver_per_component(tmp_path):
+    bench = _module("taxi_vs_tfx_example.py")
+    scale = _module("scale.py")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "run.log").write_text(
+        "2026-12-04 10:00:00,000 INFO absl: Component CsvExampleGen is running.\n"
+        "2026-12-04 10:00:02,500 INFO absl: Component CsvExampleGen is finished.\n"
+        "2026-12-04 10:00:03,000 INFO absl: Component Evaluator is running.\n"
+        "2026-12-04 10:00:05,000 INFO absl: Component Evaluator is finished.\n"
+    )
+    t0 = time.mktime(time.strptime("2026-12-04 10:00:00", "%Y-%m-%d %H:%M:%S"))
+    mb = 1024 * 1024
+    timeline = [(t0 - 1, 500 * mb), (t0 + 1, 800 * mb), (t0 + 2.9, 700 * mb), (t0 + 4, 1900 * mb)]
+    peaks = bench.driver_peaks(timeline, logs)
+    assert peaks == {
+        "CsvExampleGen": {"peak": 800.0, "rise": 300.0},
+        "Evaluator": {"peak": 1900.0, "rise": 1200.0},
+    }
+    ours = bench.RunResult("ours", 40.0, 0, "", "", binary_accuracy=0.9)
+    ours.extra = {
+        "metrics": {"example_count": 333},
+        "peak_rss_mb_max_process": 1900.0,
+        "peak_rss_mb_driver_by_component": peaks,
+        "peak_rss_mb_by_process": [{"pid": 1, "name": "local_runner.py", "mb": 1900.0}],
+    }
+    ours.components = [{"node_id": "Evaluator", "state": "COMPLETE", "seconds": 2.0}]
+    summary = scale.summarize(1_000_000, {"ours": ours})
+    assert summary["best_anchor"] is None and summary["ratio_vs_best"] is None
+    assert summary["ours_rss_met"] is False
+    text = scale.render_size(scale.combine_rounds([summary]))
+    assert "ours alone (--anchor none)" in text and "MISSED" in text
+    assert "local_runner.py 1900" in text and "1900 (+1200)" in text
 
 
 def test_digits_benchmark_checks_the_mnist_example_it_drives(forkserver):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -60,6 +61,15 @@ def test_component_ids_are_the_module_constants(built):
     ids = [c.id for c in pipeline.components]
     assert len(ids) == len(COMPONENT_IDS) == 13
     assert set(ids) == COMPONENT_IDS
+
+
+def test_the_readme_diagram_names_every_node_of_the_pipeline(built):
+    # The README's diagram is the docs' home page's too (a snippet): it must not lose a node.
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    diagram = readme.split("[start:diagram]", 1)[1].split("[end:diagram]", 1)[0]
+    drawn = set(re.findall(r"▼ (\w+)", diagram)) | set(re.findall(r"▼ \w+ \+ (\w+)", diagram))
+    _, pipeline = built
+    assert {c.id for c in pipeline.components} == drawn
 
 
 def test_components_run_after_their_inputs(built):

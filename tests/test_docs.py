@@ -127,3 +127,22 @@ def test_the_renderer_refuses_a_result_it_cannot_render(tmp_path):
     (tmp_path / "mystery.json").write_text('{"benchmark": "mystery"}')
     with pytest.raises(SystemExit, match="no renderer"):
         render.render(tmp_path)
+
+
+def _contract_rows(page: str) -> list[str]:
+    """The first cell of each row of architecture.md's contract table."""
+    text = (ROOT / "docs" / page).read_text()
+    start = text.index("| contract (its name in `pyproject.toml`)")
+    rows = text[start:].split("\n\n", 1)[0].splitlines()[2:]
+    return [row.split("|")[1].strip() for row in rows]
+
+
+def test_the_architecture_page_lists_every_import_contract():
+    import tomllib
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    names = [c["name"] for c in contracts["contracts"]]
+    rows = _contract_rows("architecture.md")
+    assert sorted(rows) == sorted(names), (
+        "docs/architecture.md's contract table must name exactly the contracts in pyproject.toml"
+    )

@@ -1,4 +1,4 @@
-"""tfxp/forkserver.py: commands forked from a preloaded server behave as processes of their own."""
+"""tfxp/runtime/forkserver.py: commands forked from a preloaded server behave as processes of their own."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import time
 import child  # tests/child.py: reads with a deadline
 import pytest
 
-from tfxp.forkserver import ForkServer, ForkServerError, parse_command, running
+from tfxp.runtime.forkserver import ForkServer, ForkServerError, parse_command, running
 
 PY = sys.executable
 
@@ -224,7 +224,7 @@ def test_other_processes_attach_to_a_running_server(server):
 
 
 STAND_IN = (
-    "import sys; from tfxp.forkserver import ForkServer; "
+    "import sys; from tfxp.runtime.forkserver import ForkServer; "
     "ForkServer.attach(sys.argv[1]).exec([sys.executable, '-c', sys.argv[2]])"
 )
 

@@ -118,7 +118,7 @@ def test_custom_artifact_types_are_named_by_import_path(compiled):
 
 
 def test_arguments_are_checked_converted_and_defaulted(compiled):
-    from kubeflow.local.job_runner import LocalRunError, load_job, resolve_arguments
+    from kubeflow.local.job import LocalRunError, load_job, resolve_arguments
 
     _, spec = load_job(str(compiled[1]))
     assert resolve_arguments(spec, {}) == {"data_root": "/pipeline/data/taxi"}
@@ -152,7 +152,8 @@ def test_cli_refuses_a_remote_root_and_bad_arguments(compiled, tmp_path, capsys)
 
 
 def test_registry_answers_the_resolver_filters_tfx_compiles(tmp_path):
-    from kubeflow.local.job_runner import ArtifactRegistry, LocalRunError
+    from kubeflow.local.artifacts import ArtifactRegistry
+    from kubeflow.local.job import LocalRunError
 
     registry = ArtifactRegistry(str(tmp_path))
     assert registry.latest('schema_title="tfx.ExampleStatistics" AND state=LIVE') is None

@@ -108,8 +108,13 @@ class SliceFeatures:
         if self.raw and layout is not None and set(self.raw) <= set(layout.columns):
             typed = [n for n in self.raw if n not in layout.untyped]
             self._layout_decoder = RecordBatchDecoder(layout, typed)
-        self._rows: dict[str, list[np.ndarray]] = {name: [] for name in self.raw}
+        # Per feature and batch: the examples of its values (a (start, count) range when
+        # each example has exactly one, as most do) and the values themselves, bytes as
+        # int32 codes into `_tables`: a few bytes per example held, not a Python object,
+        # so that memory stays small at millions of evaluated examples.
+        self._rows: dict[str, list[np.ndarray | tuple[int, int]]] = {n: [] for n in self.raw}
         self._values: dict[str, list[np.ndarray]] = {name: [] for name in self.raw}
+        self._tables: dict[str, dict[Any, int]] = {}
         self._types: dict[str, set] = {name: set() for name in self.raw}
         self.examples = 0
 
@@ -132,10 +137,30 @@ class SliceFeatures:
                 column = batch.column(index)
                 self._types[name].add(str(column.type.value_type))
                 parents = pc.list_parent_indices(column).to_numpy(zero_copy_only=False)
-                self._rows[name].append(parents.astype(np.int64) + self.examples)
-                self._values[name].append(column.flatten().to_numpy(zero_copy_only=False))
+                self._rows[name].append(_batch_rows(parents, self.examples, count))
+                self._values[name].append(self._encode(name, column.flatten()))
             self._narrow_decoder()
         self.examples += count
+
+    def _encode(self, name: str, values: pa.Array) -> np.ndarray:
+        """Numbers as they are; bytes as codes into the feature's table of distinct values."""
+        kind = values.type
+        if not any(
+            is_(kind)
+            for is_ in (
+                pa.types.is_binary,
+                pa.types.is_large_binary,
+                pa.types.is_string,
+                pa.types.is_large_string,
+            )
+        ):
+            return values.to_numpy(zero_copy_only=False)
+        table = self._tables.setdefault(name, {})
+        encoded = pc.dictionary_encode(values)
+        remap = np.array(
+            [table.setdefault(v, len(table)) for v in encoded.dictionary.to_pylist()], np.int32
+        )
+        return remap[encoded.indices.to_numpy(zero_copy_only=False)]
 
     def _decode(self, serialized: Any, count: int) -> pa.RecordBatch:
         if self._layout_decoder is not None:
@@ -170,14 +195,23 @@ class SliceFeatures:
             raise Unsupported(f"slicing feature {name!r} has values of several types")
         if not self._rows[name]:
             return np.zeros(0, np.int64), np.zeros(0)
-        return np.concatenate(self._rows[name]), np.concatenate(self._values[name])
+        rows = [
+            np.arange(r[0], r[0] + r[1], dtype=np.int64) if isinstance(r, tuple) else r
+            for r in self._rows[name]
+        ]
+        return np.concatenate(rows), np.concatenate(self._values[name])
 
     def pairs(self, name: str) -> Pairs:
         """A slicing feature's pairs (a bucket feature: one pair for every example)."""
         if name in self.buckets:
-            rows, values = self._flat(name.removesuffix(BUCKET_SUFFIX))
+            raw = name.removesuffix(BUCKET_SUFFIX)
+            if raw in self._tables:
+                raise Unsupported(f"bucketed feature {raw!r} of bytes (not numeric)")
+            rows, values = self._flat(raw)
             return bucket_pairs(rows, values, self.examples, self.buckets[name])
-        return feature_pairs(*self._flat(name), name)
+        table = self._tables.get(name)
+        decoded = list(table) if table is not None else None  # code -> value (insertion order)
+        return feature_pairs(*self._flat(name), name, decoded)
 
     def slices(self) -> dict[tuple, np.ndarray]:
         """Slice key (TFMA's tuple) -> the rows of the examples in that slice."""
@@ -200,12 +234,32 @@ def _as_slice_value(value: Any, name: str) -> Any:
     return value
 
 
-def feature_pairs(rows: np.ndarray, values: np.ndarray, name: str) -> Pairs:
-    """An example's distinct values of a feature (TFMA: `np.unique(values).tolist()`)."""
+def _batch_rows(parents: np.ndarray, start: int, count: int) -> np.ndarray | tuple[int, int]:
+    """The examples of a batch's values: (start, count) when each has exactly one value."""
+    if parents.size == count and (count == 0 or np.array_equal(parents, np.arange(count))):
+        return (start, count)
+    return parents.astype(np.int64) + start
+
+
+def feature_pairs(
+    rows: np.ndarray, values: np.ndarray, name: str, decoded: list | None = None
+) -> Pairs:
+    """An example's distinct values of a feature (TFMA: `np.unique(values).tolist()`).
+
+    `decoded`: the values when `values` are codes into it; the distinct values are then
+    put in their own sorted order, the order `np.unique` of the values themselves gives.
+    """
     if not rows.size:
         return Pairs(rows, np.zeros(0, np.int64), [])
     distinct, codes = np.unique(values, return_inverse=True)
     codes = codes.reshape(-1).astype(np.int64)
+    if decoded is not None:
+        found = [decoded[c] for c in distinct.tolist()]
+        order = sorted(range(len(found)), key=found.__getitem__)
+        rank = np.empty(len(order), np.int64)
+        rank[order] = np.arange(len(order))
+        codes = rank[codes]
+        distinct = np.array([found[i] for i in order], dtype=object)
     combined = np.unique(rows * len(distinct) + codes)
     return Pairs(
         combined // len(distinct),
@@ -242,8 +296,21 @@ def spec_slices(columns: tuple[str, ...], pairs: list[Pairs], examples: int) -> 
     if not columns:
         return {OVERALL: np.arange(examples, dtype=np.int64)}
     rows = np.arange(examples, dtype=np.int64)
-    codes = np.zeros((examples, 0), np.int64)
+    # Each (example, combination) as one int64 in mixed radix: its features' codes in
+    # order, so sorting the keys sorts the combinations as the codes' columns would.
+    key = np.zeros(examples, np.int64)
+    radix, every = 1, np.arange(examples)
+    dense = True  # rows is still every example once
     for feature in pairs:
+        size = max(len(feature.values), 1)
+        radix *= size
+        if radix >= 2**62:
+            raise Unsupported(f"slicing spec {columns}: too many value combinations")
+        if dense and np.array_equal(feature.rows, every):
+            # Exactly one value per example (most features): nothing repeats or drops.
+            key = key * size + feature.codes
+            continue
+        dense = False
         counts = np.bincount(feature.rows, minlength=examples)
         starts = np.cumsum(counts) - counts
         repeat = counts[rows]
@@ -251,20 +318,22 @@ def spec_slices(columns: tuple[str, ...], pairs: list[Pairs], examples: int) -> 
         within = np.arange(combo.size) - np.repeat(np.cumsum(repeat) - repeat, repeat)
         picked = starts[rows[combo]] + within
         rows = rows[combo]
-        codes = np.column_stack([codes[combo], feature.codes[picked]])
+        key = key[combo] * size + feature.codes[picked]
     if not rows.size:
         return {}
-    groups, inverse = np.unique(codes, axis=0, return_inverse=True)
+    groups, inverse = np.unique(key, return_inverse=True)
     inverse = inverse.reshape(-1)
     order = np.argsort(inverse, kind="stable")
     split = np.split(rows[order], np.cumsum(np.bincount(inverse))[:-1])
     found = {}
     for group, members in zip(groups.tolist(), split, strict=True):
-        key = tuple(
-            sorted(
-                (name, feature.values[code])
-                for name, feature, code in zip(columns, pairs, group, strict=True)
-            )
+        codes = []
+        for feature in reversed(pairs):
+            group, code = divmod(group, max(len(feature.values), 1))
+            codes.append(code)
+        key_values = (
+            (name, feature.values[code])
+            for name, feature, code in zip(columns, pairs, reversed(codes), strict=True)
         )
-        found[key] = np.sort(members)
+        found[tuple(sorted(key_values))] = np.sort(members)
     return found

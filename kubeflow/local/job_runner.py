@@ -36,197 +36,21 @@ from __future__ import annotations
 import contextlib
 import copy
 import datetime
-import json
 import os
-import re
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
 from google.protobuf import json_format
 
 if TYPE_CHECKING:
     from kubeflow.local.forked_tasks import ForkServer
 
+from kubeflow.local.artifacts import ArtifactRegistry, artifact_entry, dsl_artifact, type_title
+from kubeflow.local.job import LocalRun, LocalRunError, TaskRun, load_job, resolve_arguments
+
 Printer = Callable[[str], None]
-REGISTRY = os.path.join(".run-local", "artifacts.jsonl")
-
-
-class LocalRunError(RuntimeError):
-    """The local run cannot start or cannot go on; the message says why and what to do."""
-
-
-@dataclass
-class TaskRun:
-    name: str
-    kind: str  # container | resolver | importer
-    state: str = "not run"  # complete | failed | resolved | not run
-    seconds: float = 0.0
-    # output key -> [{"name", "uri", "metadata", "type"}]
-    outputs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    executor_output: str | None = None
-    log: str | None = None
-    returncode: int | None = None
-
-
-@dataclass
-class LocalRun:
-    run_id: str
-    pipeline_name: str
-    pipeline_root: str
-    arguments: dict[str, Any]
-    tasks: dict[str, TaskRun]
-    failed_task: str | None = None
-
-    @property
-    def succeeded(self) -> bool:
-        return self.failed_task is None
-
-    @property
-    def run_root(self) -> str:
-        return os.path.join(self.pipeline_root, self.run_id)
-
-    def output(self, task: str, key: str) -> dict[str, Any] | None:
-        artifacts = self.tasks[task].outputs.get(key) or []
-        return artifacts[0] if artifacts else None
-
-
-# --- the job ----------------------------------------------------------------
-
-
-def load_job(package: str) -> tuple[dict[str, Any], Any]:
-    from kubeflow.compiler import KubeflowCompileError, load_pipeline_job
-
-    try:
-        return load_pipeline_job(package)
-    except KubeflowCompileError as e:
-        raise LocalRunError(str(e)) from None
-
-
-def declared_parameters(spec: Any) -> dict[str, Any]:
-    """Runtime parameters of the job: name -> ComponentInputsSpec.ParameterSpec."""
-    return dict(spec.root.input_definitions.parameters)
-
-
-def resolve_arguments(spec: Any, arguments: Mapping[str, Any]) -> dict[str, Any]:
-    """Arguments as `kfp.Client.create_run_from_pipeline_package(arguments=...)` takes them.
-
-    Unknown names are refused (the KFP API rejects them too); strings given for
-    numeric or boolean parameters (from the command line) are converted.
-    Parameters without an argument take the spec's default.
-    """
-    from kfp.local import dag_orchestrator
-    from kfp.pipeline_spec import pipeline_spec_pb2
-
-    types = pipeline_spec_pb2.ParameterType
-    declared = declared_parameters(spec)
-    unknown = sorted(set(arguments) - set(declared))
-    if unknown:
-        known = ", ".join(sorted(declared)) or "none"
-        raise LocalRunError(
-            f"unknown runtime parameter(s) {', '.join(unknown)}; the spec declares: {known}"
-        )
-    converted: dict[str, Any] = {}
-    for name, value in arguments.items():
-        kind = declared[name].parameter_type
-        try:
-            if kind == types.NUMBER_INTEGER:
-                value = int(value)
-            elif kind == types.NUMBER_DOUBLE:
-                value = float(value)
-            elif kind == types.BOOLEAN and isinstance(value, str):
-                value = {"true": True, "false": False}[value.lower()]
-            elif kind == types.STRING:
-                value = str(value)
-        except (ValueError, KeyError):
-            raise LocalRunError(
-                f"runtime parameter {name}={value!r} is not a {types.ParameterTypeEnum.Name(kind)}"
-            ) from None
-        converted[name] = value
-    return dag_orchestrator.join_user_inputs_and_defaults(
-        dag_arguments=converted, dag_inputs_spec=spec.root.input_definitions
-    )
-
-
-# --- the artifact registry: the harness's stand-in for ML Metadata -----------
-
-
-def _type_title(artifact_type: Any) -> str:
-    if artifact_type.schema_title:
-        return artifact_type.schema_title
-    if artifact_type.instance_schema:
-        return yaml.safe_load(artifact_type.instance_schema).get("title", "")
-    return ""
-
-
-class ArtifactRegistry:
-    """Every output artifact of earlier completed tasks under one pipeline root, oldest first."""
-
-    def __init__(self, pipeline_root: str) -> None:
-        self.path = os.path.join(pipeline_root, REGISTRY)
-
-    def entries(self) -> list[dict[str, Any]]:
-        if not os.path.exists(self.path):
-            return []
-        with open(self.path) as f:
-            return [json.loads(line) for line in f if line.strip()]
-
-    def record(self, entries: list[dict[str, Any]]) -> None:
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        with open(self.path, "a") as f:
-            for entry in entries:
-                f.write(json.dumps(entry, sort_keys=True) + "\n")
-
-    _CLAUSE = re.compile(
-        r'^(?:schema_title="(?P<title>[^"]*)"'
-        r"|state=(?P<state>\w+)"
-        r'|name="(?P<name>[^"]*)"'
-        r"|metadata\.(?P<key>\w+)\.(?P<kind>number_value|string_value)=(?P<value>.+))$"
-    )
-
-    def latest(self, query: str) -> dict[str, Any] | None:
-        """The newest artifact matching a TFX resolver's filter (the forms TFX 1.16 compiles)."""
-        tests = []
-        for clause in (c.strip() for c in query.split(" AND ")):
-            m = self._CLAUSE.match(clause)
-            if not m:
-                raise LocalRunError(f"resolver filter clause {clause!r} is not supported locally")
-            if m["title"] is not None:
-                tests.append(lambda e, t=m["title"]: e["type"] == t)
-            elif m["state"] is not None:
-                tests.append(lambda e, s=m["state"]: s == "LIVE")
-            elif m["name"] is not None:
-                tests.append(lambda e, n=m["name"]: e["name"] == n)
-            else:
-                raw = m["value"].strip('"')
-                want = float(raw) if m["kind"] == "number_value" else raw
-                tests.append(lambda e, k=m["key"], w=want: e["metadata"].get(k) == w)
-        matching = [e for e in self.entries() if all(t(e) for t in tests)]
-        return matching[-1] if matching else None
-
-
-# --- one task ----------------------------------------------------------------
-
-
-def _artifact_entry(artifact: Any, title: str, run_id: str, task: str, key: str) -> dict:
-    return {
-        "name": artifact.name,
-        "uri": artifact.uri,
-        "metadata": dict(artifact.metadata),
-        "type": title,
-        "run_id": run_id,
-        "task": task,
-        "key": key,
-    }
-
-
-def _dsl_artifact(entry: dict[str, Any]) -> Any:
-    from kfp import dsl
-
-    return dsl.Artifact(name=entry["name"], uri=entry["uri"], metadata=entry["metadata"])
 
 
 class _Run:
@@ -371,10 +195,10 @@ class _Run:
             if definition is None:  # an output parameter
                 self.io_store.put_task_output(task, key, value)
                 continue
-            title = _type_title(definition.artifact_type)
+            title = type_title(definition.artifact_type)
             artifacts = value if isinstance(value, list) else [value]
             record.outputs[key] = [
-                _artifact_entry(a, title, self.run_id, task, key) for a in artifacts
+                artifact_entry(a, title, self.run_id, task, key) for a in artifacts
             ]
             entries.extend(record.outputs[key])
             self.io_store.put_task_output(task, key, value)
@@ -409,7 +233,7 @@ class _Run:
                 record.outputs[key] = []
             else:
                 record.outputs[key] = [found]
-                self.io_store.put_task_output(task, key, _dsl_artifact(found))
+                self.io_store.put_task_output(task, key, dsl_artifact(found))
         return True
 
     # -- importer tasks
@@ -554,114 +378,3 @@ def run_local_job(
         result = _Run(job, spec, pipeline_root, resolved, factory, printer).run()
     result.arguments = resolved
     return result
-
-
-# --- the command ---------------------------------------------------------------
-
-
-def add_arguments(p: Any) -> None:
-    p.add_argument(
-        "--package",
-        default="build/kubeflow/taxi_pipeline.json",
-        help="compiled PipelineJob (default: build/kubeflow/taxi_pipeline.json)",
-    )
-    p.add_argument(
-        "--pipeline-root",
-        help="local folder for the run's artifacts (default: the spec's pipeline root, if local)",
-    )
-    p.add_argument(
-        "--arg",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="runtime parameter, repeatable, as kfp.Client(...).create_run_from_pipeline_package"
-        "(arguments=...) passes it, e.g. --arg data_root=/data/taxi",
-    )
-    p.add_argument(
-        "--runner",
-        choices=RUNNERS,
-        default="subprocess",
-        help="subprocess: each task a fresh interpreter in the image's environment reproduced "
-        "from this checkout (default); forked: the same, forked from a process that imported "
-        "TFX once (~10 s less per task, for iterating; not a fresh interpreter); docker: each "
-        "task in the spec's image (needs a Docker engine)",
-    )
-    p.add_argument("-v", "--verbose", action="store_true", help="stream every task's log")
-
-
-def _summary_lines(run: LocalRun) -> list[str]:
-    lines = [f"run {run.run_id} of pipeline {run.pipeline_name!r}"]
-    for task in run.tasks.values():
-        found = ""
-        if task.kind == "resolver" and task.state == "resolved":
-            found = "  " + ", ".join(
-                f"{k}: {'found' if v else 'nothing'}" for k, v in task.outputs.items()
-            )
-        took = f"{task.seconds:6.1f}s" if task.state in ("complete", "failed") else ""
-        lines.append(f"  {task.name:48} {task.state:9} {took}{found}".rstrip())
-    return lines
-
-
-_RUNNER_WORDS = {
-    "subprocess": "tasks as subprocesses in the image environment",
-    "forked": "tasks forked from a warm process in the image environment",
-    "docker": "the image, under Docker",
-}
-
-
-def cmd_run_local(args: Any) -> int:
-    job, spec = load_job(args.package)
-    root = args.pipeline_root or spec.default_pipeline_root
-    if not root or "://" in root:
-        raise LocalRunError(
-            f"{args.package} was compiled for pipeline root {root!r}, which run-local cannot "
-            "write: recompile with a local folder (`python -m kubeflow compile --pipeline-root "
-            "DIR ...`; the Pusher and the gate's reports write below it) and pass the same "
-            "--pipeline-root here"
-        )
-    arguments = {}
-    for item in args.arg:
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            raise LocalRunError(f"--arg {item!r}: expected NAME=VALUE such as data_root=/data")
-        arguments[name] = value
-    print(f"running {args.package} with KFP's local orchestration ({_RUNNER_WORDS[args.runner]})")
-    run = run_local_job(
-        args.package,
-        root,
-        arguments=arguments,
-        runner=args.runner,
-        echo=args.verbose,
-        printer=print,
-    )
-    for line in _summary_lines(run):
-        print(line)
-    print(f"arguments: {json.dumps(run.arguments, sort_keys=True)}")
-    print(f"artifacts: {run.run_root}")
-    if not run.succeeded:
-        task = run.tasks[run.failed_task]
-        tail = _log_tail(task.log)
-        print(f"error: task {task.name} exited {task.returncode}; log: {task.log}")
-        for line in tail:
-            print(f"  {line}")
-        return 1
-    pushed = _pushed_destination(run)
-    if pushed:
-        print(f"pushed model: {pushed}")
-    return 0
-
-
-def _log_tail(path: str | None, lines: int = 8) -> list[str]:
-    if not path or not os.path.exists(path):
-        return []
-    with open(path, errors="replace") as f:
-        text = [line.rstrip() for line in f if not re.match(r"^[IWD]\d{4} ", line)]
-    return text[-lines:]
-
-
-def _pushed_destination(run: LocalRun) -> str | None:
-    for task in run.tasks.values():
-        for artifact in task.outputs.get("pushed_model", []):
-            if artifact["metadata"].get("pushed"):
-                return artifact["metadata"].get("pushed_destination")
-    return None

@@ -34,7 +34,8 @@ import pytest
 from e2e_support import write_scaled_fares
 
 from kubeflow.local import job_runner
-from kubeflow.local.job_runner import LocalRun, run_local_job
+from kubeflow.local.job import LocalRun
+from kubeflow.local.job_runner import run_local_job
 from pipeline import definition as d
 
 # The first taxi test may also pay for the session's `taxi_runs` (four LocalDagRunner

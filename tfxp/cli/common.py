@@ -12,7 +12,6 @@ from pipeline.config import PipelineConfig
 from pipeline.datasets import dataset_config, dataset_names
 from pipeline.overrides import pipeline_config
 from pipeline.spans import select_spans
-from tfxp import beam_speedups
 from tfxp.metadata.store import (
     MetadataStoreError,
     StoreLocation,
@@ -22,6 +21,7 @@ from tfxp.metadata.store import (
     location_from_args,
     open_store,
 )
+from tfxp.runtime import beam_speedups
 from tfxp.storage.storage import config_locations
 
 

@@ -24,7 +24,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                     f"--lakefs: data root {config.data_root} is not s3://REPO/BRANCH/...; "
                     "point --data-root at the repository's S3 gateway path"
                 )
-        from tfxp.local.beam_workers import check_services
+        from tfxp.runtime.beam_workers import check_services
 
         check_services(config.beam_args)  # a portable run's job service and worker pool
     except (MetadataStoreError, ValueError) as e:

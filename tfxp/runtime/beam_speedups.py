@@ -20,7 +20,7 @@ The specs are default values of the methods' parameters, which belong to the
 class, so one answer per class is exact. An instance that carries bound methods
 of its own (which `dir()` would also list) is never cached. Beam is imported
 only by `install()`, so commands that name the plugin stay quick
-to start; SDK workers get the cache from the plugin `tfxp.beam_speedups_plugin`
+to start; SDK workers get the cache from the plugin `tfxp.runtime.beam_speedups_plugin`
 (`--beam_plugins`), where it saves the per-bundle calls.
 
 2. Options parsing. `PipelineOptions.view_as(SomeOptions)`, which Beam calls
@@ -65,7 +65,7 @@ import weakref
 from typing import Any
 
 # The Beam plugin module (imported by every SDK worker before any work).
-PLUGIN = "tfxp.beam_speedups_plugin"
+PLUGIN = "tfxp.runtime.beam_speedups_plugin"
 
 _specs: weakref.WeakKeyDictionary[type, tuple[frozenset, frozenset]] = weakref.WeakKeyDictionary()
 _original: Any = None

@@ -26,12 +26,12 @@ container's boot program does, here:
 
 Warm workers (the default; `tfxp beam workers --fresh-workers` turns them off):
 step 4's process is forked from a zygote the pool starts once
-(tfxp/forkserver.py), which has imported the third-party modules every worker
+(tfxp/runtime/forkserver.py), which has imported the third-party modules every worker
 imports (Beam's harness, TensorFlow, TFDV, tf.Transform, TFMA, TFX's
 components: `WORKER_PRELOAD`) and nothing of the project. A fresh harness
 spends ~10 s of CPU on those imports before its first bundle; a forked one
 starts in a fraction of a second. The project's modules are still imported
-by the harness, from the staged package (the zygote's own `tfxp.forkserver`
+by the harness, from the staged package (the zygote's own `tfxp.runtime.forkserver`
 module is dropped from the child's `sys.modules` first). The trade: a module
 a worker imports reads its environment at the zygote's import, not the job's
 (the zygote gets `WORKER_ENV`, as every worker does).
@@ -86,7 +86,7 @@ class WorkerPool:
         from apache_beam.runners.worker.worker_pool_main import BeamFnExternalWorkerPoolServicer
         from apache_beam.utils import thread_pool_executor
 
-        from tfxp.forkserver import ForkServer
+        from tfxp.runtime.forkserver import ForkServer
 
         os.makedirs(work_dir, exist_ok=True)
         self.work_dir = os.path.abspath(work_dir)
@@ -309,7 +309,7 @@ def editable_paths() -> list[str]:
 
 # The harness process: the checkout's paths out, then Beam's SDK worker main;
 # at the end, where each project module and the work modules were loaded from.
-# Forked from the zygote, the project modules its server imported (tfxp.forkserver)
+# Forked from the zygote, the project modules its server imported (tfxp.runtime.forkserver)
 # are dropped first: the harness imports the project from the staged package only.
 HARNESS = """
 import json, os, sys
@@ -397,7 +397,7 @@ def boot(argv: list[str]) -> None:
     if args.zygote:
         # Beam's pool stops a worker by signalling the process it started: this one
         # passes the signal on to the forked harness.
-        from tfxp.forkserver import ForkServer
+        from tfxp.runtime.forkserver import ForkServer
 
         ForkServer.attach(args.zygote).exec(harness, cwd=worker_dir, env=env)
     os.chdir(worker_dir)

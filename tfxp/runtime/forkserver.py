@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import IO, Any, NoReturn
 
 _MAX_REQUEST = 1 << 22  # argv + environment; a few KB in practice
-# `python -m tfxp.forkserver KILL_CHILDREN SOCKET ...`: the kernel ends every child
+# `python -m tfxp.runtime.forkserver KILL_CHILDREN SOCKET ...`: the kernel ends every child
 # with the server (ForkServer's kill_children_on_exit).
 KILL_CHILDREN = "--kill-children-on-exit"
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
@@ -235,7 +235,7 @@ def _become(
 
 
 def serve(socket_path: str, preload: Sequence[str], kill_children: bool = False) -> None:
-    """`python -m tfxp.forkserver [KILL_CHILDREN] SOCKET [MODULE ...]`: imports, then
+    """`python -m tfxp.runtime.forkserver [KILL_CHILDREN] SOCKET [MODULE ...]`: imports, then
     forks per connection.
 
     SOCKET appears once the server listens (it is bound under another name and
@@ -485,7 +485,7 @@ class ForkServer:
                 [
                     sys.executable,
                     "-m",
-                    "tfxp.forkserver",
+                    "tfxp.runtime.forkserver",
                     *([KILL_CHILDREN] if self.kill_children_on_exit else []),
                     self.socket_path,
                     *self.preload,
@@ -670,6 +670,6 @@ if __name__ == "__main__":
     args = sys.argv[2:] if kill else sys.argv[1:]
     if not args:
         sys.exit(
-            f"usage: python -m tfxp.forkserver [{KILL_CHILDREN}] SOCKET [MODULE ...] (started by ForkServer)"
+            f"usage: python -m tfxp.runtime.forkserver [{KILL_CHILDREN}] SOCKET [MODULE ...] (started by ForkServer)"
         )
     serve(args[0], args[1:], kill_children=kill)
