@@ -152,6 +152,12 @@ def _e2e_table(name: str) -> Callable[[Path], None]:
     return write
 
 
+def _cars_table(path: Path) -> None:
+    from test_cars_e2e import write_cars
+
+    write_cars(path)
+
+
 TABLES = [
     Table("taxi", "big_tipper", "binary", write_taxi,
           "the embedded Chicago taxi span, 15,002 trips; label as trainer/taxi's (tip > 20% of fare)"),
@@ -167,6 +173,8 @@ TABLES = [
           "generated: 6,000 rows, Friedman #1 plus a string grade that moves the target"),
     Table("imbalanced", "churned", "binary", write_imbalanced,
           "generated: 6,000 rows, 5% positives, 10 numbers, 2 string columns"),
+    Table("cars", "MPG", "regression", _cars_table,
+          "cars-like, 406 rows: 8 blank labels, an ISO date, a near-unique name, free text"),
 ]  # fmt: skip
 
 
