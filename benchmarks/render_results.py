@@ -127,9 +127,22 @@ def render_scale(result: dict) -> list[str]:
             ["peak RSS MB, process tree", *(_num(extra(n, "peak_rss_mb_tree"), 0) for n in names)],
             ["eval binary_accuracy", *(_num(runs[n].get("binary_accuracy"), 4) for n in names)],
             ["eval examples", *(_num(size["eval_example_counts"].get(n), 0) for n in names)],
-            ["ours / this", "", *(_num(size["ratios"].get(n), 3) for n in names[1:])],
         ]
         best = size["best_anchor"]
+        if best is None:  # ours alone (--anchor none): one machine's limit
+            lines += [
+                f"**{rows_n:,} rows.** Ours alone: largest process "
+                f"{_num(extra('ours', 'peak_rss_mb_max_process'), 0)} MB (target ≤ 1,536 MB: "
+                f"{_verdict(size['ours_rss_met'])}).",
+                "",
+                *_table(["", "ours"], rows),
+                "",
+                *_driver_components(runs["ours"]),
+                "",
+                *_process_peaks(runs["ours"]),
+            ]
+            continue
+        rows.append(["ours / this", "", *(_num(size["ratios"].get(n), 3) for n in names[1:])])
         lines += [
             f"**{rows_n:,} rows.** Ours / the example's fastest configuration here "
             f"({SIDE_LABELS.get(best, best)}): **{_num(size['ratio_vs_best'], 3)}** "
@@ -142,7 +155,47 @@ def render_scale(result: dict) -> list[str]:
             *_components(runs, names),
             "",
         ]
-    return lines[:-1]
+    return lines[:-1] + _growth(sizes)
+
+
+def _driver_components(ours: dict) -> list[str]:
+    """Per component: seconds, and the run's own process's peak RSS while it ran (and the
+    rise it added): the components that run in that process show their memory here."""
+    driver = ours.get("extra", {}).get("peak_rss_mb_driver_by_component") or {}
+    rows = [
+        [
+            c["node_id"],
+            _num(c["seconds"]),
+            f"{_num(driver[c['node_id']]['peak'], 0)} (+{_num(max(driver[c['node_id']]['rise'], 0), 0)})"
+            if c["node_id"] in driver
+            else "n/a",
+        ]
+        for c in ours.get("components", [])
+        if c["seconds"] >= 0.05
+    ]
+    return _table(["component", "seconds", "run process peak MB (rise)"], rows)
+
+
+def _process_peaks(ours: dict) -> list[str]:
+    peaks = ours.get("extra", {}).get("peak_rss_mb_by_process") or []
+    if not peaks:
+        return []
+    listed = ", ".join(f"{p['name']} {_num(p['mb'], 0)}" for p in peaks if p["mb"] >= 50)
+    return [f"Peak RSS of every process (MB, 50 and up): {listed}.", ""]
+
+
+def _growth(sizes: list[dict]) -> list[str]:
+    """How ours' time grows from the smallest size to the largest (linear: x rows)."""
+    if len(sizes) < 2:
+        return []
+    small, large = sizes[0], sizes[-1]
+    factor = large["rows"] / small["rows"]
+    times = large["results"]["ours"]["wall_seconds"] / small["results"]["ours"]["wall_seconds"]
+    return [
+        "",
+        f"Ours from {small['rows']:,} to {large['rows']:,} rows (x{factor:g} rows): time "
+        f"x{times:.2f} (target ≤ x{factor * 1.1:g}: {_verdict(times <= factor * 1.1)}).",
+    ]
 
 
 # The benchmark's own order (a result file's keys may come sorted).
