@@ -196,7 +196,9 @@ def _columns(inputs: Any, signature) -> tuple[dict[str, np.ndarray], int]:
         inputs = {names[0]: inputs}
     unknown = set(inputs) - set(names)
     if unknown:
-        raise ClientError(f'"inputs": unknown input(s) {sorted(unknown)} (the signature takes {names})')
+        raise ClientError(
+            f'"inputs": unknown input(s) {sorted(unknown)} (the signature takes {names})'
+        )
     missing = set(names) - set(inputs)
     if missing:
         raise ClientError(f'"inputs": missing input(s) {sorted(missing)}')
@@ -207,9 +209,11 @@ def _columns(inputs: Any, signature) -> tuple[dict[str, np.ndarray], int]:
         if not isinstance(values, list) or not values:
             raise ClientError(f"{where}: expected a non-empty list (one value per example)")
         dtype = signature.inputs[n].dtype.name
-        arrays[n] = _array([_value(v, dtype, f"{where}[{i}]") for i, v in enumerate(values)], dtype, where)
+        arrays[n] = _array(
+            [_value(v, dtype, f"{where}[{i}]") for i, v in enumerate(values)], dtype, where
+        )
         if rows is not None and len(values) != rows:
-            raise ClientError(f'"inputs": every input needs the same number of examples')
+            raise ClientError('"inputs": every input needs the same number of examples')
         rows = len(values)
     return arrays, rows or 0
 
@@ -262,3 +266,13 @@ def predict_response(outputs: dict[str, np.ndarray], row_format: bool) -> dict:
     cols = {n: _tolist(n, outputs[n]) for n in names}
     rows = len(next(iter(cols.values())))
     return {"predictions": [{n: cols[n][i] for n in names} for i in range(rows)]}
+
+
+def model_error(message: str) -> str:
+    """The line of a TensorFlow error that says what is wrong with the input."""
+    for line in message.splitlines():
+        line = line.strip()
+        if not line or line.startswith(("Graph execution error", "Detected at node", "<", "[[")):
+            continue
+        return "the model rejected the input: " + line.removeprefix("Name: <unknown>, ")
+    return "the model rejected the input"

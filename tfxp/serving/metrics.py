@@ -9,8 +9,18 @@ process (tests) never share counts.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+# No `*_created` series: a timestamp per label set doubles the page for nothing scrapers use.
+disable_created_metrics()
 
 LATENCY_BUCKETS = (
     0.0005,
@@ -60,14 +70,18 @@ class Metrics:
             "tfxp_serving_examples", "Examples scored", ("model", "version", "label"), registry=r
         )
         self.label_version = Gauge(
-            "tfxp_serving_label_version", "The version each label serves", ("model", "label"),
+            "tfxp_serving_label_version",
+            "The version each label serves",
+            ("model", "label"),
             registry=r,
         )
         self.loaded = Gauge(
             "tfxp_serving_loaded_versions", "Versions loaded and available", ("model",), registry=r
         )
         self.logged = Counter(
-            "tfxp_serving_logged_examples", "Examples written to the request log", ("model",),
+            "tfxp_serving_logged_examples",
+            "Examples written to the request log",
+            ("model",),
             registry=r,
         )
         self.log_dropped = Counter(

@@ -84,9 +84,9 @@ def version_folders(serving_dir: str) -> dict[int, str]:
         return {}
     out = {}
     for entry in os.scandir(serving_dir):
-        if entry.name.isdigit() and entry.is_dir(follow_symlinks=False):
-            if os.path.isfile(os.path.join(entry.path, "saved_model.pb")):
-                out[int(entry.name)] = entry.path
+        complete = os.path.isfile(os.path.join(entry.path, "saved_model.pb"))
+        if entry.name.isdigit() and entry.is_dir(follow_symlinks=False) and complete:
+            out[int(entry.name)] = entry.path
     return out
 
 

@@ -70,6 +70,7 @@ class Repository:
         batch_timeout_ms: float,
         poll_seconds: float = DEFAULT_POLL_SECONDS,
         observe_batch: Callable[[int, str, int], None] | None = None,
+        on_swap: Callable[[State], None] | None = None,
     ) -> None:
         self.model = model
         self.serving_dir = serving_dir
@@ -77,6 +78,7 @@ class Repository:
         self.batch_timeout_ms = batch_timeout_ms
         self.poll_seconds = poll_seconds
         self.observe_batch = observe_batch
+        self.on_swap = on_swap
         self.state = State()
         self.errors: dict[int, str] = {}  # version -> why it could not be loaded
         self.swaps = 0
@@ -127,6 +129,8 @@ class Repository:
                 return False
             self.state = State(versions, labels)  # the swap: one assignment
             self.swaps += 1
+            if self.on_swap:
+                self.on_swap(self.state)
             for v, lv in current.versions.items():
                 if v not in versions:
                     lv.close()  # drains what it has queued, then stops
@@ -183,13 +187,13 @@ class Repository:
     def ready(self) -> bool:
         return self.state.default_version is not None
 
-    def resolve(
-        self, model: str, version: str | None = None, label: str | None = None
-    ) -> Resolved:
+    def resolve(self, model: str, version: str | None = None, label: str | None = None) -> Resolved:
         """The loaded version a request names (NotFound says what is served instead)."""
         state = self.state
         if model != self.model:
-            raise NotFound(f"model {model!r} is not served here (this server serves {self.model!r})")
+            raise NotFound(
+                f"model {model!r} is not served here (this server serves {self.model!r})"
+            )
         if version is not None:
             if not version.isdigit() or int(version) not in state.versions:
                 raise NotFound(
