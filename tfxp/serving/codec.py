@@ -190,7 +190,7 @@ def _rows(instances: Any, signature, encode) -> tuple[dict[str, np.ndarray], int
 
 def _columns(inputs: Any, signature) -> tuple[dict[str, np.ndarray], int]:
     names = list(signature.inputs)
-    if not isinstance(inputs, dict) or (len(names) == 1 and names[0] not in inputs):
+    if not isinstance(inputs, dict):
         if len(names) != 1:
             raise ClientError(f'"inputs" must be an object with the inputs {names}')
         inputs = {names[0]: inputs}

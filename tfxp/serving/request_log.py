@@ -111,7 +111,7 @@ class RequestLog:
         self.on_written = on_written or (lambda n: None)
         self.on_dropped = on_dropped or (lambda n: None)
         self.published: list[str] = []
-        self._queue: queue.Queue[Entry | None] = queue.Queue(QUEUE_LIMIT)
+        self._queue: queue.Queue[Entry | threading.Event | None] = queue.Queue(QUEUE_LIMIT)
         self._seq = 0
         self._writer = None
         self._tmp = self._final = ""
@@ -130,6 +130,12 @@ class RequestLog:
         except queue.Full:
             self.on_dropped(len(entry.raw))
 
+    def rotate(self, timeout: float = 30.0) -> None:
+        """Publishes the open file once everything queued so far is written."""
+        done = threading.Event()
+        self._queue.put(done)
+        done.wait(timeout)
+
     def close(self, timeout: float = 30.0) -> None:
         """Writes what is queued and publishes the open file."""
         self._queue.put(None)
@@ -146,6 +152,10 @@ class RequestLog:
             if entry is None:
                 self._publish()
                 return
+            if isinstance(entry, threading.Event):
+                self._publish()
+                entry.set()
+                continue
             if entry:
                 try:
                     self._write(entry)
