@@ -4,6 +4,8 @@ health answer, the request log reads back, and off loopback a token is required.
 
 from __future__ import annotations
 
+import os
+
 import grpc
 import httpx
 import numpy as np
@@ -120,6 +122,18 @@ def test_grpc_gives_tfxp_predicts_numbers(serving_run, live, expected) -> None:
         with pytest.raises(grpc.RpcError) as e:
             stub.Predict(req, timeout=30)
         assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "wrong" in e.value.details()
+
+
+def test_the_pushed_version_carries_warmup_requests_replayed_before_available(
+    serving_run, live
+) -> None:
+    from tfxp.serving.models import WARMUP_FILE
+
+    assert os.path.isfile(
+        os.path.join(serving_run.config.serving_dir, serving_run.new, WARMUP_FILE)
+    )
+    # 4 one-example requests and one batch, from the rows the serving check sent
+    assert live.server.repository.state.versions[int(serving_run.new)].warmup_records == 5
 
 
 def test_status_metadata_and_labels_as_tf_serving_prints_them(serving_run, client) -> None:

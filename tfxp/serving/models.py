@@ -19,9 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
+from components.serving_check import warmup
 from tfxp.serving.batching import Batcher
 
-WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
+WARMUP_FILE = warmup.IN_MODEL  # written by the serving check, copied by the Pusher
 # Warmup replays at most this many records (TF Serving's own limit is 1000).
 MAX_WARMUP_RECORDS = 1000
 INIT_OP = "__saved_model_init_op"
