@@ -110,11 +110,12 @@ def test_split_is_sticky_by_key_and_near_its_share() -> None:
 
 def _entry(i: int, raw: bytes) -> Entry:
     return Entry(
-        f"r{i}", 1_700_000_000_000_000 + i, "m", 7, "champion", "served", [raw], np.array([[0.5]])
+        f"r{i}", 1_700_000_000_000_000 + i, "m", 7, "champion", "served", [raw], {"p": np.array([[0.5]])}
     )
 
 
 def test_request_log_rotates_by_size_publishes_whole_files_and_drops_the_label(tmp_path) -> None:
+    """Files readable by TensorFlow's own GZIP TFRecord reader, records in order."""
     import tensorflow as tf
 
     ex = tf.train.Example()
@@ -260,3 +261,32 @@ def test_the_repository_follows_new_versions_and_alias_pointers(tmp_path) -> Non
         repo.resolve("digits", label="champion")
     assert not repo.refresh()  # nothing changed, no swap
     repo.stop()
+
+
+def test_wire_level_records_parse_as_tensorflow_builds_them() -> None:
+    import tensorflow as tf
+
+    from tfxp.serving import records
+
+    ex = tf.train.Example()
+    f = ex.features.feature
+    f["a"].int64_list.value.extend([1, -5, 2**40])
+    f["tips"].float_list.value.append(3.5)
+    f["c"].bytes_list.value.append(b"tips and more")
+    serialized = ex.SerializeToString()
+    dropped = tf.train.Example.FromString(records.without_feature(serialized, "tips"))
+    del f["tips"]
+    assert dropped == ex
+    assert records.without_feature(b"tips: no example", "tips") == b"tips: no example"
+    meta = records.example(
+        [
+            records.bytes_feature("__b", [b"x", b""]),
+            records.int64_feature("__i", [-1, 7]),
+            records.float_feature("__f", [0.25]),
+        ]
+    )
+    merged = tf.train.Example.FromString(serialized + meta).features.feature
+    assert merged["a"].int64_list.value == [1, -5, 2**40]
+    assert merged["__b"].bytes_list.value == [b"x", b""]
+    assert merged["__i"].int64_list.value == [-1, 7]
+    assert merged["__f"].float_list.value == [0.25]

@@ -19,16 +19,19 @@ records of files left by a process that died.
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
-import queue
 import random
 import threading
 import time
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from tfxp.serving import records
 
 log = logging.getLogger("tfxp.serving")
 
@@ -38,7 +41,9 @@ SUFFIX = ".tfrecord.gz"
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_SECONDS = 300.0
 QUEUE_LIMIT = 100_000
+DRAIN_SECONDS = 0.1
 SERVED, SHADOW = "served", "shadow"
+GZIP_LEVEL = 1  # fast: the log is written beside the requests, on the same cores
 
 
 def log_folder(data_root: str) -> str:
@@ -55,36 +60,47 @@ class Entry:
     version: int
     label: str
     role: str
-    raw: list[bytes]  # one serialized raw tf.Example per example
-    outputs: np.ndarray  # [rows, k] float: the main output per example
+    raw: Sequence[bytes]  # one serialized raw tf.Example per example
+    outputs: dict[str, np.ndarray]  # the model's outputs (main_output picks the logged one)
 
 
-def metadata_example(e: Entry, row: int) -> bytes:
-    from tensorflow.core.example import example_pb2
-
-    ex = example_pb2.Example()
-    f = ex.features.feature
-    f["__request_id"].bytes_list.value.append(e.request_id.encode())
-    f["__logged_at"].int64_list.value.append(e.logged_at_us)
-    f["__model"].bytes_list.value.append(e.model.encode())
-    f["__version"].int64_list.value.append(e.version)
-    f["__label"].bytes_list.value.append(e.label.encode())
-    f["__role"].bytes_list.value.append(e.role.encode())
-    f["__output"].float_list.value.extend(float(x) for x in e.outputs[row])
-    return ex.SerializeToString()
+_PREFIXES = records.Prefixes()
+# Output names that hold the model's main output, most telling first.
+MAIN_OUTPUTS = ("probability", "logistic", "probabilities", "predictions", "scores", "outputs")
 
 
-def without_label(raw: bytes, label: str | None) -> bytes:
-    """The serialized example without its label feature (parsed only when it may hold one)."""
-    if not label or label.encode() not in raw:
-        return raw
-    from tensorflow.core.example import example_pb2
+def main_output(outputs: dict[str, np.ndarray], rows: int) -> np.ndarray:
+    """[rows, k] floats: the output named like a score (else the first numeric one)."""
+    names = [n for n in MAIN_OUTPUTS if n in outputs]
+    names += sorted(n for n in outputs if outputs[n].dtype.kind == "f")
+    names += sorted(n for n in outputs if outputs[n].dtype.kind in "iub")
+    if not names:
+        return np.zeros((rows, 0), dtype=np.float32)
+    return np.asarray(outputs[names[0]], dtype=np.float64).reshape(rows, -1)
 
-    ex = example_pb2.Example.FromString(raw)
-    if label not in ex.features.feature:
-        return raw
-    del ex.features.feature[label]
-    return ex.SerializeToString()
+
+def metadata_features(e: Entry, scores: np.ndarray, row: int) -> bytes:
+    """The `__*` features of one logged example, as a serialized tf.Example."""
+    p = _PREFIXES
+    constant = p.constant(
+        (e.model, e.version, e.label, e.role),
+        lambda: b"".join(
+            (
+                records.bytes_feature("__model", [e.model.encode()]),
+                records.int64_feature("__version", [e.version]),
+                records.bytes_feature("__label", [e.label.encode()]),
+                records.bytes_feature("__role", [e.role.encode()]),
+            )
+        ),
+    )
+    return records.example(
+        (
+            p.bytes1("__request_id", e.request_id.encode()),
+            p.int1("__logged_at", e.logged_at_us),
+            constant,
+            p.floats("__output", scores[row]),
+        )
+    )
 
 
 class RequestLog:
@@ -111,11 +127,15 @@ class RequestLog:
         self.on_written = on_written or (lambda n: None)
         self.on_dropped = on_dropped or (lambda n: None)
         self.published: list[str] = []
-        self._queue: queue.Queue[Entry | threading.Event | None] = queue.Queue(QUEUE_LIMIT)
+        # A deque, not a Queue: appending takes no lock and wakes no thread; the writer
+        # drains it every DRAIN_SECONDS (or at once when woken for rotate/close).
+        self._queue: collections.deque = collections.deque()
+        self._wake = threading.Event()
         self._seq = 0
-        self._writer = None
+        self._file = None
+        self._gzip = None
         self._tmp = self._final = ""
-        self._opened = 0.0
+        self._opened = self._synced = 0.0
         self._bytes = 0
         os.makedirs(folder, exist_ok=True)
         self._thread = threading.Thread(target=self._loop, name="request-log", daemon=True)
@@ -125,77 +145,99 @@ class RequestLog:
         return self.fraction >= 1.0 or (self.fraction > 0 and random.random() < self.fraction)
 
     def add(self, entry: Entry) -> None:
-        try:
-            self._queue.put_nowait(entry)
-        except queue.Full:
+        if len(self._queue) >= QUEUE_LIMIT:
             self.on_dropped(len(entry.raw))
+            return
+        self._queue.append(entry)
 
     def rotate(self, timeout: float = 30.0) -> None:
         """Publishes the open file once everything queued so far is written."""
         done = threading.Event()
-        self._queue.put(done)
+        self._queue.append(done)
+        self._wake.set()
         done.wait(timeout)
 
     def close(self, timeout: float = 30.0) -> None:
         """Writes what is queued and publishes the open file."""
-        self._queue.put(None)
+        self._queue.append(None)
+        self._wake.set()
         self._thread.join(timeout)
 
     # -- the writer thread
 
     def _loop(self) -> None:
         while True:
-            try:
-                entry = self._queue.get(timeout=min(1.0, self.max_seconds))
-            except queue.Empty:
-                entry = False
-            if entry is None:
-                self._publish()
-                return
-            if isinstance(entry, threading.Event):
-                self._publish()
-                entry.set()
-                continue
-            if entry:
+            self._wake.wait(DRAIN_SECONDS)
+            self._wake.clear()
+            batch = []
+            while self._queue:
+                batch.append(self._queue.popleft())
+            entries = [e for e in batch if isinstance(e, Entry)]
+            if entries:
                 try:
-                    self._write(entry)
+                    self._write(entries)
                 except Exception:  # noqa: BLE001 - logging must never stop serving
                     log.exception("could not write the request log in %s", self.folder)
-            if self._writer and (
+            for marker in batch:
+                if marker is None or isinstance(marker, threading.Event):
+                    self._publish()
+                    if marker is None:
+                        return
+                    marker.set()
+            if self._file and (
                 self._bytes >= self.max_bytes or time.time() - self._opened >= self.max_seconds
             ):
                 self._publish()
 
     def _open(self) -> None:
-        import tensorflow as tf
-
         self._seq += 1
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
         name = f"{PREFIX}{stamp}-{os.getpid()}-{self._seq:06d}{SUFFIX}"
         self._final = os.path.join(self.folder, name)
         self._tmp = os.path.join(self.folder, f".{name}.tmp")
-        self._writer = tf.io.TFRecordWriter(self._tmp, options="GZIP")
-        self._opened = time.time()
+        self._file = open(self._tmp, "wb")  # noqa: SIM115 - kept open across batches
+        self._gzip = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31)  # 31: a gzip stream
+        self._opened = self._synced = time.time()
         self._bytes = 0
 
-    def _write(self, e: Entry) -> None:
-        if self._writer is None:
+    def _write(self, entries: list[Entry]) -> None:
+        out: list[bytes] = []
+        pending = 0
+        for e in entries:
+            scores = main_output(e.outputs, len(e.raw))
+            for i, raw in enumerate(e.raw):
+                raw = records.without_feature(raw, self.label_key) if self.label_key else raw
+                out.append(records.tfrecord(raw + metadata_features(e, scores, i)))
+                pending += len(out[-1])
+            if self._bytes + pending >= self.max_bytes:  # rotate by size, between requests
+                self._append(out, pending)
+                self._publish()
+                out, pending = [], 0
+        if out:
+            self._append(out, pending)
+        self.on_written(sum(len(e.raw) for e in entries))
+
+    def _append(self, out: list[bytes], size: int) -> None:
+        if self._file is None:
             self._open()
-        for i, raw in enumerate(e.raw):
-            record = without_label(raw, self.label_key) + metadata_example(e, i)
-            self._writer.write(record)
-            self._bytes += len(record)
-        self.on_written(len(e.raw))
+        self._bytes += size
+        self._file.write(self._gzip.compress(b"".join(out)))
+        if time.time() - self._synced >= 1.0:
+            # Up to here the file decompresses: a killed server loses one second at most.
+            self._file.write(self._gzip.flush(zlib.Z_SYNC_FLUSH))
+            self._file.flush()
+            self._synced = time.time()
 
     def _publish(self) -> None:
-        if self._writer is None:
+        if self._file is None:
             return
-        self._writer.close()  # the GZIP trailer: the file is complete
-        with open(self._tmp, "rb+") as f:
-            os.fsync(f.fileno())
+        self._file.write(self._gzip.flush())  # the gzip trailer: the file is complete
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self._file.close()
         os.replace(self._tmp, self._final)
         self.published.append(self._final)
-        self._writer = None
+        self._file = None
 
 
 def published_files(folder: str) -> list[str]:

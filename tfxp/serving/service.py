@@ -23,11 +23,9 @@ from tfxp.serving.codec import ClientError, ExampleEncoder
 from tfxp.serving.metrics import Metrics
 from tfxp.serving.models import LoadedVersion, Signature
 from tfxp.serving.repository import Repository, Resolved
-from tfxp.serving.request_log import SERVED, SHADOW, Entry, RequestLog
+from tfxp.serving.request_log import SERVED, SHADOW, Entry, RequestLog, main_output
 
 DEFAULT_SIGNATURE = "serving_default"
-# Output names that hold the model's main output, most telling first.
-MAIN_OUTPUTS = ("probability", "logistic", "probabilities", "predictions", "scores", "outputs")
 
 
 @dataclass(frozen=True)
@@ -189,12 +187,12 @@ class Service:
             label=call.resolved.label,
             role=role,
             raw=self.raw_examples(call.signature, call.inputs, call.rows),
-            outputs=main_output(outputs, call.rows),
+            outputs=outputs,  # the main output is picked in the writer's thread
         )
 
     def raw_examples(self, sig: Signature, inputs: dict[str, np.ndarray], rows: int) -> list:
         if sig.takes_examples:
-            return list(next(iter(inputs.values())))
+            return next(iter(inputs.values()))  # the serialized examples themselves
         from tensorflow.core.example import example_pb2
 
         out = []
@@ -211,16 +209,6 @@ class Service:
                     ex.features.feature[column].float_list.value.extend(float(x) for x in values)
             out.append(ex.SerializeToString())
         return out
-
-
-def main_output(outputs: dict[str, np.ndarray], rows: int) -> np.ndarray:
-    """[rows, k] floats: the output named like a score (else the first numeric one)."""
-    names = [n for n in MAIN_OUTPUTS if n in outputs]
-    names += sorted(n for n in outputs if outputs[n].dtype.kind == "f")
-    names += sorted(n for n in outputs if outputs[n].dtype.kind in "iub")
-    if not names:
-        return np.zeros((rows, 0), dtype=np.float32)
-    return np.asarray(outputs[names[0]], dtype=np.float64).reshape(rows, -1)
 
 
 def classify_results(outputs: dict[str, np.ndarray], rows: int, classes: list[str] | None):
