@@ -110,7 +110,14 @@ def test_split_is_sticky_by_key_and_near_its_share() -> None:
 
 def _entry(i: int, raw: bytes) -> Entry:
     return Entry(
-        f"r{i}", 1_700_000_000_000_000 + i, "m", 7, "champion", "served", [raw], {"p": np.array([[0.5]])}
+        f"r{i}",
+        1_700_000_000_000_000 + i,
+        "m",
+        7,
+        "champion",
+        "served",
+        [raw],
+        {"p": np.array([[0.5]])},
     )
 
 
