@@ -26,8 +26,10 @@ json_values = st.recursive(
     | st.floats(allow_nan=False)
     | st.text(max_size=12)
     | st.fixed_dictionaries({"b64": st.text(max_size=12)}),
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.sampled_from(FEATURES) | st.text(max_size=6), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(st.sampled_from(FEATURES) | st.text(max_size=6), children, max_size=4)
+    ),
     max_leaves=12,
 )
 examples = st.lists(st.dictionaries(st.sampled_from(FEATURES), json_values, max_size=6), max_size=3)
@@ -35,15 +37,22 @@ bodies = st.one_of(
     json_values,
     st.fixed_dictionaries({"instances": examples | json_values}),
     st.fixed_dictionaries({"inputs": json_values}),
-    st.fixed_dictionaries(
-        {"examples": examples | json_values}, optional={"context": json_values}
-    ),
+    st.fixed_dictionaries({"examples": examples | json_values}, optional={"context": json_values}),
     st.fixed_dictionaries({"signature_name": st.text(max_size=8), "instances": examples}),
 )
-segments = st.sampled_from(["taxi", "nope", "1", "champion", "challenger", ""]) | st.text(max_size=8)
+segments = st.sampled_from(["taxi", "nope", "1", "champion", "challenger", ""]) | st.text(
+    max_size=8
+)
 paths = st.tuples(
-    st.sampled_from(["/v1/models/{}", "/v1/models/taxi/versions/{}", "/v1/models/taxi/labels/{}",
-                     "/{}", "/v1/{}/taxi"]),  # fmt: skip
+    st.sampled_from(
+        [
+            "/v1/models/{}",
+            "/v1/models/taxi/versions/{}",
+            "/v1/models/taxi/labels/{}",
+            "/{}",
+            "/v1/{}/taxi",
+        ]
+    ),  # fmt: skip
     segments,
     st.sampled_from(["", ":predict", ":classify", ":regress", "/metadata", ":x", "/"]),
 ).map(lambda t: t[0].format(quote(t[1], safe="")) + t[2])
@@ -56,7 +65,9 @@ def server(serving_run):
     running.close()
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True
+)
 @given(
     method=st.sampled_from(["GET", "POST", "PUT"]),
     path=paths,

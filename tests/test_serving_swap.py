@@ -214,3 +214,57 @@ def test_request_logs_written_under_load_survive_a_sigkill(serving_run, forkserv
     for path in salvaged:
         assert read_log(path)
     assert len(published_files(str(log_dir))) == len(published) + len(salvaged)
+
+
+def test_shadow_scores_with_the_challenger_and_split_is_sticky(serving_run, own_run, tmp_path):
+    from tfxp import registry
+    from tfxp.metadata.lineage import Lineage
+    from tfxp.metadata.store import location_from, open_store
+
+    old, new = serving_run.old, serving_run.new
+    store = open_store(location_from(run_dir=own_run.local_dir), writable=True)
+    registry.promote(own_run, Lineage(store, own_run.pipeline_name), old, "challenger")
+    examples, _ = raw_rows(own_run, serving_run.csv_path)
+    body = {"instances": [b64(e) for e in examples[:3]]}
+
+    shadow = Running(own_run, shadow=True, log_dir=str(tmp_path / "log"), grpc_port=None)
+    try:
+        r = httpx.post(
+            f"{shadow.url}/v1/models/taxi:predict", json=body, headers={"x-request-id": "abc"}
+        )
+        assert r.status_code == 200 and r.headers["x-model-version"] == new
+        deadline = time.monotonic() + 30
+        logged = shadow.server.metrics.registry.get_sample_value
+        while (logged("tfxp_serving_logged_examples_total", {"model": "taxi"}) or 0) < 6:
+            assert time.monotonic() < deadline, "the shadow answer was never logged"
+            time.sleep(0.05)
+        shadow.server.request_log.rotate()
+        records = [x for p in shadow.server.request_log.published for x in read_log(p)]
+    finally:
+        shadow.close()
+    roles = Counter(
+        (
+            x.features.feature["__role"].bytes_list.value[0],
+            x.features.feature["__version"].int64_list.value[0],
+            x.features.feature["__request_id"].bytes_list.value[0],
+        )
+        for x in records
+    )
+    assert roles == {(b"served", int(new), b"abc"): 3, (b"shadow", int(old), b"abc"): 3}
+
+    split = Running(own_run, split="challenger=50", log_fraction=0, grpc_port=None)
+    try:
+        with httpx.Client(base_url=split.url) as c:
+
+            def label(key: str) -> str:
+                r = c.post("/v1/models/taxi:predict", json=body, headers={"x-request-key": key})
+                assert r.status_code == 200
+                return r.headers["x-model-label"]
+
+            sides = {k: label(k) for k in map(str, range(40))}
+            assert {k: label(k) for k in sides} == sides  # sticky
+            assert set(sides.values()) == {"champion", "challenger"}
+            r = c.post(f"/v1/models/taxi/versions/{new}:predict", json=body)
+            assert r.headers["x-model-label"] == ""  # a named version is never split
+    finally:
+        split.close()
