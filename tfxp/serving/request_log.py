@@ -10,9 +10,11 @@ output for the example).
 
 A file is written under a hidden name (`.requests-....tmp`) and renamed when
 it is complete (by size or age), so a published file is always whole. The
-request path only puts a tuple on a queue: a background thread builds the
-records (the metadata features are one more serialized Example appended to
-the raw one, which protobuf parses as one merged message) and writes them. A
+request path only appends the request's examples and outputs to a deque (no
+lock, no thread woken): a background thread drains it every 100 ms, builds
+the records (the metadata features are one more serialized Example appended
+to the raw one, which protobuf parses as one merged message; tfxp/serving/records.py)
+and writes them. A
 crash loses the open file's records at most; `salvage` publishes the readable
 records of files left by a process that died.
 """

@@ -1,7 +1,6 @@
 """Who may call the server: loopback by default, a bearer token anywhere else.
 
-The same rules as the console (`tfxp ui`, tfxp/ui/app.py, whose helpers are
-used here): on a loopback address only loopback Host headers are answered (a
+The same rules as the console (`tfxp ui`; the helpers of tfxp/security.py): on a loopback address only loopback Host headers are answered (a
 web page elsewhere cannot reach the server through DNS rebinding); on any
 other address every request needs `Authorization: Bearer <token>` (gRPC: the
 `authorization` metadata), compared in constant time. Health probes need no
@@ -10,7 +9,7 @@ token: they tell nothing but "up".
 
 from __future__ import annotations
 
-from tfxp.ui.app import LOOPBACK_NAMES, is_loopback, new_token, token_matches
+from tfxp.security import LOOPBACK_NAMES, is_loopback, new_token, token_matches
 
 __all__ = ["check", "is_loopback", "new_token", "bearer_matches", "PROXY_HELP"]
 
