@@ -281,6 +281,17 @@ def test_a_token_is_required_with_one_and_loopback_hosts_only_without(serving_ru
         assert httpx.get(url, headers={"authorization": "Bearer nope"}).status_code == 401
         assert httpx.get(url, headers={"authorization": "Bearer s3cret"}).status_code == 200
         assert httpx.get(f"{guarded.url}/v1/health/live").status_code == 200
+        from tensorflow_serving.apis import get_model_status_pb2, model_service_pb2_grpc
+
+        req = get_model_status_pb2.GetModelStatusRequest()
+        req.model_spec.name = "taxi"
+        with grpc.insecure_channel(guarded.grpc) as channel:
+            stub = model_service_pb2_grpc.ModelServiceStub(channel)
+            with pytest.raises(grpc.RpcError) as e:
+                stub.GetModelStatus(req, timeout=30)
+            assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
+            ok = stub.GetModelStatus(req, timeout=30, metadata=[("authorization", "Bearer s3cret")])
+            assert ok.model_version_status[0].version == int(serving_run.new)
     finally:
         guarded.close()
 
