@@ -508,6 +508,64 @@ def render_tabular_quality(result: dict) -> list[str]:
     ]
 
 
+def render_serving(result: dict) -> list[str]:
+    names = {"ours": "`tfxp serve`", "ours_logged": "`tfxp serve`, every request logged",
+             "naive": "naive FastAPI, one call per request"}  # fmt: skip
+    rows = [
+        [
+            names[n],
+            str(p["concurrency"]),
+            _num(p["throughput"], 0),
+            f"{p['p50_ms']:.2f}",
+            f"{p['p99_ms']:.2f}",
+            str(p["errors"]),
+        ]  # fmt: skip
+        for n in ("ours", "ours_logged", "naive")
+        for p in result[n]
+    ]
+    floor = [
+        f"{name.replace('_', ' ')}: p50 {f['p50_ms']:.2f} ms, {_num(f['examples_per_s'], 0)} examples/s"
+        for name, f in result["floor"].items()
+    ]
+    q, t = result["ratios"], result["ratios"]["targets"]
+    return [
+        *_table(["server", "concurrency", "requests/s", "p50 ms", "p99 ms", "errors"], rows),
+        "",
+        f"`:predict` with one taxi example per request, {result['seconds']:.0f} s per point after a "
+        "warm-up. The floor, the same signature called in-process: " + "; ".join(floor) + ".",
+        "",
+        *_table(
+            ["against the targets", "measured", "target", "met"],
+            [
+                [
+                    "p50 overhead over the in-process batch-1 call, concurrency 1",
+                    f"{q['p50_overhead_ms_c1']:.2f} ms",
+                    f"<= {t['p50_overhead_ms_c1']} ms",
+                    _verdict(q["p50_overhead_ms_c1"] <= t["p50_overhead_ms_c1"]),
+                ],
+                [
+                    "throughput against the naive server, top concurrency",
+                    f"{q['vs_naive']:.2f}x",
+                    f">= {t['vs_naive']}x",
+                    _verdict(q["vs_naive"] >= t["vs_naive"]),
+                ],
+                [
+                    "throughput against the in-process batched floor",
+                    f"{q['vs_floor_batched']:.2f}x",
+                    f">= {t['vs_floor_batched']}x",
+                    _verdict(q["vs_floor_batched"] >= t["vs_floor_batched"]),
+                ],
+                [
+                    "throughput lost to the request log at fraction 1.0",
+                    f"{q['logging_cost'] * 100:.1f}%",
+                    f"<= {t['logging_cost'] * 100:.0f}%",
+                    _verdict(q["logging_cost"] <= t["logging_cost"]),
+                ],
+            ],  # fmt: skip
+        ),
+    ]
+
+
 RENDERERS: dict[str, tuple[str, Callable[[dict], list[str]]]] = {
     "taxi_vs_tfx_example": ("Ours against TFX's taxi example (`make bench`)", render_taxi),
     "scale": ("Scale", render_scale),
@@ -528,6 +586,7 @@ RENDERERS: dict[str, tuple[str, Callable[[dict], list[str]]]] = {
         "Model quality on tables against HistGradientBoosting",
         render_tabular_quality,
     ),
+    "serving": ("Serving online (`tfxp serve`, docs/serving.md)", render_serving),
 }
 
 

@@ -36,6 +36,8 @@ from tfx.proto import pusher_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, proto_utils
 
+from components.serving_check import warmup
+
 TMP_PREFIX = ".incoming-"
 # Written last into a version on object storage: the version is complete.
 COMPLETE_MARKER = "PUSH_COMPLETE"
@@ -70,12 +72,23 @@ def is_complete_version(version_path: str) -> bool:
     return fileio.exists(f"{version_path.rstrip('/')}/{COMPLETE_MARKER}")
 
 
-def _publish_to_object_store(model_path: str, base_directory: str) -> tuple[str, str]:
+def _add_extras(model_copy: str, extras: dict[str, str] | None) -> None:
+    """Files added to the pushed copy (relative path -> source), e.g. the warmup requests."""
+    for rel, source in (extras or {}).items():
+        target = f"{model_copy.rstrip('/')}/{rel}"
+        fileio.makedirs(os.path.dirname(target))
+        fileio.copy(source, target, overwrite=True)
+
+
+def _publish_to_object_store(
+    model_path: str, base_directory: str, extras: dict[str, str] | None = None
+) -> tuple[str, str]:
     base = base_directory.rstrip("/")
     tmp = f"{base}/{TMP_PREFIX}{uuid.uuid4().hex}"
     serving_path = None
     try:
         io_utils.copy_dir(model_path, tmp)
+        _add_extras(tmp, extras)
         version = next_version(base)
         serving_path = f"{base}/{version}"
         # saved_model.pb last: servers load a version only once it is there.
@@ -98,14 +111,18 @@ def _publish_to_object_store(model_path: str, base_directory: str) -> tuple[str,
     return serving_path, version
 
 
-def publish_model(model_path: str, base_directory: str) -> tuple[str, str]:
-    """Copies `model_path` to `<base>/<version>` atomically; returns (path, version)."""
+def publish_model(
+    model_path: str, base_directory: str, extras: dict[str, str] | None = None
+) -> tuple[str, str]:
+    """Copies `model_path` (and `extras`: relative path -> source file) to `<base>/<version>`
+    atomically; returns (path, version)."""
     if "://" in base_directory:
-        return _publish_to_object_store(model_path, base_directory)
+        return _publish_to_object_store(model_path, base_directory, extras)
     fileio.makedirs(base_directory)
     tmp = os.path.join(base_directory, f"{TMP_PREFIX}{uuid.uuid4().hex}")
     try:
         io_utils.copy_dir(model_path, tmp)
+        _add_extras(tmp, extras)
         version = next_version(base_directory)
         serving_path = os.path.join(base_directory, version)
         fileio.rename(tmp, serving_path)
@@ -140,10 +157,19 @@ class Executor(tfx_pusher.Executor):
             # Other destinations keep TFX's behaviour.
             return super().Do(input_dict, output_dict, exec_properties)
         model_path = self.GetModelPath(input_dict)
-        serving_path, version = publish_model(model_path, destination.filesystem.base_directory)
+        serving_path, version = publish_model(
+            model_path, destination.filesystem.base_directory, _warmup_extras(input_dict)
+        )
         logging.info("Model published atomically to %s.", serving_path)
         io_utils.copy_dir(model_path, model_push.uri)
         self._MarkPushed(model_push, pushed_destination=serving_path, pushed_version=version)
+
+
+def _warmup_extras(input_dict: dict[str, list[types.Artifact]]) -> dict[str, str]:
+    """The serving check's warmup requests, to go into the version as TF Serving expects them."""
+    infra = input_dict.get(standard_component_specs.INFRA_BLESSING_KEY) or []
+    found = warmup.blessing_warmup(infra[0].uri) if infra else None
+    return {warmup.IN_MODEL: found} if found else {}
 
 
 class Pusher(tfx_pusher_component.Pusher):

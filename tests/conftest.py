@@ -29,6 +29,7 @@ import pytest
 # One definition for the whole session: a fixture imported into two test modules
 # (or conftests) is two fixtures to pytest, and each would start its own server.
 from seaweedfs_server import seaweedfs  # noqa: F401
+from serving_support import serving_run  # noqa: F401
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")

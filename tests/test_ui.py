@@ -16,9 +16,9 @@ from mariadb_server import mariadb_server  # noqa: F401
 from ml_metadata.proto import metadata_store_pb2 as pb
 from starlette.testclient import TestClient
 
+from tfxp import security
 from tfxp.metadata.browse import StoreBrowser, resolve_file
 from tfxp.metadata.store import location_from
-from tfxp.ui import app as ui_app
 from tfxp.ui.app import create_app
 
 LOCAL = "http://127.0.0.1"
@@ -175,9 +175,9 @@ def test_resolve_file_refuses_escapes(tmp_path):
 
 def test_token_required_off_loopback(store_dir, monkeypatch):
     compared = []
-    real = ui_app.hmac.compare_digest
+    real = security.hmac.compare_digest  # tfxp/security.py: the console's and tfxp serve's
     monkeypatch.setattr(
-        ui_app.hmac, "compare_digest", lambda a, b: compared.append(1) or real(a, b)
+        security.hmac, "compare_digest", lambda a, b: compared.append(1) or real(a, b)
     )
     c = client(store_dir, token="s3cret-token", loopback=False)
     assert c.get("/").status_code == 401

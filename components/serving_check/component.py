@@ -24,6 +24,7 @@ from tfx.types import artifact_utils, component_spec, standard_artifacts
 from tfx.utils import io_utils
 
 from components.object_storage import scheme_of
+from components.serving_check import warmup
 from components.serving_check.check import check_model
 
 MODEL_KEY = "model"
@@ -108,6 +109,8 @@ class Executor(base_executor.BaseExecutor):
                 work_dir=os.path.join(blessing.uri if local_blessing else local, "work"),
             )
         _record(blessing, result)
+        if result.passed:
+            _write_warmup(blessing, rows, exec_properties)
         io_utils.write_string_file(
             os.path.join(blessing.uri, RESULT_FILE), json.dumps(result.to_dict(), indent=1)
         )
@@ -117,6 +120,15 @@ class Executor(base_executor.BaseExecutor):
             logging.info("Serving check %s", result.message)
         else:
             logging.error("Serving check: the model will not be pushed: %s", result.message)
+
+
+def _write_warmup(blessing: types.Artifact, rows: list[bytes], exec_properties: dict) -> None:
+    """TF Serving's warmup requests from the checked rows (components/serving_check/warmup.py)."""
+    label_key = exec_properties["label_key"]
+    examples = [warmup.without_label(r, label_key) for r in rows[: warmup.MAX_BATCH]]
+    path = os.path.join(blessing.uri, warmup.FILE_NAME)
+    count = warmup.write_warmup_requests(path, examples, exec_properties["signature"])
+    logging.info("Serving check: %d warmup requests written to %s", count, path)
 
 
 class ServingCheckSpec(component_spec.ComponentSpec):

@@ -4,7 +4,8 @@
 `predict`, `verify`, `data`, `runs`, `lineage`, `report` and `schema`
 inspect and feed it; `infer` scores a span with the blessed model (recorded in
 ML Metadata); `watch` runs it on each new span, `models` names the
-pushed versions (promote, rollback); `ui` serves the console (a web page over
+pushed versions (promote, rollback); `serve` serves them online
+(TF Serving's REST and gRPC APIs); `ui` serves the console (a web page over
 the same store); `beam workers` serves Beam SDK workers for
 `run --beam portable`.
 """
@@ -29,6 +30,7 @@ from tfxp.cli import (
     run,
     runs,
     schema,
+    serve,
     train,
     ui,
     verify,
@@ -55,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
         models,
         watch,
         ui,
+        serve,
         beam,
     ):
         command.register(sub)

@@ -15,10 +15,7 @@ Security model (docs/console.md):
 
 from __future__ import annotations
 
-import hmac
-import ipaddress
 import os
-import secrets
 import time
 from urllib.parse import urlencode
 
@@ -31,34 +28,18 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from tfxp.metadata.browse import StoreBrowser
+from tfxp.security import LOOPBACK_NAMES, is_loopback, new_token, token_matches
+
+__all__ = ["LOOPBACK_NAMES", "create_app", "is_loopback", "new_token", "token_matches"]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOKEN_COOKIE = "tfxp_ui_token"
-LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]")
 # Scripts and styles from the app only; plotly.js needs inline style attributes.
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
     "img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'self'; "
     "form-action 'self'"
 )
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def new_token() -> str:
-    return secrets.token_urlsafe(24)
-
-
-def token_matches(given: str | None, token: str) -> bool:
-    """Constant time: how much of a guess is right must not show in the answer's timing."""
-    return given is not None and hmac.compare_digest(given.encode(), token.encode())
 
 
 class Guard:
