@@ -43,6 +43,8 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "tuning": (dict,),
     "unlabelled_rows": (str,),
     "class_weights": (dict,),
+    "model": (str,),
+    "source": (dict,),
 }
 _WORDS = {list: "a list", dict: "a mapping", int: "a whole number", str: "text", float: "a number"}
 # Keys whose value may be left empty (`exclude:`), read as the empty default.
@@ -77,7 +79,12 @@ def _check(value: Any, types: tuple[type, ...], where: str) -> None:
     if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
         words = ["a number" if float in types and t in (int, float) else _WORDS[t] for t in types]
         expected = " or ".join(dict.fromkeys(words))
-        raise DatasetTypeError(f"{where}: expected {expected}, not {value!r}")
+        hint = (
+            " (YAML reads an unquoted yes/no/on/off/true/false as a boolean: quote it, e.g. 'no')"
+            if isinstance(value, bool) and str in types
+            else ""
+        )
+        raise DatasetTypeError(f"{where}: expected {expected}, not {value!r}{hint}")
 
 
 def check_types(raw: dict[str, Any], where: str) -> None:

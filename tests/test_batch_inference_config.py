@@ -17,7 +17,7 @@ TABLE = """\
 name: shop
 label: kind
 task: binary
-classes: [no, yes]
+classes: ['no', 'yes']
 features:
   size: zscore
 """
