@@ -190,9 +190,13 @@ def fit(spec: TabularSpec, hp: GbtHyperparameters, x: np.ndarray, y: np.ndarray)
     """The fitted estimator and the TF model that computes the same outputs."""
     from threadpoolctl import threadpool_limits
 
+    # The dataset file's class weights, as the MLP weighs each example's loss (train.py).
+    weights = None
+    if spec.class_weights and spec.task != "regression":
+        weights = np.asarray(spec.class_weights, np.float64)[np.asarray(y, np.int64)]
     start = time.perf_counter()
     with threadpool_limits(1 if len(x) < SINGLE_THREAD_ROWS else None):
-        estimator = hp.estimator(spec.task).fit(x, y)
+        estimator = hp.estimator(spec.task).fit(x, y, sample_weight=weights)
     logging.info(
         "gbt: %d iterations on %d rows x %d features in %.2fs",
         estimator.n_iter_,
