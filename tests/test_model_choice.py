@@ -11,7 +11,7 @@ import pytest
 from pipeline.datasets import DATASET_PATH_ENV, GENERIC_RUN_FN, load_dataset_file
 from pipeline.models import GBT_RUN_FN
 from tfxp.dataset_init import run_init
-from tfxp.model_choice import GBT_MIN_ROWS, choose_model
+from tfxp.model_choice import GBT_MIN_ROWS, GBT_MIN_ROWS_IMBALANCED, choose_model
 
 
 def _init(tmp_path: Path, rows: int) -> tuple[str, Path]:
@@ -52,6 +52,13 @@ def test_a_text_feature_keeps_the_mlp_whatever_the_size():
     model, reason = choose_model(10 * GBT_MIN_ROWS, ["zscore", "text"])
     assert model == "mlp" and "text feature" in reason
     assert choose_model(10 * GBT_MIN_ROWS, ["zscore", "vocabulary"])[0] == "gbt"
+
+
+def test_a_small_imbalanced_binary_label_keeps_the_mlp():
+    model, reason = choose_model(2 * GBT_MIN_ROWS, ["zscore"], imbalanced=True)
+    assert model == "mlp" and "imbalanced" in reason
+    assert choose_model(2 * GBT_MIN_ROWS, ["zscore"])[0] == "gbt"
+    assert choose_model(GBT_MIN_ROWS_IMBALANCED, ["zscore"], imbalanced=True)[0] == "gbt"
 
 
 def test_a_gbt_dataset_compiles_for_kubeflow_with_the_trees_trainer(tmp_path, monkeypatch):

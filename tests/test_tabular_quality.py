@@ -72,14 +72,15 @@ def test_the_anchor_learns_from_numbers_blanks_and_strings(bench):
 def _anchor_checks(bench):
     splits = {"train": _rows(1500, 1), "eval": _rows(500, 2)}
     features = {"x": {"treatment": "zscore"}, "colour": {"treatment": "vocabulary"}}
-    accuracy, _ = bench.anchor_score(splits, features, "y", "binary")
+    scores, _ = bench.anchor_score(splits, features, "y", "binary")
     # An XOR of a number and a string: only a model reading both gets it (blanks aside).
-    assert 0.85 < accuracy <= 1.0
-    rmse, _ = bench.anchor_score(splits, features, "v", "regression")
-    assert rmse < 0.5 * np.std([r["v"] for r in splits["eval"]])
+    assert 0.85 < scores["accuracy"] <= 1.0
+    assert 0.85 < scores["balanced accuracy"] <= 1.0
+    regression, _ = bench.anchor_score(splits, features, "v", "regression")
+    assert regression["rmse"] < 0.5 * np.std([r["v"] for r in splits["eval"]])
     # A string value the train rows never had is scored, not refused.
     splits["eval"][0]["colour"] = "green"
-    assert bench.anchor_score(splits, features, "y", "binary")[0] > 0.85
+    assert bench.anchor_score(splits, features, "y", "binary")[0]["accuracy"] > 0.85
 
 
 def test_the_targets(bench):

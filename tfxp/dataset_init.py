@@ -504,8 +504,7 @@ def dataset_yaml(inferred: Inferred, data_root: str | None) -> str:
         f"train_steps: {train_steps(inferred.rows)}",
         "eval_steps: 5",
     ]
-    model = choose_model(inferred.rows, [c.treatment for c in inferred.features])
-    lines += model_lines(*model, DEFAULT_BATCH_SIZE)  # tfxp/model_choice.py
+    lines += model_lines(*_model_choice(inferred), DEFAULT_BATCH_SIZE)  # tfxp/model_choice.py
     lines += [
         "",
         "# When the Evaluator blesses a model (and so the Pusher pushes it).",
@@ -783,8 +782,7 @@ def _print_summary(name: str, target: Path, inferred: Inferred, published: str, 
     else:
         base = f"{len(inferred.classes)} classes {inferred.classes[:10]}; the most frequent is {inferred.majority:.1%} of rows"
     print(f"task: {inferred.task} on {inferred.label.name!r} ({base})", file=out)
-    model = choose_model(inferred.rows, [c.treatment for c in inferred.features])
-    print("model: {} ({})".format(*model), file=out)
+    print("model: {} ({})".format(*_model_choice(inferred)), file=out)
     print(f"data: {published}", file=out)
     print(f"wrote {target / SCHEMA_FILE}", file=out)
     print(f"      {target / VALIDATION_FILE}", file=out)
@@ -823,3 +821,10 @@ def run_init(args: argparse.Namespace, out=None) -> int:
     _write_dataset_files(name, target, inferred, schema, data_root)
     _print_summary(name, target, inferred, published, out)
     return 0
+
+
+def _model_choice(inferred: Inferred) -> tuple[str, str]:
+    """The model init writes, and why (tfxp/model_choice.py)."""
+    weighted = bool(inferred.class_weights) and inferred.task == "binary"
+    treatments = [c.treatment for c in inferred.features]
+    return choose_model(inferred.rows, treatments, imbalanced=weighted)
