@@ -66,10 +66,13 @@ class LogFile:
 @dataclass(frozen=True)
 class WindowOptions:
     """How much of the log the skew check reads: `hours` of files back from the
-    newest one, at most `max_examples` served records."""
+    newest one, at most `max_examples` served records. A window of fewer than
+    `min_examples` is not compared (a handful of requests differs from any training
+    distribution): the check then reads the static serving CSV, and says why."""
 
     hours: float = 24.0
     max_examples: int = 100_000
+    min_examples: int = 200
 
     def __post_init__(self) -> None:
         if not self.hours > 0:
@@ -78,6 +81,15 @@ class WindowOptions:
             raise ValueError(
                 f"serving-log window: max_examples must be >= 1, not {self.max_examples!r}"
             )
+        if self.min_examples < 1:
+            raise ValueError(
+                f"serving-log window: min_examples must be >= 1, not {self.min_examples!r}"
+            )
+
+    @property
+    def needed(self) -> int:
+        """Served requests a window must hold to be compared (never above the cap)."""
+        return min(self.min_examples, self.max_examples)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

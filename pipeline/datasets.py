@@ -553,15 +553,22 @@ def _tuning(raw: Any, where: str, tunable: dict[str, str]) -> TuningOptions | No
 
 
 def _serving_log(raw: Any, where: str) -> WindowOptions:
-    """`serving_log: {hours: 24, max_examples: 100000}`: the skew check's log window."""
-    if not isinstance(raw, dict) or set(raw) - {"hours", "max_examples"}:
-        raise DatasetFileError(f"{where}: a mapping with hours and/or max_examples, not {raw!r}")
+    """`serving_log: {hours: 24, max_examples: 100000, min_examples: 200}`: the skew
+    check's log window."""
+    if not isinstance(raw, dict) or set(raw) - {"hours", "max_examples", "min_examples"}:
+        raise DatasetFileError(
+            f"{where}: a mapping with hours, max_examples and/or min_examples, not {raw!r}"
+        )
     hours, examples = raw.get("hours", 24.0), raw.get("max_examples", 100_000)
+    least = raw.get("min_examples", 200)
     if isinstance(hours, bool) or not isinstance(hours, int | float) or hours <= 0:
         raise DatasetFileError(f"{where}: hours: a number > 0, not {hours!r}")
-    if isinstance(examples, bool) or not isinstance(examples, int) or examples < 1:
-        raise DatasetFileError(f"{where}: max_examples: a whole number >= 1, not {examples!r}")
-    return WindowOptions(float(hours), examples)
+    for key, value in (("max_examples", examples), ("min_examples", least)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise DatasetFileError(f"{where}: {key}: a whole number >= 1, not {value!r}")
+    if least > examples:
+        raise DatasetFileError(f"{where}: min_examples {least} is above max_examples {examples}")
+    return WindowOptions(float(hours), examples, least)
 
 
 def _on_push(raw: dict, where: str) -> str:

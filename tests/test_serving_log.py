@@ -127,7 +127,7 @@ def test_gate_serving_side_prefers_the_log_and_falls_back_to_the_csv(tmp_path, t
     lines = (PROJECT_ROOT / "data" / "taxi" / "serving" / "requests.csv").read_text().splitlines()
     (csv_dir / "a.csv").write_text("\n".join(lines[:3]) + "\n")
     pattern, logs = str(csv_dir / "*.csv"), str(tmp_path / "serving-log")
-    window = sl.WindowOptions()
+    window = sl.WindowOptions(min_examples=5)
     fallback = load_serving_data(taxi_schema, pattern, logs, window)
     assert fallback.rows == 2 and fallback.window is None
     assert fallback.source == f"serving data {pattern}"
@@ -145,6 +145,10 @@ def test_gate_serving_side_prefers_the_log_and_falls_back_to_the_csv(tmp_path, t
     assert len({key_csv, key_one, key_two}) == 3
     none = load_serving_data(taxi_schema, "", "", window)
     assert none.statistics is None and none.missing == "no serving data for this dataset"
+    # Fewer served requests than the window needs: the CSV, and the note says why.
+    few = load_serving_data(taxi_schema, pattern, logs, sl.WindowOptions(min_examples=11))
+    assert few.rows == 2 and few.window is None
+    assert "holds 10 served request(s) in its window, fewer than the 11" in few.source
 
 
 def test_read_metadata_reads_only_the_metadata_and_names_a_bad_file(tmp_path):

@@ -137,11 +137,17 @@ def load_serving_data(
 ) -> ServingData:
     """The serving side of the skew check (the gate's and `tfxp watch --skew-every`'s)."""
     found = served_window(log_dir, window) if log_dir else None
-    if found is not None:
+    too_few = ""
+    if found is not None and found[1].examples >= window.needed:
         table, described = found
         with native_stderr_to_log("TFDV"):
             stats = log_statistics(table, schema)
         return ServingData(stats, described.examples, described.describe(), "", described)
+    if found is not None:
+        too_few = (
+            f"serving log {log_dir} holds {found[1].examples} served request(s) in its window, "
+            f"fewer than the {window.needed} a comparison needs (serving_log.min_examples): "
+        )
     files = serving_files(pattern)
     # TFDV's C++ warnings (a GetByPath() line per feature absent from one
     # side) go to the run's log file, not the terminal.
@@ -152,4 +158,4 @@ def load_serving_data(
     missing = (
         f"no serving data found at {pattern}" if pattern else "no serving data for this dataset"
     )
-    return ServingData(serving, rows, f"serving data {pattern}", missing)
+    return ServingData(serving, rows, f"{too_few}serving data {pattern}", too_few + missing)
