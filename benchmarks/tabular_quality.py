@@ -246,7 +246,10 @@ def anchor_score(splits: dict[str, list[dict]], features: dict, label: str, task
     from trainer.tabular.gbt import SINGLE_THREAD_ROWS
 
     names = sorted(features)
-    strings = [n for n in names if features[n]["treatment"] == "vocabulary"]
+    # Strings (categories, dates, free text) ordinal-encoded on the train rows, as a user
+    # handing a table to HistGradientBoosting would; an ISO date keeps its order so.
+    text_treatments = ("vocabulary", "date", "timestamp", "text")
+    strings = [n for n in names if features[n]["treatment"] in text_treatments]
 
     def matrix(rows: list[dict], encoder: OrdinalEncoder | None) -> np.ndarray:
         numbers = np.array(

@@ -56,7 +56,7 @@ def test_each_shared_fixture_instance_is_built_once_across_two_workers(tmp_path:
     suite = tmp_path / "suite"
     suite.mkdir()
     # The conftest with what it imports (the workers' interpreter, the S3 fixture).
-    for name in ("conftest.py", "xdist_worker.py", "seaweedfs_server.py"):
+    for name in ("conftest.py", "xdist_worker.py", "seaweedfs_server.py", "serving_support.py"):
         shutil.copy(Path(__file__).with_name(name), suite / name)
     (suite / "test_shared.py").write_text(SUITE)
     (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    slow: slow\n")
