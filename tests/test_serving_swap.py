@@ -141,13 +141,26 @@ def test_three_hot_swaps_under_load_fail_no_request(serving_run, own_run) -> Non
     examples, _ = raw_rows(own_run, serving_run.csv_path)
     server = Running(own_run, poll_seconds=0.2, log_fraction=0)
     try:
+        repository = server.server.repository
+
+        def champion_is(version: str) -> None:
+            # Some of the load asks for the newest version, which may already be `version`
+            # before the champion moves: each swap is applied before the next one starts.
+            deadline = time.monotonic() + 60
+            while repository.state.labels.get("champion") != int(version):
+                assert time.monotonic() < deadline, f"champion never became {version}"
+                time.sleep(0.05)
+
         with Load(server.url, server.grpc, examples[0]) as load:
             at = load.wait_for(new, 0)
             registry.promote(own_run, lineage(), old, why="swap 1: promote")
+            champion_is(old)
             at = load.wait_for(old, at)
             registry.rollback(own_run, lineage(), why="swap 2: rollback")
+            champion_is(new)
             at = load.wait_for(new, at)
             pushed = _push_copy(own_run, new)
+            champion_is(pushed)
             at = load.wait_for(pushed, at)
             time.sleep(0.5)  # answers after the last swap, too
         page = httpx.get(f"{server.url}/monitoring/prometheus/metrics").text
