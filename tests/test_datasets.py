@@ -184,7 +184,10 @@ def test_serving_log_window_comes_from_the_dataset_file(tmp_path):
     assert plain.serving_log_window == WindowOptions(24.0, 100_000)
     for i, (bad, message) in enumerate(
         (
-            ("serving_log: 6\n", "serving_log: a mapping with hours, max_examples and/or min_examples"),
+            (
+                "serving_log: 6\n",
+                "serving_log: a mapping with hours, max_examples and/or min_examples",
+            ),
             ("serving_log: {days: 1}\n", "serving_log: a mapping"),
             ("serving_log: {hours: 0}\n", "serving_log: hours: a number > 0, not 0"),
             ("serving_log: {max_examples: 2.5}\n", "max_examples: a whole number >= 1, not 2.5"),
