@@ -50,6 +50,21 @@ def test_a_model_a_server_can_run_passes_with_its_figures(tmp_path):
     assert {"trainer", "pipeline"} <= set(check.PROJECT_PACKAGES)
 
 
+def test_relative_model_and_work_folders_are_found_by_the_fresh_process(tmp_path, monkeypatch):
+    # `tfxp run --run-dir runs/x`: the child runs in its own folder, not in the run's cwd.
+    models.save(str(tmp_path / "good"), "good")
+    monkeypatch.chdir(tmp_path)
+    result = check.check_model(
+        "good",
+        models.rows(),
+        signature="serving_default",
+        label_key="label",
+        work_dir="work-relative",
+        latency_rows=10,
+    )
+    assert result.verdict == check.PASSED, result.message
+
+
 def test_a_model_calling_python_needs_project_code(tmp_path):
     result = _check(tmp_path, "python")
     assert result.verdict == check.NEEDS_PROJECT_CODE

@@ -238,6 +238,11 @@ def _last_line(error: str) -> str:
     return lines[-1].strip() if lines else error
 
 
+def _absolute(path: str) -> str:
+    """A local path made absolute; a URI (s3://, gs://) as it is."""
+    return path if "://" in path else os.path.abspath(path)
+
+
 def check_model(
     model_dir: str,
     rows: list[bytes],
@@ -251,6 +256,8 @@ def check_model(
     import numpy as np
     import tensorflow as tf
 
+    # The child runs in its own empty folder: paths it is given must not be relative.
+    model_dir, work_dir = _absolute(model_dir), _absolute(work_dir)
     os.makedirs(work_dir, exist_ok=True)
     fresh = _fresh_child(work_dir)
     try:
