@@ -631,6 +631,36 @@ def _image(raw: dict, path: Path) -> ImageOptions:
     return ImageOptions(**options)
 
 
+def _optional_settings(raw: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The config fields of the optional keys the file sets (the others keep their defaults)."""
+    changes: dict[str, Any] = {}
+    for key in ("description", "intended_use", "limitations"):
+        if raw.get(key) is not None:
+            changes[key] = str(raw[key]).strip()
+    if "serving_check_rows" in raw:
+        rows = raw["serving_check_rows"]
+        if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
+            raise DatasetFileError(f"{path}: serving_check_rows: a whole number >= 0, not {rows!r}")
+        changes["serving_check_rows"] = rows
+    if "serving_log" in raw:
+        changes["serving_log_window"] = _serving_log(raw["serving_log"], f"{path}: serving_log")
+    for key in ("span_pattern", "version_pattern", "eval_signature", "serving_data"):
+        if key in raw:
+            changes[key] = raw[key]
+    for key in ("train_steps", "eval_steps"):
+        if key in raw:
+            changes[key] = int(raw[key])
+    if "csv_encoding" in raw:
+        try:  # a typo in the file fails here, naming it, not in the middle of a run
+            check_encoding(str(raw["csv_encoding"]))
+        except CsvTextError as e:
+            raise DatasetFileError(f"{path}: csv_encoding: {e}") from e
+        changes["csv_encoding"] = str(raw["csv_encoding"])
+    if "hyperparameters" in raw:
+        changes["hyperparameters"] = dict(raw["hyperparameters"] or {})
+    return changes
+
+
 def _load_dataset_file(path: Path) -> PipelineConfig:
     folder = path.parent
     try:
@@ -676,30 +706,7 @@ def _load_dataset_file(path: Path) -> PipelineConfig:
     columns = _schema_columns(folder / SCHEMA_FILE)
     if columns:
         _check_slice_features(changes["slicing"], columns, f"{path}: slicing")
-    for key in ("description", "intended_use", "limitations"):
-        if raw.get(key) is not None:
-            changes[key] = str(raw[key]).strip()
-    if "serving_check_rows" in raw:
-        rows = raw["serving_check_rows"]
-        if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
-            raise DatasetFileError(f"{path}: serving_check_rows: a whole number >= 0, not {rows!r}")
-        changes["serving_check_rows"] = rows
-    if "serving_log" in raw:
-        changes["serving_log_window"] = _serving_log(raw["serving_log"], f"{path}: serving_log")
-    for key in ("span_pattern", "version_pattern", "eval_signature", "serving_data"):
-        if key in raw:
-            changes[key] = raw[key]
-    for key in ("train_steps", "eval_steps"):
-        if key in raw:
-            changes[key] = int(raw[key])
-    if "csv_encoding" in raw:
-        try:  # a typo in the file fails here, naming it, not in the middle of a run
-            check_encoding(str(raw["csv_encoding"]))
-        except CsvTextError as e:
-            raise DatasetFileError(f"{path}: csv_encoding: {e}") from e
-        changes["csv_encoding"] = str(raw["csv_encoding"])
-    if "hyperparameters" in raw:
-        changes["hyperparameters"] = dict(raw["hyperparameters"] or {})
+    changes.update(_optional_settings(raw, path))
     # `model:` (pipeline/models.py): which trainer fits a generic tabular dataset.
     try:
         model = tabular_model(raw, str(path), generic)

@@ -243,6 +243,22 @@ def _absolute(path: str) -> str:
     return path if "://" in path else os.path.abspath(path)
 
 
+def _end_child(fresh, work_dir: str) -> None:
+    fresh.cancel()  # a no-op once it answered; otherwise no child outlives the check
+    if fresh.started_early:  # its files are in a temporary folder: keep them with the check's
+        shutil.copyfile(fresh.log_path, os.path.join(work_dir, "child.log"))
+        shutil.copytree(fresh.out_dir, os.path.join(work_dir, "child-started-early"))
+
+
+def _latency(child: dict) -> dict[str, float]:
+    """The child's latency figures, `batch_{1,64}_{p50,p99}` in milliseconds."""
+    return {
+        f"batch_{size}_{q}": child[f"batch_{size}"][f"{q}_ms"]
+        for size in (1, 64)
+        for q in ("p50", "p99")
+    }
+
+
 def check_model(
     model_dir: str,
     rows: list[bytes],
@@ -280,10 +296,7 @@ def check_model(
             }
         )
     finally:
-        fresh.cancel()  # a no-op once it answered; otherwise no child outlives the check
-        if fresh.started_early:  # its files are in a temporary folder: keep them with the check's
-            shutil.copyfile(fresh.log_path, os.path.join(work_dir, "child.log"))
-            shutil.copytree(fresh.out_dir, os.path.join(work_dir, "child-started-early"))
+        _end_child(fresh, work_dir)
     stage, error = child.get("stage"), child.get("error", "")
     common = dict(rows=len(rows), python_ops=ops)
     if stage != "done":
@@ -295,11 +308,7 @@ def check_model(
     # Pickled object arrays: string outputs (class names); written by our own child.
     with np.load(os.path.join(fresh.out_dir, "outputs.npz"), allow_pickle=True) as npz:
         served = {k: npz[k] for k in npz.files}
-    latency = {
-        f"batch_{size}_{q}": child[f"batch_{size}"][f"{q}_ms"]
-        for size in (1, 64)
-        for q in ("p50", "p99")
-    }
+    latency = _latency(child)
     common.update(load_seconds=child["load_seconds"], latency_ms=latency)
     if set(served) != set(reference):
         return CheckResult(
