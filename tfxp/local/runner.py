@@ -363,6 +363,23 @@ def _interrupts(progress: _ProgressHandler) -> Iterator[None]:
         raise KeyboardInterrupt  # the run returned normally, but was interrupted
 
 
+@contextlib.contextmanager
+def program_name_only_argv() -> Iterator[None]:
+    """`sys.argv` cut to the program name while TFX runs the components.
+
+    TFX's BaseBeamExecutor parses `sys.argv + beam_pipeline_args` as absl flags
+    (known flags only). Our own command line is not meant for it: a trailing `-v`
+    (`tfxp run ... -v`) is absl's verbosity flag, which then swallows the first
+    Beam argument as its value ("invalid literal for int(): '--runner=...'").
+    """
+    saved = sys.argv
+    sys.argv = saved[:1]
+    try:
+        yield
+    finally:
+        sys.argv = saved
+
+
 def _execute(config, run_id, ir, run_options, reporting, log_path, connection_config) -> None:
     """LocalDagRunner on `ir`; a failure becomes PipelineRunError naming the component."""
     from tfx.orchestration.local.local_dag_runner import LocalDagRunner
@@ -372,7 +389,7 @@ def _execute(config, run_id, ir, run_options, reporting, log_path, connection_co
         # A server-backed store (MySQL) takes concurrent runs; SQLite does not.
         sqlite = connection_config is None
         lock = run_lock(config, run_id, printer) if sqlite else contextlib.nullcontext()
-        with lock, _interrupts(progress):
+        with lock, _interrupts(progress), program_name_only_argv():
             LocalDagRunner().run_with_ir(ir, run_options=run_options)
     except KeyboardInterrupt:
         where = progress.interrupted_during or progress.current or "start-up"
