@@ -157,3 +157,14 @@ def test_warn_only_downgrades_an_image_finding(schema):
     found, _ = ic.gate_findings(current, before, current_span=2, baseline_span=1)
     result = evaluate(current, schema, settings, baseline=before, extra_findings=found)
     assert result.decision == WARN and "image.size" in {f.feature for f in result.warnings}
+
+
+def test_report_shows_the_byte_lengths_of_images(schema, photos):
+    from components.validation.html_report import render_report
+
+    settings = load_settings(DIGITS.validation_file)
+    result = evaluate({"train": photos}, schema, settings)
+    html = render_report(
+        result, current={"train": photos}, baseline=None, serving=None, settings=settings, title="t"
+    )
+    assert "<td>image</td><td>bytes</td><td class=num>200</td>" in html and "bytes min" in html
