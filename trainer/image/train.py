@@ -23,7 +23,7 @@ from absl import logging
 
 from trainer.base import SERVING_SIGNATURE, TRANSFORM_SIGNATURE, with_tuned_values
 from trainer.distribution import TrainingJob, train_and_export
-from trainer.image.model import build_cnn, make_augment
+from trainer.image.model import MODELS, build_application, build_cnn, make_augment
 from trainer.image.preprocessing import (
     CHANNELS_KEY,
     HEIGHT_KEY,
@@ -57,6 +57,10 @@ class ImageHyperparameters:
     translate: int = 1  # pixels; 0 turns shifting off
     brightness: float = 0.1
     flip: bool = False  # mirrors change digits and text: off unless the classes allow it
+    crop: float = 0.0  # random crops keep at least this share of each side; 0: no cropping
+    # A checkpoint every this many steps; a rerun after a crash resumes from the
+    # last one (trainer/checkpoints.py). 0: no checkpoints.
+    checkpoint_steps: int = 100
 
     @classmethod
     def from_custom_config(cls, custom_config: dict[str, Any] | None) -> ImageHyperparameters:
@@ -68,7 +72,14 @@ class ImageHyperparameters:
             )
         if "filters" in raw:
             raw["filters"] = tuple(raw["filters"])
-        return cls(**raw)
+        hp = cls(**raw)
+        if not 0.0 <= hp.crop < 1.0:
+            raise ValueError(f"hyperparameter crop={hp.crop}: a share of each side in [0, 1)")
+        if hp.checkpoint_steps < 0:
+            raise ValueError(
+                f"hyperparameter checkpoint_steps={hp.checkpoint_steps}: a step count, 0 for none"
+            )
+        return hp
 
     @classmethod
     def from_fn_args(cls, fn_args: Any) -> ImageHyperparameters:
@@ -163,7 +174,7 @@ def image_dataset(
     batches inside the tf.data graph, for training only.
     """
     augment = (
-        make_augment(translate=hp.translate, brightness=hp.brightness, flip=hp.flip)
+        make_augment(translate=hp.translate, brightness=hp.brightness, flip=hp.flip, crop=hp.crop)
         if training
         else None
     )
@@ -183,10 +194,20 @@ def image_dataset(
 
 
 def _cnn(options: dict[str, Any], hp: ImageHyperparameters) -> keras.Model:
-    """The compiled CNN for the dataset's image size and classes, with `hp`'s knobs."""
+    """The compiled model the dataset's `image.model` names (the CNN by default), for its
+    image size and classes, with `hp`'s knobs."""
+    shape = (int(options["height"]), int(options["width"]), int(options["channels"]))
+    classes = len(options["class_names"])
+    name = options.get("model") or "cnn"
+    if name not in MODELS:
+        raise ValueError(f"image.model {name!r} is not one of {list(MODELS)}")
+    if name != "cnn":
+        return build_application(
+            name, shape, classes, dropout=hp.dropout, learning_rate=hp.learning_rate
+        )
     return build_cnn(
-        (int(options["height"]), int(options["width"]), int(options["channels"])),
-        len(options["class_names"]),
+        shape,
+        classes,
         filters=hp.filters,
         dense_units=hp.dense_units,
         dropout=hp.dropout,
@@ -235,5 +256,6 @@ def run_fn(fn_args: Any) -> None:
             signatures=lambda model: _signatures(model, tf_transform_output, options),
             batch_size=hp.batch_size,
             eval_batch_size=hp.eval_batch_size,
+            checkpoint_steps=hp.checkpoint_steps,
         ),
     )
