@@ -120,6 +120,11 @@ class ImageOptions:
     channels: int = 1
     # The network trained on them: one of IMAGE_MODELS.
     model: str = "cnn"
+    # Where images are decoded and resized: "transform" (Transform writes float
+    # pixels, decoded once) or "trainer" (Transform passes the encoded files
+    # through; the Trainer's tf.data input and the served model decode them: for
+    # large images, whose float pixels would be several times their files' size).
+    decode_in: str = "transform"
 
     def to_dict(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "class_names": list(self.class_names)}

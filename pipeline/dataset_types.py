@@ -121,3 +121,11 @@ def check_image(options: dict[str, Any], fields: set[str], where: str) -> None:
             f"{where}.model: {model!r} is not one of {list(IMAGE_MODELS)} (the small CNN, or "
             "keras.applications' MobileNetV2 / EfficientNetB0 trained from scratch)"
         )
+    decode_in = options.get("decode_in", "transform")
+    if decode_in not in ("transform", "trainer"):
+        raise DatasetTypeError(f"{where}.decode_in: {decode_in!r} is not transform or trainer")
+    if decode_in == "trainer" and options.get("image_format", "encoded") != "encoded":
+        raise DatasetTypeError(
+            f"{where}.decode_in: trainer decodes encoded files; image_format is "
+            f"{options.get('image_format')!r} (use encoded, or decode_in: transform)"
+        )

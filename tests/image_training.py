@@ -3,7 +3,9 @@
 `make_inputs(work)` (in the test's process, once) writes what the Transform step would:
 a transform graph of trainer.image.preprocessing at SIZE x SIZE RGB (tf.Transform,
 Beam's direct runner) and GZIP TFRecords of transformed examples, two classes that
-a CNN learns in a few steps (reddish vs bluish noise).
+a CNN learns in a few steps (reddish vs bluish noise). `decode_in: trainer`: the
+transformed examples hold the PNG files, decoded by the Trainer's input and in the
+exported model.
 
 `python tests/image_training.py WORK RUN --steps N --checkpoint-steps K` then runs
 trainer.image.train.run_fn on them in a process of its own, with the folders TFX
@@ -28,6 +30,8 @@ OPTIONS = {
     "width": SIZE,
     "channels": 3,
     "model": "cnn",
+    # Decoded in the Trainer's input and in the served model (the large-image setting).
+    "decode_in": "trainer",
 }
 
 
@@ -66,8 +70,12 @@ def _write_transformed(path: Path, rows: list[dict]) -> None:
     out = preprocessing_fn(inputs, {"image": OPTIONS})
     with tf.io.TFRecordWriter(str(path), options="GZIP") as writer:
         for image, label in zip(out["image_xf"].numpy(), out["label_xf"].numpy(), strict=True):
+            if isinstance(image, bytes):  # decode_in: trainer, the encoded file
+                value = tf.train.Feature(bytes_list=tf.train.BytesList(value=[image]))
+            else:
+                value = tf.train.Feature(float_list=tf.train.FloatList(value=image.ravel()))
             feature = {
-                "image_xf": tf.train.Feature(float_list=tf.train.FloatList(value=image.ravel())),
+                "image_xf": value,
                 "label_xf": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)])),
             }
             example = tf.train.Example(features=tf.train.Features(feature=feature))

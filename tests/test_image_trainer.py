@@ -259,3 +259,39 @@ def test_model_names_are_the_dataset_files_and_checked_there(tmp_path):
 
     with pytest.raises(ValueError, match="image.model 'resnet50'"):
         _cnn({**OPTIONS, "model": "resnet50"}, ImageHyperparameters())
+
+
+def test_decoding_in_the_trainer_gives_the_transforms_pixels(tmp_path):
+    """decode_in: trainer: Transform passes the files through, the tf.data input decodes
+    them with the same function, to the same model input as decoding in Transform."""
+    rgb = [_pixels(i, (12, 10, 3)) for i in range(6)] + [_pixels(9, (8, 8))]
+    inputs = {k: tf.constant(v) for k, v in _inputs(rgb).items()}
+    options = {**OPTIONS, "channels": 3}
+    decoded = ip.preprocessing_fn(inputs, {"image": options})[ip.IMAGE_XF].numpy()
+    trainer_options = {**options, "decode_in": "trainer"}
+    passed = ip.preprocessing_fn(inputs, {"image": trainer_options})
+    assert passed[ip.IMAGE_XF].dtype == tf.string  # the PNG files themselves
+    path = tmp_path / "data.gz"
+    with tf.io.TFRecordWriter(str(path), options="GZIP") as w:
+        pairs = zip(passed[ip.IMAGE_XF].numpy(), passed[ip.LABEL_XF].numpy(), strict=True)
+        for data, label in pairs:
+            f = {
+                "image_xf": tf.train.Feature(bytes_list=tf.train.BytesList(value=[data])),
+                "label_xf": tf.train.Feature(int64_list=tf.train.Int64List(value=[label])),
+            }
+            w.write(tf.train.Example(features=tf.train.Features(feature=f)).SerializeToString())
+
+    class BytesOutput:
+        def transformed_feature_spec(self):
+            return {
+                "image_xf": tf.io.FixedLenFeature([], tf.string),
+                "label_xf": tf.io.FixedLenFeature([], tf.int64),
+            }
+
+    hp = ImageHyperparameters(translate=0, brightness=0.0)
+    ds = image_dataset(str(path), BytesOutput(), 7, hp, training=False, options=trainer_options)
+    features, labels = next(iter(ds))
+    np.testing.assert_array_equal(labels.numpy(), np.arange(7))
+    np.testing.assert_array_equal(features["image_xf"].numpy(), decoded)
+    with pytest.raises(ValueError, match="decode_in: trainer takes encoded images"):
+        ip.preprocessing_fn(inputs, {"image": {**trainer_options, "image_format": "raw"}})

@@ -28,9 +28,12 @@ from trainer.image.preprocessing import (
     CHANNELS_KEY,
     HEIGHT_KEY,
     IMAGE_KEY,
+    IMAGE_XF,
     LABEL_KEY,
     LABEL_XF,
     WIDTH_KEY,
+    decode_images,
+    decodes_in_trainer,
     image_options,
 )
 from trainer.input import input_fn
@@ -129,6 +132,8 @@ def _signatures(model: keras.Model, tf_transform_output: tft.TFTransformOutput, 
     def predict(raw: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         transformed = model.tft_layer(raw)
         transformed.pop(LABEL_XF, None)
+        if decodes_in_trainer(options):  # as image_dataset decodes the training images
+            transformed[IMAGE_XF] = decode_images(tf.reshape(transformed[IMAGE_XF], [-1]), options)
         probabilities = model(transformed)
         return {"probabilities": probabilities, "class": tf.argmax(probabilities, axis=-1)}
 
@@ -166,18 +171,23 @@ def image_dataset(
     *,
     training: bool,
     record_shard: tuple[int, int] | None = None,
+    options: dict[str, Any] | None = None,
 ) -> tf.data.Dataset:
     """(features, label) batches of transformed images, augmented when `training`.
 
     The project's input pipeline (trainer/input.py): shards read in parallel,
     records batched before parsing, prefetched; augmentation runs on whole
-    batches inside the tf.data graph, for training only.
+    batches inside the tf.data graph, for training only. With `decode_in:
+    trainer` in `options`, each batch's encoded files are decoded and resized
+    there first (a parallel map over batches; `cache` keeps the encoded records).
     """
     augment = (
         make_augment(translate=hp.translate, brightness=hp.brightness, flip=hp.flip, crop=hp.crop)
         if training
         else None
     )
+    if options is not None and decodes_in_trainer(options):
+        augment = _decoding(options, augment)
     return input_fn(
         patterns,
         tf_transform_output.transformed_feature_spec(),
@@ -191,6 +201,17 @@ def image_dataset(
         augment=augment,
         record_shard=record_shard,
     )
+
+
+def _decoding(options: dict[str, Any], augment):
+    """A batch function that decodes the batch's encoded files, then applies `augment`."""
+
+    def decode(features: dict[str, tf.Tensor], label: tf.Tensor):
+        images = decode_images(tf.reshape(features[IMAGE_XF], [-1]), options)
+        decoded = {**features, IMAGE_XF: images}
+        return augment(decoded, label) if augment is not None else (decoded, label)
+
+    return decode
 
 
 def _cnn(options: dict[str, Any], hp: ImageHyperparameters) -> keras.Model:
@@ -222,7 +243,9 @@ def tuner_fn(fn_args: Any):
     tf_transform_output = tft.TFTransformOutput(fn_args.transform_graph_path)
 
     def dataset(patterns, batch_size: int, training: bool) -> tf.data.Dataset:
-        return image_dataset(patterns, tf_transform_output, batch_size, base, training=training)
+        return image_dataset(
+            patterns, tf_transform_output, batch_size, base, training=training, options=options
+        )
 
     return search_result(fn_args, lambda hp: _cnn(options, hp), dataset, base)
 
@@ -246,6 +269,7 @@ def run_fn(fn_args: Any) -> None:
             hp,
             training=training,
             record_shard=record_shard,
+            options=options,
         )
 
     train_and_export(
