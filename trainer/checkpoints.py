@@ -117,7 +117,7 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
 
 
 def resumable_backup(
-    fn_args: Any, every_steps: int, *, multi_worker: bool
+    fn_args: Any, every_steps: int, *, multi_worker: bool = False, is_chief: bool = True
 ) -> ResumableBackup | None:
     """The callback for `train_and_export`, or None when checkpoints are off (0 steps)
     or there is no folder to keep them in."""
@@ -127,7 +127,9 @@ def resumable_backup(
     if folder is None:
         logging.info("no model-run folder: training without checkpoints")
         return None
-    backup = ResumableBackup(folder, every_steps, getattr(fn_args, "model_run_dir", None))
+    # One resume.json per training, the chief's (the workers share the folder).
+    run_dir = getattr(fn_args, "model_run_dir", None) if is_chief else None
+    backup = ResumableBackup(folder, every_steps, run_dir)
     # Several workers: Keras writes the other workers' copies to temporary folders
     # that only it knows; let it delete them at the end of training.
     backup.delete_checkpoint = multi_worker

@@ -222,7 +222,12 @@ def train_and_export(fn_args: Any, job: TrainingJob) -> keras.Model:
     epochs = min(5, train_steps)
     # Input-bound or not: per epoch, time waited for input vs time computed.
     input_wait = InputWaitMonitor()
-    backup = resumable_backup(fn_args, job.checkpoint_steps, multi_worker=cluster.multi_worker)
+    backup = resumable_backup(
+        fn_args,
+        job.checkpoint_steps,
+        multi_worker=cluster.multi_worker,
+        is_chief=cluster.is_chief,
+    )
     model.fit(
         _worker_data(
             strategy, cluster, job, fn_args.train_files, job.batch_size, True, input_wait.wrap
