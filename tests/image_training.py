@@ -61,13 +61,13 @@ def _raw_rows(n: int, seed: int) -> list[dict]:
     return rows
 
 
-def _write_transformed(path: Path, rows: list[dict]) -> None:
+def _write_transformed(path: Path, rows: list[dict], options: dict) -> None:
     import tensorflow as tf
 
     from trainer.image.preprocessing import preprocessing_fn
 
     inputs = {k: tf.constant([r[k] for r in rows]) for k in rows[0]}
-    out = preprocessing_fn(inputs, {"image": OPTIONS})
+    out = preprocessing_fn(inputs, {"image": options})
     with tf.io.TFRecordWriter(str(path), options="GZIP") as writer:
         for image, label in zip(out["image_xf"].numpy(), out["label_xf"].numpy(), strict=True):
             if isinstance(image, bytes):  # decode_in: trainer, the encoded file
@@ -82,7 +82,7 @@ def _write_transformed(path: Path, rows: list[dict]) -> None:
             writer.write(example.SerializeToString())
 
 
-def make_inputs(work: Path, train: int = 256, evaluate: int = 64) -> None:
+def make_inputs(work: Path, train: int = 256, evaluate: int = 64, options=None) -> None:
     """The transform graph (WORK/transform) and transformed train/eval examples."""
     import tensorflow as tf
     import tensorflow_transform.beam as tft_beam
@@ -90,6 +90,7 @@ def make_inputs(work: Path, train: int = 256, evaluate: int = 64) -> None:
 
     from trainer.image.preprocessing import preprocessing_fn
 
+    options = options or OPTIONS
     raw_spec = {
         "image": tf.io.FixedLenFeature([1], tf.string),
         **{
@@ -101,17 +102,19 @@ def make_inputs(work: Path, train: int = 256, evaluate: int = 64) -> None:
     rows = _raw_rows(train, seed=0)
     with tft_beam.Context(temp_dir=str(work / "tft-tmp"), force_tf_compat_v1=True):
         transform_fn = (rows, metadata) | tft_beam.AnalyzeDataset(
-            lambda inputs: preprocessing_fn(inputs, {"image": OPTIONS})
+            lambda inputs: preprocessing_fn(inputs, {"image": options})
         )
         _ = transform_fn | tft_beam.WriteTransformFn(str(work / "transform"))
     # The raw metadata TFX's Transform writes beside the graph (the serving signatures read it).
     metadata_io.write_metadata(metadata, str(work / "transform" / "metadata"))
     for split, data in (("train", rows), ("eval", _raw_rows(evaluate, seed=10_000))):
         (work / split).mkdir(parents=True, exist_ok=True)
-        _write_transformed(work / split / "data.gz", data)
+        _write_transformed(work / split / "data.gz", data, options)
 
 
-def fn_args(work: Path, run: str, steps: int, checkpoint_steps: int) -> SimpleNamespace:
+def fn_args(
+    work: Path, run: str, steps: int, checkpoint_steps: int, options=None
+) -> SimpleNamespace:
     node = work / "Trainer"
     return SimpleNamespace(
         train_files=[str(work / "train" / "*.gz")],
@@ -123,7 +126,7 @@ def fn_args(work: Path, run: str, steps: int, checkpoint_steps: int) -> SimpleNa
         model_run_dir=str(node / "model_run" / run),
         hyperparameters=None,
         custom_config={
-            "image": OPTIONS,
+            "image": options or OPTIONS,
             "hyperparameters": {
                 "batch_size": 16,
                 "filters": [8],

@@ -118,14 +118,21 @@ def test_killed_training_resumes_from_its_last_checkpoint(resumed):
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_the_resumed_model_serves_png_and_jpeg_bytes(resumed):
-    """serving_default takes encoded files as `tfxp serve` receives them: any size, PNG or JPEG."""
+    """serving_default takes encoded files as `tfxp serve` receives them: any size, PNG or
+    JPEG; decode_in: trainer, so the model's own decoding serves them. Reddish and bluish
+    noise: the trained model tells them apart, in either format."""
+    model_dir = resumed.work / "Trainer" / "model" / "2" / "Format-Serving"
+    assert _serve_png_and_jpeg(model_dir).tolist() == [0, 1, 0, 1]
+
+
+def _serve_png_and_jpeg(model_dir: Path) -> np.ndarray:
+    """serving_default on a PNG and a JPEG of each class, at sizes other than the model's."""
     import tensorflow as tf
     from image_training import pixels
 
     from data.images import encode_png
 
-    model = tf.saved_model.load(str(resumed.work / "Trainer" / "model" / "2" / "Format-Serving"))
-    serve = model.signatures["serving_default"]
+    serve = tf.saved_model.load(str(model_dir)).signatures["serving_default"]
     red, blue = pixels(0, 99_001, size=24), pixels(1, 99_002, size=20)
     files = [
         encode_png(red),
@@ -137,5 +144,20 @@ def test_the_resumed_model_serves_png_and_jpeg_bytes(resumed):
     probabilities = out["probabilities"].numpy()
     assert probabilities.shape == (4, 2)
     np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-5)
-    # Reddish and bluish noise: the trained model tells them apart, in either format.
-    assert out["class"].numpy().tolist() == [0, 1, 0, 1]
+    return out["class"].numpy()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_model_decoding_in_transform_serves_png_and_jpeg_bytes(tmp_path):
+    """The default (decode_in: transform): the transform graph in the model decodes."""
+    from image_training import OPTIONS, fn_args, make_inputs
+
+    from trainer.image.train import run_fn
+
+    options = {**OPTIONS, "decode_in": "transform"}
+    make_inputs(tmp_path, train=128, evaluate=32, options=options)
+    args = fn_args(tmp_path, "1", steps=150, checkpoint_steps=0, options=options)
+    run_fn(args)
+    assert not (Path(args.model_run_dir) / checkpoints.RESUME_FILE).exists()  # 0: none
+    assert _serve_png_and_jpeg(Path(args.serving_model_dir)).tolist() == [0, 1, 0, 1]
