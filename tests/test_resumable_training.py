@@ -126,13 +126,17 @@ def test_the_resumed_model_serves_png_and_jpeg_bytes(resumed):
 
 
 def _serve_png_and_jpeg(model_dir: Path) -> np.ndarray:
-    """serving_default on a PNG and a JPEG of each class, at sizes other than the model's."""
+    """serving_default on a PNG and a JPEG of each class, at sizes other than the model's,
+    sent as `tfxp serve` receives them: a :predict body of {"b64": ...} instances."""
+    import base64
+
     import tensorflow as tf
     from image_training import pixels
 
     from data.images import encode_png
+    from tfxp.serving.codec import predict_inputs, predict_response
+    from tfxp.serving.models import load_version
 
-    serve = tf.saved_model.load(str(model_dir)).signatures["serving_default"]
     red, blue = pixels(0, 99_001, size=24), pixels(1, 99_002, size=20)
     files = [
         encode_png(red),
@@ -140,11 +144,21 @@ def _serve_png_and_jpeg(model_dir: Path) -> np.ndarray:
         tf.io.encode_jpeg(tf.constant(red), quality=95).numpy(),
         encode_png(blue),
     ]
-    out = serve(image_bytes=tf.constant(files))
-    probabilities = out["probabilities"].numpy()
+    body = {"instances": [{"b64": base64.b64encode(f).decode()} for f in files]}
+    loaded = load_version("images", 1, str(model_dir), max_batch_size=8, timeout_ms=1.0)
+    try:
+        signature = loaded.signatures["serving_default"]
+        assert list(signature.inputs) == ["image_bytes"]
+        inputs, rows, row_format = predict_inputs(body, signature, None)
+        outputs = signature.call(inputs)
+    finally:
+        loaded.close()
+    assert rows == 4
+    predictions = predict_response(outputs, row_format)["predictions"]
+    probabilities = np.array([p["probabilities"] for p in predictions])
     assert probabilities.shape == (4, 2)
     np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-5)
-    return out["class"].numpy()
+    return np.array([p["class"] for p in predictions])
 
 
 @pytest.mark.slow
