@@ -95,6 +95,11 @@ class SliceOptions:
         }
 
 
+# The image trainer's models (trainer/image/model.py): its small CNN, or a
+# keras.applications network trained from scratch (weights=None).
+IMAGE_MODELS = ("cnn", "mobilenet_v2", "efficientnet_b0")
+
+
 @dataclass(frozen=True)
 class ImageOptions:
     """Image datasets: how ExampleGen reads class folders, and the model's input size."""
@@ -113,6 +118,13 @@ class ImageOptions:
     height: int = 8
     width: int = 8
     channels: int = 1
+    # The network trained on them: one of IMAGE_MODELS.
+    model: str = "cnn"
+    # Where images are decoded and resized: "transform" (Transform writes float
+    # pixels, decoded once) or "trainer" (Transform passes the encoded files
+    # through; the Trainer's tf.data input and the served model decode them: for
+    # large images, whose float pixels would be several times their files' size).
+    decode_in: str = "transform"
 
     def to_dict(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "class_names": list(self.class_names)}

@@ -113,3 +113,19 @@ def check_image(options: dict[str, Any], fields: set[str], where: str) -> None:
     _check(names, (list,), f"{where}.class_names")
     for i, value in enumerate(names):
         _check(value, _TEXT, f"{where}.class_names[{i}]")
+    from pipeline.config import IMAGE_MODELS
+
+    model = options.get("model", IMAGE_MODELS[0])
+    if model not in IMAGE_MODELS:
+        raise DatasetTypeError(
+            f"{where}.model: {model!r} is not one of {list(IMAGE_MODELS)} (the small CNN, or "
+            "keras.applications' MobileNetV2 / EfficientNetB0 trained from scratch)"
+        )
+    decode_in = options.get("decode_in", "transform")
+    if decode_in not in ("transform", "trainer"):
+        raise DatasetTypeError(f"{where}.decode_in: {decode_in!r} is not transform or trainer")
+    if decode_in == "trainer" and options.get("image_format", "encoded") != "encoded":
+        raise DatasetTypeError(
+            f"{where}.decode_in: trainer decodes encoded files; image_format is "
+            f"{options.get('image_format')!r} (use encoded, or decode_in: transform)"
+        )

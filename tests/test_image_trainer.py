@@ -212,3 +212,86 @@ def test_cnn_shapes():
     assert large.count_params() < 200_000
     probs = small({"image_xf": tf.zeros([2, 8, 8, 1])}).numpy()
     np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
+
+
+def test_crop_resizes_a_random_window_of_each_image():
+    tf.random.set_seed(4)
+    # A horizontal ramp: a crop of it is a steeper ramp over a narrower range.
+    ramp = np.tile(np.linspace(0.0, 1.0, 32, dtype=np.float32), (32, 1))[None, ..., None]
+    images = tf.constant(np.repeat(ramp, 16, axis=0))
+    out = make_augment(translate=0, brightness=0.0, crop=0.5)({"image_xf": images}, None)[0]
+    x = out["image_xf"].numpy()
+    assert x.shape == images.shape
+    spans = x[:, 16, -1, 0] - x[:, 16, 0, 0]  # how much of the ramp each crop kept
+    assert np.all(spans > 0.45 - 0.05) and np.all(spans <= 1.0 + 1e-6)
+    assert len(set(np.round(spans, 3))) > 8  # a window per image
+    with pytest.raises(ValueError, match="crop"):
+        ImageHyperparameters.from_custom_config({"hyperparameters": {"crop": 1.5}})
+
+
+@pytest.mark.parametrize("name", ["mobilenet_v2", "efficientnet_b0"])
+def test_keras_applications_models_train_from_scratch(name):
+    from trainer.image.train import _cnn
+
+    options = {**OPTIONS, "height": 32, "width": 32, "channels": 3, "class_names": ["a", "b"]}
+    model = _cnn({**options, "model": name}, ImageHyperparameters())
+    assert model.output_shape == (None, 2)
+    # Randomly initialised (weights=None): nothing was downloaded, and every layer trains.
+    assert model.count_params() > 2_000_000
+    assert all(layer.trainable for layer in model.layers)
+    probabilities = model({"image_xf": tf.random.uniform([2, 32, 32, 3])}).numpy()
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-5)
+    with pytest.raises(ValueError, match="at least 32x32 pixels, not 8x8"):
+        _cnn({**options, "height": 8, "width": 8, "model": name}, ImageHyperparameters())
+
+
+def test_model_names_are_the_dataset_files_and_checked_there(tmp_path):
+    from pipeline.config import IMAGE_MODELS
+    from pipeline.dataset_types import DatasetTypeError, check_image
+    from trainer.image.model import MODELS
+
+    assert IMAGE_MODELS == MODELS
+    fields = {"class_names", "model"}
+    check_image({"class_names": ["a"], "model": "efficientnet_b0"}, fields, "f.yaml: image")
+    with pytest.raises(DatasetTypeError, match=r"f.yaml: image.model: 'resnet50' is not one of"):
+        check_image({"class_names": ["a"], "model": "resnet50"}, fields, "f.yaml: image")
+    from trainer.image.train import _cnn
+
+    with pytest.raises(ValueError, match="image.model 'resnet50'"):
+        _cnn({**OPTIONS, "model": "resnet50"}, ImageHyperparameters())
+
+
+def test_decoding_in_the_trainer_gives_the_transforms_pixels(tmp_path):
+    """decode_in: trainer: Transform passes the files through, the tf.data input decodes
+    them with the same function, to the same model input as decoding in Transform."""
+    rgb = [_pixels(i, (12, 10, 3)) for i in range(6)] + [_pixels(9, (8, 8))]
+    inputs = {k: tf.constant(v) for k, v in _inputs(rgb).items()}
+    options = {**OPTIONS, "channels": 3}
+    decoded = ip.preprocessing_fn(inputs, {"image": options})[ip.IMAGE_XF].numpy()
+    trainer_options = {**options, "decode_in": "trainer"}
+    passed = ip.preprocessing_fn(inputs, {"image": trainer_options})
+    assert passed[ip.IMAGE_XF].dtype == tf.string  # the PNG files themselves
+    path = tmp_path / "data.gz"
+    with tf.io.TFRecordWriter(str(path), options="GZIP") as w:
+        pairs = zip(passed[ip.IMAGE_XF].numpy(), passed[ip.LABEL_XF].numpy(), strict=True)
+        for data, label in pairs:
+            f = {
+                "image_xf": tf.train.Feature(bytes_list=tf.train.BytesList(value=[data])),
+                "label_xf": tf.train.Feature(int64_list=tf.train.Int64List(value=[label])),
+            }
+            w.write(tf.train.Example(features=tf.train.Features(feature=f)).SerializeToString())
+
+    class BytesOutput:
+        def transformed_feature_spec(self):
+            return {
+                "image_xf": tf.io.FixedLenFeature([], tf.string),
+                "label_xf": tf.io.FixedLenFeature([], tf.int64),
+            }
+
+    hp = ImageHyperparameters(translate=0, brightness=0.0)
+    ds = image_dataset(str(path), BytesOutput(), 7, hp, training=False, options=trainer_options)
+    features, labels = next(iter(ds))
+    np.testing.assert_array_equal(labels.numpy(), np.arange(7))
+    np.testing.assert_array_equal(features["image_xf"].numpy(), decoded)
+    with pytest.raises(ValueError, match="decode_in: trainer takes encoded images"):
+        ip.preprocessing_fn(inputs, {"image": {**trainer_options, "image_format": "raw"}})

@@ -43,6 +43,7 @@ import tensorflow as tf
 import tf_keras as keras
 from absl import logging
 
+from trainer.checkpoints import resumable_backup
 from trainer.input_wait import InputWaitMonitor
 
 TF_CONFIG = "TF_CONFIG"
@@ -183,6 +184,9 @@ class TrainingJob:
     batch_size: int
     eval_batch_size: int
     callbacks: Sequence[keras.callbacks.Callback] = field(default_factory=tuple)
+    # > 0: a checkpoint every this many steps, and a rerun resumes from the last
+    # one (trainer/checkpoints.py); 0: none.
+    checkpoint_steps: int = 0
 
 
 def _worker_data(
@@ -218,6 +222,12 @@ def train_and_export(fn_args: Any, job: TrainingJob) -> keras.Model:
     epochs = min(5, train_steps)
     # Input-bound or not: per epoch, time waited for input vs time computed.
     input_wait = InputWaitMonitor()
+    backup = resumable_backup(
+        fn_args,
+        job.checkpoint_steps,
+        multi_worker=cluster.multi_worker,
+        is_chief=cluster.is_chief,
+    )
     model.fit(
         _worker_data(
             strategy, cluster, job, fn_args.train_files, job.batch_size, True, input_wait.wrap
@@ -228,7 +238,7 @@ def train_and_export(fn_args: Any, job: TrainingJob) -> keras.Model:
             strategy, cluster, job, fn_args.eval_files, job.eval_batch_size, False
         ),
         validation_steps=max(1, int(fn_args.eval_steps)),
-        callbacks=[*job.callbacks, input_wait],
+        callbacks=[*job.callbacks, input_wait, *([backup] if backup else [])],
         verbose=0,
     )
     _record_input_wait(input_wait, getattr(fn_args, "model_run_dir", None), cluster)
@@ -239,6 +249,8 @@ def train_and_export(fn_args: Any, job: TrainingJob) -> keras.Model:
         cluster,
         sync_dir=getattr(fn_args, "model_run_dir", None),
     )
+    if backup is not None and cluster.is_chief:
+        backup.finished()
     return model
 
 

@@ -170,6 +170,7 @@ def _check(
         exec_properties.get("serving_log") or "",
         WindowOptions.from_json(exec_properties.get("serving_log_window") or ""),
     )
+    image_found, image_notes = _image_findings(current, baseline, input_dict)
     with native_stderr_to_log("TFDV"):
         result = evaluate(
             current,
@@ -185,8 +186,10 @@ def _check(
             longest_cells=_longest_cells(input_dict.get(EXAMPLES_KEY)),
             extra_findings=_table_findings(
                 current, serving.statistics, settings, input_dict, serving.source
-            ),
+            )
+            + image_found,
         )
+    result.notes.extend(image_notes)
     return result, current, baseline, serving.statistics
 
 
@@ -203,6 +206,18 @@ def _table_findings(current, serving, settings, input_dict, serving_source: str)
         where = f"{COMPARED_SPLIT} split vs {serving_source}"
         found += table_checks.constant_id_findings(compared, serving, where)
     return found
+
+
+def _image_findings(current, baseline, input_dict) -> tuple[list, list[str]]:
+    """Image datasets: size, colour, format and byte-length drift (image_checks.py)."""
+    from components.validation import image_checks
+
+    return image_checks.gate_findings(
+        current,
+        baseline,
+        current_span=_span(input_dict.get(EXAMPLES_KEY)),
+        baseline_span=_span(input_dict.get(BASELINE_EXAMPLES_KEY)),
+    )
 
 
 def _publish(

@@ -53,7 +53,11 @@ def _features(stats: statistics_pb2.DatasetFeatureStatisticsList):
 
 def _common(f: statistics_pb2.FeatureNameStatistics):
     kind = f.WhichOneof("stats")
-    return getattr(f, kind).common_stats if kind in ("num_stats", "string_stats") else None
+    return (
+        getattr(f, kind).common_stats
+        if kind in ("num_stats", "string_stats", "bytes_stats")
+        else None
+    )
 
 
 def _stats_table(name: str, stats: statistics_pb2.DatasetFeatureStatisticsList) -> str:
@@ -77,6 +81,10 @@ def _stats_table(name: str, stats: statistics_pb2.DatasetFeatureStatisticsList) 
             top = ", ".join(f"{_e(v.value)} ({int(v.frequency)})" for v in s.top_values[:5])
             detail = f"{s.unique} unique · top: {top}"
             kind = "categorical"
+        elif f.HasField("bytes_stats"):  # encoded images (image_domain): their sizes
+            b = f.bytes_stats
+            detail = f"bytes min {b.min_num_bytes:g} · max {b.max_num_bytes:g} · mean {b.avg_num_bytes:.1f}"
+            kind = "bytes"
         else:
             detail, kind = "", f.WhichOneof("stats") or "?"
         rows.append(

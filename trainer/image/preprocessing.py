@@ -4,7 +4,9 @@ Raw examples come from components/example_gen/image_example_gen.py: `image` (the
 encoded bytes, or with image_format="raw" its uint8 pixels), `label`, `height`,
 `width`, `channels`. The transform graph turns them into `image_xf`, float32
 [height, width, channels] in [0, 1] at the configured model size, and
-`label_xf`. It is the same graph at serving time (trainer/image/train.py puts
+`label_xf`. With `decode_in: trainer` (large images) it passes the encoded
+files through as `image_xf` instead, and the same `decode_images` runs in the
+Trainer's tf.data input and in the served model. It is the same graph at serving time (trainer/image/train.py puts
 it in the SavedModel), so a served image is decoded and scaled exactly as the
 training images were. No analyzers: nothing here depends on the dataset, so
 Transform's cost is one pass of decoding.
@@ -26,6 +28,14 @@ WIDTH_KEY = "width"
 CHANNELS_KEY = "channels"
 IMAGE_XF = "image_xf"
 LABEL_XF = "label_xf"
+
+
+def decodes_in_trainer(options: dict[str, Any]) -> bool:
+    """`decode_in: trainer`: Transform passes the encoded files through (`image_xf` holds
+    them) and the Trainer's tf.data input and the served model decode them, with
+    `decode_images` both. For large images: transformed examples stay the size of the
+    JPEG/PNG files instead of float32 pixels (224x224x3: 602 KB each)."""
+    return options.get("decode_in", "transform") == "trainer"
 
 
 def image_options(custom_config: dict[str, Any] | None) -> dict[str, Any]:
@@ -127,6 +137,13 @@ def preprocessing_fn(
     """Raw image examples -> {image_xf: float32 [H, W, C] in [0, 1], label_xf: int64}."""
     options = image_options(custom_config)
     raw = options.get("image_format", "encoded") == "raw"
+    if decodes_in_trainer(options):
+        if raw:
+            raise ValueError("decode_in: trainer takes encoded images (image_format: encoded)")
+        outputs = {IMAGE_XF: _flat(inputs[IMAGE_KEY])}
+        if LABEL_KEY in inputs:
+            outputs[LABEL_XF] = tf.cast(_flat(inputs[LABEL_KEY]), tf.int64)
+        return outputs
     outputs = {
         IMAGE_XF: decode_images(
             _flat(inputs[IMAGE_KEY]),

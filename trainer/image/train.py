@@ -23,14 +23,17 @@ from absl import logging
 
 from trainer.base import SERVING_SIGNATURE, TRANSFORM_SIGNATURE, with_tuned_values
 from trainer.distribution import TrainingJob, train_and_export
-from trainer.image.model import build_cnn, make_augment
+from trainer.image.model import MODELS, build_application, build_cnn, make_augment
 from trainer.image.preprocessing import (
     CHANNELS_KEY,
     HEIGHT_KEY,
     IMAGE_KEY,
+    IMAGE_XF,
     LABEL_KEY,
     LABEL_XF,
     WIDTH_KEY,
+    decode_images,
+    decodes_in_trainer,
     image_options,
 )
 from trainer.input import input_fn
@@ -57,6 +60,10 @@ class ImageHyperparameters:
     translate: int = 1  # pixels; 0 turns shifting off
     brightness: float = 0.1
     flip: bool = False  # mirrors change digits and text: off unless the classes allow it
+    crop: float = 0.0  # random crops keep at least this share of each side; 0: no cropping
+    # A checkpoint every this many steps; a rerun after a crash resumes from the
+    # last one (trainer/checkpoints.py). 0: no checkpoints.
+    checkpoint_steps: int = 100
 
     @classmethod
     def from_custom_config(cls, custom_config: dict[str, Any] | None) -> ImageHyperparameters:
@@ -68,7 +75,14 @@ class ImageHyperparameters:
             )
         if "filters" in raw:
             raw["filters"] = tuple(raw["filters"])
-        return cls(**raw)
+        hp = cls(**raw)
+        if not 0.0 <= hp.crop < 1.0:
+            raise ValueError(f"hyperparameter crop={hp.crop}: a share of each side in [0, 1)")
+        if hp.checkpoint_steps < 0:
+            raise ValueError(
+                f"hyperparameter checkpoint_steps={hp.checkpoint_steps}: a step count, 0 for none"
+            )
+        return hp
 
     @classmethod
     def from_fn_args(cls, fn_args: Any) -> ImageHyperparameters:
@@ -118,6 +132,8 @@ def _signatures(model: keras.Model, tf_transform_output: tft.TFTransformOutput, 
     def predict(raw: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         transformed = model.tft_layer(raw)
         transformed.pop(LABEL_XF, None)
+        if decodes_in_trainer(options):  # as image_dataset decodes the training images
+            transformed[IMAGE_XF] = decode_images(tf.reshape(transformed[IMAGE_XF], [-1]), options)
         probabilities = model(transformed)
         return {"probabilities": probabilities, "class": tf.argmax(probabilities, axis=-1)}
 
@@ -155,18 +171,23 @@ def image_dataset(
     *,
     training: bool,
     record_shard: tuple[int, int] | None = None,
+    options: dict[str, Any] | None = None,
 ) -> tf.data.Dataset:
     """(features, label) batches of transformed images, augmented when `training`.
 
     The project's input pipeline (trainer/input.py): shards read in parallel,
     records batched before parsing, prefetched; augmentation runs on whole
-    batches inside the tf.data graph, for training only.
+    batches inside the tf.data graph, for training only. With `decode_in:
+    trainer` in `options`, each batch's encoded files are decoded and resized
+    there first (a parallel map over batches; `cache` keeps the encoded records).
     """
     augment = (
-        make_augment(translate=hp.translate, brightness=hp.brightness, flip=hp.flip)
+        make_augment(translate=hp.translate, brightness=hp.brightness, flip=hp.flip, crop=hp.crop)
         if training
         else None
     )
+    if options is not None and decodes_in_trainer(options):
+        augment = _decoding(options, augment)
     return input_fn(
         patterns,
         tf_transform_output.transformed_feature_spec(),
@@ -182,11 +203,32 @@ def image_dataset(
     )
 
 
+def _decoding(options: dict[str, Any], augment):
+    """A batch function that decodes the batch's encoded files, then applies `augment`."""
+
+    def decode(features: dict[str, tf.Tensor], label: tf.Tensor):
+        images = decode_images(tf.reshape(features[IMAGE_XF], [-1]), options)
+        decoded = {**features, IMAGE_XF: images}
+        return augment(decoded, label) if augment is not None else (decoded, label)
+
+    return decode
+
+
 def _cnn(options: dict[str, Any], hp: ImageHyperparameters) -> keras.Model:
-    """The compiled CNN for the dataset's image size and classes, with `hp`'s knobs."""
+    """The compiled model the dataset's `image.model` names (the CNN by default), for its
+    image size and classes, with `hp`'s knobs."""
+    shape = (int(options["height"]), int(options["width"]), int(options["channels"]))
+    classes = len(options["class_names"])
+    name = options.get("model") or "cnn"
+    if name not in MODELS:
+        raise ValueError(f"image.model {name!r} is not one of {list(MODELS)}")
+    if name != "cnn":
+        return build_application(
+            name, shape, classes, dropout=hp.dropout, learning_rate=hp.learning_rate
+        )
     return build_cnn(
-        (int(options["height"]), int(options["width"]), int(options["channels"])),
-        len(options["class_names"]),
+        shape,
+        classes,
         filters=hp.filters,
         dense_units=hp.dense_units,
         dropout=hp.dropout,
@@ -201,7 +243,9 @@ def tuner_fn(fn_args: Any):
     tf_transform_output = tft.TFTransformOutput(fn_args.transform_graph_path)
 
     def dataset(patterns, batch_size: int, training: bool) -> tf.data.Dataset:
-        return image_dataset(patterns, tf_transform_output, batch_size, base, training=training)
+        return image_dataset(
+            patterns, tf_transform_output, batch_size, base, training=training, options=options
+        )
 
     return search_result(fn_args, lambda hp: _cnn(options, hp), dataset, base)
 
@@ -225,6 +269,7 @@ def run_fn(fn_args: Any) -> None:
             hp,
             training=training,
             record_shard=record_shard,
+            options=options,
         )
 
     train_and_export(
@@ -235,5 +280,6 @@ def run_fn(fn_args: Any) -> None:
             signatures=lambda model: _signatures(model, tf_transform_output, options),
             batch_size=hp.batch_size,
             eval_batch_size=hp.eval_batch_size,
+            checkpoint_steps=hp.checkpoint_steps,
         ),
     )
