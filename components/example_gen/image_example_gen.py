@@ -160,7 +160,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         examples.split_names = artifact_utils.encode_split_names(split_names)
         base = exec_properties[standard_component_specs.INPUT_BASE_KEY]
         pattern = input_config.splits[0].pattern
-        folders = class_folders(base, pattern, class_names)
+        folders, ignored_above = class_folders(base, pattern, class_names)
         samples = first_image_files(folders)
         if not samples:
             raise ImageInputError(
@@ -178,7 +178,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         report_path = os.path.join(examples.uri, REPORT_FILE)
         started = time.perf_counter()
         self._run_pipeline(folders, pattern, num_shards, (image_format, cumulative, uris, level))
-        report = self._finish_report(report_path, time.perf_counter() - started)
+        report = self._finish_report(report_path, time.perf_counter() - started, ignored_above)
         bad = report["bad"]
         if bad and policy == "fail":
             # Nothing half-written stays behind: the artifact is not published
@@ -221,13 +221,14 @@ class Executor(base_beam_executor.BaseBeamExecutor):
                 >> beam.Map(_gather, ignored=beam.pvalue.AsSingleton(ignored), path=partial)
             )
 
-    def _finish_report(self, report_path: str, seconds: float) -> dict:
+    def _finish_report(self, report_path: str, seconds: float, ignored_above: list[str]) -> dict:
         """The pipeline's report plus the ingest's throughput, published under its final name."""
         partial = report_path + INCOMPLETE
         with fileio.open(partial, "r") as f:
             report = json.loads(f.read())
         images = sum(n for _, n in report["counts"])
         report.update(
+            ignored=sorted(report["ignored"] + ignored_above),
             seconds=round(seconds, 3),
             images_per_second=round(images / max(seconds, 1e-9), 1),
             mb_per_second=round(report["bytes_read"] / 1e6 / max(seconds, 1e-9), 2),

@@ -54,8 +54,11 @@ def _entries(folder: str) -> Iterator[tuple[str, bool, int]]:
             yield e.name, is_dir, 0 if is_dir else e.stat().st_size
 
 
-def class_folders(base: str, pattern: str, class_names: list[str]) -> list[tuple[str, int]]:
-    """(folder, label) of every folder the pattern's folder part matches, sorted.
+def class_folders(
+    base: str, pattern: str, class_names: list[str]
+) -> tuple[list[tuple[str, int]], list[str]]:
+    """((folder, label) of every folder the pattern's folder part matches, sorted; the
+    OS files met on the way, e.g. `span-1/.DS_Store`, to count as ignored).
 
     `pattern` is ExampleGen's resolved split pattern relative to `base`, e.g.
     `span-1/*/*`: the last part matches files, the part before it names the
@@ -63,19 +66,22 @@ def class_folders(base: str, pattern: str, class_names: list[str]) -> list[tuple
     here, with its path, before any image is read.
     """
     *folder_parts, _ = pattern.split("/")
-    folders = [base.rstrip("/")]
+    folders, ignored = [base.rstrip("/")], []
     for part in folder_parts:
         if not set(part) & _GLOB_CHARS:
             folders = [
                 os.path.join(f, part) for f in folders if fileio.isdir(os.path.join(f, part))
             ]
             continue
-        folders = [
-            os.path.join(f, name)
-            for f in folders
-            for name, is_dir, _ in _entries(f)
-            if is_dir and not is_not_data(name) and fnmatch.fnmatchcase(name, part)
-        ]
+        matched = []
+        for f in folders:
+            for name, is_dir, _ in _entries(f):
+                if is_not_data(name):
+                    if not is_dir and fnmatch.fnmatchcase(name, part):
+                        ignored.append(os.path.join(f, name))
+                elif is_dir and fnmatch.fnmatchcase(name, part):
+                    matched.append(os.path.join(f, name))
+        folders = matched
     found = []
     for folder in sorted(folders):
         name = os.path.basename(folder)
@@ -87,7 +93,7 @@ def class_folders(base: str, pattern: str, class_names: list[str]) -> list[tuple
                 f"(classes: {', '.join(class_names)}); images go in "
                 f"{base}/span-<N>/<class>/, or add the class to the dataset config"
             )
-    return found
+    return found, sorted(ignored)
 
 
 def folder_files(folder: str, file_pattern: str = "*") -> Iterator[tuple[str, int, bool]]:
