@@ -222,9 +222,10 @@ def broken_files(size: int, classes: int, seed: int) -> list[tuple[str, str, byt
 
 
 def _context():
-    """Forked workers start at once; spawned ones once TensorFlow is loaded (a fork copies
-    its threads' locks in whatever state they are)."""
-    return mp.get_context("spawn" if "tensorflow" in sys.modules else "fork")
+    """Forked workers: they start at once and never run the caller's main module again (a
+    spawned worker re-imports it, which a script without a `__main__` guard cannot take).
+    A worker only touches numpy and Pillow, none of the caller's threads' libraries."""
+    return mp.get_context("fork")
 
 
 def _workers(images: int) -> int:

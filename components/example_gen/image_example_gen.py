@@ -96,6 +96,8 @@ IMAGE_FORMATS_SEEN = "image_formats"  # JSON: {format: images}
 IMAGE_FORMAT = "image_format"
 GZIP_LEVEL = "gzip_level"
 INGEST_SECONDS = "ingest_seconds"
+IMAGES_PER_SECOND = "images_per_second"
+MB_PER_SECOND = "mb_per_second"
 REPORT_FILE = ".image_ingest.json"  # hidden: readers glob Split-*/, `verify` skips dot-files
 MAX_LISTED = 100
 
@@ -262,6 +264,8 @@ def _record(examples, report: dict, split_names, class_names, base: str) -> None
     examples.set_int_custom_property(IGNORED_FILES, len(report["ignored"]))
     examples.set_string_custom_property(IMAGE_FORMATS_SEEN, json.dumps(report["formats"]))
     examples.set_float_custom_property(INGEST_SECONDS, report["seconds"])
+    examples.set_float_custom_property(IMAGES_PER_SECOND, report["images_per_second"])
+    examples.set_float_custom_property(MB_PER_SECOND, report["mb_per_second"])
 
 
 def _options(exec_properties) -> tuple[dict, str, str, list[str]]:
