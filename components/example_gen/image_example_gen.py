@@ -28,12 +28,12 @@ width, channels, format); the file's encoded bytes are stored as they are.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import time
 from typing import Any
 
 import apache_beam as beam
+from absl import logging
 from tfx.components.example_gen import utils as example_gen_utils
 from tfx.components.example_gen import write_split
 from tfx.components.example_gen.component import FileBasedExampleGen
@@ -100,21 +100,6 @@ IMAGES_PER_SECOND = "images_per_second"
 MB_PER_SECOND = "mb_per_second"
 REPORT_FILE = ".image_ingest.json"  # hidden: readers glob Split-*/, `verify` skips dot-files
 MAX_LISTED = 100
-
-log = logging.getLogger(__name__)
-
-
-def label_of(path: str, input_base: str, class_names: list[str]) -> int:
-    """The class index of an image at `.../<label>/<file>` (its parent folder's name)."""
-    folder = os.path.basename(os.path.dirname(path))
-    try:
-        return class_names.index(folder)
-    except ValueError:
-        raise ImageInputError(
-            f"{path}: folder {folder!r} is not a class of this dataset "
-            f"(classes: {', '.join(class_names)}); images go in "
-            f"{input_base}/span-<N>/<class>/, or add the class to the dataset config"
-        ) from None
 
 
 def _gather(results: list[dict], ignored: list[str], path: str) -> None:
@@ -238,7 +223,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         with fileio.open(partial, "w") as f:
             f.write(json.dumps(report, indent=1))
         fileio.rename(partial, report_path, overwrite=True)
-        log.info(
+        logging.info(
             "ImageExampleGen: %d images, %.1f MB in %.1fs (%.0f images/s, %.1f MB/s) in %d "
             "shard(s); %d bad file(s), %d non-image file(s) ignored",
             images, report["bytes_read"] / 1e6, seconds, report["images_per_second"],

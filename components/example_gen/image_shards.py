@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import logging
 import math
 import os
 import time
@@ -30,6 +29,7 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
 import apache_beam as beam
+from absl import logging
 from tfx.components.example_gen import write_split
 from tfx.dsl.io import fileio
 
@@ -39,8 +39,6 @@ DEFAULT_SHARD_MB = 128
 MIN_SHARD_BYTES = 16 * 1024 * 1024
 SHARDS_PER_WORKER = 10
 INCOMPLETE = ".incomplete"  # suffix of a shard being written (readers glob *.gz)
-
-log = logging.getLogger(__name__)
 
 
 def shards_for(
@@ -107,6 +105,7 @@ class WriteShard(beam.DoFn):
         self._uris = split_uris
         self._shards = num_shards
         self._threads = threads or decode_threads()
+        self._written = 0
 
     def _prepare(self, item: tuple[str, int]) -> tuple[int, int, bytes | None, str, int]:
         """(split, label, serialized example, format, bytes read), or (-1, label, None,
@@ -178,9 +177,11 @@ class WriteShard(beam.DoFn):
                 os.path.join(uri, name + INCOMPLETE), os.path.join(uri, name), overwrite=True
             )
         seconds = time.perf_counter() - started
-        log.info(
-            "image shard %d of %d: %d images, %.1f MB in %.1fs (%.0f images/s, %.1f MB/s)",
-            shard + 1, self._shards, len(files), nbytes / 1e6, seconds,
+        self._written += 1  # this worker's shards so far: the progress of a long ingest
+        logging.info(
+            "image shard %d of %d written (%d by this worker): %d images, %.1f MB in %.1fs "
+            "(%.0f images/s, %.1f MB/s)",
+            shard + 1, self._shards, self._written, len(files), nbytes / 1e6, seconds,
             len(files) / max(seconds, 1e-9), nbytes / 1e6 / max(seconds, 1e-9),
         )  # fmt: skip
         yield {
