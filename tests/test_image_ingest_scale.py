@@ -11,6 +11,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 import tensorflow as tf
 from test_image_example_gen import run_executor
@@ -148,3 +149,13 @@ def test_twenty_thousand_files_under_ulimit_256(tmp_path):
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {"images": 20_000}
     shards = list((tmp_path / "out").glob("Split-*/*.gz"))
     assert shards and not list((tmp_path / "out").glob("Split-*/*.incomplete"))
+
+
+def test_raw_pixels_of_a_16_bit_png_are_what_tensorflow_decodes(photo_ingest):
+    root, made, *_ = photo_ingest
+    [path] = [root / b["path"] for b in made["broken"] if b["kind"] == "16bit-png"]
+    data = path.read_bytes()
+    pixels, fmt = ieg.decode(data)  # image_format: raw stores these
+    expected = tf.io.decode_image(data, expand_animations=False).numpy()
+    assert fmt == "png" and pixels.max() > 0
+    np.testing.assert_array_equal(pixels, expected)

@@ -74,7 +74,11 @@ def _decode(data: bytes, with_pixels: bool) -> tuple[Any, tuple[int, int, int], 
             img.load()
             mode = _target_mode(img)
             width, height = img.size
-            if with_pixels:
+            if with_pixels and img.mode.startswith("I;16"):
+                # decode_image reads 16-bit samples as their high byte; Pillow's
+                # convert("L") would clip them at 255 instead.
+                pixels = (np.asarray(img, dtype=np.uint16) >> 8).astype(np.uint8)
+            elif with_pixels:
                 pixels = np.asarray(img if img.mode == mode else img.convert(mode), dtype=np.uint8)
     except UnidentifiedImageError:
         raise ValueError("not an image file (no known image header)") from None
@@ -101,13 +105,19 @@ def probe(data: bytes) -> tuple[tuple[int, int, int], str]:
 
 
 def image_example(
-    data: bytes, pixels: Any, label: int, image_format: str = "encoded", fmt: str = ""
+    data: bytes,
+    pixels: Any,
+    label: int,
+    image_format: str = "encoded",
+    fmt: str = "",
+    extra: dict[str, str | int] | None = None,
 ) -> bytes:
     """A serialized tf.train.Example for one image (deterministic bytes).
 
     With image_format "encoded", `pixels` may be the (height, width, channels)
     shape alone (from `probe`): only the file's bytes are stored. `fmt` is the
-    file's format ("jpeg", "png", ...), stored as `format`.
+    file's format ("jpeg", "png", ...), stored as `format`; `extra` adds
+    features (text as bytes, integers as int64), e.g. DICOM header fields.
     """
     import tensorflow as tf
 
@@ -129,6 +139,10 @@ def image_example(
                 WIDTH_KEY: ints(width),
                 CHANNELS_KEY: ints(channels),
                 FORMAT_KEY: blob(fmt.encode()),
+                **{
+                    k: ints(v) if isinstance(v, int) else blob(str(v).encode())
+                    for k, v in (extra or {}).items()
+                },
             }
         )
     )

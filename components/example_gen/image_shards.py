@@ -34,6 +34,7 @@ from tfx.components.example_gen import write_split
 from tfx.dsl.io import fileio
 
 from components.example_gen.image_decode import decode, image_example, probe, split_of
+from components.example_gen.image_dicom import dicom_to_png, is_dicom
 
 DEFAULT_SHARD_MB = 128
 MIN_SHARD_BYTES = 16 * 1024 * 1024
@@ -114,14 +115,16 @@ class WriteShard(beam.DoFn):
         with fileio.open(path, "rb") as f:
             data = f.read()
         try:
+            # DICOM, which TensorFlow cannot decode, becomes a lossless PNG.
+            stored, extra = dicom_to_png(data) if is_dicom(data) else (data, None)
             # Encoded bytes are stored as they are: check they decode, keep the
             # shape, and skip converting and copying the pixels.
-            pixels, fmt = decode(data) if self._format == "raw" else probe(data)
+            pixels, fmt = decode(stored) if self._format == "raw" else probe(stored)
         except ValueError as e:
             return -1, label, None, f"{path}: {e}", len(data)
         split = split_of(data, self._buckets)
-        record = image_example(data, pixels, label, self._format, fmt)
-        return split, label, record, fmt, len(data)
+        record = image_example(stored, pixels, label, self._format, fmt, extra)
+        return split, label, record, "dicom" if extra else fmt, len(data)
 
     def _prepared(self, files: list[tuple[str, int]]):
         """`_prepare` of each file, in order, computed by the thread pool."""
