@@ -30,6 +30,7 @@ import colorsys
 import io
 import multiprocessing as mp
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -314,7 +315,11 @@ def add_photo_flags(p: argparse.ArgumentParser) -> None:
 
 
 def generate_photos(args: argparse.Namespace, out: Path, stream=None) -> int:
-    """The command: refuses a non-empty folder, writes, prints what it wrote."""
+    """The command: refuses a non-empty folder, writes, prints what it wrote.
+
+    The photos are written into a hidden folder beside OUT, renamed to OUT when
+    complete: a pipeline watching the data root never sees half a span.
+    """
     stream = stream or sys.stdout
     if not args.images:
         print("ERROR: photos need --images N", file=sys.stderr)
@@ -322,10 +327,12 @@ def generate_photos(args: argparse.Namespace, out: Path, stream=None) -> int:
     if out.exists() and any(out.iterdir()):
         print(f"ERROR: {out} is not empty; choose a new span folder", file=sys.stderr)
         return 1
+    staging = out.parent / f".{out.name}.incomplete"
+    shutil.rmtree(staging, ignore_errors=True)  # an interrupted run's
     started = time.perf_counter()
     try:
         done = write_photos(
-            out,
+            staging,
             args.images,
             size=args.size,
             classes=args.classes,
@@ -334,8 +341,15 @@ def generate_photos(args: argparse.Namespace, out: Path, stream=None) -> int:
             progress=progress_printer(stream),
         )
     except ValueError as e:
+        shutil.rmtree(staging, ignore_errors=True)
         print(f"ERROR: {e}", file=sys.stderr)
         return 1
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    if out.exists():
+        out.rmdir()  # empty, checked above
+    staging.rename(out)
     took = time.perf_counter() - started
     print(
         f"wrote {done['images']:,} photos of ~{args.size}px in {len(done['classes'])} classes "

@@ -110,3 +110,16 @@ def test_cli(tmp_path, capsys):
     assert "not empty" in capsys.readouterr().err
     assert tfxp_main(["data", "generate", "photos", str(tmp_path / "x")]) == 1
     assert "--images" in capsys.readouterr().err
+    assert not list(tmp_path.glob(".*")), "the staging folder is renamed, not left behind"
+
+
+def test_an_interrupted_run_publishes_nothing(tmp_path, monkeypatch):
+    def interrupted(span_dir, *args, **kwargs):
+        (Path(span_dir) / "circle").mkdir(parents=True)
+        (Path(span_dir) / "circle" / "0000000.jpg").write_bytes(b"half")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(photos, "write_photos", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        tfxp_main(["data", "generate", "photos", str(tmp_path / "span-1"), "--images", "5"])
+    assert list(tmp_path.iterdir()) == []
