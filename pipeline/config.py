@@ -108,8 +108,11 @@ class ImageOptions:
     class_names: tuple[str, ...]
     # ExampleGen stores each file's "encoded" bytes (PNG/JPEG, compact) or "raw" uint8 pixels.
     image_format: str = "encoded"
-    # A file that does not decode: "fail" the run (naming it), or "skip" it (counted).
-    bad_images: str = "fail"
+    # A file that does not decode: "skip" it (named in the run's report and counted),
+    # or "fail" the run (naming every such file).
+    on_bad_image: str = "skip"
+    # Target size of a TFRecord shard, MB (components/example_gen/image_shards.py).
+    shard_mb: float = 128
     # Deflate level of the GZIP shards: None picks 1, or 0 (stored) for records
     # that do not compress (encoded PNG/JPEG); 0 for raw pixels trades disk for
     # read and ingest speed.

@@ -18,6 +18,7 @@ The first file of a name wins.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import re
 from dataclasses import dataclass, field
@@ -625,8 +626,23 @@ def _image(raw: dict, path: Path) -> ImageOptions:
     options = dict(raw.get("image") or {})
     if "class_names" not in options:
         raise DatasetFileError(f"{path}: an image dataset needs image.class_names")
+    if "bad_images" in options:  # the key's earlier name
+        old = options.pop("bad_images")
+        if "on_bad_image" in options:
+            raise DatasetFileError(f"{path}: image.bad_images is image.on_bad_image; keep one")
+        logging.getLogger(__name__).warning(
+            "%s: image.bad_images is now image.on_bad_image (read as on_bad_image: %s)", path, old
+        )
+        options["on_bad_image"] = old
     fields = {f.name for f in dataclasses.fields(ImageOptions)}
     dataset_types.check_image(options, fields, f"{path}: image")
+    if options.get("on_bad_image", "skip") not in ("skip", "fail"):
+        raise DatasetFileError(
+            f"{path}: image.on_bad_image is skip or fail, not {options['on_bad_image']!r}"
+        )
+    shard_mb = options.get("shard_mb", 128)
+    if isinstance(shard_mb, bool) or not isinstance(shard_mb, int | float) or shard_mb <= 0:
+        raise DatasetFileError(f"{path}: image.shard_mb is a size in MB above 0, not {shard_mb!r}")
     options["class_names"] = tuple(str(c) for c in options["class_names"])
     return ImageOptions(**options)
 

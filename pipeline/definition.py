@@ -452,7 +452,8 @@ def _example_gen(config: PipelineConfig, schema: Any):
             image_example_gen,
             class_names=config.image.class_names,
             image_format=config.image.image_format,
-            bad_images=config.image.bad_images,
+            on_bad_image=config.image.on_bad_image,
+            shard_mb=config.image.shard_mb,
             gzip_level=config.image.gzip_level,
         )
         if config.example_gen == "image"

@@ -10,7 +10,7 @@ import tensorflow_model_analysis as tfma
 from components.example_gen.image_example_gen import COMPONENT_ID, ImageExampleGen
 from components.schema_importer import load_schema
 from pipeline import definition as d
-from pipeline.config import PipelineConfig
+from pipeline.config import PROJECT_ROOT, PipelineConfig
 from pipeline.datasets import DATASETS
 from pipeline.spans import SpanError, select_spans
 from tfxp.predict import PredictError, predict_csv
@@ -102,7 +102,7 @@ def test_taxi_keeps_its_binary_metrics():
 def test_schema_describes_the_image_features():
     schema = load_schema(DATASETS["digits"].schema_file)
     features = {f.name: f for f in schema.feature}
-    assert set(features) == {"image", "label", "height", "width", "channels"}
+    assert set(features) == {"image", "label", "height", "width", "channels", "format"}
     assert (features["label"].int_domain.min, features["label"].int_domain.max) == (0, 9)
     assert features["channels"].int_domain.max == 4
 
@@ -125,3 +125,25 @@ def test_image_options_are_required():
 def test_predict_says_how_to_serve_images(tmp_path):
     with pytest.raises(PredictError, match="image_bytes"):
         predict_csv(DATASETS["digits"], str(tmp_path / "x.csv"))
+
+
+def test_on_bad_image_and_shard_mb_from_the_dataset_file(tmp_path, caplog):
+    from pipeline.datasets import DatasetFileError, load_dataset_file
+
+    source = (PROJECT_ROOT / "schema" / "digits" / "dataset.yaml").read_text()
+
+    def load(extra: str):
+        (tmp_path / "digits").mkdir(exist_ok=True)
+        path = tmp_path / "digits" / "dataset.yaml"
+        path.write_text(source.replace("image:\n", f"image:\n{extra}", 1))
+        return load_dataset_file(path)
+
+    assert DATASETS["digits"].image.on_bad_image == "skip"
+    config = load("  on_bad_image: fail\n  shard_mb: 256\n")
+    assert (config.image.on_bad_image, config.image.shard_mb) == ("fail", 256)
+    assert load("  bad_images: fail\n").image.on_bad_image == "fail"  # the earlier key
+    assert "image.bad_images is now image.on_bad_image" in caplog.text
+    with pytest.raises(DatasetFileError, match="on_bad_image is skip or fail"):
+        load("  on_bad_image: ignore\n")
+    with pytest.raises(DatasetFileError, match="shard_mb"):
+        load("  shard_mb: 0\n")

@@ -85,6 +85,7 @@ def read_split(out: Path, split: str) -> list[dict]:
             {
                 "image": f["image"].bytes_list.value[0],
                 **{k: f[k].int64_list.value[0] for k in ("label", "height", "width", "channels")},
+                "format": f["format"].bytes_list.value[0],
             }
         )
     return rows
@@ -179,23 +180,31 @@ def test_corrupt_image_fails_with_its_path(folder, tmp_path):
     data, bad = _with_corrupt(tmp_path, folder)
     out = tmp_path / "out"
     with pytest.raises(ieg.ImageInputError) as e:
-        run_executor(data, out)
+        run_executor(data, out, on_bad_image="fail")
     message = str(e.value)
     assert str(bad) in message
     assert str(data / "span-1" / "owl" / "notes.png") in message
-    assert "2 image file(s)" in message and "bad_images='skip'" in message
+    assert "2 image file(s)" in message and "on_bad_image: skip" in message
     assert not list(out.glob("Split-*")), "no half-written splits are left behind"
 
 
 def test_corrupt_image_skipped_and_counted(folder, tmp_path):
     data, _ = _with_corrupt(tmp_path, folder)
-    artifact = run_executor(data, tmp_path / "out", bad_images="skip")
+    artifact = run_executor(data, tmp_path / "out")  # skip: the default
     assert artifact.get_int_custom_property(ieg.SKIPPED_IMAGES) == 2
+    assert artifact.get_int_custom_property(ieg.IGNORED_FILES) == 1  # .DS_Store: not "bad"
+    named = json.loads(artifact.get_string_custom_property(ieg.BAD_IMAGES))
+    assert [n.split(": ")[0] for n in named] == sorted(
+        str(data / "span-1" / c) for c in ("dog/broken.png", "owl/notes.png")
+    )
+    assert "not an image file" in named[1]
     assert artifact.get_int_custom_property(ieg.IMAGE_COUNT) == 60
     rows = read_split(tmp_path / "out", "train") + read_split(tmp_path / "out", "eval")
     assert len(rows) == 60
     report = json.loads((tmp_path / "out" / ieg.REPORT_FILE).read_text())
     assert len(report["bad"]) == 2 and "broken.png" in " ".join(report["bad"])
+    assert report["ignored"] == [str(data / "span-1" / "dog" / ".DS_Store")]
+    assert report["formats"] == {"png": 60} and report["images_per_second"] > 0
 
 
 def test_unknown_class_folder_is_named(folder, tmp_path):
@@ -206,9 +215,13 @@ def test_unknown_class_folder_is_named(folder, tmp_path):
         run_executor(data, tmp_path / "out")
 
 
-def test_shards_are_sized_for_the_data():
-    assert ieg.shards_for(10e6) == 1
-    assert ieg.shards_for(1e9) == 8  # ~128 MB each
+def test_shards_are_cut_by_bytes():
+    mb = 1024 * 1024
+    assert ieg.shards_for(10 * mb, workers=2) == 1  # under 16 MB: one shard
+    assert ieg.shards_for(100 * mb, workers=2) == 6  # no shard under 16 MB
+    assert ieg.shards_for(1000 * mb, workers=2) == 20  # at least 10 per worker
+    assert ieg.shards_for(10_000 * mb, workers=2) == 79  # ~128 MB each
+    assert ieg.shards_for(10_000 * mb, workers=2, shard_mb=500) == 20
     assert ieg.shards_for(1e9, configured=3) == 3
 
 
@@ -234,8 +247,10 @@ def test_configured_gzip_level(folder, tmp_path):
 
 
 def test_component_rejects_bad_options():
-    with pytest.raises(ValueError, match="bad_images"):
-        ieg.image_example_gen("/data", ["a"], bad_images="ignore")
+    with pytest.raises(ValueError, match="on_bad_image"):
+        ieg.image_example_gen("/data", ["a"], on_bad_image="ignore")
+    with pytest.raises(ValueError, match="shard_mb"):
+        ieg.image_example_gen("/data", ["a"], shard_mb=0)
     with pytest.raises(ValueError, match="gzip_level"):
         ieg.image_example_gen("/data", ["a"], gzip_level=10)
     with pytest.raises(ValueError, match="image_format"):
@@ -301,13 +316,14 @@ def test_decode_threads_write_what_one_thread_writes(folder, tmp_path, image_for
     outputs = {}
     for threads in (1, 3):
         uris = [str(tmp_path / f"t{threads}" / s) for s in ("train", "eval")]
-        writer = ieg._WriteShard(image_format, [2, 3], uris, 1, 1, threads=threads)
+        writer = ieg.WriteShard(image_format, [2, 3], uris, 1, 1, threads=threads)
         [result] = list(writer.process((0, items)))
+        assert result.pop("seconds") >= 0  # the one thing that may differ
         shards = [sorted(Path(u).iterdir()) for u in uris]
         outputs[threads] = (result, [[f.name, f.read_bytes()] for s in shards for f in s])
     assert outputs[3] == outputs[1]
     result, written = outputs[3]
-    assert [b.split(": ")[0] for b in result["bad"]] == sorted(
+    assert sorted(b.split(": ")[0] for b in result["bad"]) == sorted(
         [str(bad), str(data / "span-1" / "owl" / "notes.png")]
     )
     assert sum(n for _, n in result["counts"]) == 60

@@ -1,49 +1,39 @@
-"""ImageExampleGen: folders of images (`span-<N>/<label>/*.png|jpg`) to GZIP TFRecord splits.
+"""ImageExampleGen: folders of images (`span-<N>/<label>/*`) to GZIP TFRecord splits.
 
 The component is TFX's FileBasedExampleGen with the project's content-fingerprint
 driver (`components.example_gen.driver.ContentFingerprintDriver`), so spans,
 versions, `{SPAN}`/`{VERSION}` patterns, range configs and the cache behave
-exactly as for CSV data. The executor, a Beam pipeline, writes one
-`tf.train.Example` per image file:
+exactly as for CSV data. The executor, one Beam pipeline, writes one
+`tf.train.Example` per image file (`image_decode`: image, label, height,
+width, channels, format); the file's encoded bytes are stored as they are.
 
-  image     bytes   the file's encoded bytes (PNG/JPEG/GIF/BMP, as TensorFlow
-                    decodes them), or with image_format="raw" the decoded
-                    uint8 pixels, row-major [height, width, channels]
-  label     int64   index of the file's folder name in `class_names`
-  height, width, channels   int64
-
-What differs from TFX's own ExampleGens:
-
+- Listing streams (`image_listing`): class folders, then each folder's files
+  from a directory iterator inside the pipeline; no step holds every path or
+  more than a few open files.
 - Splits are decided by a SHA-256 of the image's *bytes* (bucketed like TFX's
-  `hash_buckets`), not of the serialized example: the same picture lands in
-  the same split whatever its folder, file name or span, so a duplicate
-  cannot leak from train into eval.
-- Every file is decoded once during ingestion. One that does not decode is
-  reported by path: with `bad_images="fail"` (default) the run stops with the
-  list and publishes nothing; with "skip" the file is left out and counted.
-- Examples per split and class, and the skipped files, are recorded as custom
-  properties of the Examples artifact (and in `.image_ingest.json` beside the
-  splits), so class balance is visible in ML Metadata.
-- Shards are sized for the data (~128 MB of output each) and GZIP files,
-  deflated at level 1 when a sample record compresses (raw pixels: 0.80 of
-  their size, as at level 6 in under half the time) and stored (level 0)
-  when it does not (encoded PNG/JPEG bytes), see `gzip_level`. Only file paths
-  pass through Beam; each worker streams its shard's images into its own
-  files (see `_WriteShard`).
+  `hash_buckets`): the same picture lands in the same split whatever its
+  folder, file name or span, so a duplicate cannot leak from train into eval.
+- Shards are cut by bytes (`image_shards`): ~128 MB each (`image.shard_mb`),
+  at least ten per worker when the data allows, none under 16 MB.
+- Every file is decoded once. One that does not decode is "bad": with
+  `on_bad_image: skip` (default) it is left out and named with its reason in
+  `.image_ingest.json` beside the splits, the Examples artifact's custom
+  properties and the run summary; with `fail` the run stops with the list and
+  publishes nothing. OS files (`.DS_Store`, `Thumbs.db`, dot-files) are
+  "ignored": left out and counted, not bad.
+- Throughput (images/s, MB/s) is logged per shard, as progress, and for the
+  whole ingest, and recorded in the report file.
 """
 
 from __future__ import annotations
 
-import bisect
-import hashlib
-import io
 import json
-import math
 import os
-import zlib
+import time
 from typing import Any
 
 import apache_beam as beam
+from absl import logging
 from tfx.components.example_gen import utils as example_gen_utils
 from tfx.components.example_gen import write_split
 from tfx.components.example_gen.component import FileBasedExampleGen
@@ -60,290 +50,87 @@ from components.example_gen.driver import (
     ContentFingerprintDriver,
     custom_struct,
     example_gen_node,
-    resolved_files,
     split_configs,
+)
+from components.example_gen.image_decode import (  # noqa: F401 - this module's public names
+    CHANNELS_KEY,
+    DECODABLE,
+    FORMAT_KEY,
+    HEIGHT_KEY,
+    IMAGE_KEY,
+    LABEL_KEY,
+    WIDTH_KEY,
+    decode,
+    image_example,
+    probe,
+    split_of,
+)
+from components.example_gen.image_listing import (
+    IGNORED,
+    ImageInputError,
+    ListFolder,
+    class_folders,
+    first_image_files,
+    folder_files,
+)
+from components.example_gen.image_shards import (  # noqa: F401
+    DEFAULT_SHARD_MB,
+    INCOMPLETE,
+    WriteShard,
+    gzip_level,
+    shard_of,
+    shards_for,
 )
 
 COMPONENT_ID = "ImageExampleGen"
-
-IMAGE_KEY = "image"
-LABEL_KEY = "label"
-HEIGHT_KEY = "height"
-WIDTH_KEY = "width"
-CHANNELS_KEY = "channels"
-
 IMAGE_FORMATS = ("encoded", "raw")
-BAD_IMAGE_POLICIES = ("fail", "skip")
-# What TensorFlow's decode_image reads; anything else could not be decoded in
-# the transform graph or at serving time.
-DECODABLE = {"PNG", "JPEG", "GIF", "BMP"}
+BAD_IMAGE_POLICIES = ("skip", "fail")
 
 # Custom properties of the Examples artifact (besides span, version, fingerprint...).
 IMAGE_COUNT = "image_count"
 CLASS_COUNTS = "class_counts"  # JSON: {split: {class name: examples}}
-SKIPPED_IMAGES = "skipped_images"  # count; the paths are in the report file
+SKIPPED_IMAGES = "skipped_images"  # bad files left out (on_bad_image: skip)
+BAD_IMAGES = "bad_images"  # JSON list of "path: reason", the first MAX_LISTED
+IGNORED_FILES = "ignored_files"  # OS files (.DS_Store, Thumbs.db, dot-files) left out
+IMAGE_FORMATS_SEEN = "image_formats"  # JSON: {format: images}
 IMAGE_FORMAT = "image_format"
 GZIP_LEVEL = "gzip_level"
-REPORT_FILE = ".image_ingest.json"
-INCOMPLETE = ".incomplete"  # suffix of a shard being written (readers glob *.gz)  # hidden: readers glob Split-*/, `verify` skips dot-files
-
-# Output bytes per shard: large enough that per-file overhead vanishes, small
-# enough that a reader interleaves several shards of a split in parallel.
-OUTPUT_BYTES_PER_SHARD = 128 * 1024 * 1024
-
-
-class ImageInputError(ValueError):
-    """The image folders cannot be ingested as configured; the message says where and why."""
+INGEST_SECONDS = "ingest_seconds"
+IMAGES_PER_SECOND = "images_per_second"
+MB_PER_SECOND = "mb_per_second"
+REPORT_FILE = ".image_ingest.json"  # hidden: readers glob Split-*/, `verify` skips dot-files
+MAX_LISTED = 100
 
 
-def label_of(path: str, input_base: str, class_names: list[str]) -> int:
-    """The class index of an image at `.../<label>/<file>` (its parent folder's name)."""
-    folder = os.path.basename(os.path.dirname(path))
-    try:
-        return class_names.index(folder)
-    except ValueError:
-        raise ImageInputError(
-            f"{path}: folder {folder!r} is not a class of this dataset "
-            f"(classes: {', '.join(class_names)}); images go in "
-            f"{input_base}/span-<N>/<class>/, or add the class to the dataset config"
-        ) from None
-
-
-def split_of(data: bytes, cumulative_buckets: list[int]) -> int:
-    """Output split index from a SHA-256 of the image bytes (TFX's bucket arithmetic)."""
-    bucket = int(hashlib.sha256(data).hexdigest(), 16) % cumulative_buckets[-1]
-    return bisect.bisect(cumulative_buckets, bucket)
-
-
-# The mode a decoded image is converted to before its pixels are stored, and
-# so its channel count: grey for bit/integer/float modes, RGB(A) for palettes,
-# RGB for anything else (CMYK, YCbCr, ...).
-_GREY_MODES = ("1", "I", "I;16", "F")
-_KEPT_MODES = {"L": 1, "LA": 2, "RGB": 3, "RGBA": 4}
-
-
-def _target_mode(img: Any) -> str:
-    if img.mode in _GREY_MODES:
-        return "L"
-    if img.mode == "P":
-        return "RGBA" if "transparency" in img.info else "RGB"
-    return img.mode if img.mode in _KEPT_MODES else "RGB"
-
-
-def _decode(data: bytes, with_pixels: bool) -> tuple[Any, tuple[int, int, int], str]:
-    """(pixels or None, (height, width, channels), format); ValueError naming why it failed."""
-    import numpy as np
-    from PIL import Image, UnidentifiedImageError
-
-    pixels = None
-    try:
-        with Image.open(io.BytesIO(data)) as img:
-            fmt = img.format or "?"
-            if fmt not in DECODABLE:
-                raise ValueError(f"{fmt} is not a format TensorFlow decodes (PNG, JPEG, GIF, BMP)")
-            # The pixel data itself: truncated or corrupt files fail here. Pillow
-            # decodes without the GIL, so threads decode images in parallel.
-            img.load()
-            mode = _target_mode(img)
-            width, height = img.size
-            if with_pixels:
-                pixels = np.asarray(img if img.mode == mode else img.convert(mode), dtype=np.uint8)
-    except UnidentifiedImageError:
-        raise ValueError("not an image file (no known image header)") from None
-    except (OSError, SyntaxError, Image.DecompressionBombError) as e:
-        raise ValueError(str(e) or type(e).__name__) from None
-    if min(height, width) == 0:
-        raise ValueError(f"empty image ({height}x{width})")
-    if pixels is not None and pixels.ndim == 2:
-        pixels = pixels[..., None]
-    return pixels, (height, width, _KEPT_MODES[mode]), fmt
-
-
-def decode(data: bytes) -> tuple[Any, str]:
-    """(pixels as a uint8 [H, W, C] array, format). Raises ValueError naming why it failed."""
-    pixels, _, fmt = _decode(data, with_pixels=True)
-    return pixels, fmt
-
-
-def probe(data: bytes) -> tuple[tuple[int, int, int], str]:
-    """((height, width, channels), format) of an image `decode` accepts, checked the same
-    way (every pixel decoded), without converting or copying the pixels."""
-    _, shape, fmt = _decode(data, with_pixels=False)
-    return shape, fmt
-
-
-def image_example(data: bytes, pixels: Any, label: int, image_format: str = "encoded") -> bytes:
-    """A serialized tf.train.Example for one image (deterministic bytes).
-
-    With image_format "encoded", `pixels` may be the (height, width, channels)
-    shape alone (from `probe`): only the file's bytes are stored.
-    """
-    import tensorflow as tf
-
-    height, width, channels = pixels if isinstance(pixels, tuple) else pixels.shape
-    image = data if image_format == "encoded" else pixels.tobytes()
-
-    def ints(v: int) -> tf.train.Feature:
-        return tf.train.Feature(int64_list=tf.train.Int64List(value=[int(v)]))
-
-    example = tf.train.Example(
-        features=tf.train.Features(
-            feature={
-                IMAGE_KEY: tf.train.Feature(bytes_list=tf.train.BytesList(value=[image])),
-                LABEL_KEY: ints(label),
-                HEIGHT_KEY: ints(height),
-                WIDTH_KEY: ints(width),
-                CHANNELS_KEY: ints(channels),
-            }
-        )
-    )
-    return example.SerializeToString(deterministic=True)
-
-
-def decode_threads() -> int:
-    """Threads that read and decode images inside one shard writer: one per core."""
-    return max(1, min(8, os.cpu_count() or 1))
-
-
-class _WriteShard(beam.DoFn):
-    """One shard's image files -> one GZIP TFRecord file per split; yields counts and bad files.
-
-    Only file paths travel through Beam: each worker reads, checks and encodes
-    its shard's images and streams them into its own output files, so no
-    record is shuffled between workers and memory stays flat however large
-    the images. Within a worker, a thread pool reads, decodes, hashes and
-    encodes images (Pillow, hashlib and zlib release the GIL, so this uses
-    every core even under Beam's one-thread in-process runner) while this
-    thread writes the records in input order, so the output is the same as
-    one thread's; at most `_AHEAD` images per thread are in flight. Files
-    are written under a temporary name and renamed when complete: a reader
-    never sees a half-written shard.
-    """
-
-    _AHEAD = 4
-
-    def __init__(
-        self, image_format, cumulative_buckets, split_uris, num_shards, gzip_level, threads=0
-    ):
-        self._level = gzip_level
-        self._format = image_format
-        self._buckets = cumulative_buckets
-        self._uris = split_uris
-        self._shards = num_shards
-        self._threads = threads or decode_threads()
-
-    def _prepare(self, item: tuple[str, int]) -> tuple[int, int, bytes | None, str | None]:
-        """(split, label, serialized example, None), or (-1, label, None, "path: why")."""
-        path, label = item
-        with fileio.open(path, "rb") as f:
-            data = f.read()
-        try:
-            # Encoded bytes are stored as they are: check they decode, keep the
-            # shape, and skip converting and copying the pixels.
-            pixels = decode(data)[0] if self._format == "raw" else probe(data)[0]
-        except ValueError as e:
-            return -1, label, None, f"{path}: {e}"
-        split = split_of(data, self._buckets)
-        return split, label, image_example(data, pixels, label, self._format), None
-
-    def _prepared(self, files: list[tuple[str, int]]):
-        """`_prepare` of each file, in order, computed by the thread pool."""
-        from collections import deque
-        from concurrent.futures import ThreadPoolExecutor
-
-        if self._threads == 1:
-            yield from map(self._prepare, files)
-            return
-        with ThreadPoolExecutor(self._threads, thread_name_prefix="image-decode") as pool:
-            pending: deque = deque()
-            for item in files:
-                pending.append(pool.submit(self._prepare, item))
-                if len(pending) >= self._AHEAD * self._threads:
-                    yield pending.popleft().result()
-            while pending:
-                yield pending.popleft().result()
-
-    def process(self, element):
-        import gzip
-
-        from compat.beam import TFRecordUtil
-
-        shard, files = element
-        name = f"{write_split.DEFAULT_FILE_NAME}-{shard:05d}-of-{self._shards:05d}.gz"
-        counts: dict[tuple[int, int], int] = {}
-        bad: list[str] = []
-        outputs, handles = [], []
-        try:
-            for uri in self._uris:
-                fileio.makedirs(uri)
-                raw = fileio.open(os.path.join(uri, name + INCOMPLETE), "wb")
-                # mtime=0, no file name: the same images give the same bytes.
-                handles.append(raw)
-                outputs.append(
-                    gzip.GzipFile(
-                        fileobj=raw, mode="wb", filename="", mtime=0, compresslevel=self._level
-                    )
-                )
-            for split, label, record, error in self._prepared(files):
-                if error is not None:
-                    bad.append(error)
-                    continue
-                TFRecordUtil.write_record(outputs[split], record)
-                counts[(split, label)] = counts.get((split, label), 0) + 1
-        finally:
-            for out, raw in zip(outputs, handles, strict=False):
-                out.close()
-                raw.close()
-        for uri in self._uris:
-            fileio.rename(
-                os.path.join(uri, name + INCOMPLETE), os.path.join(uri, name), overwrite=True
-            )
-        yield {"counts": sorted(counts.items()), "bad": bad}
-
-
-def _write_report(results, path):
+def _gather(results: list[dict], ignored: list[str], path: str) -> None:
+    """Every shard's counts and bad files, and the ignored files, into one report file."""
     counts: dict[tuple[int, int], int] = {}
+    formats: dict[str, int] = {}
     for r in results:
         for key, n in r["counts"]:
             counts[tuple(key)] = counts.get(tuple(key), 0) + n
-    report = {"counts": sorted(counts.items()), "bad": sorted(b for r in results for b in r["bad"])}
+        for fmt, n in r["formats"].items():
+            formats[fmt] = formats.get(fmt, 0) + n
+    report = {
+        "counts": sorted(counts.items()),
+        "bad": sorted(b for r in results for b in r["bad"]),
+        "ignored": sorted(ignored),
+        "formats": dict(sorted(formats.items())),
+        "bytes_read": sum(r["bytes"] for r in results),
+        "shards": len(results),
+    }
     with fileio.open(path, "w") as f:
         f.write(json.dumps(report))
 
 
-def gzip_level(sample_record: bytes) -> int:
-    """1 for records that compress; 0 (GZIP framing, stored blocks) for ones that do not.
-
-    Encoded PNG/JPEG bytes are compressed already: deflating them again costs
-    ~2-4 ms per 224x224 image (more than decoding it) and saves nothing
-    (ratio 1.000 on the benchmark images). Raw pixels and small records (the
-    8x8 digits: 0.32) compress well at level 1, about as well as at level 6.
-    """
-    if not sample_record:
-        return 1
-    return 0 if len(zlib.compress(sample_record, 1)) > 0.95 * len(sample_record) else 1
-
-
-def shard_groups(
-    inputs: list[tuple[str, int]], num_shards: int
-) -> list[tuple[int, list[tuple[str, int]]]]:
-    """Files dealt into shards by a hash of their path, in hash order within each shard.
-
-    Hash order spreads every class over every shard and mixes classes within
-    a shard (sorted paths would write a shard class by class, which a
-    bounded shuffle buffer cannot undo); it is the same on every run.
-    """
-    keyed = sorted((hashlib.sha256(p.encode()).digest(), p, label) for p, label in inputs)
-    groups: list[list[tuple[str, int]]] = [[] for _ in range(num_shards)]
-    for key, path, label in keyed:
-        groups[int.from_bytes(key[:8], "big") % num_shards].append((path, label))
-    return list(enumerate(groups))
-
-
-def shards_for(output_bytes: float, configured: int = 0) -> int:
-    if configured > 0:
-        return configured
-    return max(1, math.ceil(output_bytes / OUTPUT_BYTES_PER_SHARD))
+def _workers(beam_args: list[str] | None) -> int:
+    """Beam's worker processes, or in process the cores the shard writers' threads use."""
+    for arg in beam_args or []:
+        if arg.startswith("--direct_num_workers="):
+            n = int(arg.split("=", 1)[1] or 0)
+            if n > 1:
+                return n
+    return os.cpu_count() or 1
 
 
 class Executor(base_beam_executor.BaseBeamExecutor):
@@ -351,7 +138,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
 
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 - TFX API
         self._log_startup(input_dict, output_dict, exec_properties)
-        options, image_format, bad_images, class_names = _options(exec_properties)
+        options, image_format, policy, class_names = _options(exec_properties)
         input_config, output_config = _split_configs(exec_properties)
         examples = artifact_utils.get_single_instance(
             output_dict[standard_component_specs.EXAMPLES_KEY]
@@ -359,48 +146,37 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         split_names = example_gen_utils.generate_output_split_names(input_config, output_config)
         examples.split_names = artifact_utils.encode_split_names(split_names)
         base = exec_properties[standard_component_specs.INPUT_BASE_KEY]
-        files = _image_files(exec_properties, input_config.splits[0].pattern, base)
-        inputs = [(path, label_of(path, base, class_names)) for path in files]
+        pattern = input_config.splits[0].pattern
+        folders, ignored_above = class_folders(base, pattern, class_names)
+        samples = first_image_files(folders)
+        if not samples:
+            raise ImageInputError(
+                f"no image files match {pattern} under {base}; "
+                "expected span-<N>/<class>/<image>.png|jpg"
+            )
         cumulative: list[int] = []
         for s in output_config.split_config.splits:
             cumulative.append((cumulative[-1] if cumulative else 0) + s.hash_buckets)
-        num_shards, level = _sizing(exec_properties, options, files, image_format, output_config)
+        workers = _workers(self._beam_pipeline_args)
+        num_shards, level = _sizing(
+            exec_properties, options, folders, samples, image_format, output_config, workers
+        )
         uris = [artifact_utils.get_split_uri([examples], name) for name in split_names]
         report_path = os.path.join(examples.uri, REPORT_FILE)
-
-        with self._make_beam_pipeline() as pipeline:
-            _ = (
-                pipeline
-                | "Shards" >> beam.Create(shard_groups(inputs, num_shards))
-                # One shard per bundle, so workers write shards in parallel.
-                | "Reshuffle" >> beam.Reshuffle()
-                | "ReadCheckWrite"
-                >> beam.ParDo(_WriteShard(image_format, cumulative, uris, num_shards, level))
-                | "Gather" >> beam.combiners.ToList()
-                | "Report" >> beam.Map(_write_report, path=report_path)
-            )
-
-        with fileio.open(report_path, "r") as f:
-            report = json.loads(f.read())
+        started = time.perf_counter()
+        self._run_pipeline(folders, pattern, num_shards, (image_format, cumulative, uris, level))
+        report = self._finish_report(report_path, time.perf_counter() - started, ignored_above)
         bad = report["bad"]
-        if bad and bad_images == "fail":
+        if bad and policy == "fail":
             # Nothing half-written stays behind: the artifact is not published
             # (the execution fails) and its split folders are removed.
             for uri in uris:
                 if fileio.exists(uri):
                     fileio.rmtree(uri)
             _raise_bad_images(bad, base)
-        per_split: dict[str, dict[str, int]] = {n: {} for n in split_names}
-        for (split, label), n in report["counts"]:
-            per_split[split_names[split]][class_names[label]] = n
-        total = sum(sum(c.values()) for c in per_split.values())
-        if total == 0:
-            raise ImageInputError(f"no image under {base} could be decoded ({len(bad)} skipped)")
-        examples.set_int_custom_property(IMAGE_COUNT, total)
-        examples.set_string_custom_property(CLASS_COUNTS, json.dumps(per_split, sort_keys=True))
-        examples.set_int_custom_property(SKIPPED_IMAGES, len(bad))
+        _record(examples, report, split_names, class_names, base)
         examples.set_string_custom_property(IMAGE_FORMAT, image_format)
-        examples.set_int_custom_property(TFRECORD_SHARDS, num_shards * len(split_names))
+        examples.set_int_custom_property(TFRECORD_SHARDS, report["shards"] * len(split_names))
         examples.set_int_custom_property(GZIP_LEVEL, level)
         examples_utils.set_payload_format(examples, example_gen_pb2.PayloadFormat.FORMAT_TF_EXAMPLE)
         examples_utils.set_file_format(
@@ -408,20 +184,89 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             write_split.to_file_format_str(example_gen_pb2.FileFormat.FORMAT_TFRECORDS_GZIP),
         )
 
+    def _run_pipeline(self, folders, pattern: str, num_shards: int, writer_args) -> None:
+        file_pattern = pattern.split("/")[-1]
+        image_format, cumulative, uris, level = writer_args
+        partial = os.path.join(os.path.dirname(uris[0]), REPORT_FILE + INCOMPLETE)
+        with self._make_beam_pipeline() as pipeline:
+            listed = (
+                pipeline
+                | "ClassFolders" >> beam.Create(folders)
+                # One folder per bundle: large folders are listed in parallel.
+                | "SpreadFolders" >> beam.Reshuffle()
+                | "List" >> beam.ParDo(ListFolder(file_pattern)).with_outputs(IGNORED, main="files")
+            )
+            ignored = listed[IGNORED] | "GatherIgnored" >> beam.combiners.ToList()
+            _ = (
+                listed.files
+                | "ToShards" >> beam.Map(lambda f, n: (shard_of(f[0], n), (f[0], f[1])), num_shards)
+                | "GroupShards" >> beam.GroupByKey()
+                | "ReadCheckWrite"
+                >> beam.ParDo(WriteShard(image_format, cumulative, uris, num_shards, level))
+                | "Gather" >> beam.combiners.ToList()
+                | "Report"
+                >> beam.Map(_gather, ignored=beam.pvalue.AsSingleton(ignored), path=partial)
+            )
+
+    def _finish_report(self, report_path: str, seconds: float, ignored_above: list[str]) -> dict:
+        """The pipeline's report plus the ingest's throughput, published under its final name."""
+        partial = report_path + INCOMPLETE
+        with fileio.open(partial, "r") as f:
+            report = json.loads(f.read())
+        images = sum(n for _, n in report["counts"])
+        report.update(
+            ignored=sorted(report["ignored"] + ignored_above),
+            seconds=round(seconds, 3),
+            images_per_second=round(images / max(seconds, 1e-9), 1),
+            mb_per_second=round(report["bytes_read"] / 1e6 / max(seconds, 1e-9), 2),
+        )
+        with fileio.open(partial, "w") as f:
+            f.write(json.dumps(report, indent=1))
+        fileio.rename(partial, report_path, overwrite=True)
+        logging.info(
+            "ImageExampleGen: %d images, %.1f MB in %.1fs (%.0f images/s, %.1f MB/s) in %d "
+            "shard(s); %d bad file(s), %d non-image file(s) ignored",
+            images, report["bytes_read"] / 1e6, seconds, report["images_per_second"],
+            report["mb_per_second"], report["shards"], len(report["bad"]), len(report["ignored"]),
+        )  # fmt: skip
+        return report
+
+
+def _record(examples, report: dict, split_names, class_names, base: str) -> None:
+    """Counts per split and class, formats, bad and ignored files: custom properties."""
+    per_split: dict[str, dict[str, int]] = {n: {} for n in split_names}
+    for (split, label), n in report["counts"]:
+        per_split[split_names[split]][class_names[label]] = n
+    total = sum(sum(c.values()) for c in per_split.values())
+    if total == 0:
+        raise ImageInputError(
+            f"no image under {base} could be decoded ({len(report['bad'])} bad file(s))"
+        )
+    examples.set_int_custom_property(IMAGE_COUNT, total)
+    examples.set_string_custom_property(CLASS_COUNTS, json.dumps(per_split, sort_keys=True))
+    examples.set_int_custom_property(SKIPPED_IMAGES, len(report["bad"]))
+    examples.set_string_custom_property(BAD_IMAGES, json.dumps(report["bad"][:MAX_LISTED]))
+    examples.set_int_custom_property(IGNORED_FILES, len(report["ignored"]))
+    examples.set_string_custom_property(IMAGE_FORMATS_SEEN, json.dumps(report["formats"]))
+    examples.set_float_custom_property(INGEST_SECONDS, report["seconds"])
+    examples.set_float_custom_property(IMAGES_PER_SECOND, report["images_per_second"])
+    examples.set_float_custom_property(MB_PER_SECOND, report["mb_per_second"])
+
 
 def _options(exec_properties) -> tuple[dict, str, str, list[str]]:
     """(custom_config options, image format, bad-image policy, class names), checked."""
     options = custom_struct(exec_properties)
     image_format = str(options.get("image_format") or "encoded")
-    bad_images = str(options.get("bad_images") or "fail")
+    # "bad_images" is what pipelines compiled before on_bad_image carried.
+    policy = str(options.get("on_bad_image") or options.get("bad_images") or "skip")
     class_names = [str(c) for c in options.get("class_names") or []]
     if image_format not in IMAGE_FORMATS:
         raise ValueError(f"image_format must be one of {IMAGE_FORMATS}, not {image_format!r}")
-    if bad_images not in BAD_IMAGE_POLICIES:
-        raise ValueError(f"bad_images must be one of {BAD_IMAGE_POLICIES}, not {bad_images!r}")
+    if policy not in BAD_IMAGE_POLICIES:
+        raise ValueError(f"on_bad_image must be one of {BAD_IMAGE_POLICIES}, not {policy!r}")
     if not class_names:
         raise ValueError("ImageExampleGen needs class_names (the label folder names)")
-    return options, image_format, bad_images, class_names
+    return options, image_format, policy, class_names
 
 
 def _split_configs(exec_properties) -> tuple[example_gen_pb2.Input, example_gen_pb2.Output]:
@@ -434,43 +279,35 @@ def _split_configs(exec_properties) -> tuple[example_gen_pb2.Input, example_gen_
     return input_config, output_config
 
 
-def _image_files(exec_properties, pattern: str, base: str) -> list[str]:
-    """The span's image files. Layout checks before Beam starts: no files, or a
-    folder that is no class, fail in a second with the path. Hidden files
-    (.DS_Store, editor backups) and sub-folders are not images."""
-    files = [
-        f
-        for f in resolved_files(exec_properties)
-        if not os.path.basename(f).startswith(".") and not fileio.isdir(f)
-    ]
-    if not files:
-        raise ImageInputError(
-            f"no image files match {pattern} under {base}; "
-            "expected span-<N>/<class>/<image>.png|jpg"
-        )
-    return files
-
-
-def _sizing(exec_properties, options, files, image_format, output_config) -> tuple[int, int]:
-    """(shards per split, GZIP level), from the configuration or estimated from one image."""
-    raw_bytes = exec_properties.get(RAW_BYTES) or sum(fileio.stat(f).length for f in files)
-    configured = int(options.get("num_shards") or 0)
-    with fileio.open(files[0], "rb") as f:
-        first = f.read()
-    try:
-        pixels, _ = decode(first)
-        sample = image_example(first, pixels, 0, image_format)
-    except ValueError:
-        pixels, sample = None, b""
-    # Raw pixels take H*W*C bytes whatever the file's compression: estimate from one image.
+def _sizing(exec_properties, options, folders, samples, image_format, output_config, workers):
+    """(shards per split, GZIP level), from the configuration or estimated from a few images."""
+    raw_bytes = exec_properties.get(RAW_BYTES)
+    if raw_bytes is None:  # run without the driver (tests): one streamed pass of stats
+        raw_bytes = sum(size for folder, _ in folders for _, size, _ in folder_files(folder))
+    sample, sample_bytes, sample_pixels = b"", 0, 0
+    for path in samples:
+        with fileio.open(path, "rb") as f:
+            data = f.read()
+        try:
+            pixels, fmt = decode(data)
+        except ValueError:
+            continue
+        sample += image_example(data, pixels, 0, image_format, fmt)
+        sample_bytes, sample_pixels = sample_bytes + len(data), sample_pixels + pixels.size
+    # Raw pixels take H*W*C bytes whatever the file's compression.
     estimate = raw_bytes
-    if pixels is not None and image_format == "raw":
-        estimate = pixels.size * len(files)
+    if image_format == "raw" and sample_bytes:
+        estimate = raw_bytes * sample_pixels / sample_bytes
     configured_level = options.get("gzip_level")
     level = gzip_level(sample) if configured_level is None else int(configured_level)
-    # One file per split per shard; sized so the largest split's files hold ~128 MB.
+    # One file per split per shard, sized for the largest split.
     buckets = [s.hash_buckets for s in output_config.split_config.splits]
-    num_shards = shards_for(estimate * max(buckets) / sum(buckets), configured)
+    num_shards = shards_for(
+        estimate * max(buckets) / sum(buckets),
+        int(options.get("num_shards") or 0),
+        workers=workers,
+        shard_mb=float(options.get("shard_mb") or DEFAULT_SHARD_MB),
+    )
     return num_shards, level
 
 
@@ -479,8 +316,8 @@ def _raise_bad_images(bad: list[str], base: str) -> None:
     more = f"\n  ... and {len(bad) - 20} more" if len(bad) > 20 else ""
     raise ImageInputError(
         f"{len(bad)} image file(s) under {base} could not be decoded:\n  {shown}{more}\n"
-        "Fix or remove them, or set bad_images='skip' in the dataset config to "
-        "leave them out (they are then counted)."
+        "Fix or remove them, or set image.on_bad_image: skip in the dataset file to "
+        "leave them out (they are then named in the run's report and counted)."
     )
 
 
@@ -499,8 +336,9 @@ def image_example_gen(
     expected_sha256: str | None = None,
     num_shards: int = 0,
     image_format: str = "encoded",
-    bad_images: str = "fail",
+    on_bad_image: str = "skip",
     gzip_level: int | None = None,
+    shard_mb: float = DEFAULT_SHARD_MB,
 ) -> FileBasedExampleGen:
     """An ExampleGen over `input_base/span-<N>/<class>/*` image folders.
 
@@ -508,25 +346,29 @@ def image_example_gen(
       class_names: the label folder names; a file's label is its folder's index here.
       version: ingest this version of the span (default: the span's latest).
       expected_sha256: refuse input whose content SHA-256 is another (a named data version).
-      num_shards: TFRecord files per output split; 0 sizes them for the data.
+      num_shards: TFRecord files per output split; 0 cuts them by bytes (`shard_mb`).
       image_format: "encoded" (the file's bytes) or "raw" (decoded uint8 pixels).
-      bad_images: "fail" stops on an undecodable file; "skip" leaves it out and counts it.
+      on_bad_image: "skip" leaves an undecodable file out, named and counted; "fail" stops.
       gzip_level: deflate level of the GZIP shards, 0 (stored) to 9; None picks
         0 or 1 from a sample record (`gzip_level`).
+      shard_mb: target shard size in MB (see `image_shards` for the rule).
     """
     if image_format not in IMAGE_FORMATS:
         raise ValueError(f"image_format must be one of {IMAGE_FORMATS}, not {image_format!r}")
-    if bad_images not in BAD_IMAGE_POLICIES:
-        raise ValueError(f"bad_images must be one of {BAD_IMAGE_POLICIES}, not {bad_images!r}")
+    if on_bad_image not in BAD_IMAGE_POLICIES:
+        raise ValueError(f"on_bad_image must be one of {BAD_IMAGE_POLICIES}, not {on_bad_image!r}")
     if not class_names:
         raise ValueError("class_names must list the label folder names")
     if gzip_level is not None and not 0 <= gzip_level <= 9:
         raise ValueError(f"gzip_level must be 0-9 or None, not {gzip_level!r}")
+    if not shard_mb > 0:
+        raise ValueError(f"shard_mb must be a positive size in MB, not {shard_mb!r}")
     options: dict[str, Any] = {
         "class_names": list(class_names),
         "num_shards": num_shards,
         "image_format": image_format,
-        "bad_images": bad_images,
+        "on_bad_image": on_bad_image,
+        "shard_mb": shard_mb,
     }
     if version is not None:
         options["version"] = version

@@ -172,10 +172,11 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
     beam = _beam_options(args, config)
     if beam is None:
         return config
-    if beam.mode == "multi-process" and not config.num_shards:
+    if beam.mode == "multi-process" and not config.num_shards and config.example_gen == "csv":
         # Beam hands out work by file (a GZIP shard cannot be split), and the
         # ingest sizes shards at 256 MB of CSV: a span under that is one shard,
         # which one worker would read alone. Two shards per worker keep all busy.
+        # (Image ingest cuts at least ten shards per worker itself when the data allows.)
         overrides["num_shards"] = 2 * (beam.num_workers or os.cpu_count() or 1)
     return pipeline_config(args.dataset, **overrides, beam=beam)
 

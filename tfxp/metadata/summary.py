@@ -43,6 +43,8 @@ class RunSummary:
     # The validation gate's decision (PASS/WARN) and this run's HTML report.
     validation: str | None = None
     report_path: str | None = None
+    # Image datasets: what ingestion read, and each file it left out with the reason.
+    ingest: list[str] = field(default_factory=list)
 
     @property
     def executed(self) -> list[str]:
@@ -63,6 +65,7 @@ class RunSummary:
         for c in self.components:
             detail = "" if c.state in ("CACHED", RESOLVED) else f"{c.seconds:6.1f}s"
             lines.append(f"  {c.node_id:<{width}}  {c.state.lower():<9} {detail}")
+        lines.extend(self.ingest)
         if self.metrics:
             shown = ", ".join(
                 f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
@@ -153,4 +156,29 @@ def summarize_run(
                 summary.pushed_model = prop(art, "pushed_destination") if summary.pushed else None
             elif type_name == "Model":
                 summary.model_uri = art.uri
+            elif type_name == "Examples" and prop(art, "image_count") is not None:
+                summary.ingest = image_ingest_lines(art)
     return summary
+
+
+def image_ingest_lines(examples: metadata_store_pb2.Artifact) -> list[str]:
+    """The image ExampleGen's result in a few lines: counts, speed, every bad file named."""
+    formats = json.loads(prop(examples, "image_formats") or "{}")
+    shown = ", ".join(f"{k} {v:,}" for k, v in sorted(formats.items()))
+    speed = prop(examples, "images_per_second")
+    lines = [
+        f"ingest: {prop(examples, 'image_count'):,} images"
+        + (f" ({shown})" if shown else "")
+        + (f", {speed:,.0f} images/s, {prop(examples, 'mb_per_second'):,.1f} MB/s" if speed else "")
+    ]
+    bad = json.loads(prop(examples, "bad_images") or "[]")
+    skipped = prop(examples, "skipped_images") or 0
+    if skipped:
+        lines.append(f"  {skipped} bad file(s) left out (image.on_bad_image: skip):")
+        lines.extend(f"    {b}" for b in bad)
+        if skipped > len(bad):
+            lines.append(f"    ... {skipped - len(bad)} more in {examples.uri}/.image_ingest.json")
+    ignored = prop(examples, "ignored_files") or 0
+    if ignored:
+        lines.append(f"  {ignored} non-image file(s) ignored (.DS_Store, Thumbs.db, dot-files)")
+    return lines
