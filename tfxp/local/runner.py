@@ -21,7 +21,7 @@ from pipeline.config import PipelineConfig
 from pipeline.node_ids import VALIDATION_GATE
 from tfxp import alerts
 from tfxp.local import notify
-from tfxp.local.preflight import PreflightError, preflight
+from tfxp.preflight import PreflightError, preflight
 from tfxp.local.run_guard import run_lock
 from tfxp.local.warm_workers import warm_workers
 
