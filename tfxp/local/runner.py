@@ -21,9 +21,9 @@ from pipeline.config import PipelineConfig
 from pipeline.node_ids import VALIDATION_GATE
 from tfxp import alerts
 from tfxp.local import notify
-from tfxp.preflight import PreflightError, preflight
 from tfxp.local.run_guard import run_lock
 from tfxp.local.warm_workers import warm_workers
+from tfxp.preflight import PreflightError, preflight
 
 Printer = Callable[[str], None]
 
