@@ -18,8 +18,8 @@ from typing import Any
 from ml_metadata.proto import metadata_store_pb2 as pb
 
 from pipeline.node_ids import EXAMPLE_GENS, TRAINER, VALIDATION_GATE
-from tfxp.metadata.lineage import Lineage, RunInfo, _event_key
-from tfxp.metadata.properties import prop
+from tfxp.metadata.lineage import Lineage, RunInfo
+from tfxp.metadata.properties import event_key, prop
 from tfxp.metadata.store import LineageError, StoreLocation, open_store
 
 _EVENT_KIND = {
@@ -356,7 +356,7 @@ class StoreBrowser:
                     "run": lin.run_of.get(ev.execution_id),
                     "state": lin.state(ex) if ex is not None else "?",
                     "kind": _EVENT_KIND.get(ev.type, "?"),
-                    "key": _event_key(ev),
+                    "key": event_key(ev),
                 }
             )
         return sorted(out, key=lambda e: (e["kind"] != "output", e["execution_id"]))
@@ -373,7 +373,7 @@ class StoreBrowser:
                         "artifact_id": a.id,
                         "type": lin.type_of(a),
                         "kind": _EVENT_KIND.get(ev.type, "?"),
-                        "key": _event_key(ev),
+                        "key": event_key(ev),
                         "uri": a.uri,
                     }
                 )
@@ -403,7 +403,7 @@ class StoreBrowser:
         if ex is None or lin.node_of.get(ex.id) != node:
             return None
         for ev in lin.events_of_executions([ex.id])[ex.id]:
-            if _EVENT_KIND.get(ev.type) == "input" and _event_key(ev) == "model":
+            if _EVENT_KIND.get(ev.type) == "input" and event_key(ev) == "model":
                 return ev.artifact_id
         return None
 
