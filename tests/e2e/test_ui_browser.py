@@ -38,9 +38,9 @@ def serving(run_dir: Path) -> Iterator[str]:
     """uvicorn serving the console over `run_dir` on a free loopback port: its address."""
     import uvicorn
 
-    from tfxp.metadata.browse import StoreBrowser
     from tfxp.metadata.store import location_from
     from tfxp.ui.app import create_app
+    from tfxp.ui.browse import StoreBrowser
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

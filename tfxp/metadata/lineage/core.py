@@ -19,6 +19,8 @@ from tfxp.metadata.lineage.records import (
 from tfxp.metadata.properties import event_key, prop
 from tfxp.metadata.store import LineageError
 
+BATCH = 500  # ids per ML Metadata call when reading many at once
+
 
 class LineageCore:
     """One pipeline's executions, runs and artifacts in an ML Metadata store, with the cached
@@ -168,3 +170,45 @@ class LineageCore:
         for a in graph.artifacts:
             self._artifacts.setdefault(a.id, a)
         return graph
+
+    # -- a long-lived reader (the console) ------------------------------------
+
+    def prefetch(self, run_ids: list[str]) -> None:
+        """Reads the events and output artifacts of these runs' executions, and the events
+        of the models among them, in a few batched calls: what `run_info`, `blessing` and
+        `pushes` then ask one run at a time is already in the caches."""
+        execs = [e.id for r in run_ids for e in self.runs.get(r, [])]
+        for i in range(0, len(execs), BATCH):
+            self.events_of_executions(execs[i : i + BATCH])
+        events = self.events_of_executions(execs)
+        outputs = sorted(
+            {ev.artifact_id for evs in events.values() for ev in evs if ev.type == pb.Event.OUTPUT}
+        )
+        for i in range(0, len(outputs), BATCH):
+            self.artifacts(outputs[i : i + BATCH])
+        models = [a.id for a in self.artifacts(outputs) if self.type_of(a) == "Model"]
+        for i in range(0, len(models), BATCH):
+            self.events_of_artifacts(models[i : i + BATCH])
+
+    def absorb(self, changed: list[tuple[pb.Execution, str | None, str | None]]) -> None:
+        """Adds new and updated executions to the runs, in place: (execution, its node
+        context's name, its pipeline_run context's name), as
+        tfxp.metadata.store_changes.executions_since lists them.
+
+        Keeps what `__init__` builds (executions, node_of, run_of, runs in id order,
+        runs ordered by their first execution) as if it were built now, without
+        reading every run's executions again; drops the cached events, which new
+        executions add to (a new run reads old artifacts too).
+        """
+        prefix = self.pipeline + "."
+        for ex, node, run_id in changed:
+            if not node or not node.startswith(prefix) or not run_id:
+                continue
+            self.executions[ex.id] = ex
+            self.node_of[ex.id] = node[len(prefix) :]
+            self.run_of[ex.id] = run_id
+            execs = [e for e in self.runs.get(run_id, []) if e.id != ex.id] + [ex]
+            self.runs[run_id] = sorted(execs, key=lambda e: e.id)
+        self.runs = dict(sorted(self.runs.items(), key=lambda kv: kv[1][0].id))
+        self._events_by_exec.clear()
+        self._events_by_art.clear()

@@ -3,7 +3,7 @@
 The queries (tfxp/metadata/lineage.py) say what ML Metadata holds; this module
 shapes their answers for people: a model's title, a run's facts for `tfxp runs
 diff` (tfxp/metadata/diff.py), and the lineage graphs `tfxp lineage --graph`
-draws (tfxp/metadata/graph.py). Text rendering is tfxp/metadata/render.py.
+draws (tfxp/presentation/graph.py). Text rendering is tfxp/cli/render.py.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from pipeline.node_ids import EVALUATOR, PUSHER, SCHEMA_IMPORTER, TRAINER, TRANSFORM, TUNER
-from tfxp.metadata.graph import Graph
 from tfxp.metadata.lineage import DataVersion, Lineage, ModelLineage, SpanLineage
 from tfxp.metadata.properties import prop
+from tfxp.presentation.graph import Graph
 
 
 def model_title(lineage: ModelLineage) -> str:
