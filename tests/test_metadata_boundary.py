@@ -64,3 +64,21 @@ def test_no_ml_metadata_query_outside_tfxp_metadata():
         for line, name in store_calls(f.read_text(), methods)
     ]
     assert found == [], "move these into a named function of tfxp/metadata/:\n" + "\n".join(found)
+
+
+def test_no_module_of_tfxp_imports_another_ones_private_name():
+    # A name one module needs from another is public there (e.g. event_key, become).
+    found = []
+    for f in sorted((ROOT / "tfxp").rglob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in (
+                "tfxp",
+                "pipeline",
+                "components",
+            ):
+                found += [
+                    f"{f.relative_to(ROOT)}:{node.lineno}: {a.name}"
+                    for a in node.names
+                    if a.name.startswith("_")
+                ]
+    assert found == []

@@ -126,7 +126,7 @@ def run_facts(lin: Lineage, run_id: str, *, with_metrics: bool = True) -> dict[s
     for node, key in ((TRANSFORM, "transform"), (TRAINER, "trainer")):
         ex = lin.run_execution(run_id, node)
         if ex is not None:
-            c = lin._component_facts(ex)
+            c = lin.component_facts(ex)
             facts["code"][key] = c.get("code_fingerprint")
             if node == TRAINER:
                 facts["hyperparameters"] = dict(c.get("hyperparameters") or {})

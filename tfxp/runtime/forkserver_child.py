@@ -1,6 +1,6 @@
 """The fork server's child: a forked process becomes the requested Python command.
 
-`_become` runs in the child right after the fork (tfxp/runtime/forkserver_loop.py):
+`become` runs in the child right after the fork (tfxp/runtime/forkserver_loop.py):
 its own session, the client's stdin/stdout/stderr, the request's cwd, environment
 and `sys.argv`, then the command runs as `__main__` and the process exits as
 `python` would, without the interpreter's teardown (see `exit_without_teardown`).
@@ -162,7 +162,7 @@ def _die_with(server_pid: int) -> None:
         os._exit(128 + signal.SIGKILL)
 
 
-def _become(
+def become(
     request: dict[str, Any], fds: list[int], keep_closed: list[int], server_pid: int | None
 ) -> None:
     """In the forked child: become the request's command (ended with the server

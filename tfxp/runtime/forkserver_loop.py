@@ -14,7 +14,7 @@ import socket
 import sys
 from collections.abc import Sequence
 
-from tfxp.runtime.forkserver_child import _become, parse_command
+from tfxp.runtime.forkserver_child import become, parse_command
 
 _MAX_REQUEST = 1 << 22  # argv + environment; a few KB in practice
 
@@ -88,7 +88,7 @@ def _start_child(
     if pid == 0:
         others = [c.fileno() for _, c in children.values()] + list(children)
         keep_closed = [listener.fileno(), conn.fileno(), 0, *others]
-        _become(request, fds, keep_closed, server_pid if kill_children else None)
+        become(request, fds, keep_closed, server_pid if kill_children else None)
     for fd in fds:
         os.close(fd)
     children[os.pidfd_open(pid)] = (pid, conn)

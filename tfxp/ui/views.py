@@ -262,7 +262,7 @@ def _anomalies(browser, lin, art) -> dict[str, Any]:
 
 def _model(browser, lin, art) -> dict[str, Any]:
     trainer = browser.trainer_of(lin, art.id)
-    facts = lin._component_facts(trainer) if trainer is not None else {}
+    facts = lin.component_facts(trainer) if trainer is not None else {}
     blessing = lin.blessing(art.id)
     return {
         "hyperparameters": facts.get("hyperparameters") or {},

@@ -164,8 +164,8 @@ class ModelQueries(LineageCore):
             reused_by_runs=reused,
             data=[self.data_version(a) for a in sorted(raw, key=lambda a: a.id)],
             schema=schema,
-            transform=self._component_facts(transform_exec),
-            trainer=self._component_facts(trainer_exec),
+            transform=self.component_facts(transform_exec),
+            trainer=self.component_facts(trainer_exec),
             blessing=self.blessing(model.id),
             metrics=self.metrics(model.id) if with_metrics else {},
             pushes=self.pushes(model.id),
@@ -249,7 +249,9 @@ class ModelQueries(LineageCore):
             ) from None
         return {k: round(v, 6) for k, v in sorted(found.items())}
 
-    def _component_facts(self, ex: pb.Execution | None) -> dict[str, Any]:
+    def component_facts(self, ex: pb.Execution | None) -> dict[str, Any]:
+        """What the execution recorded of its code and settings (code fingerprint,
+        hyperparameters, train/eval steps), for a model's lineage."""
         if ex is None:
             return {}
         config = _json(prop(ex, "custom_config")) or {}
