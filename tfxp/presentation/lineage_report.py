@@ -1,6 +1,6 @@
 """Lineage as reports: titles, diffable facts and graphs built from the queries' answers.
 
-The queries (tfxp/metadata/lineage.py) say what ML Metadata holds; this module
+The queries (tfxp/metadata/lineage/) say what ML Metadata holds; this module
 shapes their answers for people: a model's title, a run's facts for `tfxp runs
 diff` (tfxp/metadata/diff.py), and the lineage graphs `tfxp lineage --graph`
 draws (tfxp/presentation/graph.py). Text rendering is tfxp/cli/render.py.
