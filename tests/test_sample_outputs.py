@@ -85,3 +85,20 @@ def test_getting_started_describes_every_node(taxi):
     rows = re.findall(r"^\| ([^|]+) \|", text, flags=re.M)
     described = {name.split(" (")[0] for row in rows for name in row.split(", ")}
     assert nodes <= described
+
+
+def test_the_watchers_worked_example_runs_the_whole_pipeline(taxi):
+    nodes, metrics = taxi
+    page = ROOT / "docs" / "continuous.md"
+    watch = block_with(page, "$ cat /tmp/ct/ex/watch.out")
+    assert progress_counts(watch) == {len(nodes)}
+    # Span 1's run is shown whole: one progress line pair per node.
+    first = watch.split("span 1: trained")[0]
+    assert set(re.findall(r"\[\d+/\d+\] (\w+) \.\.\.", first)) == nodes
+    alerts = block_with(page, "pushed as champion")
+    first_alert = alerts.split("---")[1]
+    assert set(re.findall(r"^(\w+) -?[\d.]+$", first_alert, flags=re.M)) == metrics
+    lineage = block_with(page, "$ tfxp lineage model champion")
+    line = re.search(r"^  metrics +(.*)$", lineage, flags=re.M).group(1)
+    shown = set(re.findall(r"(\w+) -?[\d.]+", line))
+    assert {m for m in shown if not m.endswith("_diff")} == metrics
