@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 export TF_CPP_MIN_LOG_LEVEL ?= 3
 
-.PHONY: setup run test test-fast lint docs bench lock clean
+.PHONY: setup run test test-fast lint docs screenshots bench lock clean
 
 setup:
 	@scripts/setup.sh
@@ -39,6 +39,11 @@ MKDOCS := NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
 ## The docs site, built into site/ (open site/index.html).
 docs: setup
 	$(MKDOCS)
+
+## The console's screenshots in docs/images/, from four runs of `make run`'s pipeline
+## (under runs/screenshots/), taken by the browser test that walks the console (a few minutes).
+screenshots: setup
+	UPDATE_SCREENSHOTS=1 $(PY) -m pytest tests/e2e/test_ui_browser.py -k screenshots -p no:cacheprovider
 
 bench: setup
 	$(PY) benchmarks/taxi_vs_tfx_example.py $(ARGS)

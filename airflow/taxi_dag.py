@@ -43,7 +43,7 @@ from pipeline.config import PROJECT_ROOT, PipelineConfig  # noqa: E402
 from pipeline.datasets import dataset_config  # noqa: E402
 from pipeline.definition import AIRFLOW, create_pipeline  # noqa: E402
 from pipeline.overrides import pipeline_config  # noqa: E402
-from tfxp.local.preflight import preflight  # noqa: E402
+from tfxp.preflight import preflight  # noqa: E402
 from tfxp.runtime import beam_speedups  # noqa: E402
 
 ENV_PREFIX = "TFXP_"

@@ -79,10 +79,10 @@ def main() -> int:
     import ui_store
     from starlette.testclient import TestClient
 
-    from tfxp.metadata.browse import StoreBrowser
     from tfxp.metadata.lineage import Lineage
     from tfxp.metadata.store import location_from, open_store
     from tfxp.ui.app import create_app
+    from tfxp.ui.browse import StoreBrowser
 
     work = Path(args.work or tempfile.mkdtemp(prefix="ui-bench-"))
     store_path = work / "metadata.sqlite"

@@ -34,7 +34,7 @@ from kubeflow.spec_fixes import (
     retitle_custom_artifact_types,
     set_parameter_defaults,
 )
-from tfxp.local.preflight import PreflightError, preflight
+from tfxp.preflight import PreflightError, preflight
 
 
 class KubeflowCompileError(RuntimeError):

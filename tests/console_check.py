@@ -19,8 +19,8 @@ def check_console(location, datasets: dict[str, str] | None = None) -> dict[str,
     """Walks the console over `location` (a StoreLocation); returns run id -> the status
     the runs page shows (complete, failed, blocked, running). `datasets`: pipeline ->
     dataset name, for a dataset the console cannot find by itself."""
-    from tfxp.metadata.browse import StoreBrowser
     from tfxp.ui.app import create_app
+    from tfxp.ui.browse import StoreBrowser
 
     browser = StoreBrowser(location)
     browser.datasets.update(datasets or {})

@@ -17,7 +17,7 @@ from tfx.proto import example_gen_pb2
 from components.example_gen import arrow_csv, csv_ingest
 from pipeline.config import PROJECT_ROOT
 from pipeline.definition import load_schema, schema_column_types
-from tfxp.metadata import verify
+from tfxp.storage import verify
 
 EMBEDDED_CSV = PROJECT_ROOT / "data" / "taxi" / "span-1" / "data.csv"
 

@@ -9,17 +9,17 @@ from pathlib import Path
 import pytest
 
 from tfxp.cli import main as cli_main
+from tfxp.cli import render as R
 from tfxp.metadata import diff as D
-from tfxp.metadata import graph as G
 from tfxp.metadata import lineage as L
-from tfxp.metadata import lineage_report
-from tfxp.metadata import render as R
 from tfxp.metadata.store import (
     MetadataStoreError,
     StoreLocation,
     location_from,
     open_store,
 )
+from tfxp.presentation import graph as G
+from tfxp.presentation import lineage_report
 
 
 def _facts(**changes):

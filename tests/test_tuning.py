@@ -191,7 +191,7 @@ def test_the_taxi_and_tabular_trainers_define_their_search():
 
 
 def test_runs_show_lists_each_trial_best_first():
-    from tfxp.metadata.render import _trial_lines
+    from tfxp.cli.render import _trial_lines
 
     trials = [
         {"trial_id": "1", "score": 0.41, "learning_rate": 0.003, "hidden_units": "64,32"},

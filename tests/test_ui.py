@@ -17,9 +17,10 @@ from ml_metadata.proto import metadata_store_pb2 as pb
 from starlette.testclient import TestClient
 
 from tfxp import security
-from tfxp.metadata.browse import StoreBrowser, resolve_file
 from tfxp.metadata.store import location_from
 from tfxp.ui.app import create_app
+from tfxp.ui.browse import StoreBrowser
+from tfxp.ui.files import resolve_file
 
 LOCAL = "http://127.0.0.1"
 
@@ -59,7 +60,7 @@ def test_runs_page_lists_every_run_newest_first_with_status(ui):
 def test_runs_page_filters_and_pages(ui, store_dir, monkeypatch):
     assert "run-00000" not in ui.get("/?dataset=no-such-dataset").text
     assert 'data-run="run-00000"' in ui.get("/?pipeline=taxi").text
-    import tfxp.metadata.browse as browse
+    import tfxp.ui.browse as browse
 
     monkeypatch.setattr(browse, "PAGE_SIZE", 2)
     first, last = ui.get("/"), ui.get("/?page=3")

@@ -148,26 +148,11 @@ class Tagged:
     source_id: int
 
 
-def _root(data_root: str) -> str:
-    return data_root.rstrip("/") if "://" in data_root else os.path.abspath(data_root)
-
-
 def ingested_examples(store, config: PipelineConfig, span: int | None):
     """The newest LIVE Examples our ExampleGen wrote for `span` (None: any) of this data root."""
-    from ml_metadata.proto import metadata_store_pb2 as pb
+    from tfxp.metadata.examples import span_ingestions
 
-    from tfxp.metadata.properties import prop
-
-    root = _root(config.data_root)
-    found = [
-        a
-        for a in store.get_artifacts_by_type("Examples")
-        if (span is None or prop(a, "span") == span)
-        and prop(a, "window_spans") is None
-        and prop(a, "content_sha256") is not None
-        and _root(prop(a, "input_base") or "") == root
-        and a.state == pb.Artifact.LIVE
-    ]
+    found = span_ingestions(store, config.data_root, span)
     if not found:
         raise SpanError(
             f"span {span} of {config.data_root} was never ingested (no Examples in "

@@ -39,8 +39,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ml_metadata.proto import metadata_store_pb2 as pb
-
 from pipeline.config import PipelineConfig
 from pipeline.spans import PUBLISHED_MARKER, list_spans, member_glob
 from tfxp.local.runner import (
@@ -50,14 +48,11 @@ from tfxp.local.runner import (
     quiet_third_party,
     run_local,
 )
-from tfxp.metadata.properties import prop
+from tfxp.metadata.examples import newest_ingested_span
+from tfxp.metadata.watch_records import Handled, handled_spans, record_handled
 
-CONTEXT_TYPE = "tfxp_watch"
-EXECUTION_TYPE = "tfxp.SpanHandled"
 LOCK_FILE = ".watch.lock"
 TRAINED, BLOCKED, FAILED = "trained", "blocked", "failed"
-_INT_PROPS = ("span", "attempts")
-_STR_PROPS = ("data_root", "outcome", "run_id", "detail")
 
 Printer = Callable[[str], None]
 
@@ -77,15 +72,6 @@ class WatchOptions:
     # (None: none); `spans=False` only checks skew, never runs the pipeline.
     skew_every: float | None = None
     spans: bool = True
-
-
-@dataclass(frozen=True)
-class Handled:
-    span: int
-    outcome: str
-    run_id: str
-    attempts: int
-    detail: str
 
 
 # ---------------------------------------------------------------------------
@@ -111,13 +97,6 @@ def published_spans(config: PipelineConfig) -> list[int]:
     return sorted(found)
 
 
-def newest_ingested_span(store: Any) -> int | None:
-    """The newest span any run's ExampleGen ingested (Examples' `span`), or None."""
-    spans = [prop(a, "span") for a in store.get_artifacts_by_type("Examples")]
-    spans = [s for s in spans if s is not None]
-    return max(spans) if spans else None
-
-
 def next_span_ready(config: PipelineConfig, store: Any | None) -> int | None:
     """A published span newer than every ingested one (the one a run would take), or None.
 
@@ -130,66 +109,6 @@ def next_span_ready(config: PipelineConfig, store: Any | None) -> int | None:
         return None
     newest = newest_ingested_span(store) if store is not None else None
     return published[-1] if newest is None or published[-1] > newest else None
-
-
-def _types(store: Any) -> tuple[int, int]:
-    ctx_type = pb.ContextType(name=CONTEXT_TYPE)
-    ex_type = pb.ExecutionType(name=EXECUTION_TYPE)
-    for name in _INT_PROPS:
-        ex_type.properties[name] = pb.INT
-    for name in _STR_PROPS:
-        ex_type.properties[name] = pb.STRING
-    return store.put_context_type(ctx_type), store.put_execution_type(ex_type)
-
-
-def _context_name(config: PipelineConfig) -> str:
-    # One record set per pipeline and data root: another data root is other data.
-    return f"{config.pipeline_name}:{config.data_root.rstrip('/')}"
-
-
-def _context(store: Any, config: PipelineConfig, *, create: bool) -> pb.Context | None:
-    name = _context_name(config)
-    try:
-        found = store.get_context_by_type_and_name(CONTEXT_TYPE, name)
-    except Exception:  # noqa: BLE001 - the type is not registered yet
-        found = None
-    if found is not None or not create:
-        return found
-    ctx_type_id, _ = _types(store)
-    [ctx_id] = store.put_contexts([pb.Context(type_id=ctx_type_id, name=name)])
-    return store.get_contexts_by_id([ctx_id])[0]
-
-
-def handled_spans(store: Any, config: PipelineConfig) -> dict[int, Handled]:
-    """span -> its record (the first one, should two ever exist)."""
-    ctx = _context(store, config, create=False)
-    if ctx is None:
-        return {}
-    out: dict[int, Handled] = {}
-    for ex in sorted(store.get_executions_by_context(ctx.id), key=lambda e: e.id):
-        span = prop(ex, "span")
-        if span is not None and span not in out:
-            out[span] = Handled(
-                span,
-                prop(ex, "outcome") or "",
-                prop(ex, "run_id") or "",
-                prop(ex, "attempts") or 0,
-                prop(ex, "detail") or "",
-            )
-    return out
-
-
-def record_handled(store: Any, config: PipelineConfig, h: Handled) -> None:
-    ctx = _context(store, config, create=True)
-    _, ex_type_id = _types(store)
-    ex = pb.Execution(type_id=ex_type_id, last_known_state=pb.Execution.COMPLETE)
-    ex.properties["span"].int_value = h.span
-    ex.properties["attempts"].int_value = h.attempts
-    ex.properties["data_root"].string_value = config.data_root
-    ex.properties["outcome"].string_value = h.outcome
-    ex.properties["run_id"].string_value = h.run_id
-    ex.properties["detail"].string_value = h.detail[:2000]
-    store.put_execution(ex, [], [ctx])
 
 
 # ---------------------------------------------------------------------------

@@ -5,10 +5,12 @@ from __future__ import annotations
 import csv
 import itertools
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.config import PROJECT_ROOT, PipelineConfig
 from pipeline.datasets import dataset_config
+from tfxp.metadata.summary import RunSummary
 
 SAMPLE_ROWS = 3000
 EMBEDDED_CSV = PROJECT_ROOT / "data" / "taxi" / "span-1" / "data.csv"
@@ -21,6 +23,45 @@ def write_sample(data_root: Path, rows: int = SAMPLE_ROWS) -> Path:
     with EMBEDDED_CSV.open() as src, (span / "data.csv").open("w") as dst:
         dst.writelines(itertools.islice(src, rows + 1))
     return span / "data.csv"
+
+
+@dataclass
+class TaxiRuns:
+    config: PipelineConfig
+    first: RunSummary
+    cached: RunSummary
+    trainer_code_changed: RunSummary
+    retrained: RunSummary  # `--no-cache` on the first run's data, code and config
+
+    @property
+    def run_ids(self) -> list[str]:
+        """The four runs' ids, oldest first."""
+        runs = (self.first, self.cached, self.trainer_code_changed, self.retrained)
+        return [r.run_id for r in runs]
+
+
+def four_runs(config: PipelineConfig) -> TaxiRuns:
+    """Four runs of `config` on one store: fresh, unchanged (cached), trainer code
+    edited, and a `--no-cache` retrain of the first (same data, code, hyperparameters)."""
+    import pytest
+
+    import pipeline.definition as definition
+    from tfxp.local.runner import run_local
+
+    first = run_local(config, printer=lambda _: None)
+    cached = run_local(config, printer=lambda _: None)
+    real = definition.code_fingerprint
+
+    def edited(path: str, *args, **kwargs) -> str:
+        # Same effect as editing trainer/taxi/model.py: the run_fn's code hash changes.
+        value = real(path, *args, **kwargs)
+        return value[::-1] if path == config.run_fn else value
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(definition, "code_fingerprint", edited)
+        changed = run_local(config, printer=lambda _: None)
+    retrained = run_local(config.replace(enable_cache=False), printer=lambda _: None)
+    return TaxiRuns(config, first, cached, changed, retrained)
 
 
 def small_config(tmp: Path, **changes) -> PipelineConfig:

@@ -208,7 +208,7 @@ def test_changed_bytes_are_refused_before_and_inside_the_run(dvc_runs, capsys, m
         assert f"span 1 at {span1.parent} is not v1 any more" in err
         # Past the pre-run check (as when the files change after an Airflow DAG was parsed),
         # ExampleGen itself refuses the bytes.
-        import tfxp.local.preflight as preflight
+        import tfxp.preflight as preflight
 
         monkeypatch.setattr(preflight, "check_spans", lambda config: [])
         argv = ["run", "--data-version", "v1", "--to-node", "CsvExampleGen"]

@@ -167,9 +167,9 @@ def _watch_skew(loop, capsys) -> str:
 def _console(config):
     from starlette.testclient import TestClient
 
-    from tfxp.metadata.browse import StoreBrowser
     from tfxp.metadata.store import location_from
     from tfxp.ui.app import create_app
+    from tfxp.ui.browse import StoreBrowser
 
     browser = StoreBrowser(location_from(run_dir=config.run_dir))
     return TestClient(create_app(browser), base_url="http://127.0.0.1")

@@ -4,14 +4,19 @@ A user's path over the shared taxi runs (tests/e2e/conftest.py: a fresh run,
 a cached rerun, a trainer-code change, a --no-cache retrain): the runs page, a
 run with its graph and a cached node, the evaluation, lineage from the pushed
 model to its span, two runs compared; no JavaScript error on any page. And a
-category value that is markup shows as text. UPDATE_SCREENSHOTS=1 saves each
-main page to docs/images/ui-<page>.png.
+category value that is markup shows as text. On every run page walked, the graph
+draws exactly the pipeline's nodes (pipeline/definition.py's).
+
+`make screenshots` (UPDATE_SCREENSHOTS=1) runs the same walk over four runs of
+`make run`'s own pipeline (the embedded taxi data, the default config, under
+runs/screenshots/) and saves each main page to docs/images/ui-<page>.png.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import socket
 import threading
 import time
@@ -21,6 +26,7 @@ from pathlib import Path
 import pytest
 import ui_store
 from browser import console_errors, new_driver
+from e2e_support import TaxiRuns, four_runs
 
 from pipeline.config import PROJECT_ROOT
 
@@ -32,9 +38,9 @@ def serving(run_dir: Path) -> Iterator[str]:
     """uvicorn serving the console over `run_dir` on a free loopback port: its address."""
     import uvicorn
 
-    from tfxp.metadata.browse import StoreBrowser
     from tfxp.metadata.store import location_from
     from tfxp.ui.app import create_app
+    from tfxp.ui.browse import StoreBrowser
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -148,14 +154,48 @@ def test_datasets_page_shows_a_spans_dvc_origin(tmp_path: Path):
 @pytest.mark.slow  # four whole pipeline runs (shared) and a real browser
 @pytest.mark.timeout(1500)
 def test_a_users_path_through_the_console(taxi_runs):
-    t = taxi_runs
-    runs = [t.first.run_id, t.cached.run_id, t.trainer_code_changed.run_id, t.retrained.run_id]
+    walk(taxi_runs)
+
+
+@pytest.mark.slow  # four whole runs of the full taxi pipeline and a real browser
+@pytest.mark.timeout(1800)
+@pytest.mark.skipif(not SCREENSHOTS, reason="`make screenshots` runs it (UPDATE_SCREENSHOTS=1)")
+def test_screenshots_of_make_runs_pipeline():
+    """The docs' screenshots: `make run`'s pipeline (default config, embedded taxi data),
+    run four times into runs/screenshots/ (made afresh, so only these runs show)."""
+    from pipeline.overrides import pipeline_config
+
+    run_dir = PROJECT_ROOT / "runs" / "screenshots"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    walk(four_runs(pipeline_config("taxi", run_dir=str(run_dir))))
+
+
+def pipeline_nodes(config) -> set[str]:
+    """The node ids pipeline/definition.py builds for `config`."""
+    from pipeline.definition import create_pipeline
+
+    return {c.id for c in create_pipeline(config).components}
+
+
+def graph_nodes(driver) -> set[str]:
+    """The node ids a run page's graph draws (each box's first line)."""
+    return set(
+        driver.execute_script(
+            "return Array.from(document.querySelectorAll('svg.graph g.node'))"
+            ".map(g => g.querySelector('text.node-title').textContent.trim())"
+        )
+    )
+
+
+def walk(t: TaxiRuns) -> None:
+    """The user's path over four taxi runs on one store."""
     with serving(Path(t.config.run_dir)) as base:
-        walk(base, *runs)
+        _walk(base, pipeline_nodes(t.config), *t.run_ids)
 
 
-def walk(base: str, first: str, cached: str, code_changed: str, retrained: str) -> None:
-    """The user's path over the four shared taxi runs (their ids, oldest first)."""
+def _walk(
+    base: str, nodes: set[str], first: str, cached: str, code_changed: str, retrained: str
+) -> None:
     from selenium.webdriver.common.by import By
 
     driver = new_driver()
@@ -174,6 +214,8 @@ def walk(base: str, first: str, cached: str, code_changed: str, retrained: str) 
         assert not console_errors(driver)
         assert driver.find_elements(By.CSS_SELECTOR, "svg.graph g.state-cached"), "no cached node"
         assert driver.find_element(By.ID, "gate-decision").text in ("PASS", "WARN")
+        # The graph is the pipeline's: no node missing, none extra.
+        assert graph_nodes(driver) == nodes
         _screenshot(driver, "run")
 
         # The evaluation: click the graph's Evaluator box, then its ModelEvaluation.
@@ -190,6 +232,8 @@ def walk(base: str, first: str, cached: str, code_changed: str, retrained: str) 
 
         # Lineage: from the pushed model back to its span.
         _open(driver, base + f"/run?pipeline=taxi&id={first}")
+        _wait(driver, "svg.graph")
+        assert graph_nodes(driver) == nodes
         driver.find_element(By.ID, "model-link").click()
         pushed = driver.find_element(
             By.XPATH, "//section[@id='model']//a[starts-with(text(), 'version')]"

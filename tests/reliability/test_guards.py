@@ -19,7 +19,8 @@ import pytest
 
 from pipeline.config import PROJECT_ROOT, PipelineConfig
 from pipeline.datasets import dataset_config
-from tfxp.local.run_guard import RunGuardError, check_locations, run_lock
+from tfxp.local.run_guard import run_lock
+from tfxp.preflight import PreflightError, check_locations
 
 
 def _config(tmp: Path) -> PipelineConfig:
@@ -31,7 +32,7 @@ def test_corrupt_metadata_store_fails_before_any_work(tmp_path):
     config = _config(tmp_path)
     os.makedirs(config.run_dir)
     Path(config.metadata_path).write_bytes(os.urandom(4096))
-    with pytest.raises(RunGuardError, match="unreadable.*move it aside"):
+    with pytest.raises(PreflightError, match="unreadable.*move it aside"):
         check_locations(config)
     assert sorted(os.listdir(config.run_dir)) == ["metadata.sqlite"]
 
@@ -40,7 +41,7 @@ def test_empty_metadata_file_is_reported(tmp_path):
     config = _config(tmp_path)
     os.makedirs(config.run_dir)
     Path(config.metadata_path).write_bytes(b"")
-    with pytest.raises(RunGuardError, match="empty"):
+    with pytest.raises(PreflightError, match="empty"):
         check_locations(config)
 
 
@@ -49,7 +50,7 @@ def test_run_dir_that_cannot_be_created_is_reported(tmp_path):
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("x")
     config = PipelineConfig(run_dir=str(blocker / "run"))
-    with pytest.raises(RunGuardError, match=r"run directory .*not-a-dir/run is not writable"):
+    with pytest.raises(PreflightError, match=r"run directory .*not-a-dir/run is not writable"):
         check_locations(config)
 
 

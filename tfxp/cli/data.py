@@ -30,6 +30,7 @@ from pipeline.spans import SpanError, list_spans
 from tfxp.cli.common import store_location
 from tfxp.cli.data_dvc import add_dvc_flags, register_tag
 from tfxp.metadata import sources
+from tfxp.metadata.examples import examples_ingested_from
 from tfxp.metadata.lineage import Lineage, ModelUse
 from tfxp.metadata.properties import prop
 from tfxp.metadata.store import (
@@ -67,23 +68,6 @@ class SpanRow:
 
 # ---------------------------------------------------------------------------
 # ML Metadata lineage.
-
-
-def _ingested_examples(store, input_base: str) -> list:
-    """LIVE Examples our ExampleGen wrote from `input_base` (older ones: any base)."""
-    from ml_metadata.proto import metadata_store_pb2
-
-    found = []
-    for a in store.get_artifacts_by_type("Examples"):
-        if prop(a, "span") is None or prop(a, "window_spans") is not None:
-            continue
-        base = prop(a, "input_base")
-        if base is not None and os.path.abspath(base) != os.path.abspath(input_base):
-            continue
-        if a.state != metadata_store_pb2.Artifact.LIVE:
-            continue
-        found.append(a)
-    return found
 
 
 def _ingestion(lineage: Lineage, artifact) -> Ingestion:
@@ -157,7 +141,7 @@ def describe_dataset(
     except LineageError:  # no run of this pipeline in the store yet
         return rows
     by_key: dict[tuple[int, int | None], list] = {}
-    for a in _ingested_examples(store, config.data_root):
+    for a in examples_ingested_from(store, config.data_root):
         by_key.setdefault((prop(a, "span"), prop(a, "version")), []).append(a)
     for row in rows:
         arts = sorted(by_key.get((row.span, row.version), []), key=lambda a: a.id)

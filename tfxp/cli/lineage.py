@@ -20,7 +20,7 @@ from tfxp.cli.common import add_store_query_flags, open_lineage, printed, standa
 
 
 def _graph(args: argparse.Namespace, graph, details: str) -> str:
-    from tfxp.metadata.graph import write_graph
+    from tfxp.presentation.graph import write_graph
 
     path = write_graph(graph, args.graph, details)
     return f"graph: {path}"
@@ -29,9 +29,9 @@ def _graph(args: argparse.Namespace, graph, details: str) -> str:
 def _with_graph(args: argparse.Namespace, as_dict: dict, graph, text: str) -> str:
     """The command's output (table or --json), plus the --graph file's note.
 
-    `graph` builds the drawing (tfxp/metadata/lineage_report.py), only when --graph asks.
+    `graph` builds the drawing (tfxp/presentation/lineage_report.py), only when --graph asks.
     """
-    from tfxp.metadata.render import dumps
+    from tfxp.cli.render import dumps
 
     out = dumps(as_dict) if args.json else text
     if args.graph:
@@ -45,8 +45,8 @@ def _with_graph(args: argparse.Namespace, as_dict: dict, graph, text: str) -> st
 
 
 def cmd_lineage_model(args: argparse.Namespace) -> str:
-    from tfxp.metadata.lineage_report import model_graph
-    from tfxp.metadata.render import render_model
+    from tfxp.cli.render import render_model
+    from tfxp.presentation.lineage_report import model_graph
 
     lin = open_lineage(args)
     model = lin.resolve_model(args.model)
@@ -57,8 +57,8 @@ def cmd_lineage_model(args: argparse.Namespace) -> str:
 
 
 def cmd_lineage_data(args: argparse.Namespace) -> str:
-    from tfxp.metadata.lineage_report import span_graph
-    from tfxp.metadata.render import render_span
+    from tfxp.cli.render import render_span
+    from tfxp.presentation.lineage_report import span_graph
 
     lin = open_lineage(args, args.dataset)
     result = lin.span_lineage(args.span, args.version)
@@ -66,7 +66,7 @@ def cmd_lineage_data(args: argparse.Namespace) -> str:
 
 
 def cmd_lineage_scored(args: argparse.Namespace) -> str:
-    from tfxp.metadata.render import dumps
+    from tfxp.cli.render import dumps
     from tfxp.metadata.scorings import render_scorings, scorings_or_error
 
     found = scorings_or_error(open_lineage(args), args.span)

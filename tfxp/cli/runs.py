@@ -31,7 +31,7 @@ def _verdicts(lin, runs) -> dict[int, tuple[bool, bool]]:
 def cmd_runs_list(args: argparse.Namespace) -> str:
     import dataclasses
 
-    from tfxp.metadata.render import dumps, render_runs
+    from tfxp.cli.render import dumps, render_runs
 
     lin = open_lineage(args)
     runs = lin.list_runs()
@@ -50,8 +50,8 @@ def cmd_runs_list(args: argparse.Namespace) -> str:
 def cmd_runs_show(args: argparse.Namespace) -> str:
     import dataclasses
 
-    from tfxp.metadata.lineage_report import run_facts
-    from tfxp.metadata.render import dumps, render_run
+    from tfxp.cli.render import dumps, render_run
+    from tfxp.presentation.lineage_report import run_facts
 
     lin = open_lineage(args)
     run_id = lin.resolve_run(args.run)
@@ -65,9 +65,9 @@ def cmd_runs_show(args: argparse.Namespace) -> str:
 
 
 def cmd_runs_diff(args: argparse.Namespace) -> str:
+    from tfxp.cli.render import dumps, render_diff
     from tfxp.metadata.diff import diff_report
-    from tfxp.metadata.lineage_report import run_facts
-    from tfxp.metadata.render import dumps, render_diff
+    from tfxp.presentation.lineage_report import run_facts
 
     lin = open_lineage(args)
     a, b = lin.resolve_run(args.a), lin.resolve_run(args.b)

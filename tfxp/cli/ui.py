@@ -36,8 +36,8 @@ def _import_tfma() -> None:
 def cmd_ui(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from tfxp.metadata.browse import StoreBrowser
     from tfxp.ui.app import create_app, is_loopback, new_token
+    from tfxp.ui.browse import StoreBrowser
 
     try:
         location = location_from_args(args, args.run_dir or _default_run_dir())

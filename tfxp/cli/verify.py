@@ -11,14 +11,15 @@ from tfxp.cli.common import add_config_flags, config_from_args, store_location
 def cmd_verify(args: argparse.Namespace) -> int:
     import json
 
+    from tfxp.metadata.examples import examples_artifacts, recorded_counts
     from tfxp.metadata.store import MetadataStoreError, open_store
-    from tfxp.metadata.verify import examples_artifacts, verify_artifact
+    from tfxp.storage.verify import verify_artifact
 
     config = config_from_args(args)
     try:
         store = open_store(store_location(args, config))
         artifacts = examples_artifacts(store, args.artifact_ids)
-        reports = [verify_artifact(store, a) for a in artifacts]
+        reports = [verify_artifact(a.id, a.uri, recorded_counts(store, a.id)) for a in artifacts]
     except (MetadataStoreError, ValueError) as e:
         print(f"ERROR: {e}", file=sys.stderr)
         return 1

@@ -21,9 +21,9 @@ from pipeline.config import PipelineConfig
 from pipeline.node_ids import VALIDATION_GATE
 from tfxp import alerts
 from tfxp.local import notify
-from tfxp.local.preflight import PreflightError, preflight
 from tfxp.local.run_guard import run_lock
 from tfxp.local.warm_workers import warm_workers
+from tfxp.preflight import PreflightError, preflight
 
 Printer = Callable[[str], None]
 
@@ -468,16 +468,20 @@ def _diagnose_corrupt_input(
     try:
         from tfx.orchestration import metadata
 
-        from tfxp.metadata.verify import diagnose_inputs
+        from tfxp.metadata.examples import failed_execution_examples, recorded_counts
+        from tfxp.storage.verify import verify_artifact
 
         connection = connection_config or metadata.sqlite_metadata_connection_config(
             config.metadata_path
         )
         with metadata.Metadata(connection) as m:
-            ctx = m.store.get_context_by_type_and_name("pipeline_run", run_id)
-            executions = m.store.get_executions_by_context(ctx.id) if ctx else []
-            failed = [e for e in executions if e.last_known_state == e.FAILED]
-            lines = diagnose_inputs(m.store, failed[-1].id) if failed else []
+            lines = [
+                f"Examples artifact {art.id}, shard {shard.path}: {shard.error}"
+                for art in failed_execution_examples(m.store, run_id)
+                for shard in verify_artifact(
+                    art.id, art.uri, recorded_counts(m.store, art.id)
+                ).bad_shards
+            ]
     except Exception as e:  # the diagnosis must never hide the original error
         return f"\n  (could not check the input shards: {e})"
     if not lines:

@@ -26,7 +26,7 @@ from typing import Any
 
 from ml_metadata.proto import metadata_store_pb2 as pb
 
-from tfxp.metadata.properties import prop
+from tfxp.metadata.properties import event_key, prop
 from tfxp.metadata.store import LineageError
 
 CONTEXT_TYPE = "tfxp_model_registry"
@@ -85,13 +85,6 @@ def _key_path(key: str) -> pb.Event.Path:
     path.steps.add().key = key
     path.steps.add().index = 0
     return path
-
-
-def _event_key(event: pb.Event) -> str:
-    for step in event.path.steps:
-        if step.HasField("key"):
-            return step.key
-    return ""
 
 
 def _types(store: Any) -> tuple[int, int]:
@@ -167,7 +160,7 @@ def _changes_of(store: Any, executions: list[pb.Execution]) -> list[AliasChange]
         return []
     by_exec: dict[int, dict[str, int]] = {e.id: {} for e in executions}
     for ev in store.get_events_by_execution_ids(list(by_exec)):
-        by_exec[ev.execution_id][_event_key(ev)] = ev.artifact_id
+        by_exec[ev.execution_id][event_key(ev)] = ev.artifact_id
     out = []
     for ex in sorted(executions, key=lambda e: e.id):
         keys = by_exec[ex.id]

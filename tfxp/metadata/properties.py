@@ -1,5 +1,5 @@
 """The one reader of ML Metadata properties (an artifact's or execution's value as
-Python) and of an execution's outputs."""
+Python), of an event's key and of an execution's outputs."""
 
 from __future__ import annotations
 
@@ -41,3 +41,11 @@ def output_artifacts(store: Any, execution_id: int) -> list:
     events = store.get_events_by_execution_ids([execution_id])
     ids = [e.artifact_id for e in events if e.type == metadata_store_pb2.Event.OUTPUT]
     return store.get_artifacts_by_id(ids) if ids else []
+
+
+def event_key(event: Any) -> str:
+    """The key an event's artifact is in (its input or output name), or ''."""
+    for step in event.path.steps:
+        if step.HasField("key"):
+            return step.key
+    return ""

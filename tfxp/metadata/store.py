@@ -241,5 +241,31 @@ def open_store(location: StoreLocation, *, create: bool = False, writable: bool 
     return store
 
 
+def check_sqlite_store(path: str) -> None:
+    """An existing SQLite file at `path` opens read-write as an ML Metadata store (as a
+    run opens it), or MetadataStoreError saying what to do. No file is fine: a run makes it."""
+    if not os.path.exists(path):
+        return
+    if os.path.getsize(path) == 0:
+        raise MetadataStoreError(
+            f"ML Metadata store {path} is empty (0 bytes), probably from an interrupted "
+            "creation; delete it to start a new store"
+        )
+    from ml_metadata.metadata_store import metadata_store
+    from ml_metadata.proto import metadata_store_pb2
+
+    cfg = metadata_store_pb2.ConnectionConfig()
+    cfg.sqlite.filename_uri = path
+    cfg.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READWRITE
+    try:
+        metadata_store.MetadataStore(cfg).get_context_types()
+    except Exception as e:  # MLMD raises RuntimeError/errors.* for corrupt files
+        raise MetadataStoreError(
+            f"ML Metadata store {path} is unreadable ({_first_line(e)[:160]}); restore it from "
+            "a backup, or move it aside to start a new store (the lineage of earlier runs "
+            "is in that file)"
+        ) from None
+
+
 class LineageError(RuntimeError):
     """A question ML Metadata cannot answer as asked; the message says what to do."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tfxp.storage.storage import _s3_client, split_uri
+from tfxp.storage.storage import s3_client, split_uri
 
 COMMIT_ID = re.compile(r"^[0-9a-f]{64}$")
 COMMIT_HEADERS = ("x-lakefs-commit",)
@@ -65,5 +65,5 @@ def bucket_ref(data_root: str, probe: str | None = None, client=None) -> BucketR
     commit = ""
     if probe is not None:
         bucket, key = split_uri(probe)
-        commit = commit_reported((client or _s3_client()).head_object(Bucket=bucket, Key=key))
+        commit = commit_reported((client or s3_client()).head_object(Bucket=bucket, Key=key))
     return BucketRef(repo, ref, ref, commit, "endpoint" if commit else "")

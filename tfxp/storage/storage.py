@@ -219,7 +219,7 @@ def _with_deadline(fn: Callable[[], None], seconds: float, what: str) -> None:
         raise outcome[0]
 
 
-def _s3_client():
+def s3_client():
     import boto3
     from botocore.config import Config
 
@@ -282,7 +282,7 @@ def _check_s3(loc: Location) -> None:
     prepare_s3_environment()
 
     def probe() -> None:
-        client = _s3_client()
+        client = s3_client()
         client.head_bucket(Bucket=bucket)
         if loc.write:
             # Proves write and delete permission where the pipeline will write.
@@ -456,7 +456,7 @@ def upload_span(
     nbytes = sum(os.path.getsize(f) for f in files)
     if kind == "s3":
         prepare_s3_environment()
-        client = _s3_client()
+        client = s3_client()
         try:
             created = _ensure_s3_bucket(client, loc, create_bucket)
             number = span or max(_s3_span_numbers(client, bucket, prefix), default=0) + 1

@@ -27,8 +27,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from tfxp.metadata.browse import StoreBrowser
 from tfxp.security import LOOPBACK_NAMES, is_loopback, new_token, token_matches
+from tfxp.ui.browse import StoreBrowser
 
 __all__ = ["LOOPBACK_NAMES", "create_app", "is_loopback", "new_token", "token_matches"]
 

@@ -1,6 +1,6 @@
 """The console's pages: runs, a run, executions, artifacts, lineage, compare, datasets, serving.
 
-Every handler asks `tfxp.metadata.browse.StoreBrowser` (the metadata layer) and
+Every handler asks `tfxp.ui.browse.StoreBrowser` (the metadata layer) and
 hands plain values to a Jinja2 template; nothing here queries ML Metadata
 itself. Handlers are plain functions that Starlette runs in its thread pool;
 each holds the browser's lock while it reads (`_one_at_a_time`): ML Metadata's
@@ -21,15 +21,11 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, Response
 from starlette.routing import Route
 
-from tfxp.metadata.browse import (
-    StoreBrowser,
-    artifact_files,
-    property_items,
-    resolve_file,
-)
-from tfxp.metadata.lineage_report import model_graph, run_facts, span_graph
 from tfxp.metadata.store import LineageError, MetadataStoreError
+from tfxp.presentation.lineage_report import model_graph, run_facts, span_graph
 from tfxp.ui import views
+from tfxp.ui.browse import StoreBrowser
+from tfxp.ui.files import artifact_files, property_items, resolve_file
 
 
 def _browser(request: Request) -> StoreBrowser:

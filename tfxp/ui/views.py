@@ -1,4 +1,4 @@
-"""What the templates draw: graphs laid out by tfxp.metadata.graph, charts as plotly
+"""What the templates draw: graphs laid out by tfxp.presentation.graph, charts as plotly
 figure JSON, and the per-type details of an artifact page."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from typing import Any
 from ml_metadata.proto import metadata_store_pb2 as pb
 
 from pipeline.node_ids import EVALUATOR, PUSHER
-from tfxp.metadata.browse import StoreBrowser
-from tfxp.metadata.graph import Graph, layout
 from tfxp.metadata.lineage import Lineage, RunInfo
 from tfxp.metadata.properties import prop
+from tfxp.presentation.graph import Graph, layout
+from tfxp.ui.browse import StoreBrowser
 
 # -- formatting ------------------------------------------------------------------
 
@@ -262,7 +262,7 @@ def _anomalies(browser, lin, art) -> dict[str, Any]:
 
 def _model(browser, lin, art) -> dict[str, Any]:
     trainer = browser.trainer_of(lin, art.id)
-    facts = lin._component_facts(trainer) if trainer is not None else {}
+    facts = lin.component_facts(trainer) if trainer is not None else {}
     blessing = lin.blessing(art.id)
     return {
         "hyperparameters": facts.get("hyperparameters") or {},

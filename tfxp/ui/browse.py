@@ -1,10 +1,11 @@
 """Browsing a store: what the console (`tfxp ui`) shows, answered through `Lineage`.
 
 A `StoreBrowser` keeps one `Lineage` per pipeline and builds it again only when
-the store changed (the newest execution or context moved), so a page over a
-store of a thousand runs reads only what it shows. Everything here is a query
-of ML Metadata's own API or a read of a file under an artifact's URI; nothing
-writes.
+the store changed (the newest execution or context moved:
+tfxp/metadata/store_changes.py), so a page over a store of a thousand runs reads
+only what it shows. Every question goes to tfxp/metadata/ (the queries) or reads
+a file under an artifact's URI; nothing writes. The files an artifact holds, and
+which of them a page may serve, are tfxp/ui/files.py's.
 """
 
 from __future__ import annotations
@@ -18,9 +19,15 @@ from typing import Any
 from ml_metadata.proto import metadata_store_pb2 as pb
 
 from pipeline.node_ids import EXAMPLE_GENS, TRAINER, VALIDATION_GATE
-from tfxp.metadata.lineage import Lineage, RunInfo, _event_key
-from tfxp.metadata.properties import prop
+from tfxp.metadata.lineage import Lineage, RunInfo
+from tfxp.metadata.properties import event_key, prop
 from tfxp.metadata.store import LineageError, StoreLocation, open_store
+from tfxp.metadata.store_changes import (
+    artifact_and_events,
+    executions_since,
+    pipeline_names,
+    store_version,
+)
 
 _EVENT_KIND = {
     pb.Event.INPUT: "input",
@@ -30,7 +37,6 @@ _EVENT_KIND = {
 }
 PAGE_SIZE = 50  # runs per page of the runs page
 SPANS_WITH_MODELS = 20  # spans on the datasets page whose models are listed
-BATCH = 500  # ids per ML Metadata call when reading many at once
 
 
 @dataclass
@@ -67,13 +73,6 @@ def dataset_of_pipelines() -> dict[str, str]:
     return out
 
 
-def _prop_items(node: Any) -> list[tuple[str, Any]]:
-    from tfxp.metadata.properties import prop as read
-
-    keys = sorted(set(node.properties) | set(node.custom_properties))
-    return [(k, read(node, k)) for k in keys]
-
-
 class StoreBrowser:
     """Read-only questions the console asks, one store, every pipeline in it."""
 
@@ -96,21 +95,6 @@ class StoreBrowser:
             self._store = open_store(self.location)
         return self._store
 
-    def _store_version(self) -> tuple:
-        """Cheap: the newest execution (by update time) and the newest context."""
-        from ml_metadata.metadata_store import metadata_store as ms
-
-        newest = ms.ListOptions(limit=1, order_by=ms.OrderByField.UPDATE_TIME, is_asc=False)
-        execs = self.store.get_executions(list_options=newest)
-        contexts = self.store.get_contexts(
-            list_options=ms.ListOptions(limit=1, order_by=ms.OrderByField.ID, is_asc=False)
-        )
-        e = execs[0] if execs else None
-        return (
-            (e.id, e.last_update_time_since_epoch, e.last_known_state) if e else None,
-            contexts[0].id if contexts else None,
-        )
-
     def refresh(self) -> None:
         """Bring the cached runs up to date if a run wrote to the store since the last look.
 
@@ -118,7 +102,7 @@ class StoreBrowser:
         component, a state going from RUNNING to COMPLETE), added to each pipeline's
         Lineage; the cached events are dropped (a new run reads old artifacts too)."""
         with self.lock:
-            version = self._store_version()
+            version = store_version(self.store)
             if version == self._version:
                 return
             since = self._version[0][1] if self._version and self._version[0] else None
@@ -126,34 +110,13 @@ class StoreBrowser:
             if since is None or not self._lineages:
                 self._lineages.clear()
                 return
-            changed = self._executions_since(since)
+            changed = executions_since(self.store, since)
             for lin in self._lineages.values():
-                absorb(lin, changed)
-
-    def _executions_since(self, since_ms: int) -> list[tuple[pb.Execution, str | None, str | None]]:
-        """(execution, node context name, pipeline_run context name) of every execution
-        updated at or after `since_ms`."""
-        from ml_metadata.metadata_store import metadata_store as ms
-
-        kinds = {t.id: t.name for t in self.store.get_context_types()}
-        query = f"last_update_time_since_epoch >= {int(since_ms)}"
-        out = []
-        for ex in self.store.get_executions(list_options=ms.ListOptions(filter_query=query)):
-            names = {
-                kinds.get(c.type_id): c.name for c in self.store.get_contexts_by_execution(ex.id)
-            }
-            node, run = names.get("node"), names.get("pipeline_run")
-            if node is None and names.get("run") and prop(ex, "component_id"):
-                # TFX's legacy launcher (Airflow): see Lineage._add_legacy_runs.
-                pipeline = names.get("pipeline", "")
-                node = f"{pipeline}.{prop(ex, 'component_id')}"
-                run = names["run"].removeprefix(pipeline + ".")
-            out.append((ex, node, run))
-        return out
+                lin.absorb(changed)
 
     def pipelines(self) -> list[str]:
         with self.lock:
-            return sorted(c.name for c in self.store.get_contexts_by_type("pipeline"))
+            return pipeline_names(self.store)
 
     def lineage(self, pipeline: str) -> Lineage:
         with self.lock:
@@ -195,7 +158,7 @@ class StoreBrowser:
             page = min(max(1, page), pages)
             chosen = refs[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
             for name in {n for _, n, _ in chosen}:
-                prefetch(self.lineage(name), [r for _, n, r in chosen if n == name])
+                self.lineage(name).prefetch([r for _, n, r in chosen if n == name])
             rows = [self.run_row(name, run) for _, name, run in chosen]
             return Page(rows, len(refs), page, pages)
 
@@ -330,10 +293,9 @@ class StoreBrowser:
     def find_artifact(self, artifact_id: int) -> tuple[Lineage, pb.Artifact]:
         """The artifact and a Lineage of a pipeline that wrote or read it."""
         with self.lock:
-            found = self.store.get_artifacts_by_id([artifact_id])
-            if not found:
+            artifact, events = artifact_and_events(self.store, artifact_id)
+            if artifact is None:
                 raise LineageError(f"no artifact {artifact_id} in {self.location.describe()}")
-            events = self.store.get_events_by_artifact_ids([artifact_id])
             names = self.pipelines()
             for name in names:
                 lin = self.lineage(name)
@@ -356,7 +318,7 @@ class StoreBrowser:
                     "run": lin.run_of.get(ev.execution_id),
                     "state": lin.state(ex) if ex is not None else "?",
                     "kind": _EVENT_KIND.get(ev.type, "?"),
-                    "key": _event_key(ev),
+                    "key": event_key(ev),
                 }
             )
         return sorted(out, key=lambda e: (e["kind"] != "output", e["execution_id"]))
@@ -373,7 +335,7 @@ class StoreBrowser:
                         "artifact_id": a.id,
                         "type": lin.type_of(a),
                         "kind": _EVENT_KIND.get(ev.type, "?"),
-                        "key": _event_key(ev),
+                        "key": event_key(ev),
                         "uri": a.uri,
                     }
                 )
@@ -403,7 +365,7 @@ class StoreBrowser:
         if ex is None or lin.node_of.get(ex.id) != node:
             return None
         for ev in lin.events_of_executions([ex.id])[ex.id]:
-            if _EVENT_KIND.get(ev.type) == "input" and _event_key(ev) == "model":
+            if _EVENT_KIND.get(ev.type) == "input" and event_key(ev) == "model":
                 return ev.artifact_id
         return None
 
@@ -415,7 +377,7 @@ class StoreBrowser:
         """Every ingested span of a pipeline, newest first: its data versions, and for
         the newest `with_models` spans the models trained on it (each costs a lineage
         query per model; older spans link to their lineage page instead)."""
-        prefetch(lin, list(lin.runs))
+        lin.prefetch(list(lin.runs))
         # What span_examples() asks per span with a filter query, from the ExampleGens'
         # outputs already read: one query fewer per span.
         by_span: dict[int, dict[int, pb.Artifact]] = {}
@@ -443,7 +405,7 @@ class StoreBrowser:
     def metric_series(self, lin: Lineage) -> dict[str, list[dict[str, Any]]]:
         """metric -> [{run, span(s), value}] over the pipeline's runs, oldest first."""
         series: dict[str, list[dict[str, Any]]] = {}
-        prefetch(lin, list(lin.runs))
+        lin.prefetch(list(lin.runs))
         for run in lin.runs:
             info = lin.run_info(run)
             if info.model_id is None:
@@ -460,89 +422,3 @@ class StoreBrowser:
                     }
                 )
         return series
-
-
-def prefetch(lin: Lineage, run_ids: list[str]) -> None:
-    """Reads the events and output artifacts of these runs' executions, and the events
-    of the models among them, in a few batched calls: what `run_info`, `blessing` and
-    `pushes` then ask one run at a time is already in the Lineage's caches."""
-    from ml_metadata.proto import metadata_store_pb2 as pb_
-
-    execs = [e.id for r in run_ids for e in lin.runs.get(r, [])]
-    for i in range(0, len(execs), BATCH):
-        lin.events_of_executions(execs[i : i + BATCH])
-    events = lin.events_of_executions(execs)
-    outputs = sorted(
-        {ev.artifact_id for evs in events.values() for ev in evs if ev.type == pb_.Event.OUTPUT}
-    )
-    for i in range(0, len(outputs), BATCH):
-        lin.artifacts(outputs[i : i + BATCH])
-    models = [a.id for a in lin.artifacts(outputs) if lin.type_of(a) == "Model"]
-    for i in range(0, len(models), BATCH):
-        lin.events_of_artifacts(models[i : i + BATCH])
-
-
-def absorb(lin: Lineage, changed: list[tuple[pb.Execution, str | None, str | None]]) -> None:
-    """Adds new and updated executions to `lin`'s runs, in place: (execution, its node
-    context's name, its pipeline_run context's name).
-
-    Keeps what `Lineage.__init__` builds (executions, node_of, run_of, runs in id
-    order, runs ordered by their first execution) as if it were built now, without
-    reading every run's executions again; drops the cached events, which new
-    executions add to (a new run reads old artifacts too).
-    """
-    prefix = lin.pipeline + "."
-    for ex, node, run_id in changed:
-        if not node or not node.startswith(prefix) or not run_id:
-            continue
-        lin.executions[ex.id] = ex
-        lin.node_of[ex.id] = node[len(prefix) :]
-        lin.run_of[ex.id] = run_id
-        execs = [e for e in lin.runs.get(run_id, []) if e.id != ex.id] + [ex]
-        lin.runs[run_id] = sorted(execs, key=lambda e: e.id)
-    lin.runs = dict(sorted(lin.runs.items(), key=lambda kv: kv[1][0].id))
-    lin._events_by_exec.clear()
-    lin._events_by_art.clear()
-
-
-def property_items(node: Any) -> list[tuple[str, Any]]:
-    """Every property and custom property of an artifact or execution, sorted by name."""
-    return _prop_items(node)
-
-
-def artifact_files(uri: str, limit: int = 200) -> list[tuple[str, int]]:
-    """(path relative to the artifact's URI, bytes) of the files under it, first `limit`."""
-    out: list[tuple[str, int]] = []
-    if "://" in uri or not os.path.isdir(uri):
-        if os.path.isfile(uri):
-            return [("", os.path.getsize(uri))]
-        return out
-    for root, dirs, files in os.walk(uri):
-        dirs.sort()
-        for name in sorted(files):
-            full = os.path.join(root, name)
-            try:
-                size = os.path.getsize(full)
-            except OSError:
-                continue
-            out.append((os.path.relpath(full, uri), size))
-            if len(out) >= limit:
-                return out
-    return out
-
-
-def resolve_file(folder: str, relative: str) -> str | None:
-    """The real path of the file `relative` under `folder`, or None if it would leave it.
-
-    `..`, absolute paths and symlinks that point outside the folder are refused,
-    so a link planted in a run directory cannot serve /etc/passwd."""
-    if "://" in folder or not relative or "\x00" in relative:
-        return None
-    parts = relative.replace("\\", "/").split("/")
-    if relative.startswith("/") or any(p in ("..", "") for p in parts):
-        return None
-    base = os.path.realpath(folder)
-    target = os.path.realpath(os.path.join(folder, *parts))
-    if not target.startswith(base.rstrip(os.sep) + os.sep):
-        return None
-    return target if os.path.isfile(target) else None

@@ -10,6 +10,10 @@ In order, each failing with a message that says what to do:
    existing SQLite store is readable (`local_dirs=True`).
 Kubeflow compiles for a cluster, so it checks what the image bakes in (schema,
 data layout, settings) and not this machine's directories or buckets.
+
+The locations come first and cost seconds: a bad one fails before Beam or
+TensorFlow do anything and leaves nothing half-created. Runners (local, Airflow,
+Kubeflow) all read this module; it imports no runner's code.
 """
 
 from __future__ import annotations
@@ -19,12 +23,42 @@ import os
 from components.validation.checks import ValidationConfigError, load_settings
 from pipeline.config import PipelineConfig
 from pipeline.spans import SpanError, check_spans
-from tfxp.local.run_guard import RunGuardError, check_locations
+from tfxp.metadata.store import MetadataStoreError, check_sqlite_store
 from tfxp.storage.storage import StorageError, check_remote_locations
 
 
 class PreflightError(RuntimeError):
     """The run cannot start; the message names the problem and the fix."""
+
+
+def _writable_dir(path: str, what: str) -> None:
+    if "://" in path:
+        return  # remote locations are checked by the filesystem plugin on first write
+    try:
+        os.makedirs(path, exist_ok=True)
+        probe = os.path.join(path, f".write-test-{os.getpid()}")
+        with open(probe, "w") as f:
+            f.write("ok")
+        os.remove(probe)
+    except OSError as e:
+        raise PreflightError(
+            f"{what} {path} is not writable ({e.strerror}); choose another with --run-dir "
+            "or fix its permissions"
+        ) from None
+
+
+def check_locations(config: PipelineConfig, *, check_sqlite_store_file: bool = True) -> None:
+    """The run, pipeline-root and serving directories are writable, and an existing
+    SQLite ML Metadata file opens (PreflightError otherwise)."""
+    # The store first: a corrupt store must not leave new empty folders behind.
+    if check_sqlite_store_file:
+        try:
+            check_sqlite_store(config.metadata_path)
+        except MetadataStoreError as e:
+            raise PreflightError(str(e)) from None
+    _writable_dir(config.local_dir, "run directory")
+    _writable_dir(config.pipeline_root, "pipeline root")
+    _writable_dir(config.serving_dir, "serving directory")
 
 
 def preflight(
@@ -47,6 +81,6 @@ def preflight(
             check_spans(config)
         load_settings(config.validation_file).with_warn_only(config.warn_only)
         if local_dirs:
-            check_locations(config, check_sqlite_store=sqlite_store)
-    except (StorageError, SpanError, ValidationConfigError, RunGuardError) as e:
+            check_locations(config, check_sqlite_store_file=sqlite_store)
+    except (StorageError, SpanError, ValidationConfigError) as e:
         raise PreflightError(str(e)) from None

@@ -14,7 +14,7 @@ from tfxp.metadata.lineage import (
     RunInfo,
     SpanLineage,
 )
-from tfxp.metadata.lineage_report import model_title
+from tfxp.presentation.lineage_report import model_title
 
 
 def _short(value: Any) -> str:

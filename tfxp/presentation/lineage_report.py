@@ -1,9 +1,9 @@
 """Lineage as reports: titles, diffable facts and graphs built from the queries' answers.
 
-The queries (tfxp/metadata/lineage.py) say what ML Metadata holds; this module
+The queries (tfxp/metadata/lineage/) say what ML Metadata holds; this module
 shapes their answers for people: a model's title, a run's facts for `tfxp runs
 diff` (tfxp/metadata/diff.py), and the lineage graphs `tfxp lineage --graph`
-draws (tfxp/metadata/graph.py). Text rendering is tfxp/metadata/render.py.
+draws (tfxp/presentation/graph.py). Text rendering is tfxp/cli/render.py.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from pipeline.node_ids import EVALUATOR, PUSHER, SCHEMA_IMPORTER, TRAINER, TRANSFORM, TUNER
-from tfxp.metadata.graph import Graph
 from tfxp.metadata.lineage import DataVersion, Lineage, ModelLineage, SpanLineage
 from tfxp.metadata.properties import prop
+from tfxp.presentation.graph import Graph
 
 
 def model_title(lineage: ModelLineage) -> str:
@@ -126,7 +126,7 @@ def run_facts(lin: Lineage, run_id: str, *, with_metrics: bool = True) -> dict[s
     for node, key in ((TRANSFORM, "transform"), (TRAINER, "trainer")):
         ex = lin.run_execution(run_id, node)
         if ex is not None:
-            c = lin._component_facts(ex)
+            c = lin.component_facts(ex)
             facts["code"][key] = c.get("code_fingerprint")
             if node == TRAINER:
                 facts["hyperparameters"] = dict(c.get("hyperparameters") or {})

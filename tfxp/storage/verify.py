@@ -2,7 +2,9 @@
 
 Used by `tfxp verify` and by the runner to name the corrupt shard when a
 component fails on its input (TensorFlow's own error, e.g. "Error -3 while
-decompressing data", names neither the file nor the artifact).
+decompressing data", names neither the file nor the artifact). Which artifacts
+to check, and the counts StatisticsGen recorded, come from
+tfxp/metadata/examples.py.
 """
 
 from __future__ import annotations
@@ -11,10 +13,6 @@ import glob
 import os
 import re
 from dataclasses import asdict, dataclass, field
-
-from ml_metadata.proto import metadata_store_pb2
-
-EXAMPLE_TYPES = ("Examples",)
 
 
 @dataclass
@@ -125,68 +123,18 @@ def _split_of(uri: str, path: str) -> str:
     return folder.removeprefix("Split-")
 
 
-def _recorded_counts(store, artifact_id: int) -> dict[str, int]:
-    """num_examples per split from the StatisticsGen run that consumed this artifact."""
-    from tensorflow_metadata.proto.v0 import statistics_pb2
-
-    events = store.get_events_by_artifact_ids([artifact_id])
-    consumers = {e.execution_id for e in events if e.type == metadata_store_pb2.Event.INPUT}
-    counts: dict[str, int] = {}
-    for ex_events in [store.get_events_by_execution_ids([x]) for x in consumers]:
-        outs = [e.artifact_id for e in ex_events if e.type == metadata_store_pb2.Event.OUTPUT]
-        for art in store.get_artifacts_by_id(outs):
-            if store.get_artifact_types_by_id([art.type_id])[0].name != "ExampleStatistics":
-                continue
-            for stats_file in glob.glob(os.path.join(art.uri, "Split-*", "FeatureStats.pb")):
-                split = os.path.basename(os.path.dirname(stats_file)).removeprefix("Split-")
-                stats = statistics_pb2.DatasetFeatureStatisticsList()
-                with open(stats_file, "rb") as f:
-                    stats.ParseFromString(f.read())
-                if stats.datasets:
-                    counts[split] = int(stats.datasets[0].num_examples)
-            if counts:
-                return counts
-    return counts
-
-
-def verify_artifact(store, artifact: metadata_store_pb2.Artifact) -> ArtifactReport:
-    report = ArtifactReport(artifact.id, artifact.uri)
+def verify_artifact(artifact_id: int, uri: str, expected: dict[str, int]) -> ArtifactReport:
+    """Reads every shard under an Examples artifact's `uri`; `expected`: records per split
+    as StatisticsGen counted them (tfxp.metadata.examples.recorded_counts)."""
+    report = ArtifactReport(artifact_id, uri, expected=dict(expected))
     shards = sorted(
         p
-        for p in glob.glob(os.path.join(artifact.uri, "**", "*"), recursive=True)
+        for p in glob.glob(os.path.join(uri, "**", "*"), recursive=True)
         if os.path.isfile(p) and not os.path.basename(p).startswith(".")
     )
     for path in shards:
         shard = check_shard(path)
         report.shards.append(shard)
-        split = _split_of(artifact.uri, path)
+        split = _split_of(uri, path)
         report.counted[split] = report.counted.get(split, 0) + shard.records
-    report.expected = _recorded_counts(store, artifact.id)
     return report
-
-
-def examples_artifacts(store, ids: list[int] | None = None) -> list[metadata_store_pb2.Artifact]:
-    arts = [a for t in EXAMPLE_TYPES for a in store.get_artifacts_by_type(t)]
-    if ids:
-        known = {a.id: a for a in arts}
-        missing = [i for i in ids if i not in known]
-        if missing:
-            raise ValueError(
-                f"no Examples artifact with id {missing} in this store; "
-                f"known ids: {sorted(known) or 'none'}"
-            )
-        return [known[i] for i in ids]
-    return arts
-
-
-def diagnose_inputs(store, execution_id: int) -> list[str]:
-    """Corrupt shards among the inputs of a failed execution, as readable lines."""
-    events = store.get_events_by_execution_ids([execution_id])
-    inputs = [e.artifact_id for e in events if e.type == metadata_store_pb2.Event.INPUT]
-    lines = []
-    for art in store.get_artifacts_by_id(inputs):
-        if store.get_artifact_types_by_id([art.type_id])[0].name not in EXAMPLE_TYPES:
-            continue
-        for shard in verify_artifact(store, art).bad_shards:
-            lines.append(f"Examples artifact {art.id}, shard {shard.path}: {shard.error}")
-    return lines
