@@ -91,7 +91,7 @@ def evaluate_once(executor_class, model, examples, config, out: Path, baseline=N
     from tfx.utils import proto_utils
 
     from components import evaluation
-    from pipeline.definition import eval_config, slice_rules
+    from pipeline.eval_config import eval_config, slice_rules
 
     evaluation_artifact = standard_artifacts.ModelEvaluation()
     evaluation_artifact.uri = str(out / "evaluation")

@@ -161,7 +161,7 @@ def test_imbalanced_multiclass_label_gets_per_class_metrics_and_suggested_weight
     import tensorflow_model_analysis as tfma
 
     from components.fast_eval import executor
-    from pipeline.definition import eval_config
+    from pipeline.eval_config import eval_config
 
     evaluation = eval_config(config)
     names = {m.class_name for spec in evaluation.metrics_specs for m in spec.metrics}
