@@ -129,11 +129,20 @@ def _blessing_metric(config: PipelineConfig) -> tfma.MetricConfig:
     applies a plain `threshold` to every slice; the per-slice rules are the
     dataset file's `slicing:` (checked by components/slicing), so with slices
     the overall thresholds are pinned to the overall slice."""
-    metric = config.thresholds.metric
+    metric, settings = config.thresholds.metric, ""
+    if macro_balanced_accuracy(config):
+        # Multiclass balanced accuracy is each class's recall averaged over the
+        # classes (scikit-learn's definition; for two classes it is TFMA's
+        # BalancedAccuracy): TFMA's Recall, macro-averaged by its spec, under the
+        # name the dataset file gives so that every reader finds it.
+        metric, settings = "Recall", f'"name": "{metric_name(MACRO_BALANCED_ACCURACY)}"'
     if config.slicing is None:
-        return tfma.MetricConfig(class_name=metric, threshold=_overall_threshold(config))
+        return tfma.MetricConfig(
+            class_name=metric, config=settings, threshold=_overall_threshold(config)
+        )
     return tfma.MetricConfig(
         class_name=metric,
+        config=settings,
         per_slice_thresholds=[
             tfma.PerSliceMetricThreshold(
                 slicing_specs=[tfma.SlicingSpec()], threshold=_overall_threshold(config)
@@ -142,8 +151,35 @@ def _blessing_metric(config: PipelineConfig) -> tfma.MetricConfig:
     )
 
 
+# A multiclass label's `metric: BalancedAccuracy` (tfxp init writes it for an
+# imbalanced one): TFMA's BalancedAccuracy is binary only.
+MACRO_BALANCED_ACCURACY = "BalancedAccuracy"
+
+
+def macro_balanced_accuracy(config: PipelineConfig) -> bool:
+    return config.thresholds.metric == MACRO_BALANCED_ACCURACY and task(config) == "multiclass"
+
+
+def _blessing_specs(config: PipelineConfig) -> list[tfma.MetricsSpec]:
+    """The blessing metric's own spec when it is a macro average: TFMA averages over
+    the classes given as class weights (all 1: each class counts the same), and a
+    spec that also binarized would put the threshold on every class's recall."""
+    if not macro_balanced_accuracy(config):
+        return []
+    classes = range(num_classes(config))
+    return [
+        tfma.MetricsSpec(
+            metrics=[_blessing_metric(config)],
+            aggregate=tfma.AggregationOptions(
+                macro_average=True, class_weights={c: 1.0 for c in classes}
+            ),
+        )
+    ]
+
+
 def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
     t = config.thresholds
+    blessing = [] if macro_balanced_accuracy(config) else [_blessing_metric(config)]
     return tfma.EvalConfig(
         model_specs=[
             tfma.ModelSpec(
@@ -161,9 +197,10 @@ def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
                 metrics=[
                     tfma.MetricConfig(class_name="ExampleCount"),
                     *(tfma.MetricConfig(class_name=m) for m in t.extra_metrics),
-                    _blessing_metric(config),
+                    *blessing,
                 ]
             ),
+            *_blessing_specs(config),
             *_error_rate_specs(config),
             *_per_class_specs(config),
         ],

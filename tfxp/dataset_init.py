@@ -519,8 +519,9 @@ def dataset_yaml(inferred: Inferred, data_root: str | None) -> str:
             f"  upper_bound: {bound}",
             "  extra_metrics: [MeanAbsoluteError]",
         ]
-    elif inferred.class_weights and inferred.task == "binary":
-        lines += init_inference.imbalanced_evaluation_lines(inferred)
+    elif inferred.class_weights:
+        classes = len(inferred.class_weights)
+        lines += init_inference.imbalanced_evaluation_lines(inferred, classes)
     else:
         metric = "BinaryAccuracy" if inferred.task == "binary" else "SparseCategoricalAccuracy"
         extra = "[AUC]" if inferred.task == "binary" else "[]"
@@ -531,8 +532,6 @@ def dataset_yaml(inferred: Inferred, data_root: str | None) -> str:
             f"  lower_bound: {_round_up(inferred.majority)}",
             f"  extra_metrics: {extra}",
         ]
-        if inferred.class_weights:
-            lines.append("  per_class: true  # each class's recall and precision-recall AUC")
     return "\n".join(lines + _slicing_lines(inferred)) + "\n"
 
 
