@@ -45,7 +45,6 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "e2e"))  # the e2e tests' sklearn tables
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 ACCURACY_POINTS = 0.01  # ours may be at most 1 point of accuracy below the anchor
@@ -145,7 +144,7 @@ def write_imbalanced(path: Path) -> None:
 
 def _e2e_table(name: str) -> Callable[[Path], None]:
     def write(path: Path) -> None:
-        from test_tabular_e2e import write_table
+        from data.tables import write_table
 
         write_table(name, path)
 
@@ -153,7 +152,7 @@ def _e2e_table(name: str) -> Callable[[Path], None]:
 
 
 def _cars_table(path: Path) -> None:
-    from test_cars_e2e import write_cars
+    from data.tables import write_cars
 
     write_cars(path)
 
