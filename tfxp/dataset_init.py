@@ -36,7 +36,7 @@ from pipeline.datasets import (
     feature_name,
 )
 from tfxp import init_inference
-from tfxp.model_choice import choose_model, model_lines
+from tfxp.model_choice import MLP_BATCH_SIZE, choose_model, mlp_batch_size, model_lines
 
 # Columns with at most this many distinct integers are categories (vocabulary), not numbers.
 CATEGORICAL_INT_MAX = 20
@@ -47,7 +47,7 @@ MULTICLASS_MAX = 50
 # after 65 (the small tower overfits a small table); wine and breast cancer lose nothing.
 TRAIN_EPOCHS = 15
 MIN_TRAIN_STEPS, MAX_TRAIN_STEPS = 50, 5000
-DEFAULT_BATCH_SIZE = 64
+DEFAULT_BATCH_SIZE = MLP_BATCH_SIZE
 INIT_MARK = "written by `tfxp init`"  # in the dataset files --force may rewrite
 
 
@@ -466,6 +466,7 @@ def _significant(x: float) -> float:
 
 def dataset_yaml(inferred: Inferred, data_root: str | None) -> str:
     q = _yaml_str
+    batch = mlp_batch_size(inferred.rows)
     lines = [
         f"# Dataset file of {inferred.name!r}, {INIT_MARK} from {inferred.rows} rows.",
         f"# Edit it, not code: `tfxp run --dataset {inferred.name}` reads it on every run.",
@@ -501,10 +502,10 @@ def dataset_yaml(inferred: Inferred, data_root: str | None) -> str:
     lines += [
         "",
         f"# About {TRAIN_EPOCHS} passes over the training split (2/3 of the rows).",
-        f"train_steps: {train_steps(inferred.rows)}",
+        f"train_steps: {train_steps(inferred.rows, batch)}",
         "eval_steps: 5",
     ]
-    lines += model_lines(*_model_choice(inferred), DEFAULT_BATCH_SIZE)  # tfxp/model_choice.py
+    lines += model_lines(*_model_choice(inferred), batch)  # tfxp/model_choice.py
     lines += [
         "",
         "# When the Evaluator blesses a model (and so the Pusher pushes it).",
