@@ -195,7 +195,7 @@ def _use_model(dataset_file: Path, model: str, rows: int) -> None:
     (and train steps) `tfxp init` writes for it."""
     import yaml
 
-    from tfxp.dataset_init import train_steps
+    from tfxp.init_yaml import train_steps
     from tfxp.model_choice import GBT_HYPERPARAMETERS, MLP_HYPERPARAMETERS, mlp_batch_size
 
     raw = yaml.safe_load(dataset_file.read_text())

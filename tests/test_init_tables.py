@@ -65,7 +65,7 @@ def test_ids_by_share_and_by_look():
 
 
 def test_keys_are_ids_before_they_are_text():
-    from tfxp.dataset_init import Column
+    from tfxp.init_profile import Column
 
     col = Column("ref", "ref", values=[str(uuid.uuid4()) for _ in range(40)], distinct=40)
     assert ii.table_treatment(col, 40)

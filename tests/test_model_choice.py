@@ -11,7 +11,7 @@ import pytest
 from pipeline.datasets import DATASET_PATH_ENV, GENERIC_RUN_FN, load_dataset_file
 from pipeline.models import GBT_RUN_FN
 from tfxp.dataset_init import run_init
-from tfxp.dataset_init import train_steps
+from tfxp.init_yaml import train_steps
 from tfxp.model_choice import (
     GBT_MIN_ROWS,
     GBT_MIN_ROWS_IMBALANCED,

@@ -186,7 +186,7 @@ def class_weights(counts: dict[str, int]) -> dict[str, float] | None:
 
 
 def table_treatment(col, rows: int) -> bool:
-    """Sets a date, timestamp or text treatment on `col` (tfxp.dataset_init.Column), or
+    """Sets a date, timestamp or text treatment on `col` (tfxp.init_profile.Column), or
     excludes an id; False if none applies."""
     found = date_format(col.name, col.values, col.kind)
     if found:
