@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.datasets import DATASET_PATH_ENV, feature_name, load_dataset_file
+from pipeline.datasets import DATASET_PATH_ENV, load_dataset_file
+from pipeline.headers import feature_name
 from tfxp.dataset_init import InitError, run_init
 from tfxp.init_profile import check_files, infer
 

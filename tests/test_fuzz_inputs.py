@@ -157,7 +157,8 @@ def _load(text: str):
 
 
 def _known_keys() -> list[str]:
-    from pipeline.datasets import _FEATURE_KEYS, _KEYS
+    from pipeline.dataset_sections import FEATURE_KEYS as _FEATURE_KEYS
+    from pipeline.datasets import _KEYS
 
     return sorted(_KEYS) + [f"features.d.{k}" for k in sorted(_FEATURE_KEYS)]
 

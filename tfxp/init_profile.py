@@ -7,11 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.datasets import (
-    TASKS,
-    VALID_FEATURE_NAME,
-    feature_name,
-)
+from pipeline.dataset_sections import TASKS
+from pipeline.headers import VALID_FEATURE_NAME, feature_name
 from tfxp import init_inference
 
 # Columns with at most this many distinct integers are categories (vocabulary), not numbers.

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipeline.datasets import TASKS
+from pipeline.dataset_sections import TASKS
 from tfxp import dataset_init
 
 
