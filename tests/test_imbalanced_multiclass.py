@@ -137,3 +137,24 @@ def test_the_fast_path_computes_it_as_tfma_and_blesses_only_the_good_model(table
     # The majority model's accuracy (about 0.6) would pass an accuracy floor of the
     # majority share rounded down; its balanced accuracy is 0.25 at most.
     assert ok == {"good": True, "majority": False}
+
+
+def test_run_summaries_read_the_macro_average_by_its_name(table, tmp_path):
+    """TFMA's own writers and loader (as the Evaluator leaves them): the summary every
+    command prints reads the aggregated metric as `balanced_accuracy`, the name the
+    blessing reports, not TFMA's "macro_average: true\\n_balanced_accuracy"."""
+    from tfxp.metadata.summary import read_eval_metrics
+
+    config = _defaults(eval_config(_config(table)))
+    rng = np.random.default_rng(9)
+    labels = rng.choice(len(SHARES), 300, p=list(SHARES.values()))
+    predictions = _models(rng, labels)["good"]
+    columns = {"": metrics.Columns(labels.astype(np.float64), predictions)}
+    sliced = metrics.slice_metrics(metrics.computations(config), columns, None, ())
+    executor.write_results(str(tmp_path), config, [None], executor.Evaluated([sliced], {(): 300}))
+    read = read_eval_metrics(str(tmp_path))
+    key = metric_types.MetricKey(
+        "balanced_accuracy", aggregation_type=metric_types.AggregationType(macro_average=True)
+    )
+    assert read["balanced_accuracy"] == pytest.approx(sliced[1][key], abs=1e-9)
+    assert not any("\n" in name for name in read)
