@@ -114,10 +114,8 @@ def create_pipeline(
     transform, tuner, trainer = _training(config, training_examples, schema_importer)
     # Nothing trains on data the gate blocked: it raises, so Transform never starts.
     transform.add_upstream_node(validation_gate)
-    baseline_resolver = _baseline_resolver(trainer, orchestrator)
-    evaluator, serving_check, pusher = release.nodes(
-        config, example_gen, trainer, baseline_resolver
-    )
+    baseline = _baseline_resolver(trainer, orchestrator)
+    evaluator, serving_check, pusher = release.nodes(config, example_gen, trainer, baseline)
     model_card = release.model_card(
         config,
         example_gen=example_gen,
@@ -143,7 +141,7 @@ def create_pipeline(
             transform,
             *tuner,
             trainer,
-            baseline_resolver,
+            baseline,
             evaluator,
             *([serving_check] if serving_check else []),
             pusher,
