@@ -131,10 +131,13 @@ def _blessing_metric(config: PipelineConfig) -> tfma.MetricConfig:
     the overall thresholds are pinned to the overall slice."""
     metric, settings = config.thresholds.metric, ""
     if macro_balanced_accuracy(config):
-        # Multiclass balanced accuracy is each class's recall averaged over the
-        # classes (scikit-learn's definition; for two classes it is TFMA's
-        # BalancedAccuracy): TFMA's Recall, macro-averaged by its spec, under the
-        # name the dataset file gives so that every reader finds it.
+        # Balanced accuracy is each class's recall averaged over the classes (for
+        # two classes, TFMA's BalancedAccuracy): TFMA's Recall, macro-averaged by
+        # its spec, under the name the dataset file gives so that every reader
+        # finds it. A class's recall counts its examples given it a probability
+        # over 0.5, which with many classes and spread probabilities is stricter
+        # than argmax; TFMA 0.47 cannot macro-average top-1 recall (its average
+        # looks up per-class keys without the top_k).
         metric, settings = "Recall", f'"name": "{metric_name(MACRO_BALANCED_ACCURACY)}"'
     if config.slicing is None:
         return tfma.MetricConfig(
