@@ -43,7 +43,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 PATH = "/v1/models/taxi:predict"
@@ -210,8 +209,7 @@ def floor(model_dir: str, example: bytes, batch: int, seconds: float) -> dict:
 
 def pushed_model(args) -> tuple[str, str, Path]:
     """(run dir, champion's model dir, a CSV of rows to send); runs a small pipeline if needed."""
-    from e2e_support import small_config, write_sample
-
+    from data.tables import small_config, write_sample
     from pipeline.datasets import dataset_config
     from tfxp import registry
 

@@ -34,14 +34,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# The project is importable through its editable install (put first, its kubeflow/
-# would shadow the installed `kubeflow` namespace TFX imports); the e2e helpers are not.
-sys.path.append(str(ROOT / "tests" / "e2e"))
+# The project (data.tables included) is importable through its editable install.
 
 
 def _prepare(work: Path, rows: int):
-    from e2e_support import small_config, write_sample
-
+    from data.tables import small_config, write_sample
     from tfxp.local.runner import run_local
 
     write_sample(work / "sample")
@@ -91,7 +88,7 @@ def evaluate_once(executor_class, model, examples, config, out: Path, baseline=N
     from tfx.utils import proto_utils
 
     from components import evaluation
-    from pipeline.definition import eval_config, slice_rules
+    from pipeline.eval_config import eval_config, slice_rules
 
     evaluation_artifact = standard_artifacts.ModelEvaluation()
     evaluation_artifact.uri = str(out / "evaluation")
@@ -153,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="slicing-cost-"))
     try:
         print(f"set-up: training a taxi model, generating and ingesting {args.rows:,} rows ...")
-        from e2e_support import small_config
+        from data.tables import small_config
 
         model_uri, split, config = _prepare(work, args.rows)
         eval_rows = sum(

@@ -45,7 +45,6 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "e2e"))  # the e2e tests' sklearn tables
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 ACCURACY_POINTS = 0.01  # ours may be at most 1 point of accuracy below the anchor
@@ -145,7 +144,7 @@ def write_imbalanced(path: Path) -> None:
 
 def _e2e_table(name: str) -> Callable[[Path], None]:
     def write(path: Path) -> None:
-        from test_tabular_e2e import write_table
+        from data.tables import write_table
 
         write_table(name, path)
 
@@ -153,7 +152,7 @@ def _e2e_table(name: str) -> Callable[[Path], None]:
 
 
 def _cars_table(path: Path) -> None:
-    from test_cars_e2e import write_cars
+    from data.tables import write_cars
 
     write_cars(path)
 
@@ -191,19 +190,22 @@ def _tfxp(home: Path, *args: str) -> str:
     return out.getvalue()
 
 
-def _use_model(dataset_file: Path, model: str) -> None:
-    """The dataset file switched to `model` with the hyperparameters `tfxp init` writes for it."""
+def _use_model(dataset_file: Path, model: str, rows: int) -> None:
+    """The dataset file of a `rows`-row table switched to `model` with the hyperparameters
+    (and train steps) `tfxp init` writes for it."""
     import yaml
 
-    from tfxp.dataset_init import DEFAULT_BATCH_SIZE
-    from tfxp.model_choice import GBT_HYPERPARAMETERS, MLP_HYPERPARAMETERS
+    from tfxp.init_yaml import train_steps
+    from tfxp.model_choice import GBT_HYPERPARAMETERS, MLP_HYPERPARAMETERS, mlp_batch_size
 
     raw = yaml.safe_load(dataset_file.read_text())
     raw["model"] = model
+    batch = mlp_batch_size(rows)
+    raw["train_steps"] = train_steps(rows, batch)
     raw["hyperparameters"] = (
         dict(GBT_HYPERPARAMETERS)
         if model == "gbt"
-        else {"batch_size": DEFAULT_BATCH_SIZE, **MLP_HYPERPARAMETERS}
+        else {"batch_size": batch, **MLP_HYPERPARAMETERS}
     )
     dataset_file.write_text(yaml.safe_dump(raw, sort_keys=False))
 
@@ -317,9 +319,9 @@ def bench_table(table: Table, tmp: Path) -> dict:
     ours = "gbt" if config.run_fn.endswith(".gbt.run_fn") else "mlp"
     runs = {ours: _run(config)}
     other = "mlp" if ours == "gbt" else "gbt"
-    _use_model(home / name / "dataset.yaml", other)
-    runs[other] = _run(dataset_config(name).replace(run_dir=str(tmp / "run")))
     splits = split_rows(config.pipeline_root)
+    _use_model(home / name / "dataset.yaml", other, sum(len(r) for r in splits.values()))
+    runs[other] = _run(dataset_config(name).replace(run_dir=str(tmp / "run")))
     anchors, anchor_seconds = anchor_score(
         splits, config.tabular.features, config.label_key, table.task
     )

@@ -283,7 +283,7 @@ class PipelineConfig:
     image: ImageOptions | None = None
     # The SavedModel signature the Evaluator feeds serialized tf.Examples to.
     eval_signature: str = "serving_default"
-    # The generic tabular trainer's options (pipeline.datasets.TabularOptions), or None.
+    # The generic tabular trainer's options (pipeline.dataset_sections.TabularOptions), or None.
     tabular: Any = None
     # Multi-worker training on a managed cluster: custom_config entries of
     # TFX's Vertex AI Trainer (`ai_platform_training_args` with its

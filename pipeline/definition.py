@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
-import os
 from typing import Any
 
-import tensorflow_model_analysis as tfma
 from tfx.components import ExampleValidator, StatisticsGen, Trainer, Transform, Tuner
 from tfx.dsl.components.base import executor_spec
 from tfx.dsl.components.common.resolver import Resolver
@@ -18,17 +15,14 @@ from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import (
 )
 from tfx.orchestration import metadata
 from tfx.orchestration import pipeline as tfx_pipeline
-from tfx.proto import example_gen_pb2, pusher_pb2, range_config_pb2, trainer_pb2
+from tfx.proto import example_gen_pb2, range_config_pb2, trainer_pb2
 from tfx.types import Channel, standard_artifacts
 
-from components import atomic_pusher, evaluation
 from components.baseline_resolver import BaselineModelStrategy
-from components.batch_inference.component import BatchInference
 from components.example_gen.csv_example_gen import checked_csv_example_gen
 from components.example_gen.image_example_gen import image_example_gen
 from components.fast_stats import executor as fast_statistics
 from components.fast_transform import executor as fast_transform
-from components.model_card.component import ModelCard
 from components.schema_importer import (
     CuratedSchemaImporter,
     file_sha256,
@@ -36,9 +30,6 @@ from components.schema_importer import (
     schema_column_types,
     schema_nan_free_columns,
 )
-from components.serving_check.component import ServingCheck
-from components.slicing.evaluator import Evaluator as SlicedEvaluator
-from components.slicing.rules import SliceRules, metric_name
 from components.span_window import SpanWindowExamples, SpanWindowStrategy
 from components.validation.checks import load_settings
 from components.validation.gate import (
@@ -46,6 +37,7 @@ from components.validation.gate import (
     ValidationGate,
 )
 from components.validation.serving_data import serving_cache_key
+from pipeline import release
 from pipeline.beam import in_process_override
 from pipeline.config import PipelineConfig, serving_log_dir
 from pipeline.fingerprint import code_fingerprint, defines
@@ -70,168 +62,7 @@ from pipeline.node_ids import (  # noqa: F401 - the ids are the definition's voc
     VALIDATION_GATE,
     example_gen_id,
 )
-from pipeline.spans import inference_span, input_pattern
-
-
-def _value_threshold(t) -> tfma.GenericValueThreshold:
-    # A ceiling for error metrics (regression's RMSE), else a floor (accuracy, AUC).
-    if t.upper_bound is not None:
-        return tfma.GenericValueThreshold(upper_bound={"value": t.upper_bound})
-    return tfma.GenericValueThreshold(lower_bound={"value": t.lower_bound})
-
-
-def task(config: PipelineConfig) -> str:
-    """binary, multiclass or regression: what the per-slice error rates can be."""
-    if config.tabular is not None:
-        return config.tabular.task
-    if config.image is not None or config.thresholds.metric.startswith("SparseCategorical"):
-        return "multiclass"
-    if config.thresholds.upper_bound is not None:
-        return "regression"
-    return "binary"
-
-
-def num_classes(config: PipelineConfig) -> int:
-    if config.tabular is not None:
-        return len(config.tabular.classes)
-    if config.image is not None:
-        return len(config.image.class_names)
-    return 2
-
-
-# Fairness Indicators' per-slice error rates, by TFMA's names: the false
-# positive rate (fall-out, metric `fall_out`) and false negative rate (miss
-# rate, `miss_rate`) at threshold 0.5.
-ERROR_RATES = ("FallOut", "MissRate")
-
-
-def slice_rules(config: PipelineConfig) -> SliceRules:
-    """The Evaluator's per-slice blessing rules (components/slicing/rules.py)."""
-    s = config.slicing
-    t = config.thresholds
-    if s is None:
-        return SliceRules(metric=metric_name(t.metric), higher_is_better=t.upper_bound is None)
-    return SliceRules(
-        metric=metric_name(t.metric),
-        higher_is_better=t.upper_bound is None,
-        by=s.by,
-        buckets=dict(s.buckets),
-        min_examples=s.min_examples,
-        lower_bound=s.lower_bound,
-        upper_bound=s.upper_bound,
-        max_drop=s.max_drop,
-    )
-
-
-def slicing_specs(config: PipelineConfig) -> list[tfma.SlicingSpec]:
-    """The whole eval split, then each slicing of the dataset file (bucketed features
-    by their bucket feature)."""
-    rules = slice_rules(config)
-    return [tfma.SlicingSpec()] + [
-        tfma.SlicingSpec(feature_keys=rules.slice_features(names)) for names in rules.by
-    ]
-
-
-def _error_rate_specs(config: PipelineConfig) -> list[tfma.MetricsSpec]:
-    """False positive and negative rates per slice: binary as they are, multiclass
-    one class against the rest (TFMA's binarize)."""
-    if config.slicing is None:
-        return []
-    kind = task(config)
-    metrics = [tfma.MetricConfig(class_name=m) for m in ERROR_RATES]
-    if kind == "binary":
-        return [tfma.MetricsSpec(metrics=metrics)]
-    if kind == "multiclass":
-        return [
-            tfma.MetricsSpec(
-                metrics=metrics,
-                binarize=tfma.BinarizationOptions(
-                    class_ids={"values": list(range(num_classes(config)))}
-                ),
-            )
-        ]
-    return []
-
-
-def _per_class_specs(config: PipelineConfig) -> list[tfma.MetricsSpec]:
-    """With `evaluation.per_class` (init sets it for an imbalanced label): each class's
-    recall and precision-recall AUC. Binary: recall of the positive class (Recall) and
-    of the negative one (Specificity); multiclass: one class against the rest."""
-    kind = task(config)
-    if not config.thresholds.per_class or kind not in ("binary", "multiclass"):
-        return []
-    if kind == "binary":
-        names = ("Recall", "Specificity", "AUCPrecisionRecall")
-        return [tfma.MetricsSpec(metrics=[tfma.MetricConfig(class_name=m) for m in names])]
-    return [
-        tfma.MetricsSpec(
-            metrics=[tfma.MetricConfig(class_name=m) for m in ("Recall", "AUCPrecisionRecall")],
-            binarize=tfma.BinarizationOptions(
-                class_ids={"values": list(range(num_classes(config)))}
-            ),
-        )
-    ]
-
-
-def _overall_threshold(config: PipelineConfig) -> tfma.MetricThreshold:
-    t = config.thresholds
-    return tfma.MetricThreshold(
-        value_threshold=_value_threshold(t),
-        # Ignored on the first run, when no blessed baseline exists.
-        change_threshold=tfma.GenericChangeThreshold(
-            direction=tfma.MetricDirection.LOWER_IS_BETTER
-            if t.upper_bound is not None
-            else tfma.MetricDirection.HIGHER_IS_BETTER,
-            absolute={"value": -t.min_change if t.upper_bound is not None else t.min_change},
-        ),
-    )
-
-
-def _blessing_metric(config: PipelineConfig) -> tfma.MetricConfig:
-    """The metric the blessing reads, its thresholds on the whole eval split. TFMA
-    applies a plain `threshold` to every slice; the per-slice rules are the
-    dataset file's `slicing:` (checked by components/slicing), so with slices
-    the overall thresholds are pinned to the overall slice."""
-    metric = config.thresholds.metric
-    if config.slicing is None:
-        return tfma.MetricConfig(class_name=metric, threshold=_overall_threshold(config))
-    return tfma.MetricConfig(
-        class_name=metric,
-        per_slice_thresholds=[
-            tfma.PerSliceMetricThreshold(
-                slicing_specs=[tfma.SlicingSpec()], threshold=_overall_threshold(config)
-            )
-        ],
-    )
-
-
-def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
-    t = config.thresholds
-    return tfma.EvalConfig(
-        model_specs=[
-            tfma.ModelSpec(
-                signature_name=config.eval_signature,
-                # Signature-based evaluation: TFMA loads the SavedModel's
-                # signatures instead of rebuilding the Keras model layer by layer.
-                model_type=tfma.constants.TF_GENERIC,
-                label_key=config.transformed_label_key,
-                preprocessing_function_names=["transform_features"],
-            )
-        ],
-        slicing_specs=slicing_specs(config),
-        metrics_specs=[
-            tfma.MetricsSpec(
-                metrics=[
-                    tfma.MetricConfig(class_name="ExampleCount"),
-                    *(tfma.MetricConfig(class_name=m) for m in t.extra_metrics),
-                    _blessing_metric(config),
-                ]
-            ),
-            *_error_rate_specs(config),
-            *_per_class_specs(config),
-        ],
-    )
-
+from pipeline.spans import input_pattern
 
 # Orchestrators the definition wires for. TFX's Kubeflow V2 compiler turns
 # resolvers into ML Metadata queries and knows only TFX's stock strategies, so
@@ -283,9 +114,9 @@ def create_pipeline(
     transform, tuner, trainer = _training(config, training_examples, schema_importer)
     # Nothing trains on data the gate blocked: it raises, so Transform never starts.
     transform.add_upstream_node(validation_gate)
-    baseline_resolver = _baseline_resolver(trainer, orchestrator)
-    evaluator, serving_check, pusher = _release(config, example_gen, trainer, baseline_resolver)
-    model_card = _model_card(
+    baseline = _baseline_resolver(trainer, orchestrator)
+    evaluator, serving_check, pusher = release.nodes(config, example_gen, trainer, baseline)
+    model_card = release.model_card(
         config,
         example_gen=example_gen,
         statistics_gen=statistics_gen,
@@ -295,7 +126,7 @@ def create_pipeline(
         serving_check=serving_check,
         pusher=pusher,
     )
-    batch_inference = _batch_inference(config, schema, trainer, evaluator)
+    batch_inference = release.batch_inference(config, schema, trainer, evaluator)
     return tfx_pipeline.Pipeline(
         pipeline_name=config.pipeline_name,
         pipeline_root=config.pipeline_root,
@@ -310,7 +141,7 @@ def create_pipeline(
             transform,
             *tuner,
             trainer,
-            baseline_resolver,
+            baseline,
             evaluator,
             *([serving_check] if serving_check else []),
             pusher,
@@ -322,110 +153,6 @@ def create_pipeline(
         or metadata.sqlite_metadata_connection_config(config.metadata_path),
         beam_pipeline_args=list(config.beam_args),
     )
-
-
-def _release(config: PipelineConfig, example_gen, trainer, baseline_resolver) -> tuple:
-    """(Evaluator, ServingCheck or None, Pusher): what a model passes before it is pushed."""
-    # TFX's Evaluator, with slicing by bucket and the per-slice blessing rules.
-    evaluator = SlicedEvaluator(
-        examples=example_gen.outputs["examples"],
-        model=trainer.outputs["model"],
-        baseline_model=baseline_resolver.outputs["model"],
-        eval_config=eval_config(config),
-        slice_rules=slice_rules(config),
-        # TFMA's extractors, minus per-example copies of features no metric reads.
-        module_path=evaluation.MODULE_PATH,
-    )
-    # A server that knows nothing of this project must load the model and answer
-    # as the Evaluator scored it, or nothing is pushed.
-    serving_check = (
-        ServingCheck(
-            model=trainer.outputs["model"],
-            examples=example_gen.outputs["examples"],
-            model_blessing=evaluator.outputs["blessing"],
-            signature=config.eval_signature,
-            label_key=config.label_key,
-            rows=config.serving_check_rows,
-        ).with_id(SERVING_CHECK)
-        if config.serving_check_rows
-        else None
-    )
-    # Copy aside, then rename: servers never see a half-written version.
-    pusher = atomic_pusher.Pusher(
-        model=trainer.outputs["model"],
-        model_blessing=evaluator.outputs["blessing"],
-        infra_blessing=serving_check.outputs["blessing"] if serving_check else None,
-        push_destination=pusher_pb2.PushDestination(
-            filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=config.serving_dir)
-        ),
-    )
-    return evaluator, serving_check, pusher
-
-
-def _model_card(config: PipelineConfig, **nodes: Any) -> ModelCard:
-    """The model card of the evaluated model, written beside the pushed version."""
-    t = config.thresholds
-    return ModelCard(
-        model=nodes["trainer"].outputs["model"],
-        examples=nodes["example_gen"].outputs["examples"],
-        statistics=nodes["statistics_gen"].outputs["statistics"],
-        schema=nodes["schema_importer"].outputs["schema"],
-        evaluation=nodes["evaluator"].outputs["evaluation"],
-        model_blessing=nodes["evaluator"].outputs["blessing"],
-        infra_blessing=nodes["serving_check"].outputs["blessing"]
-        if nodes["serving_check"]
-        else None,
-        pushed_model=nodes["pusher"].outputs["pushed_model"],
-        dataset=config.pipeline_name,
-        description=config.description,
-        intended_use=config.intended_use,
-        limitations=config.limitations,
-        hyperparameters=json.dumps(
-            {
-                "train_steps": config.train_steps,
-                "eval_steps": config.eval_steps,
-                "run_fn": config.run_fn,
-                "preprocessing_fn": config.preprocessing_fn,
-                **config.hyperparameters,
-            },
-            sort_keys=True,
-            default=str,
-        ),
-        thresholds=json.dumps(dataclasses.asdict(t), sort_keys=True),
-    ).with_id(MODEL_CARD)
-
-
-def _batch_inference(config: PipelineConfig, schema: Any, trainer, evaluator) -> list:
-    """With `batch_inference.in_pipeline`, the step scoring the newest span of the inference
-    data root with this run's model when it is blessed; else nothing."""
-    if not config.inference.in_pipeline:
-        return []
-    span = inference_span(config)
-    from components.content_fingerprint import files_sha256
-
-    root = config.inference_data_root
-    files = [str(f) for f in span.files]
-    return [
-        BatchInference(
-            model=trainer.outputs["model"],
-            model_blessing=evaluator.outputs["blessing"],
-            data_root=root,
-            span=span.span,
-            files=[os.path.relpath(f, root) for f in files],
-            content_sha256=files_sha256(files, root)[0],
-            columns=schema_column_types(schema),
-            label_key=config.label_key,
-            key_columns=config.inference.key_columns,
-            nan_free=tuple(schema_nan_free_columns(schema)),
-            encoding=config.csv_encoding,
-            tabular=(
-                {"task": config.tabular.task, "classes": list(config.tabular.classes)}
-                if config.tabular is not None
-                else None
-            ),
-            batch_size=config.inference.batch_size,
-        ).with_id(BATCH_INFERENCE)
-    ]
 
 
 def _date_formats(config: PipelineConfig) -> dict[str, str]:

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from pipeline.datasets import DATASET_PATH_ENV, load_dataset_file
-from tfxp.dataset_init import InitError, check_files, feature_name, infer, run_init
+from pipeline.headers import feature_name
+from tfxp.dataset_init import InitError, run_init
+from tfxp.init_profile import check_files, infer
 
 ROWS = 40
 

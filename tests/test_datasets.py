@@ -129,7 +129,7 @@ def test_regression_defaults_to_an_rmse_ceiling(tmp_path):
     config = load_dataset_file(path)
     assert config.thresholds.metric == "RootMeanSquaredError"
     assert config.thresholds.upper_bound == 12.5 and config.thresholds.lower_bound is None
-    from pipeline.definition import eval_config
+    from pipeline.eval_config import eval_config
 
     threshold = eval_config(config).metrics_specs[0].metrics[-1].threshold
     assert threshold.value_threshold.upper_bound.value == 12.5

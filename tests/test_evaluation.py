@@ -8,7 +8,8 @@ from tensorflow_model_analysis.extractors import unbatch_extractor
 
 from components import evaluation
 from pipeline.datasets import dataset_config
-from pipeline.definition import create_pipeline, eval_config
+from pipeline.definition import create_pipeline
+from pipeline.eval_config import eval_config
 
 
 def _ours(sliced: bool = False) -> tfma.EvalConfig:

@@ -8,7 +8,7 @@ import tensorflow_model_analysis as tfma
 
 from components.fast_eval import executor, metrics
 from pipeline.datasets import dataset_config
-from pipeline.definition import eval_config
+from pipeline.eval_config import eval_config
 
 
 def _unsliced_taxi():

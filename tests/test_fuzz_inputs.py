@@ -157,7 +157,8 @@ def _load(text: str):
 
 
 def _known_keys() -> list[str]:
-    from pipeline.datasets import _FEATURE_KEYS, _KEYS
+    from pipeline.dataset_sections import FEATURE_KEYS as _FEATURE_KEYS
+    from pipeline.datasets import _KEYS
 
     return sorted(_KEYS) + [f"features.d.{k}" for k in sorted(_FEATURE_KEYS)]
 
@@ -226,7 +227,7 @@ _INIT_CELLS = st.one_of(
 def test_init_inference_infers_or_refuses(columns, rows):
     import csv
 
-    from tfxp.dataset_init import InitError, check_files, infer
+    from tfxp.init_profile import InitError, check_files, infer
 
     folder = _tmp()
     try:
@@ -248,7 +249,7 @@ def test_init_inference_infers_or_refuses(columns, rows):
 
 @pytest.mark.parametrize("value", ["2020-02-30", "00/00/2020", "99999999999999999999"])
 def test_init_does_not_trip_on_impossible_dates(tmp_path, value):
-    from tfxp.dataset_init import check_files, infer
+    from tfxp.init_profile import check_files, infer
 
     rows = [f"{value if i % 2 else '2020-01-01'},{i % 3}" for i in range(30)]
     path = tmp_path / "t.csv"

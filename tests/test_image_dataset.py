@@ -12,6 +12,7 @@ from components.schema_importer import load_schema
 from pipeline import definition as d
 from pipeline.config import PROJECT_ROOT, PipelineConfig
 from pipeline.datasets import DATASETS
+from pipeline.eval_config import eval_config
 from pipeline.spans import SpanError, select_spans
 from tfxp.predict import PredictError, predict_csv
 
@@ -71,7 +72,7 @@ def test_image_options_reach_transform_and_trainer(digits):
 
 def test_eval_config_thresholds_sparse_accuracy_on_example_signature(digits):
     config, _ = digits
-    ec = d.eval_config(config)
+    ec = eval_config(config)
     assert ec.model_specs[0].signature_name == "serving_examples"
     assert ec.model_specs[0].label_key == "label_xf"
     metrics = {m.class_name: m for m in ec.metrics_specs[0].metrics}
@@ -90,7 +91,7 @@ def test_eval_config_thresholds_sparse_accuracy_on_example_signature(digits):
 
 
 def test_taxi_keeps_its_binary_metrics():
-    ec = d.eval_config(DATASETS["taxi"])
+    ec = eval_config(DATASETS["taxi"])
     assert ec.model_specs[0].signature_name == "serving_default"
     assert {m.class_name for m in ec.metrics_specs[0].metrics} == {
         "ExampleCount",

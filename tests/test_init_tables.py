@@ -65,7 +65,7 @@ def test_ids_by_share_and_by_look():
 
 
 def test_keys_are_ids_before_they_are_text():
-    from tfxp.dataset_init import Column
+    from tfxp.init_profile import Column
 
     col = Column("ref", "ref", values=[str(uuid.uuid4()) for _ in range(40)], distinct=40)
     assert ii.table_treatment(col, 40)
@@ -145,7 +145,7 @@ def test_imbalanced_label_gets_class_weights(tmp_path, home):  # noqa: F811
     assert config.thresholds.metric == "BalancedAccuracy" and config.thresholds.per_class
 
 
-def test_imbalanced_multiclass_label_gets_per_class_metrics_and_suggested_weights(
+def test_imbalanced_multiclass_label_gets_per_class_metrics_weights_and_balanced_accuracy(
     tmp_path,
     home,  # noqa: F811
 ):
@@ -153,15 +153,17 @@ def test_imbalanced_multiclass_label_gets_per_class_metrics_and_suggested_weight
     path = _csv(tmp_path / "m.csv", "x,y", rows)
     assert run_init(_args(tmp_path, "m", [path], "y"), out=io.StringIO()) == 0
     text = (home / "m" / "dataset.yaml").read_text()
-    assert "# class_weights: {" in text
+    # Blessed on balanced accuracy (which class weights help), not accuracy (which they
+    # lower): the weights are written, not suggested.
+    assert "\nclass_weights: {" in text and "# class_weights" not in text
     config = load_dataset_file(home / "m" / "dataset.yaml")
-    assert config.tabular.class_weights == {}
-    assert config.thresholds.metric == "SparseCategoricalAccuracy" and config.thresholds.per_class
+    assert set(config.tabular.class_weights) == {"a", "b", "rare"}
+    assert config.thresholds.metric == "BalancedAccuracy" and config.thresholds.per_class
     # Each class's recall and PR-AUC (one class against the rest) stay on the fast path.
     import tensorflow_model_analysis as tfma
 
     from components.fast_eval import executor
-    from pipeline.definition import eval_config
+    from pipeline.eval_config import eval_config
 
     evaluation = eval_config(config)
     names = {m.class_name for spec in evaluation.metrics_specs for m in spec.metrics}

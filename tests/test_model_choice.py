@@ -11,7 +11,15 @@ import pytest
 from pipeline.datasets import DATASET_PATH_ENV, GENERIC_RUN_FN, load_dataset_file
 from pipeline.models import GBT_RUN_FN
 from tfxp.dataset_init import run_init
-from tfxp.model_choice import GBT_MIN_ROWS, GBT_MIN_ROWS_IMBALANCED, choose_model
+from tfxp.init_yaml import train_steps
+from tfxp.model_choice import (
+    GBT_MIN_ROWS,
+    GBT_MIN_ROWS_IMBALANCED,
+    MLP_BATCH_SIZE,
+    SMALL_TABLE_BATCH_SIZE,
+    choose_model,
+    mlp_batch_size,
+)
 
 
 def _init(tmp_path: Path, rows: int) -> tuple[str, Path]:
@@ -46,6 +54,20 @@ def test_init_writes_the_model_for_the_table_size_and_says_why(
     assert config.run_fn == run_fn
     assert ("hidden_units" in config.hyperparameters) == (model == "mlp")
     assert ("max_iter" in config.hyperparameters) == (model == "gbt")
+
+
+def test_a_small_table_trains_the_mlp_on_smaller_batches(tmp_path, monkeypatch):
+    """Below GBT_MIN_ROWS rows the MLP's batches are halved and its steps doubled (the
+    same passes over the data): benchmarks/tabular_quality.py's small tables."""
+    assert mlp_batch_size(GBT_MIN_ROWS - 1) == SMALL_TABLE_BATCH_SIZE < MLP_BATCH_SIZE
+    assert mlp_batch_size(GBT_MIN_ROWS) == MLP_BATCH_SIZE
+    monkeypatch.setenv(DATASET_PATH_ENV, str(tmp_path / "schema"))
+    rows = 400
+    _, dataset_file = _init(tmp_path, rows)
+    config = load_dataset_file(dataset_file)
+    assert config.hyperparameters["batch_size"] == SMALL_TABLE_BATCH_SIZE
+    assert config.train_steps == train_steps(rows, SMALL_TABLE_BATCH_SIZE)
+    assert config.train_steps > train_steps(rows, MLP_BATCH_SIZE)
 
 
 def test_a_text_feature_keeps_the_mlp_whatever_the_size():

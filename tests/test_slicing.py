@@ -13,7 +13,8 @@ from components.slicing.rules import (
     metric_name,
     slice_name,
 )
-from pipeline.datasets import DatasetFileError, _slicing
+from pipeline.dataset_sections import DatasetFileError
+from pipeline.dataset_sections import read_slicing as _slicing
 
 
 def test_bucket_labels_say_their_range():

@@ -131,7 +131,7 @@ def find_model(lineage, ref: str) -> tuple[Any, str | None, str]:
 
 
 def _row_spec(config: PipelineConfig) -> RowSpec:
-    from pipeline.datasets import feature_header
+    from pipeline.headers import feature_header
 
     schema = load_schema(config.schema_file)
     types = schema_column_types(schema)

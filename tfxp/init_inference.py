@@ -32,9 +32,11 @@ KEY_SHARE = 0.9
 TEXT_MIN_WORDS = 5.0
 # The rarest class below this share of the rows: imbalanced.
 IMBALANCE_SHARE = 0.10
-# Balanced accuracy a model of an imbalanced binary label must reach: predicting the
-# majority class scores 0.5 however rare the other class is.
-BALANCED_ACCURACY_FLOOR = 0.55
+# Balanced accuracy (the mean of the classes' recall) a model of an imbalanced label
+# must reach: predicting the majority class scores 1/classes however rare the others
+# are, and a model must close at least this share of the gap from there to 1
+# (binary: 0.55).
+BALANCED_ACCURACY_MARGIN = 0.1
 # A numeric label may hold a few values that are not numbers (dropped as unparseable).
 LABEL_NUMBER_SHARE = 0.95
 
@@ -184,7 +186,7 @@ def class_weights(counts: dict[str, int]) -> dict[str, float] | None:
 
 
 def table_treatment(col, rows: int) -> bool:
-    """Sets a date, timestamp or text treatment on `col` (tfxp.dataset_init.Column), or
+    """Sets a date, timestamp or text treatment on `col` (tfxp.init_profile.Column), or
     excludes an id; False if none applies."""
     found = date_format(col.name, col.values, col.kind)
     if found:
@@ -234,16 +236,7 @@ def table_option_lines(inferred, yaml_str) -> list[str]:
             "# The rarest class is under 10% of the rows: each class's loss is weighted by",
             "# rows / (classes x its rows), so the model does not just predict the majority.",
         ]
-        if inferred.task == "binary":
-            lines.append(f"class_weights: {{{weights}}}")
-        else:
-            # A multiclass model is blessed on accuracy, which weighting the rare classes
-            # lowers: suggested, not set.
-            lines += [
-                "# Blessed on accuracy (see evaluation), which such weights lower: uncomment",
-                "# them with a threshold of your own.",
-                f"# class_weights: {{{weights}}}",
-            ]
+        lines.append(f"class_weights: {{{weights}}}")
     return lines
 
 
@@ -259,22 +252,31 @@ def summary_lines(inferred) -> list[str]:
             "(unlabelled_rows: drop)",
         )
     if inferred.class_weights:
-        done = "written to" if inferred.task == "binary" else "suggested (commented) in"
         lines.append(
             f"imbalanced label: the rarest class is under 10% of rows; class weights "
-            f"{inferred.class_weights} {done} dataset.yaml, each class's recall reported",
+            f"{inferred.class_weights} written to dataset.yaml, blessed on balanced "
+            "accuracy, each class's recall reported",
         )
     return lines
 
 
-def imbalanced_evaluation_lines(inferred) -> list[str]:
-    """The blessing of an imbalanced binary label: balanced accuracy, not accuracy."""
+def balanced_accuracy_floor(classes: int) -> float:
+    """The lower bound on balanced accuracy for a label of `classes` classes."""
+    chance = 1 / classes
+    return round(chance + BALANCED_ACCURACY_MARGIN * (1 - chance), 3)
+
+
+def imbalanced_evaluation_lines(inferred, classes: int) -> list[str]:
+    """The blessing of an imbalanced label: balanced accuracy, not accuracy (binary:
+    TFMA's BalancedAccuracy; multiclass: Recall macro-averaged over the classes,
+    pipeline/eval_config.py)."""
+    extra = "[AUC]" if inferred.task == "binary" else "[SparseCategoricalAccuracy]"
     return [
         f"  # The most frequent class is {inferred.majority:.1%} of rows: accuracy would bless",
-        "  # a model that never predicts the rare class. Balanced accuracy (the mean of both",
-        "  # classes' recall) of that model is 0.5: a model must do better.",
+        "  # a model that never predicts a rare class. Balanced accuracy (the mean of the",
+        f"  # {classes} classes' recall) of that model is {1 / classes:.3g}: a model must do better.",
         "  metric: BalancedAccuracy",
-        f"  lower_bound: {BALANCED_ACCURACY_FLOOR}",
-        "  extra_metrics: [AUC]",
+        f"  lower_bound: {balanced_accuracy_floor(classes)}",
+        f"  extra_metrics: {extra}",
         "  per_class: true  # each class's recall and precision-recall AUC",
     ]

@@ -108,7 +108,7 @@ def _with_feature_names(csv_path: str, types: dict[str, str], encoding: str) -> 
     import shutil
     import tempfile
 
-    from pipeline.datasets import feature_header
+    from pipeline.headers import feature_header
 
     try:
         header = csv_text.read_header(csv_path, encoding)

@@ -8,21 +8,10 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.config import PROJECT_ROOT, PipelineConfig
-from pipeline.datasets import dataset_config
+# Shared with benchmarks/, so kept outside the tests; e2e tests import them from here too.
+from data.tables import EMBEDDED_CSV, SAMPLE_ROWS, small_config, write_sample  # noqa: F401
+from pipeline.config import PipelineConfig
 from tfxp.metadata.summary import RunSummary
-
-SAMPLE_ROWS = 3000
-EMBEDDED_CSV = PROJECT_ROOT / "data" / "taxi" / "span-1" / "data.csv"
-
-
-def write_sample(data_root: Path, rows: int = SAMPLE_ROWS) -> Path:
-    """The embedded CSV's header and first `rows` rows, as span 1 of a dataset."""
-    span = data_root / "span-1"
-    span.mkdir(parents=True)
-    with EMBEDDED_CSV.open() as src, (span / "data.csv").open("w") as dst:
-        dst.writelines(itertools.islice(src, rows + 1))
-    return span / "data.csv"
 
 
 @dataclass
@@ -62,17 +51,6 @@ def four_runs(config: PipelineConfig) -> TaxiRuns:
         changed = run_local(config, printer=lambda _: None)
     retrained = run_local(config.replace(enable_cache=False), printer=lambda _: None)
     return TaxiRuns(config, first, cached, changed, retrained)
-
-
-def small_config(tmp: Path, **changes) -> PipelineConfig:
-    """A config for quick whole runs: few steps, everything under `tmp`."""
-    return (
-        dataset_config("taxi")
-        .replace(
-            data_root=str(tmp / "data"), run_dir=str(tmp / "run"), train_steps=40, eval_steps=2
-        )
-        .replace(**changes)
-    )
 
 
 def write_span(data_root: Path, span: int, *, start: int = 0, rows: int = SAMPLE_ROWS) -> Path:

@@ -18,50 +18,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from data.tables import ROWS, UNLABELLED, write_cars
 from tfxp.metadata.summary import RunSummary
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
-
-ROWS = 406
-UNLABELLED = 8
-BRANDS = ["chevrolet", "ford", "toyota", "datsun", "vw", "fiat", "peugeot", "honda", "amc"]
-MODELS = ["malibu", "torino", "corolla", "pinto", "rabbit", "civic", "hornet", "504", "fury"]
-WORDS = ["smooth", "ride", "rusty", "good", "engine", "family", "car", "new", "tires", "loud"]
-
-
-def write_cars(path: Path, seed: int = 3) -> list[dict]:
-    """The table; returns its rows (the label as written, blank for the unlabelled ones)."""
-    rng = np.random.default_rng(seed)
-    rows = []
-    for i in range(ROWS):
-        cylinders = int(rng.choice([4, 6, 8], p=[0.5, 0.25, 0.25]))
-        weight = 1500 + 450 * cylinders + rng.normal(0, 250)
-        horsepower = 20 + 14 * cylinders + rng.normal(0, 10)
-        year = int(rng.integers(1970, 1983))
-        origin = "usa" if cylinders == 8 else str(rng.choice(["usa", "europe", "japan"]))
-        mpg = 46 - 0.0065 * weight - 0.05 * horsepower + 0.75 * (year - 1970)
-        mpg += rng.normal(0, 1.5)
-        name = f"{rng.choice(BRANDS)} {rng.choice(MODELS)} {rng.integers(1, 6)}"  # ~64% distinct
-        comment = " ".join(rng.choice(WORDS, size=int(rng.integers(5, 10))))
-        comment = "" if i % 37 == 5 else comment  # a blank text: no words, not NaN
-        rows.append(
-            {
-                "MPG": "" if i % (ROWS // UNLABELLED) == 7 else f"{mpg:.1f}",
-                "Cylinders": cylinders,
-                "Horsepower": "" if i % 50 == 3 else f"{horsepower:.0f}",
-                "Weight": f"{weight:.0f}",
-                "Year": f"{year}-01-01",
-                "Origin": origin,
-                "Name": name,
-                "Comment": comment,
-            }
-        )
-    assert sum(r["MPG"] == "" for r in rows) == UNLABELLED
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return rows
 
 
 @dataclass

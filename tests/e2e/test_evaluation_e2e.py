@@ -60,7 +60,7 @@ def _by_slice(output: str) -> dict:
 
 def test_dropping_features_changes_no_metric(taxi_runs, tmp_path):
     from components.evaluation import custom_extractors
-    from pipeline.definition import eval_config
+    from pipeline.eval_config import eval_config
 
     # Overall only: stock TFMA cannot slice by bucket.
     overall_only = eval_config(taxi_runs.config.replace(slicing=None))
@@ -98,7 +98,7 @@ def test_pipeline_slice_metrics_equal_stock_tfma(taxi_runs, tmp_path):
     extractors, the same model and the same slicing."""
     import tensorflow_model_analysis as tfma
 
-    from pipeline.definition import eval_config
+    from pipeline.eval_config import eval_config
 
     config = taxi_runs.config
     (bucketed,) = config.slicing.buckets.items()

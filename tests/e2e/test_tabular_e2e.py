@@ -19,48 +19,17 @@ from typing import Any
 import numpy as np
 import pytest
 
+from data.tables import CASES, write_table
 from pipeline.datasets import DATASET_PATH_ENV
 from tfxp.metadata.summary import RunSummary
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
-# name -> (scikit-learn loader, label column, label values' names or None, task)
-CASES = {
-    "wine": ("load_wine", "cultivar", {0: "barolo", 1: "grignolino", 2: "barbera"}, "multiclass"),
-    "wine-int": ("load_wine", "cultivar", None, "multiclass"),
-    "cancer": ("load_breast_cancer", "diagnosis", {0: "malignant", 1: "benign"}, "binary"),
-    "diabetes": ("load_diabetes", "progression", None, "regression"),
-}
 METRIC = {
     "multiclass": "sparse_categorical_accuracy",
     "binary": "binary_accuracy",
     "regression": "root_mean_squared_error",
 }
-
-
-def write_table(name: str, path: Path) -> tuple[list[str], list]:
-    """The scikit-learn table as CSV, plus a string column and blank cells; returns (header, labels)."""
-    import sklearn.datasets
-
-    loader, label, names, _ = CASES[name]
-    data = getattr(sklearn.datasets, loader)()
-    rng = np.random.default_rng(7)
-    x = data.data
-    y = [
-        names[int(v)] if names else (int(v) if name != "diabetes" else float(v))
-        for v in data.target
-    ]
-    header = [*data.feature_names, "site", label]
-    site = rng.choice(["north", "south", "east"], len(y))
-    with path.open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(header)
-        for i in range(len(y)):
-            cells = [f"{v:.6g}" for v in x[i]]
-            if rng.random() < 0.1:
-                cells[0] = ""  # blank numeric cell: mean + is-missing indicator
-            writer.writerow([*cells, "" if rng.random() < 0.05 else site[i], y[i]])
-    return header, y
 
 
 @contextlib.contextmanager

@@ -115,8 +115,9 @@ def test_runs_show_lists_the_trials(tuned):
 
 def test_a_tfxp_init_dataset_is_tuned_by_the_generic_trainer(tmp_path):
     """The generic tabular trainer's search: layer sizes of a `tfxp init` table."""
-    from test_tabular_e2e import dataset_path, tfxp, write_table
+    from test_tabular_e2e import dataset_path, tfxp
 
+    from data.tables import write_table
     from pipeline.datasets import dataset_config
     from tfxp.local.runner import run_local
 

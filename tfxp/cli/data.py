@@ -24,7 +24,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pipeline.config import PipelineConfig
-from pipeline.datasets import dataset_names, rename_header
+from pipeline.datasets import dataset_names
+from pipeline.headers import rename_header
 from pipeline.overrides import pipeline_config
 from pipeline.spans import SpanError, list_spans
 from tfxp.cli.common import store_location

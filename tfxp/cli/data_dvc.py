@@ -16,7 +16,7 @@ import logging
 import sys
 import time
 
-from pipeline.datasets import rename_header
+from pipeline.headers import rename_header
 from pipeline.overrides import pipeline_config
 from pipeline.spans import SpanError
 from tfxp.cli.common import store_location

@@ -1,7 +1,7 @@
 """`tfxp init NAME --csv FILE... --label COLUMN`: a dataset from CSV files, no code.
 
 The command's flags and its error handling; the inference and the writing are
-in tfxp/dataset_init.py.
+in tfxp/dataset_init.py (its steps in tfxp/init_*.py).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipeline.datasets import TASKS
+from pipeline.dataset_sections import TASKS
 from tfxp import dataset_init
 
 

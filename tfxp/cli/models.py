@@ -104,7 +104,7 @@ def cmd_compare(args: argparse.Namespace) -> str:
     logging.getLogger().addFilter(lambda r: not str(r.msg).startswith("crcmod package"))
     from components.serving_log import WindowOptions
     from pipeline.config import serving_log_dir
-    from pipeline.definition import task
+    from pipeline.eval_config import task
     from tfxp import compare
     from tfxp.watch import parse_duration
 

@@ -99,6 +99,13 @@ def _node_id(store: metadata_store.MetadataStore, execution_id: int, pipeline_na
     return "?"
 
 
+def _plain_name(name: str) -> str:
+    """TFMA's view names an aggregated metric by its AggregationType's text, e.g.
+    "macro_average: true\n_balanced_accuracy" (a multiclass label's balanced
+    accuracy, pipeline/eval_config.py): the metric's own name after it."""
+    return name.rsplit("\n_", 1)[-1]
+
+
 def read_eval_metrics(evaluation_uri: str) -> dict[str, float]:
     """Overall-slice metrics of a ModelEvaluation artifact."""
     import tensorflow_model_analysis as tfma
@@ -111,7 +118,7 @@ def read_eval_metrics(evaluation_uri: str) -> dict[str, float]:
                 for per_class in per_output.values():
                     for name, value in per_class.items():
                         if "doubleValue" in value:
-                            flat[name] = float(value["doubleValue"])
+                            flat[_plain_name(name)] = float(value["doubleValue"])
             return flat
     return {}
 
