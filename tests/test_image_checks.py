@@ -123,10 +123,10 @@ def test_format_and_compression_only_warn(schema, photos):
 
 def test_the_gate_blocks_a_grey_half_size_span(schema, photos):
     """Through the gate's evaluate, as components/validation/gate.py calls it."""
-    # Without `format`: the digits schema does not declare it.
+    # The digits schema declares `format` (ImageExampleGen writes it): both spans carry it.
     settings = load_settings(DIGITS.validation_file)
-    before = {"train": _stats(schema, formats=())}
-    current = {"train": _stats(schema, size=32, channels=1, nbytes=500, formats=())}
+    before = {"train": _stats(schema, formats=("png",))}
+    current = {"train": _stats(schema, size=32, channels=1, nbytes=500, formats=("png",))}
     found, notes = ic.gate_findings(current, before, current_span=2, baseline_span=1)
     assert any("span 2 train split: 200 images, 32x32 px" in n for n in notes)
     result = evaluate(
@@ -152,8 +152,8 @@ def test_the_gate_blocks_a_grey_half_size_span(schema, photos):
 
 def test_warn_only_downgrades_an_image_finding(schema):
     settings = load_settings(DIGITS.validation_file).with_warn_only(["drift:image.size"])
-    before = {"train": _stats(schema, formats=())}
-    current = {"train": _stats(schema, size=32, formats=())}
+    before = {"train": _stats(schema, formats=("png",))}
+    current = {"train": _stats(schema, size=32, formats=("png",))}
     found, _ = ic.gate_findings(current, before, current_span=2, baseline_span=1)
     result = evaluate(current, schema, settings, baseline=before, extra_findings=found)
     assert result.decision == WARN and "image.size" in {f.feature for f in result.warnings}

@@ -19,12 +19,13 @@ def taxi(tmp_path_factory) -> tuple[set[str], set[str]]:
     """(the node ids, the metric names) of `make run`'s pipeline."""
     from pipeline import definition
     from pipeline.datasets import dataset_config
+    from pipeline.eval_config import eval_config
 
     config = dataset_config("taxi").replace(run_dir=str(tmp_path_factory.mktemp("run")))
     nodes = {c.id for c in definition.create_pipeline(config).components}
     metrics = {
         metric_name(m.class_name)
-        for spec in definition.eval_config(config).metrics_specs
+        for spec in eval_config(config).metrics_specs
         for m in spec.metrics
     }
     return nodes, metrics
