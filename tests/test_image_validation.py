@@ -1,7 +1,7 @@
 """The validation gate's checks on the digits dataset's features: class balance, sizes, ranges.
 
 Statistics are computed in memory (TFDV, no pipeline) from rows shaped like
-ImageExampleGen's examples: image bytes, label, height, width, channels.
+ImageExampleGen's examples: image bytes, label, height, width, channels, format.
 """
 
 from __future__ import annotations
@@ -51,8 +51,9 @@ def _stats(schema, labels, size: int = 8, channels: int = 1):
             pa.array([[size]] * n),
             pa.array([[size]] * n),
             pa.array([[channels]] * n),
+            pa.array([[b"png"]] * n),
         ],
-        ["image", "label", "height", "width", "channels"],
+        ["image", "label", "height", "width", "channels", "format"],
     )
     stats = stats_impl.generate_statistics_in_memory(
         batch, stats_options.StatsOptions(schema=schema)
