@@ -1,6 +1,6 @@
 """What a component's Beam arguments say about where its work may run.
 
-The fast paths (components/fast_eval/, components/fast_stats/) compute in the
+The fast paths (components/evaluation/fast/, components/fast/stats/) compute in the
 component's own process. They apply only when Beam itself would run in this
 machine's processes. Under Flink, Spark, Dataflow or a portable job service the
 data may not fit on the launcher, so TFX's executors run there. StatisticsGen's

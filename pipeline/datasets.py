@@ -26,8 +26,8 @@ from typing import Any
 
 import yaml
 
-from components.csv_text import CsvTextError, check_encoding
-from components.serving_log import WindowOptions
+from components.io.csv_text import CsvTextError, check_encoding
+from components.validation.serving_log import WindowOptions
 from pipeline import dataset_types, table_options
 from pipeline.config import (
     GENERIC_PREPROCESSING_FN,

@@ -21,29 +21,28 @@ from tfx.orchestration import pipeline as tfx_pipeline
 from tfx.proto import example_gen_pb2, pusher_pb2, range_config_pb2, trainer_pb2
 from tfx.types import Channel, standard_artifacts
 
-from components import atomic_pusher, evaluation
-from components.baseline_resolver import BaselineModelStrategy
 from components.batch_inference.component import BatchInference
+from components.evaluation import extractors as evaluation
+from components.evaluation.slicing.evaluator import Evaluator as SlicedEvaluator
+from components.evaluation.slicing.rules import SliceRules, metric_name
 from components.example_gen.csv_example_gen import checked_csv_example_gen
 from components.example_gen.image_example_gen import image_example_gen
-from components.fast_stats import executor as fast_statistics
-from components.fast_transform import executor as fast_transform
-from components.model_card.component import ModelCard
-from components.schema_importer import (
+from components.fast.stats import executor as fast_statistics
+from components.fast.transform import executor as fast_transform
+from components.release import atomic_pusher
+from components.release.model_card.component import ModelCard
+from components.release.serving_check.component import ServingCheck
+from components.resolvers.baseline import BaselineModelStrategy
+from components.resolvers.previous_span_statistics import PreviousSpanStatisticsStrategy
+from components.resolvers.span_window import SpanWindowExamples, SpanWindowStrategy
+from components.validation.checks import load_settings
+from components.validation.gate import ValidationGate
+from components.validation.schema_importer import (
     CuratedSchemaImporter,
     file_sha256,
     load_schema,
     schema_column_types,
     schema_nan_free_columns,
-)
-from components.serving_check.component import ServingCheck
-from components.slicing.evaluator import Evaluator as SlicedEvaluator
-from components.slicing.rules import SliceRules, metric_name
-from components.span_window import SpanWindowExamples, SpanWindowStrategy
-from components.validation.checks import load_settings
-from components.validation.gate import (
-    PreviousSpanStatisticsStrategy,
-    ValidationGate,
 )
 from components.validation.serving_data import serving_cache_key
 from pipeline.beam import in_process_override
@@ -106,7 +105,7 @@ ERROR_RATES = ("FallOut", "MissRate")
 
 
 def slice_rules(config: PipelineConfig) -> SliceRules:
-    """The Evaluator's per-slice blessing rules (components/slicing/rules.py)."""
+    """The Evaluator's per-slice blessing rules (components/evaluation/slicing/rules.py)."""
     s = config.slicing
     t = config.thresholds
     if s is None:
@@ -190,7 +189,7 @@ def _overall_threshold(config: PipelineConfig) -> tfma.MetricThreshold:
 def _blessing_metric(config: PipelineConfig) -> tfma.MetricConfig:
     """The metric the blessing reads, its thresholds on the whole eval split. TFMA
     applies a plain `threshold` to every slice; the per-slice rules are the
-    dataset file's `slicing:` (checked by components/slicing), so with slices
+    dataset file's `slicing:` (checked by components/evaluation/slicing), so with slices
     the overall thresholds are pinned to the overall slice."""
     metric = config.thresholds.metric
     if config.slicing is None:
@@ -270,7 +269,7 @@ def create_pipeline(
         examples=example_gen.outputs["examples"], schema=schema_importer.outputs["schema"]
     )
     # TFDV's statistics in one in-process pass when they are exact, else TFX's Beam
-    # executor (components/fast_stats/executor.py).
+    # executor (components/fast/stats/executor.py).
     statistics_gen.executor_spec = executor_spec.BeamExecutorSpec(fast_statistics.Executor)
     example_validator = ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_importer.outputs["schema"]
@@ -401,7 +400,7 @@ def _batch_inference(config: PipelineConfig, schema: Any, trainer, evaluator) ->
     if not config.inference.in_pipeline:
         return []
     span = inference_span(config)
-    from components.content_fingerprint import files_sha256
+    from components.io.content_fingerprint import files_sha256
 
     root = config.inference_data_root
     files = [str(f) for f in span.files]
@@ -608,7 +607,7 @@ def _training(config: PipelineConfig, training_examples, schema_importer):
         },
     )
     # TFX's analysis, then the transformed examples written in this process when
-    # that gives TFX's output, else TFX's executor (components/fast_transform/).
+    # that gives TFX's output, else TFX's executor (components/fast/transform/).
     transform.executor_spec = executor_spec.BeamExecutorSpec(fast_transform.Executor)
     tuner = _tuner(config, transform, schema_importer, image_config)
     trainer = _trainer_class(config)(

@@ -11,14 +11,14 @@ import pytest
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 from components.example_gen.csv_example_gen import _columns_from_custom_config
-from components.schema_importer import file_sha256, load_schema
+from components.validation.schema_importer import file_sha256, load_schema
 from pipeline import definition
 from pipeline.datasets import dataset_config
 from pipeline.definition import create_pipeline
 from pipeline.fingerprint import code_fingerprint
 
-try:  # schema -> CSV column types; moved from pipeline.definition to components.schema_importer
-    from components.schema_importer import schema_column_types as schema_columns
+try:  # schema -> CSV column types; moved from pipeline.definition to components.validation.schema_importer
+    from components.validation.schema_importer import schema_column_types as schema_columns
 except ImportError:
     from pipeline.definition import schema_columns
 

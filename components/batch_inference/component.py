@@ -30,7 +30,7 @@ from tfx.types import artifact_utils, component_spec, standard_artifacts
 from components.batch_inference import serving
 from components.batch_inference.output import PredictionsWriter
 from components.batch_inference.scoring import RowSpec, score_files
-from components.content_fingerprint import files_sha256
+from components.io.content_fingerprint import files_sha256
 
 MODEL_KEY = "model"
 BLESSING_KEY = "model_blessing"

@@ -7,7 +7,7 @@ configs and splits behave exactly as in CsvExampleGen. What differs:
   `input_fingerprint` is file count, size and mtime, so a file rewritten with
   the same size within the same second is served from cache. Ours replaces it
   with a SHA-256 of every file's relative path and content
-  (`components.content_fingerprint`), which the launcher's cache key covers (it
+  (`components.io.content_fingerprint`), which the launcher's cache key covers (it
   hashes exec properties and the output artifact's properties): changed bytes
   re-ingest, identical bytes (even touched) stay cached.
 - The driver can pin a version (TFX only ever takes a span's latest).
@@ -18,7 +18,7 @@ configs and splits behave exactly as in CsvExampleGen. What differs:
 - By default it reads CSV with the Arrow ingest (components/example_gen/csv_ingest.py):
   the same examples in the same splits as TFX's reader, several times faster
   (benchmarks/csv_ingest.py), from local disk or s3:// / gs:// buckets
-  (components/object_storage.py); `csv_reader="tfx"` selects TFX's reader.
+  (components/io/object_storage.py); `csv_reader="tfx"` selects TFX's reader.
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx_bsl.coders import csv_decoder
 
 from compat import tfx as tfx_internals
-from components import csv_text, example_layout, object_storage
 from components.example_gen import arrow_csv, csv_checks, csv_ingest, labels
+from components.example_gen import layout as example_layout
 from components.example_gen.driver import (  # noqa: F401 - the artifact's properties, by name
     CONTENT_SHA256,
     EXPECTED_SHA256,
@@ -60,6 +60,7 @@ from components.example_gen.driver import (  # noqa: F401 - the artifact's prope
     resolved_files,
     split_configs,
 )
+from components.io import csv_text, object_storage
 
 COMPONENT_ID = "CsvExampleGen"
 
@@ -381,7 +382,7 @@ class _ArrowIngest:
 
 def _input_files(base: str, input_config) -> tuple[list[tuple[str, int]], list[str]]:
     """((file, input split index) pairs, the sorted distinct files): plain CSV, local or
-    in s3:// / gs:// (read in byte ranges through components/object_storage.py)."""
+    in s3:// / gs:// (read in byte ranges through components/io/object_storage.py)."""
     inputs = []  # (file, input split index)
     for index, split in enumerate(input_config.splits):
         inputs.extend((f, index) for f in sorted(fileio.glob(os.path.join(base, split.pattern))))
@@ -471,7 +472,7 @@ def checked_csv_example_gen(
       num_shards: TFRecord files per output split; 0 sizes them for the data.
       csv_reader: "arrow" (pyarrow.csv + native tf.Example encoding, same examples
         and splits as TFX's) or "tfx" (TFX's CsvExampleGen reader).
-      encoding: of the CSV text (components/csv_text.py); examples hold UTF-8.
+      encoding: of the CSV text (components/io/csv_text.py); examples hold UTF-8.
       nan_free: FLOAT columns in which NaN stops the ingest (the schema's
         float_domain { disallow_nan: true }); infinities stop it in any column.
       drop_unlabelled: the label column: rows where it is blank or does not parse as

@@ -38,8 +38,8 @@ import pyarrow.compute as pc
 from apache_beam.metrics.metric import MetricsFilter
 from tfx.dsl.io import fileio
 
-from components import object_storage
 from components.example_gen import arrow_csv, labels
+from components.io import object_storage
 
 # CSV bytes per block: ~30k taxi rows, ~16 MB of framed examples. Larger blocks
 # cost more CPU (16 MB: +25%, measured): their buffers are mapped fresh each time.
@@ -102,7 +102,7 @@ def _line_start_at_or_after(f, position: int, data_start: int, size: int) -> int
 def read_blocks(piece: Piece, data_start: int, block_bytes: int = 0) -> Iterator[bytes]:
     """Whole lines of `piece`, about `block_bytes` (default BLOCK_BYTES) at a time.
 
-    Local, s3:// and gs:// files alike (components/object_storage.py): no read
+    Local, s3:// and gs:// files alike (components/io/object_storage.py): no read
     is larger than `block_bytes`, so memory stays bounded whatever the file's size.
     """
     block_bytes = block_bytes or BLOCK_BYTES

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from components.slice_buckets import bucket_feature
+from components.evaluation.slice_buckets import bucket_feature
 
 OVERALL = "overall"
 EXAMPLE_COUNT = "example_count"
@@ -27,7 +27,7 @@ BASELINE = "baseline"
 
 
 # Numeric feature -> bucket boundaries of the evaluation running in this process.
-# Here, not in components/evaluation.py: TFX reloads that module (its
+# Here, not in components/evaluation/extractors.py: TFX reloads that module (its
 # `module_path`) before calling its extractors, which would reset it.
 _active_buckets: dict[str, tuple[float, ...]] = {}
 

@@ -146,7 +146,7 @@ def read_batches(files: list[LogFile], batch_size: int = 8192) -> Iterator[pa.Re
     import tensorflow as tf
     from tfx_bsl.coders import example_coder
 
-    from components.example_layout import sequential_records
+    from components.example_gen.layout import sequential_records
 
     decoder = example_coder.ExamplesToRecordBatchDecoder()
     for f in files:
@@ -191,7 +191,7 @@ def read_metadata(files: list[LogFile], batch_size: int = 8192) -> pa.Table:
     import pyarrow as pa
     import tensorflow as tf
 
-    from components.example_layout import Layout, RecordBatchDecoder
+    from components.example_gen.layout import Layout, RecordBatchDecoder
 
     decoder = RecordBatchDecoder(Layout(dict(METADATA)))
     batches = []

@@ -21,7 +21,7 @@ from tfx.dsl.components.common import resolver
 from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, component_spec, standard_artifacts
 
-from components.properties import custom_int
+from components.custom_properties import custom_int
 
 EXAMPLES_KEY = "examples"
 

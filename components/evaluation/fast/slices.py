@@ -7,7 +7,7 @@ slicing spec, one slice key per combination of the distinct values of the spec's
 features (`SliceAccessor.get` is `np.unique` of the values; bytes become text): a
 feature with no value puts the example in no slice of that spec, and a feature
 with several values puts it in several. The project's extractors
-(components/evaluation.py) add `<name>_bucket` before that, from the first value of
+(components/evaluation/extractors.py) add `<name>_bucket` before that, from the first value of
 `<name>` ("missing" without one). Here the same keys come from the decoded columns:
 (example, value) pairs per feature, joined per spec, grouped with numpy.
 
@@ -30,9 +30,9 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 from tensorflow_model_analysis.proto import config_pb2
 from tfx_bsl.coders import example_coder
 
-from components.example_layout import Layout, RecordBatchDecoder
-from components.fast_eval.metrics import Unsupported
-from components.slice_buckets import BUCKET_SUFFIX, bucket_label
+from components.evaluation.fast.metrics import Unsupported
+from components.evaluation.slice_buckets import BUCKET_SUFFIX, bucket_label
+from components.example_gen.layout import Layout, RecordBatchDecoder
 
 OVERALL: tuple = ()
 # The schema-less decoder's value types, as a schema names them.
@@ -272,7 +272,7 @@ def bucket_pairs(
     rows: np.ndarray, values: np.ndarray, examples: int, bounds: tuple[float, ...]
 ) -> Pairs:
     """`<name>_bucket` of every example: the bucket of its first value of `<name>`
-    (components/evaluation.py's add_buckets), "missing" when it has none."""
+    (components/evaluation/extractors.py's add_buckets), "missing" when it has none."""
     if values.dtype.kind not in "iuf":
         raise Unsupported(f"bucketed feature of type {values.dtype} (not numeric)")
     first_rows, first = np.unique(rows, return_index=True)

@@ -35,7 +35,7 @@ from tfx_bsl.tfxio import tfxio as tfxio_module
 from compat import tft as tft_internals
 from compat import tfx_bsl as tfx_bsl_internals
 from components.example_gen import csv_ingest
-from components.example_layout import sequential_records
+from components.example_gen.layout import sequential_records
 
 BATCH_SIZE = 8192
 # Batches being transformed at once (bounded: a split is never held whole in memory).

@@ -3,7 +3,7 @@
 It reads the run's artifacts (Examples and their statistics, the schema, the
 evaluation's per-slice metrics and rules, the blessing, the serving check,
 the push) and the dataset file's words and hyperparameters (execution
-parameters), renders components/model_card/card.py, and writes the card into
+parameters), renders components/release/model_card/card.py, and writes the card into
 its own artifact (`card.html`, recorded in ML Metadata) and, when the model was
 pushed, as `model_card.html` into the pushed version's folder.
 """
@@ -22,13 +22,13 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, component_spec, standard_artifacts
 from tfx.types.system_artifacts import Metrics as MetricsSystemType
 
-from components.model_card.card import CardData, render_card
+from components.release.model_card.card import CardData, render_card
 
 CARD_FILE = "card.html"
 # Written into the pushed version's folder, beside saved_model.pb.
 PUSHED_CARD_FILE = "model_card.html"
-SLICES_FILE = "slices.json"  # components/slicing/evaluator.py writes it
-SERVING_CHECK_FILE = "result.json"  # components/serving_check/component.py
+SLICES_FILE = "slices.json"  # components/evaluation/slicing/evaluator.py writes it
+SERVING_CHECK_FILE = "result.json"  # components/release/serving_check/component.py
 DATA_PROPERTIES = (
     "span",
     "version",

@@ -15,14 +15,14 @@ with these, with the same metrics.
 
 With slicing by features (the dataset file's `slicing:`), only the features
 a slicing names stay in each batch, and numeric features sliced by bucket get
-a `<name>_bucket` feature (components/slicing/rules.py names the buckets)
+a `<name>_bucket` feature (components/evaluation/slicing/rules.py names the buckets)
 before TFMA computes each example's slice keys.
 
 TFX's Evaluator calls `custom_extractors` from its `module_path`
 (pipeline/definition.py); the function must keep this name and signature, so
-the bucket boundaries reach it through `components.slicing.rules.bucketed()`
+the bucket boundaries reach it through `components.evaluation.slicing.rules.bucketed()`
 (TFX re-imports this module before calling it, so the setting lives there), which the Evaluator's
-executor (components/slicing/evaluator.py) wraps around TFMA's run.
+executor (components/evaluation/slicing/evaluator.py) wraps around TFMA's run.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ import apache_beam as beam
 import tensorflow_model_analysis as tfma
 from tensorflow_model_analysis.extractors import slice_key_extractor, unbatch_extractor
 
-from components.slice_buckets import BUCKET_SUFFIX, bucket_label
-from components.slicing.rules import active_buckets
+from components.evaluation.slice_buckets import BUCKET_SUFFIX, bucket_label
+from components.evaluation.slicing.rules import active_buckets
 
 MODULE_PATH = __name__
 DROP_FEATURES_STAGE = "DropUnreadFeatures"

@@ -1,6 +1,6 @@
 """The ServingCheck component: between the Evaluator and the Pusher, like TFX's InfraValidator.
 
-Its output is an `InfraBlessing`, which TFX's Pusher (components/atomic_pusher.py)
+Its output is an `InfraBlessing`, which TFX's Pusher (components/release/atomic_pusher.py)
 takes as `infra_blessing`: a model that cannot load, needs project code, fails
 on requests or disagrees with the Evaluator is not pushed. The artifact's
 custom properties hold the verdict and its message, the load time, and p50/p99
@@ -23,9 +23,9 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, component_spec, standard_artifacts
 from tfx.utils import io_utils
 
-from components.object_storage import scheme_of
-from components.serving_check import warmup
-from components.serving_check.check import check_model
+from components.io.object_storage import scheme_of
+from components.release.serving_check import warmup
+from components.release.serving_check.check import check_model
 
 MODEL_KEY = "model"
 EXAMPLES_KEY = "examples"
@@ -123,7 +123,7 @@ class Executor(base_executor.BaseExecutor):
 
 
 def _write_warmup(blessing: types.Artifact, rows: list[bytes], exec_properties: dict) -> None:
-    """TF Serving's warmup requests from the checked rows (components/serving_check/warmup.py)."""
+    """TF Serving's warmup requests from the checked rows (components/release/serving_check/warmup.py)."""
     label_key = exec_properties["label_key"]
     examples = [warmup.without_label(r, label_key) for r in rows[: warmup.MAX_BATCH]]
     path = os.path.join(blessing.uri, warmup.FILE_NAME)

@@ -1,8 +1,8 @@
 """Numeric features sliced by bucket: the bucket feature's name and each bucket's label.
 
-Shared by the slicing rules and extractors (components/slicing/rules.py,
-components/evaluation.py), which add the bucket feature for TFMA, and by the
-Evaluator's fast path (components/fast_eval/slices.py), which computes the same
+Shared by the slicing rules and extractors (components/evaluation/slicing/rules.py,
+components/evaluation/extractors.py), which add the bucket feature for TFMA, and by the
+Evaluator's fast path (components/evaluation/fast/slices.py), which computes the same
 labels from whole columns.
 """
 

@@ -36,7 +36,7 @@ from tfx.proto import pusher_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, proto_utils
 
-from components.serving_check import warmup
+from components.release.serving_check import warmup
 
 TMP_PREFIX = ".incoming-"
 # Written last into a version on object storage: the version is complete.

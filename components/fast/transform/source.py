@@ -3,7 +3,7 @@
 TFX's TFXIO reads the analysis split record by record in Python (Beam's TFRecord
 source), batches the records and decodes each batch with tfx_bsl's decoder: about
 two thirds of the analysis' CPU time at 1M rows. When the ingest recorded the
-examples' layout (components/example_layout.py), `LayoutTFExampleRecord` instead
+examples' layout (components/example_gen/layout.py), `LayoutTFExampleRecord` instead
 hands each worker whole files, read by TensorFlow's C++ reader and decoded by
 `tf.io.parse_example` into the record batches tfx_bsl's decoder makes with the
 same schema: the schema's columns in its order and types, every example holding
@@ -22,7 +22,7 @@ import tensorflow as tf
 from tfx_bsl.tfxio import tf_example_record
 
 from compat import tfx_bsl as tfx_bsl_internals
-from components.example_layout import ARROW_TYPES, Layout, RecordBatchDecoder
+from components.example_gen.layout import ARROW_TYPES, Layout, RecordBatchDecoder
 
 # The size tfx_bsl's batching grows TFX's analysis batches to (`_BATCH_SIZE_CAP`).
 # tf.Transform reduces each batch in float32 before combining, so a mean or a

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 from tfx.dsl.io import fileio
 
-from components import object_storage
+from components.io import object_storage
 
 CHUNK = 4 * 1024 * 1024
 

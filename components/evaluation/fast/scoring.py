@@ -17,8 +17,8 @@ import tensorflow as tf
 from absl import logging
 
 from compat import tfma as tfma_internals
-from components.example_layout import sequential_records
-from components.fast_eval.metrics import Columns, Unsupported
+from components.evaluation.fast.metrics import Columns, Unsupported
+from components.example_gen.layout import sequential_records
 
 BATCH_SIZE = 8192
 

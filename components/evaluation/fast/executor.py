@@ -36,16 +36,16 @@ from tfx.components.util import udf_utils
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, json_utils, path_utils, proto_utils
 
-from components.example_layout import layout_of
-from components.fast_eval import metrics, scoring, slices
+from components.evaluation.fast import metrics, scoring, slices
+from components.example_gen.layout import layout_of
 from components.local_beam import runner_refusal
 
 FAST, TFMA = "fast", "tfma"
-# The project's own extractors module (components/evaluation.py: TFMA's extractors
+# The project's own extractors module (components/evaluation/extractors.py: TFMA's extractors
 # minus unread features, plus slice buckets; no overall metric changes). Named, not
 # imported: the sliced Evaluator's executor builds on this one, and that module
 # imports the slicing rules (tests/test_fast_eval.py checks the name).
-OWN_EXTRACTORS_MODULE = "components.evaluation"
+OWN_EXTRACTORS_MODULE = "components.evaluation.extractors"
 
 
 def fast_path_refusal(
@@ -72,7 +72,7 @@ def fast_path_refusal(
 
 
 def _module_refusal(exec_properties: dict[str, Any]) -> str | None:
-    """The Evaluator's module may only be components.evaluation (extractors that drop
+    """The Evaluator's module may only be components.evaluation.extractors (extractors that drop
     unread features, which change no metric)."""
     module_path, extra = udf_utils.decode_user_module_key(
         exec_properties.get(standard_component_specs.MODULE_PATH_KEY)

@@ -1,10 +1,10 @@
 """TFX's Evaluator, with slicing by bucket and per-slice blessing rules.
 
 TFMA's metrics of every slice the eval config names are computed and its
-thresholds checked (by components/fast_eval/, which computes them itself when it
+thresholds checked (by components/evaluation/fast/, which computes them itself when it
 covers the config, else runs TFX's executor); this
 executor then (1) checks the per-slice rules
-(components/slicing/rules.py) on TFMA's output, (2) writes `slices.json`
+(components/evaluation/slicing/rules.py) on TFMA's output, (2) writes `slices.json`
 beside TFMA's output (every slice's metrics for both models, the rules and
 the failures: what the model card shows), and (3) when a rule or TFMA's own
 threshold fails, records the model NOT blessed with a message that names each
@@ -29,9 +29,9 @@ from tfx.types import artifact_utils, component_spec, standard_artifacts
 from tfx.types import standard_component_specs as specs
 from tfx.utils import io_utils
 
-from components.fast_eval import executor as fast_executor
-from components.fast_eval.metrics import Unsupported
-from components.slicing.rules import (
+from components.evaluation.fast import executor as fast_executor
+from components.evaluation.fast.metrics import Unsupported
+from components.evaluation.slicing.rules import (
     BASELINE,
     CANDIDATE,
     OVERALL,

@@ -7,7 +7,7 @@ StatisticsGen's TFXIO reads them) and feeds them to TFDV's own combiner generato
 in this process (`stats_impl.get_generators(options, in_memory=True)`), streaming:
 one accumulator per generator, one batch at a time.
 
-Examples from the Arrow CSV ingest carry their layout (components/example_layout.py):
+Examples from the Arrow CSV ingest carry their layout (components/example_gen/layout.py):
 they are decoded by `tf.io.parse_example` into the same record batches, several
 times faster than tfx_bsl's decoder, and then this single process beats Beam's
 worker processes, so it runs under the multi-process runner too. Other examples
@@ -45,7 +45,7 @@ from tfx.utils import io_utils, json_utils, stats_utils
 from tfx_bsl.coders import example_coder
 
 from compat import tfdv as tfdv_internals
-from components.example_layout import Layout, RecordBatchDecoder, layout_of, sequential_records
+from components.example_gen.layout import Layout, RecordBatchDecoder, layout_of, sequential_records
 from components.local_beam import runner_refusal
 
 BATCH_SIZE = 8192

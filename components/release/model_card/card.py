@@ -2,7 +2,7 @@
 
 One self-contained HTML page (no network): plotly's JavaScript is inlined from
 the installed package, as in the validation report. Everything shown is read
-by components/model_card/component.py from the run's artifacts and passed in
+by components/release/model_card/component.py from the run's artifacts and passed in
 as plain data (`CardData`), so the page can be rendered and tested alone.
 """
 
@@ -41,7 +41,7 @@ class CardData:
     # feature -> (type, presence/domain summary)
     schema: list[tuple[str, str, str]] = field(default_factory=list)
     hyperparameters: dict[str, Any] = field(default_factory=dict)
-    # The evaluation's slices.json (components/slicing/evaluator.py).
+    # The evaluation's slices.json (components/evaluation/slicing/evaluator.py).
     slices: dict[str, Any] = field(default_factory=dict)
     thresholds: dict[str, Any] = field(default_factory=dict)
     blessed: bool | None = None

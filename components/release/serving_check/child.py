@@ -1,6 +1,6 @@
 """The serving check's fresh process: TensorFlow and the SavedModel, nothing of the project.
 
-Run by components/serving_check/check.py as `python -I -S child.py START.json`:
+Run by components/release/serving_check/check.py as `python -I -S child.py START.json`:
 -I ignores PYTHON* variables, the user's site and the working directory; -S
 skips `site`, so no .pth file (the editable install's, which puts the project
 on sys.path) is read. The installed packages' folders are appended to sys.path
