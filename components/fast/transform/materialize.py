@@ -34,7 +34,7 @@ from tfx_bsl.tfxio import tfxio as tfxio_module
 
 from compat import tft as tft_internals
 from compat import tfx_bsl as tfx_bsl_internals
-from components.example_gen import csv_ingest
+from components.example_gen import tfrecord_shards
 from components.example_gen.layout import sequential_records
 
 BATCH_SIZE = 8192
@@ -105,9 +105,9 @@ class Transformer:
         outputs = dict(zip(self._graph.outputs_tensor_keys, fetched, strict=True))
         batch = _scalar_batch(outputs, self._scalars) if self._scalars else None
         if batch is not None:
-            return csv_ingest.framed_buffer(batch, self._scalars), batch.num_rows
+            return tfrecord_shards.framed_buffer(batch, self._scalars), batch.num_rows
         examples = self._encoded(outputs)
-        return csv_ingest.frame_records(examples), len(examples)
+        return tfrecord_shards.frame_records(examples), len(examples)
 
     def _encoded(self, outputs: dict) -> list[bytes]:
         """The graph's outputs for one batch -> serialized examples, by tf.Transform's
@@ -189,7 +189,7 @@ def write_split(job: SplitJob, transformer: Transformer, staging: str) -> int:
     """Transforms one split into `staging`/<split>/; returns its example count."""
     folder = os.path.join(staging, job.name)
     tf.io.gfile.makedirs(folder)
-    writer = csv_ingest.GzipShardWriter(os.path.join(folder, OUTPUT_FILE))
+    writer = tfrecord_shards.GzipShardWriter(os.path.join(folder, OUTPUT_FILE))
     # One batch is transformed on a worker thread (the session run leaves the GIL)
     # while the previous one is framed here and compressed on the writer's thread.
     try:
