@@ -209,7 +209,7 @@ def test_labels_outside_zero_one_are_refused():
 
 
 def test_fast_paths_run_only_where_beam_runs_here():
-    from components.local_beam import runner_refusal
+    from components.base.local_beam import runner_refusal
 
     in_process = ["--runner=FnApiRunner", "--setup_file=setup.py"]
     multi = [*in_process, "--direct_running_mode=multi_processing", "--direct_num_workers=0"]

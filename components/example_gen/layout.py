@@ -24,7 +24,7 @@ import pyarrow as pa
 import tensorflow as tf
 from tfx import types
 
-from components.custom_properties import custom_str
+from components.base.custom_properties import custom_str
 
 # JSON {"columns": {name: "INT" | "FLOAT" | "BYTES"}, "untyped": [name, ...]} on an
 # Examples artifact: "untyped" are the columns without a value in the split.

@@ -14,7 +14,7 @@ from tfx import types
 from tfx.dsl.components.common import resolver
 from tfx.types import standard_artifacts
 
-from components.custom_properties import custom_int, custom_str
+from components.base.custom_properties import custom_int, custom_str
 
 # The resolver's input and output keys, and the span property ExampleGen records.
 EXAMPLES_KEY = "examples"

@@ -16,12 +16,13 @@ import os
 from typing import Any
 
 from tfx import types
-from tfx.dsl.components.base import base_component, base_executor, executor_spec
+from tfx.dsl.components.base import executor_spec
 from tfx.dsl.components.common import resolver
 from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, component_spec, standard_artifacts
 
-from components.custom_properties import custom_int
+from components.base import component
+from components.base.custom_properties import custom_int
 
 EXAMPLES_KEY = "examples"
 
@@ -108,10 +109,10 @@ def _link_or_copy(src: str, dst: str) -> None:
         fileio.copy(src, dst)
 
 
-class SpanWindowExamplesExecutor(base_executor.BaseExecutor):
-    def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 - TFX API
-        sources = list(input_dict[EXAMPLES_KEY])
-        out = artifact_utils.get_single_instance(output_dict["window"])
+class SpanWindowExamplesExecutor(component.Executor):
+    def run(self, execution: component.Execution) -> None:
+        sources = execution.inputs_of(EXAMPLES_KEY)
+        out = execution.output("window")
         split_sets = {tuple(artifact_utils.decode_split_names(a.split_names)) for a in sources}
         if len(split_sets) != 1:
             raise ValueError(f"spans of the window have different splits: {sorted(split_sets)}")
@@ -143,16 +144,8 @@ class SpanWindowExamplesExecutor(base_executor.BaseExecutor):
                 out.set_string_custom_property(key, sources[0].get_string_custom_property(key))
 
 
-class SpanWindowExamples(base_component.BaseComponent):
+class SpanWindowExamples(component.Component):
     """One Examples artifact holding the shards of every span in the window."""
 
     SPEC_CLASS = SpanWindowExamplesSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(SpanWindowExamplesExecutor)
-
-    def __init__(self, examples: types.BaseChannel) -> None:
-        super().__init__(
-            spec=SpanWindowExamplesSpec(
-                examples=examples,
-                window=types.Channel(type=standard_artifacts.Examples),
-            )
-        )

@@ -29,13 +29,14 @@ from typing import Any
 
 from tensorflow_metadata.proto.v0 import statistics_pb2
 from tfx import types
-from tfx.dsl.components.base import base_component, base_executor, executor_spec
+from tfx.dsl.components.base import executor_spec
 from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, component_spec, standard_artifacts
 from tfx.types.system_artifacts import Statistics as StatisticsSystemType
 from tfx.utils import io_utils
 
-from components.custom_properties import custom_int, custom_str
+from components.base import component
+from components.base.custom_properties import custom_int, custom_str
 from components.io.native_stderr import native_stderr_to_log
 from components.validation.checks import (
     BLOCK,
@@ -220,18 +221,14 @@ def _publish(
     out.set_string_custom_property("notes", "\n".join(result.notes))
 
 
-class ValidationGateExecutor(base_executor.BaseExecutor):
-    def Do(  # noqa: N802 - TFX API
-        self,
-        input_dict: dict[str, list[types.Artifact]],
-        output_dict: dict[str, list[types.Artifact]],
-        exec_properties: dict[str, Any],
-    ) -> None:
+class ValidationGateExecutor(component.Executor):
+    def run(self, execution: component.Execution) -> None:
         from components.validation.html_report import render_report
 
+        exec_properties = execution.properties
         settings = ValidationSettings.from_json(exec_properties["settings"])
-        result, current, baseline, serving = _check(input_dict, exec_properties, settings)
-        out = artifact_utils.get_single_instance(output_dict[RESULT_KEY])
+        result, current, baseline, serving = _check(execution.inputs, exec_properties, settings)
+        out = execution.output(RESULT_KEY)
         run_id, pipeline = self._run_names(out)
         html = render_report(
             result,
@@ -269,43 +266,22 @@ class ValidationGateExecutor(base_executor.BaseExecutor):
         return run_id, pipeline
 
 
-class ValidationGate(base_component.BaseComponent):
+class ValidationGate(component.Component):
     """Blocks the run (raises) when this span's data fails the schema, drift or skew checks."""
 
     SPEC_CLASS = ValidationGateSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(ValidationGateExecutor)
-
-    def __init__(
-        self,
-        statistics: types.BaseChannel,
-        schema: types.BaseChannel,
-        settings: ValidationSettings,
-        *,
-        examples: types.BaseChannel | None = None,
-        baseline_statistics: types.BaseChannel | None = None,
-        baseline_examples: types.BaseChannel | None = None,
-        serving_data: str = "",
-        serving_sha256: str = "",
-        serving_log: str = "",
-        serving_log_window: WindowOptions | None = None,
-        report_dir: str = "",
-    ) -> None:
-        super().__init__(
-            spec=ValidationGateSpec(
-                statistics=statistics,
-                schema=schema,
-                baseline_statistics=baseline_statistics,
-                examples=examples,
-                baseline_examples=baseline_examples,
-                settings=settings.to_json(),
-                serving_data=serving_data,
-                serving_sha256=serving_sha256,
-                serving_log=serving_log,
-                serving_log_window=(serving_log_window or WindowOptions()).to_json(),
-                report_dir=report_dir,
-                result=types.Channel(type=ValidationResult),
-            )
-        )
+    DEFAULTS = {
+        "serving_data": "",
+        "serving_sha256": "",
+        "serving_log": "",
+        "serving_log_window": None,
+        "report_dir": "",
+    }
+    ENCODE = {
+        "settings": ValidationSettings.to_json,
+        "serving_log_window": lambda window: (window or WindowOptions()).to_json(),
+    }
 
 
 def load_result(artifact_uri: str) -> GateResult:

@@ -36,9 +36,9 @@ from tfx.components.util import udf_utils
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, json_utils, path_utils, proto_utils
 
+from components.base.local_beam import runner_refusal
 from components.evaluation.fast import metrics, scoring, slices
 from components.example_gen.layout import layout_of
-from components.local_beam import runner_refusal
 
 FAST, TFMA = "fast", "tfma"
 # The project's own extractors module (components/evaluation/extractors.py: TFMA's extractors

@@ -23,12 +23,13 @@ from absl import logging
 from tfx import types
 from tfx.components.evaluator import component as tfx_evaluator
 from tfx.components.evaluator import constants
-from tfx.dsl.components.base import base_beam_component, executor_spec
+from tfx.dsl.components.base import executor_spec
 from tfx.dsl.io import fileio
-from tfx.types import artifact_utils, component_spec, standard_artifacts
+from tfx.types import component_spec
 from tfx.types import standard_component_specs as specs
 from tfx.utils import io_utils
 
+from components.base import component
 from components.evaluation.fast import executor as fast_executor
 from components.evaluation.fast.metrics import Unsupported
 from components.evaluation.slicing.rules import (
@@ -144,29 +145,24 @@ def judge(
     return metrics, slice_failures, messages
 
 
-class Executor(fast_executor.Executor):
+class Executor(component.Executor, fast_executor.Executor):
     """The Evaluator's executor (fast path or TFX's), then the per-slice rules (module docstring)."""
 
     def slice_buckets(self, exec_properties: dict[str, Any]) -> dict[str, tuple[float, ...]]:
         return dict(SliceRules.from_json(exec_properties.get(SLICE_RULES_KEY)).buckets)
 
-    def Do(  # noqa: N802 - TFX API
-        self,
-        input_dict: dict[str, list[types.Artifact]],
-        output_dict: dict[str, list[types.Artifact]],
-        exec_properties: dict[str, Any],
-    ) -> None:
-        rules = SliceRules.from_json(exec_properties.get(SLICE_RULES_KEY))
+    def run(self, execution: component.Execution) -> None:
+        rules = SliceRules.from_json(execution.properties.get(SLICE_RULES_KEY))
         with bucketed(rules.buckets):
-            super().Do(input_dict, output_dict, exec_properties)
-        blessing = artifact_utils.get_single_instance(output_dict[specs.BLESSING_KEY])
-        evaluation_uri = artifact_utils.get_single_uri(output_dict[specs.EVALUATION_KEY])
+            fast_executor.Executor.Do(self, *execution.args)
+        blessing = execution.output(specs.BLESSING_KEY)
+        evaluation_uri = execution.output(specs.EVALUATION_KEY).uri
         if (
             blessing.mlmd_artifact.custom_properties.get(constants.ARTIFACT_PROPERTY_BLESSED_KEY)
             is None
         ):
             return  # no thresholds: TFX's Evaluator did not judge, nor do the rules
-        has_baseline = bool(input_dict.get(specs.BASELINE_MODEL_KEY))
+        has_baseline = bool(execution.inputs_of(specs.BASELINE_MODEL_KEY))
         metrics, failures, messages = judge(evaluation_uri, rules, has_baseline=has_baseline)
         io_utils.write_string_file(
             os.path.join(evaluation_uri, SLICES_FILE),
@@ -209,33 +205,9 @@ class SlicedEvaluatorSpec(specs.EvaluatorSpec):
     }
 
 
-class Evaluator(tfx_evaluator.Evaluator):
+class Evaluator(component.Component, tfx_evaluator.Evaluator):
     """TFX's Evaluator (same id, inputs and outputs) with `slice_rules` (SliceRules JSON)."""
 
     SPEC_CLASS = SlicedEvaluatorSpec
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)
-
-    def __init__(
-        self,
-        *,
-        examples: types.BaseChannel,
-        model: types.BaseChannel,
-        baseline_model: types.BaseChannel | None,
-        eval_config: Any,
-        slice_rules: SliceRules,
-        module_path: str | None = None,
-    ) -> None:
-        # TFX's __init__ builds its own spec class; this one adds a parameter.
-        base_beam_component.BaseBeamComponent.__init__(
-            self,
-            spec=SlicedEvaluatorSpec(
-                examples=examples,
-                model=model,
-                baseline_model=baseline_model,
-                eval_config=eval_config,
-                module_path=module_path,
-                slice_rules=slice_rules.to_json(),
-                evaluation=types.Channel(type=standard_artifacts.ModelEvaluation),
-                blessing=types.Channel(type=standard_artifacts.ModelBlessing),
-            ),
-        )
+    ENCODE = {"slice_rules": SliceRules.to_json}

@@ -45,8 +45,8 @@ from tfx.utils import io_utils, json_utils, stats_utils
 from tfx_bsl.coders import example_coder
 
 from compat import tfdv as tfdv_internals
+from components.base.local_beam import runner_refusal
 from components.example_gen.layout import Layout, RecordBatchDecoder, layout_of, sequential_records
-from components.local_beam import runner_refusal
 
 BATCH_SIZE = 8192
 EXACT_DISTINCT_LIMIT = tfdv_internals.DEFAULT_MG_SKETCH_SIZE

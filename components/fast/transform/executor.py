@@ -37,10 +37,10 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils
 from tfx_bsl.tfxio import tf_example_record
 
+from components.base.local_beam import runner_refusal
 from components.example_gen.layout import Layout, layout_of
 from components.fast.transform.materialize import SplitJob, Uncovered, materialize
 from components.fast.transform.source import LayoutTFExampleRecord
-from components.local_beam import runner_refusal
 
 KEYS = standard_component_specs
 _TELEMETRY = ["FastTransform"]

@@ -17,11 +17,12 @@ from typing import Any
 
 from absl import logging
 from tfx import types
-from tfx.dsl.components.base import base_component, base_executor, executor_spec
+from tfx.dsl.components.base import executor_spec
 from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, component_spec, standard_artifacts
 from tfx.types.system_artifacts import Metrics as MetricsSystemType
 
+from components.base import component
 from components.release.model_card.card import CardData, render_card
 
 CARD_FILE = "card.html"
@@ -181,16 +182,11 @@ def card_data(
     )
 
 
-class Executor(base_executor.BaseExecutor):
-    def Do(  # noqa: N802 - TFX API
-        self,
-        input_dict: dict[str, list[types.Artifact]],
-        output_dict: dict[str, list[types.Artifact]],
-        exec_properties: dict[str, Any],
-    ) -> None:
-        card = artifact_utils.get_single_instance(output_dict["card"])
+class Executor(component.Executor):
+    def run(self, execution: component.Execution) -> None:
+        card = execution.output("card")
         run_id = (self._context.pipeline_run_id if self._context else None) or ""
-        data = card_data(input_dict, exec_properties, run_id)
+        data = card_data(execution.inputs, execution.properties, run_id)
         html = render_card(data)
         fileio.makedirs(card.uri)
         with fileio.open(os.path.join(card.uri, CARD_FILE), "w") as f:
@@ -231,15 +227,8 @@ class ModelCardSpec(component_spec.ComponentSpec):
     OUTPUTS = {"card": component_spec.ChannelParameter(type=ModelCardArtifact)}
 
 
-class ModelCard(base_component.BaseComponent):
+class ModelCard(component.Component):
     """Writes the model card (card.py) as an artifact and beside the pushed version."""
 
     SPEC_CLASS = ModelCardSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(Executor)
-
-    def __init__(self, **channels_and_parameters: Any) -> None:
-        super().__init__(
-            spec=ModelCardSpec(
-                **channels_and_parameters, card=types.Channel(type=ModelCardArtifact)
-            )
-        )

@@ -18,11 +18,12 @@ from typing import Any
 from absl import logging
 from tfx import types
 from tfx.components.evaluator import constants as evaluator_constants
-from tfx.dsl.components.base import base_component, base_executor, executor_spec
+from tfx.dsl.components.base import executor_spec
 from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, component_spec, standard_artifacts
 from tfx.utils import io_utils
 
+from components.base import component
 from components.io.object_storage import scheme_of
 from components.release.serving_check import warmup
 from components.release.serving_check.check import check_model
@@ -65,15 +66,10 @@ def _record(blessing: types.Artifact, result: Any, skipped: str = "") -> None:
             blessing.set_float_custom_property(name, float(value))
 
 
-class Executor(base_executor.BaseExecutor):
-    def Do(  # noqa: N802 - TFX API
-        self,
-        input_dict: dict[str, list[types.Artifact]],
-        output_dict: dict[str, list[types.Artifact]],
-        exec_properties: dict[str, Any],
-    ) -> None:
-        blessing = artifact_utils.get_single_instance(output_dict[BLESSING_KEY])
-        model_blessing = input_dict.get(MODEL_BLESSING_KEY) or []
+class Executor(component.Executor):
+    def run(self, execution: component.Execution) -> None:
+        blessing = execution.output(BLESSING_KEY)
+        model_blessing = execution.inputs_of(MODEL_BLESSING_KEY)
         if model_blessing and (
             model_blessing[0].get_int_custom_property(
                 evaluator_constants.ARTIFACT_PROPERTY_BLESSED_KEY
@@ -84,14 +80,11 @@ class Executor(base_executor.BaseExecutor):
             _record(blessing, None, "not checked: the Evaluator did not bless the model")
             io_utils.write_string_file(os.path.join(blessing.uri, NOT_BLESSED_FILE), "")
             return
-        model = artifact_utils.get_single_instance(input_dict[MODEL_KEY])
+        model = execution.input(MODEL_KEY)
         model_dir = os.path.join(model.uri, "Format-Serving")
         if not fileio.isdir(model_dir):
             model_dir = model.uri
-        rows = eval_rows(
-            artifact_utils.get_single_instance(input_dict[EXAMPLES_KEY]),
-            int(exec_properties["rows"]),
-        )
+        rows = eval_rows(execution.input(EXAMPLES_KEY), int(execution.properties["rows"]))
         with tempfile.TemporaryDirectory(prefix="serving-check-") as local:
             if scheme_of(model_dir):
                 # The fresh process has TensorFlow and nothing else, so no filesystem
@@ -104,13 +97,13 @@ class Executor(base_executor.BaseExecutor):
             result = check_model(
                 model_dir,
                 rows,
-                signature=exec_properties["signature"],
-                label_key=exec_properties["label_key"],
+                signature=execution.properties["signature"],
+                label_key=execution.properties["label_key"],
                 work_dir=os.path.join(blessing.uri if local_blessing else local, "work"),
             )
         _record(blessing, result)
         if result.passed:
-            _write_warmup(blessing, rows, exec_properties)
+            _write_warmup(blessing, rows, execution.properties)
         io_utils.write_string_file(
             os.path.join(blessing.uri, RESULT_FILE), json.dumps(result.to_dict(), indent=1)
         )
@@ -147,30 +140,8 @@ class ServingCheckSpec(component_spec.ComponentSpec):
     OUTPUTS = {BLESSING_KEY: component_spec.ChannelParameter(type=standard_artifacts.InfraBlessing)}
 
 
-class ServingCheck(base_component.BaseComponent):
+class ServingCheck(component.Component):
     """Loads and queries the candidate in a fresh process; blesses it for the Pusher or not."""
 
     SPEC_CLASS = ServingCheckSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(Executor)
-
-    def __init__(
-        self,
-        *,
-        model: types.BaseChannel,
-        examples: types.BaseChannel,
-        model_blessing: types.BaseChannel | None = None,
-        signature: str,
-        label_key: str,
-        rows: int,
-    ) -> None:
-        super().__init__(
-            spec=ServingCheckSpec(
-                model=model,
-                examples=examples,
-                model_blessing=model_blessing,
-                signature=signature,
-                label_key=label_key,
-                rows=rows,
-                blessing=types.Channel(type=standard_artifacts.InfraBlessing),
-            )
-        )
