@@ -24,7 +24,6 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from typing import Any
 
 from absl import logging
 from tfx import types
@@ -33,9 +32,10 @@ from tfx.components.pusher import executor as tfx_pusher
 from tfx.dsl.components.base import executor_spec
 from tfx.dsl.io import fileio
 from tfx.proto import pusher_pb2
-from tfx.types import artifact_utils, standard_component_specs
+from tfx.types import standard_component_specs
 from tfx.utils import io_utils, proto_utils
 
+from components.base import component
 from components.release.serving_check import warmup
 
 TMP_PREFIX = ".incoming-"
@@ -133,29 +133,23 @@ def publish_model(
     return serving_path, version
 
 
-class Executor(tfx_pusher.Executor):
+class Executor(component.Executor, tfx_pusher.Executor):
     """TFX's Pusher, with an atomic filesystem push."""
 
-    def Do(  # noqa: N802 - TFX API
-        self,
-        input_dict: dict[str, list[types.Artifact]],
-        output_dict: dict[str, list[types.Artifact]],
-        exec_properties: dict[str, Any],
-    ) -> None:
-        self._log_startup(input_dict, output_dict, exec_properties)
-        model_push = artifact_utils.get_single_instance(
-            output_dict[standard_component_specs.PUSHED_MODEL_KEY]
-        )
+    def run(self, execution: component.Execution) -> None:
+        input_dict = execution.inputs
+        self._log_startup(*execution.args)
+        model_push = execution.output(standard_component_specs.PUSHED_MODEL_KEY)
         if not self.CheckBlessing(input_dict):
             self._MarkNotPushed(model_push)
             return
         destination = pusher_pb2.PushDestination()
         proto_utils.json_to_proto(
-            exec_properties[standard_component_specs.PUSH_DESTINATION_KEY], destination
+            execution.properties[standard_component_specs.PUSH_DESTINATION_KEY], destination
         )
         if destination.WhichOneof("destination") != "filesystem":
             # Other destinations keep TFX's behaviour.
-            return super().Do(input_dict, output_dict, exec_properties)
+            return tfx_pusher.Executor.Do(self, *execution.args)
         model_path = self.GetModelPath(input_dict)
         serving_path, version = publish_model(
             model_path, destination.filesystem.base_directory, _warmup_extras(input_dict)
