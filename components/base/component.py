@@ -47,8 +47,8 @@ def spec_arguments(
     component: str,
     spec_class: type[component_spec.ComponentSpec],
     arguments: Mapping[str, Any],
-    defaults: Mapping[str, Any] = {},  # noqa: B006 - read only
-    encode: Mapping[str, Callable[[Any], Any]] = {},  # noqa: B006 - read only
+    defaults: Mapping[str, Any],
+    encode: Mapping[str, Callable[[Any], Any]],
 ) -> dict[str, Any]:
     """The Spec's keyword arguments: `arguments` with `defaults` filled in and `encode`
     applied, plus a new channel per output. Raises TypeError naming `component` for
