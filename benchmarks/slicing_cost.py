@@ -11,12 +11,12 @@ third of the rows, is what the Evaluator reads).
 
 After both paths have run once on the sample (not timed: library loading and
 tracing), measured, alternating, --repeats times each, in this process: the pipeline's
-Evaluator executor (components/evaluation/slicing/evaluator.py, with the pipeline's Beam
+Evaluator executor (components/slicing/evaluator.py, with the pipeline's Beam
 arguments, EvalConfig, slice rules and extractors module) on that eval split, for
   - whole split: the EvalConfig without the dataset file's slicing;
   - taxi slicing: payment type and trip distance bucket, with the per-slice false
     positive and negative rates and the per-slice rules;
-each on the fast path (components/evaluation/fast) and on TFMA's path (the anchor: the
+each on the fast path (components/fast_eval) and on TFMA's path (the anchor: the
 same executor with the fast path declined, so TFX's executor runs TFMA over Beam).
 Printed: seconds of each run, the best of each, fast / TFMA per configuration, and
 taxi slicing / whole split per path.

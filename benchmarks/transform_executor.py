@@ -1,4 +1,4 @@
-"""Transform alone: TFX's executor against the fast path (components/fast/transform/), same inputs.
+"""Transform alone: TFX's executor against the fast path (components/fast_transform/), same inputs.
 
     .venv/bin/python benchmarks/transform_executor.py --rows 200000 [--repeat 2] [--json]
 

@@ -109,7 +109,7 @@ class Inferred:
 
 
 def _header(path: Path) -> list[str]:
-    # Read as every reader reads CSV (components/io/csv_text.py): a byte-order mark
+    # Read as every reader reads CSV (components/csv_text.py): a byte-order mark
     # is dropped, and compressed or non-UTF-8 bytes get a message naming the file.
     from components.io import csv_text
 

@@ -37,7 +37,7 @@ class SkewResult:
     span: int | None
     statistics_uri: str
     log_dir: str
-    window: dict[str, Any] | None = None  # components.validation.serving_log.Window.to_dict()
+    window: dict[str, Any] | None = None  # components.serving_log.Window.to_dict()
     described: str = ""  # the window in words (or why there is none)
     blocking: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)

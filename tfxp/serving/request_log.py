@@ -238,7 +238,7 @@ class RequestLog:
 
 
 def published_files(folder: str) -> list[str]:
-    """The complete log files, oldest first: the readers' own listing (components/validation/serving_log.py)."""
+    """The complete log files, oldest first: the readers' own listing (components/serving_log.py)."""
     from components.validation import serving_log
 
     return [f.path for f in reversed(serving_log.published_files(folder))]
