@@ -51,11 +51,11 @@ COPY . /pipeline
 RUN uv pip install --python "$VIRTUAL_ENV/bin/python" --no-deps --no-build-isolation \
       -C editable_mode=compat -e /pipeline \
  && cd / && python -c "import components.example_gen.csv_example_gen, \
-components.example_gen.image_example_gen, components.schema_importer, components.validation.gate, \
-components.atomic_pusher, components.baseline_resolver, components.slicing.evaluator, \
-components.evaluation, components.fast_stats.executor, components.fast_transform.executor, \
-components.serving_check.component, \
-components.model_card.component, trainer.taxi.preprocessing, trainer.taxi.train, \
+components.example_gen.image_example_gen, components.validation.schema_importer, components.validation.gate, \
+components.release.atomic_pusher, components.resolvers.baseline, components.evaluation.slicing.evaluator, \
+components.evaluation.extractors, components.fast.stats.executor, components.fast.transform.executor, \
+components.release.serving_check.component, \
+components.release.model_card.component, trainer.taxi.preprocessing, trainer.taxi.train, \
 trainer.image.preprocessing, trainer.image.train, pipeline.definition"
 
 # Beam workers start through the boot program; KFP tasks set their own command

@@ -145,7 +145,7 @@ def _tfrecords(csv_path: Path, split_dir: Path) -> None:
     import tensorflow as tf
 
     from components.batch_inference.serving import RowEncoder, csv_rows
-    from components.schema_importer import load_schema, schema_column_types
+    from components.validation.schema_importer import load_schema, schema_column_types
 
     types = schema_column_types(load_schema(str(ROOT / "schema" / "taxi" / "schema.pbtxt")))
     header, rows, _ = csv_rows(str(csv_path))

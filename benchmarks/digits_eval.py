@@ -7,14 +7,14 @@ Set-up (not timed): the digits pipeline (schema/digits/dataset.yaml: the embedde
 
 After both paths have run once (not timed: library loading and tracing), measured,
 alternating, --repeats times each, in this process: the pipeline's Evaluator
-executor (components/slicing/evaluator.py, with the pipeline's Beam arguments,
+executor (components/evaluation/slicing/evaluator.py, with the pipeline's Beam arguments,
 EvalConfig, slice rules and extractors module: SparseCategoricalAccuracy, example
 count, each class's fall-out and miss rate, on the whole eval split and per digit)
 on the ImageExampleGen's eval split, for
   - first run: the trained model alone;
   - against a baseline: the same model as the baseline too (both models scored,
     every metric diffed, the change thresholds checked);
-each on the fast path (components/fast_eval) and on TFMA's path (the anchor: the
+each on the fast path (components/evaluation/fast) and on TFMA's path (the anchor: the
 same executor with the fast path declined, so TFX's executor runs TFMA over Beam).
 Printed: seconds of each run, the best of each, and fast / TFMA per variant.
 """

@@ -231,7 +231,7 @@ def pushed_model(args) -> tuple[str, str, Path]:
 
 def first_example(csv_path: Path) -> bytes:
     from components.batch_inference import serving
-    from components.schema_importer import load_schema, schema_column_types
+    from components.validation.schema_importer import load_schema, schema_column_types
     from pipeline.datasets import dataset_config
 
     config = dataset_config("taxi")

@@ -11,12 +11,12 @@ third of the rows, is what the Evaluator reads).
 
 After both paths have run once on the sample (not timed: library loading and
 tracing), measured, alternating, --repeats times each, in this process: the pipeline's
-Evaluator executor (components/slicing/evaluator.py, with the pipeline's Beam
+Evaluator executor (components/evaluation/slicing/evaluator.py, with the pipeline's Beam
 arguments, EvalConfig, slice rules and extractors module) on that eval split, for
   - whole split: the EvalConfig without the dataset file's slicing;
   - taxi slicing: payment type and trip distance bucket, with the per-slice false
     positive and negative rates and the per-slice rules;
-each on the fast path (components/fast_eval) and on TFMA's path (the anchor: the
+each on the fast path (components/evaluation/fast) and on TFMA's path (the anchor: the
 same executor with the fast path declined, so TFX's executor runs TFMA over Beam).
 Printed: seconds of each run, the best of each, fast / TFMA per configuration, and
 taxi slicing / whole split per path.
@@ -76,7 +76,7 @@ def newest_artifact(config, type_name: str, producer: str):
 
 
 def executor_classes() -> dict[str, type]:
-    from components.slicing.evaluator import Executor, TfmaExecutor
+    from components.evaluation.slicing.evaluator import Executor, TfmaExecutor
 
     return {"fast": Executor, "tfma": TfmaExecutor}
 
@@ -87,7 +87,7 @@ def evaluate_once(executor_class, model, examples, config, out: Path, baseline=N
     from tfx.types import standard_artifacts
     from tfx.utils import proto_utils
 
-    from components import evaluation
+    from components.evaluation import extractors as evaluation
     from pipeline.eval_config import eval_config, slice_rules
 
     evaluation_artifact = standard_artifacts.ModelEvaluation()

@@ -1,4 +1,4 @@
-"""Transform alone: TFX's executor against the fast path (components/fast_transform/), same inputs.
+"""Transform alone: TFX's executor against the fast path (components/fast/transform/), same inputs.
 
     .venv/bin/python benchmarks/transform_executor.py --rows 200000 [--repeat 2] [--json]
 
@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 
 EXECUTORS = {
     "tfx": "tfx.components.transform.executor.Executor",
-    "fast": "components.fast_transform.executor.Executor",
+    "fast": "components.fast.transform.executor.Executor",
 }
 
 

@@ -1,4 +1,4 @@
-"""TFDV's internals behind the in-process StatisticsGen (components/fast_stats/)."""
+"""TFDV's internals behind the in-process StatisticsGen (components/fast/stats/)."""
 
 from __future__ import annotations
 

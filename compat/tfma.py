@@ -1,4 +1,4 @@
-"""TFMA's internals behind the fast Evaluator (components/fast_eval/): the combiners it fills
+"""TFMA's internals behind the fast Evaluator (components/evaluation/fast/): the combiners it fills
 from columns, and the evaluator's own steps after them."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""tf.Transform's internals behind the in-process Transform writing (components/fast_transform/)."""
+"""tf.Transform's internals behind the in-process Transform writing (components/fast/transform/)."""
 
 from __future__ import annotations
 

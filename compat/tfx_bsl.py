@@ -1,4 +1,4 @@
-"""tfx_bsl's internals behind Transform's layout source (components/fast_transform/)."""
+"""tfx_bsl's internals behind Transform's layout source (components/fast/transform/)."""
 
 from __future__ import annotations
 

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from components.serving_log import FOLDER as SERVING_LOG_FOLDER
-from components.serving_log import WindowOptions
+from components.validation.serving_log import FOLDER as SERVING_LOG_FOLDER
+from components.validation.serving_log import WindowOptions
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -239,7 +239,7 @@ class PipelineConfig:
     csv_reader: str = "arrow"
     # The text encoding of the dataset's CSV files (both readers, the checks,
     # `tfxp data add`, `tfxp predict`): UTF-8 (a byte-order mark is skipped) or
-    # another ASCII-compatible one such as "latin-1" or "cp1252"; see components/csv_text.py.
+    # another ASCII-compatible one such as "latin-1" or "cp1252"; see components/io/csv_text.py.
     csv_encoding: str = "utf-8"
     schema_file: str = str(PROJECT_ROOT / "schema" / DEFAULT_PIPELINE_NAME / "schema.pbtxt")
     # The validation gate: drift/skew thresholds and warn-only kinds (a YAML

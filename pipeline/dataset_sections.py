@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from components.serving_log import WindowOptions
+from components.validation.serving_log import WindowOptions
 from pipeline import table_options
 from pipeline.config import (
     PROJECT_ROOT,

@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from components.csv_text import CsvTextError, check_encoding
+from components.io.csv_text import CsvTextError, check_encoding
 from pipeline import dataset_types, table_options
 from pipeline.config import (
     GENERIC_PREPROCESSING_FN,

@@ -18,23 +18,21 @@ from tfx.orchestration import pipeline as tfx_pipeline
 from tfx.proto import example_gen_pb2, range_config_pb2, trainer_pb2
 from tfx.types import Channel, standard_artifacts
 
-from components.baseline_resolver import BaselineModelStrategy
 from components.example_gen.csv_example_gen import checked_csv_example_gen
 from components.example_gen.image_example_gen import image_example_gen
-from components.fast_stats import executor as fast_statistics
-from components.fast_transform import executor as fast_transform
-from components.schema_importer import (
+from components.fast.stats import executor as fast_statistics
+from components.fast.transform import executor as fast_transform
+from components.resolvers.baseline import BaselineModelStrategy
+from components.resolvers.previous_span_statistics import PreviousSpanStatisticsStrategy
+from components.resolvers.span_window import SpanWindowExamples, SpanWindowStrategy
+from components.validation.checks import load_settings
+from components.validation.gate import ValidationGate
+from components.validation.schema_importer import (
     CuratedSchemaImporter,
     file_sha256,
     load_schema,
     schema_column_types,
     schema_nan_free_columns,
-)
-from components.span_window import SpanWindowExamples, SpanWindowStrategy
-from components.validation.checks import load_settings
-from components.validation.gate import (
-    PreviousSpanStatisticsStrategy,
-    ValidationGate,
 )
 from components.validation.serving_data import serving_cache_key
 from pipeline import release
@@ -101,7 +99,7 @@ def create_pipeline(
         examples=example_gen.outputs["examples"], schema=schema_importer.outputs["schema"]
     )
     # TFDV's statistics in one in-process pass when they are exact, else TFX's Beam
-    # executor (components/fast_stats/executor.py).
+    # executor (components/fast/stats/executor.py).
     statistics_gen.executor_spec = executor_spec.BeamExecutorSpec(fast_statistics.Executor)
     example_validator = ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_importer.outputs["schema"]
@@ -336,7 +334,7 @@ def _training(config: PipelineConfig, training_examples, schema_importer):
         },
     )
     # TFX's analysis, then the transformed examples written in this process when
-    # that gives TFX's output, else TFX's executor (components/fast_transform/).
+    # that gives TFX's output, else TFX's executor (components/fast/transform/).
     transform.executor_spec = executor_spec.BeamExecutorSpec(fast_transform.Executor)
     tuner = _tuner(config, transform, schema_importer, image_config)
     trainer = _trainer_class(config)(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import tensorflow_model_analysis as tfma
 
-from components.slicing.rules import SliceRules, metric_name
+from components.evaluation.slicing.rules import SliceRules, metric_name
 from pipeline.config import PipelineConfig
 
 
@@ -43,7 +43,7 @@ ERROR_RATES = ("FallOut", "MissRate")
 
 
 def slice_rules(config: PipelineConfig) -> SliceRules:
-    """The Evaluator's per-slice blessing rules (components/slicing/rules.py)."""
+    """The Evaluator's per-slice blessing rules (components/evaluation/slicing/rules.py)."""
     s = config.slicing
     t = config.thresholds
     if s is None:
@@ -127,7 +127,7 @@ def _overall_threshold(config: PipelineConfig) -> tfma.MetricThreshold:
 def _blessing_metric(config: PipelineConfig) -> tfma.MetricConfig:
     """The metric the blessing reads, its thresholds on the whole eval split. TFMA
     applies a plain `threshold` to every slice; the per-slice rules are the
-    dataset file's `slicing:` (checked by components/slicing), so with slices
+    dataset file's `slicing:` (checked by components/evaluation/slicing), so with slices
     the overall thresholds are pinned to the overall slice."""
     metric, settings = config.thresholds.metric, ""
     if macro_balanced_accuracy(config):

@@ -11,12 +11,13 @@ from typing import Any
 
 from tfx.proto import pusher_pb2
 
-from components import atomic_pusher, evaluation
 from components.batch_inference.component import BatchInference
-from components.model_card.component import ModelCard
-from components.schema_importer import schema_column_types, schema_nan_free_columns
-from components.serving_check.component import ServingCheck
-from components.slicing.evaluator import Evaluator as SlicedEvaluator
+from components.evaluation import extractors as evaluation
+from components.evaluation.slicing.evaluator import Evaluator as SlicedEvaluator
+from components.release import atomic_pusher
+from components.release.model_card.component import ModelCard
+from components.release.serving_check.component import ServingCheck
+from components.validation.schema_importer import schema_column_types, schema_nan_free_columns
 from pipeline.config import PipelineConfig
 from pipeline.eval_config import eval_config, slice_rules
 from pipeline.node_ids import BATCH_INFERENCE, MODEL_CARD, SERVING_CHECK
@@ -100,7 +101,7 @@ def batch_inference(config: PipelineConfig, schema: Any, trainer, evaluator) -> 
     if not config.inference.in_pipeline:
         return []
     span = inference_span(config)
-    from components.content_fingerprint import files_sha256
+    from components.io.content_fingerprint import files_sha256
 
     root = config.inference_data_root
     files = [str(f) for f in span.files]

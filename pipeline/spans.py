@@ -117,7 +117,7 @@ def _latest_per_span(spans: Sequence[SpanDir]) -> dict[int, SpanDir]:
 
 
 def _header(path: Path, encoding: str = "utf-8") -> list[str]:
-    from components import csv_text
+    from components.io import csv_text
 
     try:
         return [h.strip() for h in csv_text.read_header(str(path), encoding)]
@@ -128,7 +128,7 @@ def _header(path: Path, encoding: str = "utf-8") -> list[str]:
 def check_same_header(span: SpanDir, encoding: str = "utf-8") -> None:
     """All files of one drop must share a header (ExampleGen reads them with the first's).
 
-    Headers are read as every reader reads them (components/csv_text.py): a
+    Headers are read as every reader reads them (components/io/csv_text.py): a
     byte-order mark is skipped; a compressed file or invalid text is a
     SpanError naming the file.
     """
@@ -231,7 +231,7 @@ def select_spans(config: PipelineConfig) -> list[SpanDir]:
 
 def check_content(config: PipelineConfig, span: SpanDir) -> None:
     """A run on a named data version takes exactly the bytes recorded for it."""
-    from components.content_fingerprint import files_sha256
+    from components.io.content_fingerprint import files_sha256
 
     actual = files_sha256([str(f) for f in span.files], config.data_root)[0]
     if actual != config.data_sha256:

@@ -108,7 +108,7 @@ class RenderedCard:
 
 
 def open_model_card(path: Path, timeout: float = 60.0) -> RenderedCard:
-    """A model card (components/model_card/card.py) as the browser shows it."""
+    """A model card (components/release/model_card/card.py) as the browser shows it."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 

@@ -87,7 +87,7 @@ def raw_rows(config, csv_path: Path) -> tuple[list[bytes], list[dict]]:
     """The CSV's rows as `tfxp predict` sends them (serialized tf.Examples) and as JSON
     feature objects typed by the schema."""
     from components.batch_inference import serving
-    from components.schema_importer import load_schema, schema_column_types
+    from components.validation.schema_importer import load_schema, schema_column_types
 
     types = schema_column_types(load_schema(config.schema_file))
     header, rows, _ = serving.csv_rows(str(csv_path))

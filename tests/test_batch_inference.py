@@ -20,7 +20,7 @@ import pytest
 import tensorflow as tf
 
 from components.batch_inference import output, scoring, serving
-from components.schema_importer import load_schema, schema_column_types
+from components.validation.schema_importer import load_schema, schema_column_types
 from pipeline.config import PROJECT_ROOT
 
 SCHEMA = PROJECT_ROOT / "schema" / "taxi" / "schema.pbtxt"
@@ -332,7 +332,7 @@ def _executor_run(tmp_path, model_dir: str, blessed: int, files: list[str], root
     from tfx.types import standard_artifacts
 
     from components.batch_inference import component
-    from components.content_fingerprint import files_sha256
+    from components.io.content_fingerprint import files_sha256
 
     model = standard_artifacts.Model()
     model.uri = str(tmp_path / "model")

@@ -67,7 +67,7 @@ def _write_shard(path: str, batch, columns, pieces: int = 3) -> int:
     for i in range(pieces):
         part = batch.slice(i * len(batch) // pieces, len(batch) // pieces)
         framed, _ = csv_ingest.framed_examples(part, columns, frozenset(), digests=False)
-        writer.write(csv_ingest._contiguous(framed), len(framed))  # noqa: SLF001
+        writer.write(csv_ingest.contiguous(framed), len(framed))
         n += len(framed)
     assert not os.path.exists(path), "a shard appears only when complete"
     writer.close()

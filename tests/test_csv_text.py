@@ -1,4 +1,4 @@
-"""components.csv_text, and both CSV readers on files as spreadsheets write them.
+"""components.io.csv_text, and both CSV readers on files as spreadsheets write them.
 
 Each class of file (a UTF-8 byte-order mark, another encoding, bytes that are
 not valid text, compressed bytes, non-finite numbers, an absurdly long cell) is
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from components import csv_text
 from components.example_gen import arrow_csv, csv_ingest
 from components.example_gen.csv_checks import BYTES, FLOAT, INT, CsvInputError, check_csv_files
+from components.io import csv_text
 from pipeline.config import PROJECT_ROOT
 
 EMBEDDED_CSV = PROJECT_ROOT / "data" / "taxi" / "span-1" / "data.csv"
@@ -242,7 +242,7 @@ def test_arrow_reader_refuses_nan_in_finite_columns_only(tmp_path):
 
 
 def test_taxi_schema_keeps_money_and_distance_finite():
-    from components.schema_importer import load_schema, schema_nan_free_columns
+    from components.validation.schema_importer import load_schema, schema_nan_free_columns
 
     schema = load_schema(str(PROJECT_ROOT / "schema" / "taxi" / "schema.pbtxt"))
     assert schema_nan_free_columns(schema) == ["fare", "tips", "trip_miles"]

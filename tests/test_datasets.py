@@ -175,7 +175,7 @@ def test_unknown_dataset_says_how_to_make_one():
 
 
 def test_serving_log_window_comes_from_the_dataset_file(tmp_path):
-    from components.serving_log import WindowOptions
+    from components.validation.serving_log import WindowOptions
 
     base = "label: y\ntask: regression\nfeatures: {a: zscore}\n"
     path = _write(tmp_path, "logged", base + "serving_log: {hours: 6, max_examples: 500}\n")

@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from components.example_gen.csv_example_gen import _columns_from_custom_config
-from components.schema_importer import file_sha256, load_schema
+from components.example_gen.csv_options import columns_of
+from components.validation.schema_importer import file_sha256, load_schema
 from pipeline import definition
 from pipeline.datasets import dataset_config
 from pipeline.definition import create_pipeline
 from pipeline.fingerprint import code_fingerprint
 
-try:  # schema -> CSV column types; moved from pipeline.definition to components.schema_importer
-    from components.schema_importer import schema_column_types as schema_columns
+try:  # schema -> CSV column types; moved from pipeline.definition to components.validation.schema_importer
+    from components.validation.schema_importer import schema_column_types as schema_columns
 except ImportError:
     from pipeline.definition import schema_columns
 
@@ -143,7 +143,7 @@ def test_trainer_custom_config_has_fingerprint_and_hyperparameters(built):
 def test_example_gen_checks_columns_from_the_schema(built):
     config, pipeline = built
     example_gen = _components(pipeline)[definition.EXAMPLE_GEN]
-    columns = _columns_from_custom_config(example_gen.exec_properties)
+    columns = columns_of(example_gen.exec_properties)
     assert columns == schema_columns(load_schema(config.schema_file))
     assert example_gen.exec_properties["input_base"] == config.data_root
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from dvc_repos import DATA_PATH, identity, make_repo, run, taxi_rows, write_csv
 
-from components.content_fingerprint import files_sha256
+from components.io.content_fingerprint import files_sha256
 from pipeline.datasets import dataset_config
 from pipeline.spans import SpanError, select_spans
 from tfxp.cli import main

@@ -1,4 +1,4 @@
-"""components.evaluation: which evaluations may drop features, and where the drop goes."""
+"""components.evaluation.extractors: which evaluations may drop features, and where the drop goes."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import tensorflow_model_analysis as tfma
 from tensorflow_model_analysis.extractors import unbatch_extractor
 
-from components import evaluation
+from components.evaluation import extractors as evaluation
 from pipeline.datasets import dataset_config
 from pipeline.definition import create_pipeline
 from pipeline.eval_config import eval_config

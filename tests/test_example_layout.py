@@ -11,8 +11,8 @@ import tensorflow as tf
 from tfx.types import standard_artifacts
 from tfx_bsl.coders import example_coder
 
-from components import example_layout
 from components.example_gen import arrow_csv
+from components.example_gen import layout as example_layout
 from pipeline.config import PROJECT_ROOT
 from pipeline.definition import load_schema, schema_column_types
 
@@ -118,7 +118,7 @@ def test_layout_round_trips_through_the_artifact(columns):
 def test_analysis_source_equals_tfx_bsl_decoder_with_the_schema(tmp_path, columns, untyped):
     """What Transform's analysis reads through the layout source: the schema's columns, in
     its order and types, as tfx_bsl's decoder makes them with the schema."""
-    from components.fast_transform.source import LayoutTFExampleRecord, _DecodeFiles
+    from components.fast.transform.source import LayoutTFExampleRecord, _DecodeFiles
 
     schema = load_schema(str(PROJECT_ROOT / "schema" / "taxi" / "schema.pbtxt"))
     records = _records(tmp_path, columns, 500, untyped)
@@ -140,7 +140,7 @@ def test_analysis_source_equals_tfx_bsl_decoder_with_the_schema(tmp_path, column
 
 
 def test_analysis_source_refuses_what_the_layout_does_not_promise(columns):
-    from components.fast_transform.source import LayoutTFExampleRecord
+    from components.fast.transform.source import LayoutTFExampleRecord
 
     schema = load_schema(str(PROJECT_ROOT / "schema" / "taxi" / "schema.pbtxt"))
     without_fare = {k: v for k, v in columns.items() if k != "fare"}
@@ -153,7 +153,7 @@ def test_evaluator_slices_by_the_layout_equal_tfx_bsl_decoding(tmp_path, columns
     """The Evaluator's slice keys from the layout decoder equal those from tfx_bsl's."""
     import tensorflow_model_analysis as tfma
 
-    from components.fast_eval import slices
+    from components.evaluation.fast import slices
 
     records = _records(tmp_path, columns, 600, untyped=True)
     config = tfma.EvalConfig(

@@ -1,4 +1,4 @@
-"""components.fast_eval: which evaluations the fast path takes, and its combiners on known columns."""
+"""components.evaluation.fast: which evaluations the fast path takes, and its combiners on known columns."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow_model_analysis as tfma
 
-from components.fast_eval import executor, metrics
+from components.evaluation.fast import executor, metrics
 from pipeline.datasets import dataset_config
 from pipeline.eval_config import eval_config
 
@@ -188,7 +188,7 @@ def test_a_binary_metric_of_a_multiclass_model_without_class_id_is_refused():
 
 
 def test_the_prediction_output_is_tfmas_choice():
-    from components.fast_eval import scoring
+    from components.evaluation.fast import scoring
 
     digits = {"class": None, "probabilities": None}  # the image model's outputs
     assert scoring.prediction_output(digits, "") == "probabilities"
@@ -209,7 +209,7 @@ def test_labels_outside_zero_one_are_refused():
 
 
 def test_fast_paths_run_only_where_beam_runs_here():
-    from components.local_beam import runner_refusal
+    from components.base.local_beam import runner_refusal
 
     in_process = ["--runner=FnApiRunner", "--setup_file=setup.py"]
     multi = [*in_process, "--direct_running_mode=multi_processing", "--direct_num_workers=0"]
@@ -223,8 +223,8 @@ def test_fast_paths_run_only_where_beam_runs_here():
 
 
 def test_the_own_extractors_module_is_named_as_the_evaluator_passes_it():
-    from components import evaluation
-    from components.fast_eval import executor
+    from components.evaluation import extractors as evaluation
+    from components.evaluation.fast import executor
 
     assert executor.OWN_EXTRACTORS_MODULE == evaluation.MODULE_PATH
 
@@ -243,12 +243,12 @@ def _example(**features) -> bytes:
 
 def _tfma_slice_rows(examples: list[bytes], config: tfma.EvalConfig, buckets) -> dict:
     """Slice key -> rows, by TFMA's own decoding, per-example split and slicer, with the
-    project's bucket feature (components/evaluation.py), one example at a time."""
+    project's bucket feature (components/evaluation/extractors.py), one example at a time."""
     from tensorflow_model_analysis.slicer import slicer_lib
     from tensorflow_model_analysis.utils import util
     from tfx_bsl.coders import example_coder
 
-    from components.evaluation import add_buckets
+    from components.evaluation.extractors import add_buckets
 
     specs = [slicer_lib.SingleSliceSpec(spec=s) for s in config.slicing_specs]
     batch = example_coder.ExamplesToRecordBatchDecoder().DecodeBatch(examples)
@@ -264,7 +264,7 @@ def _tfma_slice_rows(examples: list[bytes], config: tfma.EvalConfig, buckets) ->
 def test_slice_keys_match_tfmas_slicer_with_missing_and_multiple_values():
     import tensorflow as tf
 
-    from components.fast_eval import slices
+    from components.evaluation.fast import slices
 
     rng = np.random.default_rng(1)
     examples = []
@@ -307,7 +307,7 @@ def test_slice_keys_match_tfmas_slicer_with_missing_and_multiple_values():
 def test_a_slicing_feature_of_two_types_goes_to_tfma():
     import tensorflow as tf
 
-    from components.fast_eval import slices
+    from components.evaluation.fast import slices
 
     config = tfma.EvalConfig(slicing_specs=[tfma.SlicingSpec(feature_keys=["hour"])])
     features = slices.SliceFeatures(config, {})

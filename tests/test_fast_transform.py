@@ -1,4 +1,4 @@
-"""components.fast_transform: when the fast path runs, and that it feeds the transform
+"""components.fast.transform: when the fast path runs, and that it feeds the transform
 graph the tensors TFX's TensorAdapter would.
 
 The whole executor against TFX's is in tests/e2e/test_fast_transform_e2e.py (taxi)
@@ -17,8 +17,8 @@ from tfx.components.transform import executor as tfx_transform
 from tfx.dsl.components.base import base_beam_executor
 from tfx.types import standard_artifacts
 
-from components.fast_transform import executor
-from components.fast_transform.materialize import _feed_value, parsed_batches
+from components.fast.transform import executor
+from components.fast.transform.materialize import _feed_value, parsed_batches
 from pipeline.config import PROJECT_ROOT
 
 SCHEMA = PROJECT_ROOT / "schema" / "taxi" / "schema.pbtxt"

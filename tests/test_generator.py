@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from components.example_gen import csv_checks
-from components.schema_importer import load_schema, schema_column_types
+from components.validation.schema_importer import load_schema, schema_column_types
 from data import generate as g
 from pipeline.datasets import dataset_config
 

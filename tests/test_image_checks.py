@@ -12,9 +12,9 @@ import pyarrow as pa
 import pytest
 from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
 
-from components.schema_importer import load_schema
 from components.validation import image_checks as ic
 from components.validation.checks import BLOCK, DRIFT, PASS, WARN, evaluate, load_settings
+from components.validation.schema_importer import load_schema
 from pipeline.datasets import DATASETS
 
 DIGITS = DATASETS["digits"]

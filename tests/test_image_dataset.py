@@ -8,7 +8,7 @@ import pytest
 import tensorflow_model_analysis as tfma
 
 from components.example_gen.image_example_gen import COMPONENT_ID, ImageExampleGen
-from components.schema_importer import load_schema
+from components.validation.schema_importer import load_schema
 from pipeline import definition as d
 from pipeline.config import PROJECT_ROOT, PipelineConfig
 from pipeline.datasets import DATASETS

@@ -11,7 +11,6 @@ import pyarrow as pa
 import pytest
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from components.schema_importer import load_schema
 from components.validation.checks import (
     BLOCK,
     DRIFT,
@@ -25,6 +24,7 @@ from components.validation.checks import (
     split_statistics,
     with_comparators,
 )
+from components.validation.schema_importer import load_schema
 from pipeline.datasets import DATASETS
 
 DIGITS = DATASETS["digits"]

@@ -14,7 +14,7 @@ import tensorflow_model_analysis as tfma
 from tensorflow_model_analysis.evaluators import metrics_validator
 from tensorflow_model_analysis.metrics import metric_types
 
-from components.fast_eval import executor, metrics
+from components.evaluation.fast import executor, metrics
 from pipeline.datasets import DATASET_PATH_ENV, load_dataset_file
 from pipeline.eval_config import eval_config
 from tfxp.dataset_init import run_init

@@ -162,7 +162,7 @@ def test_imbalanced_multiclass_label_gets_per_class_metrics_weights_and_balanced
     # Each class's recall and PR-AUC (one class against the rest) stay on the fast path.
     import tensorflow_model_analysis as tfma
 
-    from components.fast_eval import executor
+    from components.evaluation.fast import executor
     from pipeline.eval_config import eval_config
 
     evaluation = eval_config(config)

@@ -32,7 +32,7 @@ ROOT = "gs://example-bucket/tfx/taxi"  # gs:// on purpose: compiling must not to
 # The project's own code that every pod must import (the image must contain it).
 CUSTOM_EXECUTORS = {
     "CsvExampleGen": "components.example_gen.csv_example_gen.Executor",
-    "CuratedSchemaImporter": "components.schema_importer.CuratedSchemaImporter_Executor",
+    "CuratedSchemaImporter": "components.validation.schema_importer.CuratedSchemaImporter_Executor",
 }
 RESOLVER_TASKS = {
     "baseline_model_resolver-model-blessing-resolver",

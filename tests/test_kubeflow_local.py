@@ -251,10 +251,10 @@ def test_spec_code_paths_name_the_projects_code(compiled):
     paths = spec_code_paths(compiled[0]["pipelineSpec"])
     for expected in (
         "components.example_gen.csv_example_gen.Executor",
-        "components.schema_importer.CuratedSchemaImporter_Executor",
+        "components.validation.schema_importer.CuratedSchemaImporter_Executor",
         "components.validation.gate.ValidationGateExecutor",
         "components.validation.gate.ValidationResult",
-        "components.atomic_pusher.Executor",
+        "components.release.atomic_pusher.Executor",
         "trainer.taxi.preprocessing.preprocessing_fn",
         "trainer.taxi.train.run_fn",
         "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor",

@@ -1,9 +1,9 @@
-"""components/model_card: the page from plain data, and properties in both stores' forms."""
+"""components/release/model_card: the page from plain data, and properties in both stores' forms."""
 
 from __future__ import annotations
 
-from components.model_card.card import CardData, render_card
-from components.model_card.component import _prop
+from components.release.model_card.card import CardData, render_card
+from components.release.model_card.component import _prop
 
 SLICES = {
     "rules": {

@@ -1,4 +1,4 @@
-"""Byte-range reads for the Arrow ingest (components/object_storage.py), without a real store.
+"""Byte-range reads for the Arrow ingest (components/io/object_storage.py), without a real store.
 
 Which filesystem and endpoint a path gets, from the same environment as every
 other S3 client of the project; gs:// read end to end against a minimal fake of
@@ -18,8 +18,8 @@ from urllib.parse import unquote
 import pyarrow.fs as pafs
 import pytest
 
-from components import object_storage
 from components.example_gen import arrow_csv, csv_ingest
+from components.io import object_storage
 
 ENV_NAMES = (
     "AWS_ENDPOINT_URL_S3",
@@ -218,7 +218,7 @@ def test_local_blocks_are_read_with_bounded_reads(tmp_path, monkeypatch):
 
 
 def test_content_fingerprint_of_a_gs_object_is_the_local_files(tmp_path, fake_gcs):
-    from components.content_fingerprint import files_sha256
+    from components.io.content_fingerprint import files_sha256
 
     data = b"a,b\n" + b"".join(f"{i},{i * i}\n".encode() for i in range(300000))
     (tmp_path / "span-1").mkdir()

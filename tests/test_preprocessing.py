@@ -11,7 +11,7 @@ import tensorflow as tf
 import tensorflow_transform.beam as tft_beam
 from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
 
-from components.schema_importer import load_schema
+from components.validation.schema_importer import load_schema
 from trainer.taxi import features as f
 from trainer.taxi.preprocessing import fill_in_missing, preprocessing_fn
 

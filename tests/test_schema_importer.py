@@ -1,4 +1,4 @@
-"""components.schema_importer: the curated schema, parsed and keyed by content."""
+"""components.validation.schema_importer: the curated schema, parsed and keyed by content."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from components.schema_importer import file_sha256, load_schema
+from components.validation.schema_importer import file_sha256, load_schema
 from trainer.taxi import features as f
 
 SCHEMA_FILE = Path(__file__).resolve().parent.parent / "schema" / "taxi" / "schema.pbtxt"
@@ -72,7 +72,7 @@ def test_importer_creates_its_output_folder(tmp_path):
     """As under KFP (run-local), the output artifact's folder need not exist yet."""
     from tfx.types import standard_artifacts
 
-    from components.schema_importer import (
+    from components.validation.schema_importer import (
         SCHEMA_FILE_NAME,
         CuratedSchemaImporter,
         file_sha256,

@@ -1,4 +1,4 @@
-"""components/serving_check: a fresh process without the project loads and queries a model."""
+"""components/release/serving_check: a fresh process without the project loads and queries a model."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import serving_check_models as models
 
-from components.serving_check import check
+from components.release.serving_check import check
 
 
 def _check(tmp_path: Path, kind: str, **kwargs) -> check.CheckResult:

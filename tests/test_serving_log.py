@@ -1,4 +1,4 @@
-"""The request-log window (components/serving_log.py) and the gate's serving side on it."""
+"""The request-log window (components/validation/serving_log.py) and the gate's serving side on it."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from collections import Counter
 import pytest
 from serving_log_files import T0, example, served_records, write_log
 
-from components import serving_log as sl
-from components.schema_importer import load_schema
+from components.validation import serving_log as sl
+from components.validation.schema_importer import load_schema
 from components.validation.serving_data import load_serving_data, serving_cache_key
 from pipeline.config import PROJECT_ROOT, serving_log_dir
 from pipeline.datasets import dataset_config

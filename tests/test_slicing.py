@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from components.slice_buckets import bucket_label
-from components.slicing.rules import (
+from components.evaluation.slice_buckets import bucket_label
+from components.evaluation.slicing.rules import (
     SliceRules,
     active_buckets,
     bucketed,

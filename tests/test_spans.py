@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from components.content_fingerprint import files_sha256
+from components.io.content_fingerprint import files_sha256
 from pipeline import spans
 from pipeline.config import PipelineConfig
 from pipeline.spans import SpanError, select_spans
@@ -185,7 +185,7 @@ def _examples(id_: int, span: int, version: int | None = None, base: str = "/d")
 
 
 def test_window_takes_newest_artifact_per_span():
-    from components.span_window import window_of_spans
+    from components.resolvers.span_window import window_of_spans
 
     arts = [
         _examples(1, 1),

@@ -2,7 +2,7 @@
 
 TFDV writes `statistics_view.cc ... GetByPath() can't find: tips` straight to
 file descriptor 2 from C++ at the validation gate (the serving statistics have
-no label). `components.native_stderr.native_stderr_to_log` moves such lines
+no label). `components.io.native_stderr.native_stderr_to_log` moves such lines
 into the Python log, i.e. the run's log file.
 """
 
@@ -20,7 +20,7 @@ SCRIPT = textwrap.dedent(
     import pandas as pd
     import tensorflow_data_validation as tfdv
     from absl import logging as absl_logging
-    from components.native_stderr import native_stderr_to_log
+    from components.io.native_stderr import native_stderr_to_log
 
     absl_logging.set_verbosity(absl_logging.INFO)
     # As the runner does: the terminal's handlers muted, "the log file" (stdout here) gets all.

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from components.schema_importer import load_schema
+from components.resolvers.previous_span_statistics import previous_span
 from components.validation.checks import (
     BLOCK,
     PASS,
@@ -19,8 +19,8 @@ from components.validation.checks import (
     load_settings,
     with_comparators,
 )
-from components.validation.gate import previous_span
 from components.validation.html_report import render_report
+from components.validation.schema_importer import load_schema
 from components.validation.serving_data import serving_statistics
 from data.generate import Drift, generate
 from pipeline.datasets import dataset_config

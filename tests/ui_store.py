@@ -23,12 +23,12 @@ XSS = "<img src=x onerror=alert(1)>"
 # (node id, execution type, inputs {key: producing node}, outputs {key: artifact type})
 NODES = (
     ("CsvExampleGen", "components.example_gen.csv_example_gen.CheckedCsvExampleGen", {}, {"examples": "Examples"}),
-    ("CuratedSchemaImporter", "components.schema_importer.CuratedSchemaImporter", {}, {"schema": "Schema"}),
+    ("CuratedSchemaImporter", "components.validation.schema_importer.CuratedSchemaImporter", {}, {"schema": "Schema"}),
     ("StatisticsGen", "tfx.components.statistics_gen.component.StatisticsGen", {"examples": "CsvExampleGen"}, {"statistics": "ExampleStatistics"}),
     ("ValidationGate", "components.validation.gate.ValidationGate", {"statistics": "StatisticsGen", "schema": "CuratedSchemaImporter"}, {"result": "tfxp.ValidationResult"}),
     ("Trainer", "tfx.components.trainer.component.Trainer", {"examples": "CsvExampleGen", "schema": "CuratedSchemaImporter"}, {"model": "Model", "model_run": "ModelRun"}),
     ("Evaluator", "tfx.components.evaluator.component.Evaluator", {"model": "Trainer", "examples": "CsvExampleGen"}, {"evaluation": "ModelEvaluation", "blessing": "ModelBlessing"}),
-    ("Pusher", "components.atomic_pusher.Pusher", {"model": "Trainer", "model_blessing": "Evaluator"}, {"pushed_model": "PushedModel"}),
+    ("Pusher", "components.release.atomic_pusher.Pusher", {"model": "Trainer", "model_blessing": "Evaluator"}, {"pushed_model": "PushedModel"}),
 )  # fmt: skip
 
 

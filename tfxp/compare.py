@@ -1,6 +1,6 @@
 """`tfxp models compare`: champion against challenger on the traffic they both saw.
 
-Read from the request log (components/serving_log.py). With `tfxp serve --shadow`
+Read from the request log (components/validation/serving_log.py). With `tfxp serve --shadow`
 every request is answered by one version (`__role=served`) and also scored by
 the challenger (`__role=shadow`) under the same request id: those pairs give the
 agreement of the two versions, the share of equal predicted classes for a
@@ -21,7 +21,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from components import serving_log as sl
+from components.validation import serving_log as sl
 
 REGRESSION = "regression"
 

@@ -17,7 +17,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from components.content_fingerprint import files_sha256
+from components.io.content_fingerprint import files_sha256
 from pipeline.config import PipelineConfig
 from pipeline.spans import SpanDir, SpanError, list_spans
 from tfxp import dvc_data
@@ -120,7 +120,7 @@ def add_from_dvc(
 
 
 def _publish_options(config: PipelineConfig) -> dict:
-    from components.schema_importer import (
+    from components.validation.schema_importer import (
         load_schema,
         schema_column_types,
         schema_nan_free_columns,

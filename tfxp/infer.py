@@ -28,8 +28,12 @@ from typing import Any
 from components.batch_inference import serving
 from components.batch_inference.output import PredictionsWriter
 from components.batch_inference.scoring import RowSpec, ScoringReport, score_files
-from components.content_fingerprint import files_sha256
-from components.schema_importer import load_schema, schema_column_types, schema_nan_free_columns
+from components.io.content_fingerprint import files_sha256
+from components.validation.schema_importer import (
+    load_schema,
+    schema_column_types,
+    schema_nan_free_columns,
+)
 from pipeline.config import PipelineConfig
 from pipeline.spans import SpanDir, SpanError, inference_span, list_spans
 from tfxp.metadata.store import LineageError, StoreLocation, open_store

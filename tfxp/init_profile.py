@@ -65,9 +65,9 @@ class Inferred:
 
 
 def _header(path: Path) -> list[str]:
-    # Read as every reader reads CSV (components/csv_text.py): a byte-order mark
+    # Read as every reader reads CSV (components/io/csv_text.py): a byte-order mark
     # is dropped, and compressed or non-UTF-8 bytes get a message naming the file.
-    from components import csv_text
+    from components.io import csv_text
 
     try:
         header = csv_text.read_header(str(path))

@@ -13,11 +13,15 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from components import csv_text
 from components.batch_inference import serving
 from components.batch_inference.serving import SIGNATURE, tabular_columns
 from components.example_gen import csv_checks
-from components.schema_importer import load_schema, schema_column_types, schema_nan_free_columns
+from components.io import csv_text
+from components.validation.schema_importer import (
+    load_schema,
+    schema_column_types,
+    schema_nan_free_columns,
+)
 from pipeline.config import PipelineConfig
 
 BATCH_SIZE = 1024

@@ -1,7 +1,7 @@
 """The model registry: pushed versions by name (champion, challenger), promote and rollback.
 
 A pushed version is a numbered folder the Pusher wrote under the serving
-directory (components/atomic_pusher.py). An alias names one of them; its
+directory (components/release/atomic_pusher.py). An alias names one of them; its
 record lives in ML Metadata (tfxp/metadata/aliases.py, who/when/why, in
 lineage), and its *serving path* is what a model server reads:
 

@@ -37,7 +37,7 @@ class SkewResult:
     span: int | None
     statistics_uri: str
     log_dir: str
-    window: dict[str, Any] | None = None  # components.serving_log.Window.to_dict()
+    window: dict[str, Any] | None = None  # components.validation.serving_log.Window.to_dict()
     described: str = ""  # the window in words (or why there is none)
     blocking: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -66,12 +66,12 @@ def check_serving_skew(config: PipelineConfig, store: Any, now: dt.datetime | No
     """Runs the gate's skew check on the latest log window; a SkewResult (not yet recorded)."""
     from tfx.types import standard_artifacts
 
-    from components.native_stderr import native_stderr_to_log
-    from components.schema_importer import load_schema
-    from components.serving_log import ServingLogError
+    from components.io.native_stderr import native_stderr_to_log
     from components.validation.checks import BLOCK, SKEW, evaluate, load_settings
     from components.validation.gate import load_statistics
+    from components.validation.schema_importer import load_schema
     from components.validation.serving_data import load_serving_data
+    from components.validation.serving_log import ServingLogError
     from tfxp.metadata.gate_report import latest_statistics
 
     when = (now or dt.datetime.now(dt.UTC)).isoformat(timespec="seconds")

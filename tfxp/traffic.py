@@ -11,7 +11,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from components import serving_log as sl
+from components.validation import serving_log as sl
 
 if TYPE_CHECKING:
     import pyarrow as pa

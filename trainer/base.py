@@ -38,6 +38,8 @@ those kinds). It must export a SavedModel to `fn_args.serving_model_dir` with
 `trainer.distribution.train_and_export` does the training loop (one worker or
 many) and the export: a run_fn builds a `TrainingJob` (model builder, dataset
 function, signatures, batch sizes, callbacks) and hands it over.
+`serving_signatures` makes both signatures for a model on transformed
+features, given its label and how its output is served.
 
 Only TensorFlow and tf.Transform are imported here (never `pipeline`).
 """
@@ -47,6 +49,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -169,6 +172,51 @@ def with_tuned_values(hp: Any, fn_args: Any) -> Any:
     if tuned:
         logging.info("tuned hyperparameters: %s", tuned)
     return dataclasses.replace(hp, **tuned)
+
+
+def examples_signature(
+    model: keras.Model,
+    tf_transform_output: tft.TFTransformOutput,
+    label: str,
+    label_xf: str,
+    outputs: Callable[[tf.Tensor], dict[str, tf.Tensor]],
+):
+    """serving_default: serialized raw tf.Examples in (without the label), `outputs` of
+    the model's output out.
+
+    The transform graph runs inside the SavedModel, so serving applies exactly
+    the preprocessing that training saw.
+    """
+    model.tft_layer_serving = tf_transform_output.transform_features_layer()
+    raw_spec = tf_transform_output.raw_feature_spec()
+    raw_spec.pop(label, None)
+
+    # autograph=False: no Python control flow here, and conversion costs seconds.
+    @tf.function(
+        input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")],
+        autograph=False,
+    )
+    def serve(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
+        transformed = model.tft_layer_serving(tf.io.parse_example(serialized, raw_spec))
+        transformed.pop(label_xf, None)
+        return outputs(model(transformed))
+
+    return serve
+
+
+def serving_signatures(
+    model: keras.Model,
+    tf_transform_output: tft.TFTransformOutput,
+    label: str,
+    label_xf: str,
+    outputs: Callable[[tf.Tensor], dict[str, tf.Tensor]],
+) -> dict[str, Any]:
+    """The exported SavedModel's signatures: serving_default (examples_signature) and
+    transform_features (transform_signature, for TFMA)."""
+    return {
+        SERVING_SIGNATURE: examples_signature(model, tf_transform_output, label, label_xf, outputs),
+        TRANSFORM_SIGNATURE: transform_signature(model, tf_transform_output),
+    }
 
 
 def transform_signature(model: keras.Model, tf_transform_output: tft.TFTransformOutput):

@@ -23,14 +23,14 @@ import types as pytypes
 from typing import Any
 
 from absl import logging
-from tfx import types
-from tfx.dsl.components.base import base_component, base_executor, executor_spec
-from tfx.types import artifact_utils, component_spec, standard_artifacts
+from tfx.dsl.components.base import executor_spec
+from tfx.types import component_spec, standard_artifacts
 
+from components.base import component
 from components.batch_inference import serving
 from components.batch_inference.output import PredictionsWriter
 from components.batch_inference.scoring import RowSpec, score_files
-from components.content_fingerprint import files_sha256
+from components.io.content_fingerprint import files_sha256
 
 MODEL_KEY = "model"
 BLESSING_KEY = "model_blessing"
@@ -72,21 +72,17 @@ def _tabular(text: str) -> Any:
     return pytypes.SimpleNamespace(task=raw["task"], classes=tuple(raw.get("classes") or ()))
 
 
-class BatchInferenceExecutor(base_executor.BaseExecutor):
-    def Do(  # noqa: N802 - TFX API
-        self,
-        input_dict: dict[str, list[types.Artifact]],
-        output_dict: dict[str, list[types.Artifact]],
-        exec_properties: dict[str, Any],
-    ) -> None:
-        out = artifact_utils.get_single_instance(output_dict[PREDICTIONS_KEY])
-        blessing = artifact_utils.get_single_instance(input_dict[BLESSING_KEY])
+class BatchInferenceExecutor(component.Executor):
+    def run(self, execution: component.Execution) -> None:
+        exec_properties = execution.properties
+        out = execution.output(PREDICTIONS_KEY)
+        blessing = execution.input(BLESSING_KEY)
         if not blessing.get_int_custom_property("blessed"):
             out.set_int_custom_property("scored", 0)
             out.set_string_custom_property("reason", "the model was not blessed")
             logging.info("BatchInference: the model was not blessed; nothing scored.")
             return
-        model = artifact_utils.get_single_instance(input_dict[MODEL_KEY])
+        model = execution.input(MODEL_KEY)
         model_dir = os.path.join(model.uri, SERVING_MODEL_DIR)
         data_root = exec_properties["data_root"]
         files = [os.path.join(data_root, f) for f in json.loads(exec_properties["files"])]
@@ -140,44 +136,24 @@ class BatchInferenceExecutor(base_executor.BaseExecutor):
         )
 
 
-class BatchInference(base_component.BaseComponent):
+class BatchInference(component.Component):
     """Scores a span of raw CSV rows with a blessed model; predictions as CSV and TFRecords."""
 
     SPEC_CLASS = BatchInferenceSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(BatchInferenceExecutor)
-
-    def __init__(
-        self,
-        model: types.BaseChannel,
-        model_blessing: types.BaseChannel,
-        *,
-        data_root: str,
-        span: int,
-        files: list[str],
-        content_sha256: str,
-        columns: dict[str, str],
-        label_key: str,
-        key_columns: tuple[str, ...] = (),
-        nan_free: tuple[str, ...] = (),
-        encoding: str = "utf-8",
-        tabular: dict[str, Any] | None = None,
-        batch_size: int = 1024,
-    ) -> None:
-        super().__init__(
-            spec=BatchInferenceSpec(
-                model=model,
-                model_blessing=model_blessing,
-                data_root=data_root,
-                span=span,
-                files=json.dumps(sorted(files)),
-                content_sha256=content_sha256,
-                columns=json.dumps(columns, sort_keys=True),
-                label_key=label_key,
-                key_columns=json.dumps(list(key_columns)),
-                nan_free=json.dumps(sorted(nan_free)),
-                encoding=encoding,
-                tabular=json.dumps(tabular, sort_keys=True) if tabular else "",
-                batch_size=batch_size,
-                predictions=types.Channel(type=standard_artifacts.InferenceResult),
-            )
-        )
+    DEFAULTS = {
+        "key_columns": (),
+        "nan_free": (),
+        "encoding": "utf-8",
+        "tabular": None,
+        "batch_size": 1024,
+    }
+    # Lists and mappings as the JSON parameters the Spec declares (sorted where
+    # order carries no meaning, so the cache key does not depend on it).
+    ENCODE = {
+        "files": lambda files: json.dumps(sorted(files)),
+        "columns": lambda columns: json.dumps(columns, sort_keys=True),
+        "key_columns": lambda keys: json.dumps(list(keys)),
+        "nan_free": lambda names: json.dumps(sorted(names)),
+        "tabular": lambda tabular: json.dumps(tabular, sort_keys=True) if tabular else "",
+    }

@@ -26,9 +26,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from components import csv_text
 from components.batch_inference import serving
 from components.example_gen import csv_checks
+from components.io import csv_text
 
 BATCH_SIZE = 1024
 # Skipped rows kept in memory for the report; all of them go to the sink.

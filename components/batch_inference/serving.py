@@ -16,8 +16,8 @@ import struct
 from collections.abc import Collection, Iterator
 from typing import Any
 
-from components import csv_text
 from components.example_gen import csv_checks
+from components.io import csv_text
 
 SIGNATURE = "serving_default"
 
@@ -43,7 +43,7 @@ def csv_rows(
     path: str, encoding: str = "utf-8", *, strict: bool = True
 ) -> tuple[list[str], Iterator[tuple[int, list[str]]], csv_text.TextLines]:
     """The header, (line, row) of each data row, and the text lines read, as ExampleGen
-    reads them (components/csv_text.py: byte-order mark skipped, text in the dataset's
+    reads them (components/io/csv_text.py: byte-order mark skipped, text in the dataset's
     encoding). `strict=False` keeps reading past bytes that are not valid text (the
     lines are in the returned TextLines' `invalid`)."""
     text = csv_text.TextLines(path, encoding, strict=strict)

@@ -27,8 +27,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from components import csv_text, object_storage
 from components.example_gen.csv_checks import BYTES, FLOAT, INT
+from components.io import csv_text, object_storage
 
 # Bytes of CSV pyarrow parses at once (read_batches; parse_block takes whole blocks).
 BLOCK_SIZE = 16 * 1024 * 1024

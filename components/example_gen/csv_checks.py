@@ -13,7 +13,7 @@ import math
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
-from components import csv_text
+from components.io import csv_text
 
 # Schema feature types (tensorflow_metadata FeatureType names).
 INT, FLOAT, BYTES = "INT", "FLOAT", "BYTES"

@@ -16,7 +16,7 @@ from tfx.proto import example_gen_pb2
 from tfx.types import standard_component_specs
 from tfx.utils import proto_utils
 
-from components.content_fingerprint import files_sha256
+from components.io.content_fingerprint import files_sha256
 
 # Custom properties of the Examples artifact (besides TFX's span, version,
 # input_fingerprint, split_names).

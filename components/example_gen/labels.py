@@ -19,8 +19,8 @@ from collections.abc import Iterable, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from components import csv_text
 from components.example_gen.csv_checks import BYTES, FLOAT, INT
+from components.io import csv_text
 
 # The Examples artifact's custom property: rows left out for a blank or unparseable label.
 UNLABELLED_DROPPED = "unlabelled_rows_dropped"

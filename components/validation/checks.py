@@ -4,150 +4,46 @@ Pure functions over TFDV statistics and a schema, so each is testable without
 a pipeline. TFDV does the measuring (`validate_statistics` with drift and skew
 comparators); this module decides which comparator each feature gets, runs the
 three checks separately (TFDV reports drift and skew with the same anomaly
-types, so one combined call could not tell them apart), and turns TFDV's
-anomalies and `drift_skew_info` measurements into findings: feature, kind,
-measured value, threshold, and whether it blocks or only warns.
+types, so one combined call could not tell them apart), and decides the gate's
+verdict. The findings and how TFDV's anomalies become findings are in
+findings.py, the thresholds file in settings.py; their names are imported here
+too, so a reader of the gate imports one module.
 """
 
 from __future__ import annotations
 
 import copy
-import json
-import math
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from collections.abc import Mapping, Sequence
 
-import yaml
-from tensorflow_metadata.proto.v0 import anomalies_pb2, schema_pb2, statistics_pb2
+from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
 
-SCHEMA, DRIFT, SKEW = "schema", "drift", "skew"
-KINDS = (SCHEMA, DRIFT, SKEW)
-TRAINING, SERVING = "TRAINING", "SERVING"
-BLOCK, WARN, PASS = "BLOCK", "WARN", "PASS"
-# Drift and skew are measured on the training split: the data the model learns from.
-COMPARED_SPLIT = "train"
-
-L_INFTY = "L-infinity"
-JSD = "Jensen-Shannon"
-
-
-class ValidationConfigError(ValueError):
-    """The thresholds file is malformed; the message names the file and the entry."""
-
-
-@dataclass(frozen=True)
-class Thresholds:
-    """Default thresholds per feature kind, and per-feature overrides (None = not compared)."""
-
-    categorical: float = 0.1
-    numeric: float = 0.15
-    features: Mapping[str, float | None] = field(default_factory=dict)
-
-    def for_feature(self, name: str, categorical: bool) -> float | None:
-        if name in self.features:
-            return self.features[name]
-        return self.categorical if categorical else self.numeric
-
-
-@dataclass(frozen=True)
-class ValidationSettings:
-    drift: Thresholds = Thresholds()
-    skew: Thresholds = Thresholds()
-    # Anomaly kinds (schema/drift/skew) or TFDV anomaly type names that only warn.
-    warn_only: tuple[str, ...] = ()
-    # Date and timestamp columns -> their format (the dataset file's), checked per span.
-    date_formats: Mapping[str, str] = field(default_factory=dict)
-
-    def to_json(self) -> str:
-        raw = asdict(self)
-        if not raw["date_formats"]:  # datasets without dates keep their cache key
-            del raw["date_formats"]
-        return json.dumps(raw, sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> ValidationSettings:
-        raw = json.loads(text)
-        return cls(
-            drift=Thresholds(**raw["drift"]),
-            skew=Thresholds(**raw["skew"]),
-            warn_only=tuple(raw.get("warn_only", ())),
-            date_formats=dict(raw.get("date_formats") or {}),
-        )
-
-    def with_warn_only(self, kinds: Iterable[str]) -> ValidationSettings:
-        merged = tuple(dict.fromkeys([*self.warn_only, *kinds]))
-        check_warn_only(merged, "--warn-only")
-        return ValidationSettings(self.drift, self.skew, merged, self.date_formats)
-
-
-def check_warn_only(kinds: Sequence[str], where: str) -> None:
-    known = set(KINDS) | set(anomalies_pb2.AnomalyInfo.Type.keys())
-    # `kind:feature` (e.g. drift:height) downgrades one feature's findings of that kind.
-    unknown = [k for k in kinds if k not in known and k.partition(":")[0] not in KINDS]
-    unknown += [k for k in kinds if k.partition(":")[0] in KINDS and k.endswith(":")]
-    if unknown:
-        raise ValidationConfigError(
-            f"{where}: unknown anomaly kind(s) {unknown}; use one of {list(KINDS)}, "
-            "a TFDV anomaly type such as ENUM_TYPE_UNEXPECTED_STRING_VALUES, "
-            "or kind:feature such as drift:height"
-        )
-
-
-def _number(value: Any, where: str) -> float | None:
-    # YAML reads a bare `off` as False.
-    if value is False or value is None or (isinstance(value, str) and value.lower() == "off"):
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
-        raise ValidationConfigError(f"{where}: expected a number in [0, 1] or `off`, got {value!r}")
-    return float(value)
-
-
-def _thresholds(raw: Any, where: str) -> Thresholds:
-    if raw is None:
-        return Thresholds()
-    if not isinstance(raw, dict):
-        raise ValidationConfigError(f"{where}: expected a mapping, got {raw!r}")
-    unknown = set(raw) - {"categorical", "numeric", "features"}
-    if unknown:
-        raise ValidationConfigError(f"{where}: unknown key(s) {sorted(unknown)}")
-    default = Thresholds()
-    features = raw.get("features") or {}
-    if not isinstance(features, dict):
-        raise ValidationConfigError(f"{where}.features: expected a mapping of feature: threshold")
-    categorical = _number(raw.get("categorical", default.categorical), f"{where}.categorical")
-    numeric = _number(raw.get("numeric", default.numeric), f"{where}.numeric")
-    if categorical is None or numeric is None:
-        raise ValidationConfigError(f"{where}: default thresholds cannot be `off`")
-    return Thresholds(
-        categorical=categorical,
-        numeric=numeric,
-        features={str(k): _number(v, f"{where}.features.{k}") for k, v in features.items()},
-    )
-
-
-def load_settings(path: str) -> ValidationSettings:
-    """Reads a validation.yaml (see schema/taxi/validation.yaml)."""
-    try:
-        with open(path) as f:
-            raw = yaml.safe_load(f) or {}
-    except OSError as e:
-        raise ValidationConfigError(f"cannot read thresholds file {path}: {e}") from e
-    except yaml.YAMLError as e:
-        raise ValidationConfigError(f"{path}: not valid YAML: {e}") from e
-    if not isinstance(raw, dict):
-        raise ValidationConfigError(f"{path}: expected a mapping with drift/skew/warn_only")
-    unknown = set(raw) - {"drift", "skew", "warn_only"}
-    if unknown:
-        raise ValidationConfigError(f"{path}: unknown key(s) {sorted(unknown)}")
-    warn_only = tuple(str(k) for k in (raw.get("warn_only") or ()))
-    check_warn_only(warn_only, f"{path}: warn_only")
-    return ValidationSettings(
-        drift=_thresholds(raw.get("drift"), f"{path}: drift"),
-        skew=_thresholds(raw.get("skew"), f"{path}: skew"),
-        warn_only=warn_only,
-    )
-
+from components.validation.findings import (  # noqa: F401 - re-exported
+    BLOCK,
+    COMPARED_SPLIT,
+    DRIFT,
+    JSD,
+    KINDS,
+    L_INFTY,
+    PASS,
+    SCHEMA,
+    SERVING,
+    SKEW,
+    TRAINING,
+    WARN,
+    Finding,
+    GateResult,
+    Measurement,
+    findings_of,
+    measure_schema_finding,
+    measurements_of,
+)
+from components.validation.settings import (  # noqa: F401 - re-exported
+    Thresholds,
+    ValidationConfigError,
+    ValidationSettings,
+    check_warn_only,
+    load_settings,
+)
 
 # ---------------------------------------------------------------------------
 # Comparators
@@ -193,226 +89,6 @@ def with_comparators(schema: schema_pb2.Schema, settings: ValidationSettings) ->
     return out
 
 
-# ---------------------------------------------------------------------------
-# Findings
-
-
-@dataclass
-class Finding:
-    """One anomaly: what, where, how big, against which threshold, and the verdict."""
-
-    kind: str  # schema, drift or skew
-    feature: str
-    anomaly: str  # TFDV's anomaly type, e.g. COMPARATOR_L_INFTY_HIGH
-    description: str
-    measured: float | None = None
-    threshold: float | None = None
-    measure: str | None = None  # L-infinity / Jensen-Shannon
-    where: str = ""  # split(s) or data compared
-    severity: str = BLOCK  # BLOCK or WARN
-    op: str = ">"  # how measured compares with threshold when it is an anomaly
-
-    def line(self) -> str:
-        value = ""
-        if self.measured is not None:
-            value = f" {self.measure} {self.measured:.4g} {self.op} threshold {self.threshold:g};"
-        verdict = "blocks" if self.severity == BLOCK else "warning"
-        return f"[{verdict}] {self.kind} {self.feature}:{value} {self.description} ({self.where})"
-
-
-@dataclass
-class Measurement:
-    """A drift or skew distance for one feature, anomalous or not (for the report)."""
-
-    kind: str  # drift or skew
-    feature: str
-    measure: str
-    value: float
-    threshold: float
-
-    @property
-    def exceeded(self) -> bool:
-        return self.value > self.threshold
-
-
-@dataclass
-class GateResult:
-    decision: str  # PASS, WARN or BLOCK
-    findings: list[Finding]
-    measurements: list[Measurement]
-    notes: list[str]  # what was (not) compared, e.g. "no baseline: first span"
-    current_span: int | None = None
-    baseline_span: int | None = None
-    serving_rows: int | None = None
-
-    @property
-    def blocking(self) -> list[Finding]:
-        return [f for f in self.findings if f.severity == BLOCK]
-
-    @property
-    def warnings(self) -> list[Finding]:
-        return [f for f in self.findings if f.severity == WARN]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "decision": self.decision,
-            "findings": [asdict(f) for f in self.findings],
-            "measurements": [asdict(m) for m in self.measurements],
-            "notes": self.notes,
-            "current_span": self.current_span,
-            "baseline_span": self.baseline_span,
-            "serving_rows": self.serving_rows,
-        }
-
-    @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> GateResult:
-        return cls(
-            decision=raw["decision"],
-            findings=[Finding(**f) for f in raw["findings"]],
-            measurements=[Measurement(**m) for m in raw["measurements"]],
-            notes=list(raw["notes"]),
-            current_span=raw.get("current_span"),
-            baseline_span=raw.get("baseline_span"),
-            serving_rows=raw.get("serving_rows"),
-        )
-
-    def message(self) -> str:
-        """The gate's verdict as the run's error or warning text."""
-        if self.decision == PASS:
-            return "validation gate: passed (" + "; ".join(self.notes) + ")"
-        head = (
-            f"validation gate blocked the run: {len(self.blocking)} anomal"
-            f"{'y' if len(self.blocking) == 1 else 'ies'}"
-            if self.decision == BLOCK
-            else f"validation gate: passed with {len(self.warnings)} warning(s)"
-        )
-        lines = [head, *("  " + f.line() for f in self.findings)]
-        lines += ["  note: " + n for n in self.notes]
-        if self.decision == BLOCK:
-            kinds = sorted({f.kind for f in self.blocking})
-            lines.append(
-                "  Nothing downstream ran. Fix the data, or raise the threshold / add the kind to "
-                "warn_only in the thresholds file (for one run: "
-                + " ".join(f"`--warn-only {k}`" for k in kinds)
-                + ") if the change is expected."
-            )
-        return "\n".join(lines)
-
-
-_MEASURE_NAMES = {
-    anomalies_pb2.DriftSkewInfo.Measurement.L_INFTY: L_INFTY,
-    anomalies_pb2.DriftSkewInfo.Measurement.JENSEN_SHANNON_DIVERGENCE: JSD,
-}
-_COMPARATOR_TYPES = {
-    anomalies_pb2.AnomalyInfo.COMPARATOR_L_INFTY_HIGH,
-    anomalies_pb2.AnomalyInfo.COMPARATOR_JENSEN_SHANNON_DIVERGENCE_HIGH,
-    anomalies_pb2.AnomalyInfo.COMPARATOR_NORMALIZED_ABSOLUTE_DIFFERENCE_HIGH,
-}
-
-
-def _feature_name(path) -> str:
-    return ".".join(path.step)
-
-
-def _anomaly_types(info: anomalies_pb2.AnomalyInfo) -> list[str]:
-    names = [anomalies_pb2.AnomalyInfo.Type.Name(r.type) for r in info.reason]
-    return names or ["UNKNOWN_TYPE"]
-
-
-def _measurements(anomalies: anomalies_pb2.Anomalies, kind: str) -> dict[str, list[Measurement]]:
-    out: dict[str, list[Measurement]] = {}
-    for info in anomalies.drift_skew_info:
-        name = _feature_name(info.path)
-        values = info.drift_measurements if kind == DRIFT else info.skew_measurements
-        for m in values:
-            if math.isnan(m.value):
-                continue
-            out.setdefault(name, []).append(
-                Measurement(
-                    kind, name, _MEASURE_NAMES.get(m.type, "distance"), m.value, m.threshold
-                )
-            )
-    return out
-
-
-def _findings(
-    anomalies: anomalies_pb2.Anomalies,
-    kind: str,
-    where: str,
-    *,
-    comparators_only: bool,
-    measured: Mapping[str, list[Measurement]] | None = None,
-) -> list[Finding]:
-    found = []
-    for name, info in sorted(anomalies.anomaly_info.items()):
-        for reason in info.reason or [None]:
-            rtype = reason.type if reason is not None else anomalies_pb2.AnomalyInfo.UNKNOWN_TYPE
-            is_comparator = rtype in _COMPARATOR_TYPES
-            if comparators_only != is_comparator:
-                continue
-            f = Finding(
-                kind=kind,
-                feature=name,
-                anomaly=anomalies_pb2.AnomalyInfo.Type.Name(rtype),
-                description=(reason.description if reason is not None else info.description),
-                where=where,
-            )
-            for m in (measured or {}).get(name, []):
-                if m.exceeded:
-                    f.measured, f.threshold, f.measure = m.value, m.threshold, m.measure
-            found.append(f)
-    if anomalies.HasField("dataset_anomaly_info"):
-        info = anomalies.dataset_anomaly_info
-        for t in _anomaly_types(info):
-            found.append(Finding(kind, "(dataset)", t, info.description, where=where))
-    return found
-
-
-# Schema anomaly types whose size is a statistic against a schema bound:
-# type -> (statistic, bound, comparison).
-_BOUNDED = {
-    "INT_TYPE_BIG_INT": ("max", "max", ">"),
-    "FLOAT_TYPE_BIG_FLOAT": ("max", "max", ">"),
-    "INT_TYPE_SMALL_INT": ("min", "min", "<"),
-    "FLOAT_TYPE_SMALL_FLOAT": ("min", "min", "<"),
-    "FEATURE_TYPE_LOW_FRACTION_PRESENT": ("present fraction", "min_fraction", "<"),
-}
-
-
-def _measure_schema_finding(
-    finding: Finding,
-    schema: schema_pb2.Schema,
-    current: Mapping[str, statistics_pb2.DatasetFeatureStatisticsList],
-) -> None:
-    """Adds the measured statistic and the schema's bound to a range/presence anomaly."""
-    kind = _BOUNDED.get(finding.anomaly)
-    feature = next((f for f in schema.feature if f.name == finding.feature), None)
-    if kind is None or feature is None:
-        return
-    statistic, bound, op = kind
-    if bound == "min_fraction":
-        threshold = feature.presence.min_fraction
-    else:
-        domain = feature.int_domain if feature.HasField("int_domain") else feature.float_domain
-        threshold = getattr(domain, bound)
-    values = []
-    for stats in current.values():
-        for f in stats.datasets[0].features:
-            if ".".join(f.path.step) != finding.feature or not f.HasField("num_stats"):
-                continue
-            n = f.num_stats
-            total = n.common_stats.num_non_missing + n.common_stats.num_missing
-            if statistic == "present fraction":
-                values.append(n.common_stats.num_non_missing / total if total else 0.0)
-            else:
-                values.append(getattr(n, statistic))
-    if values:
-        finding.measured = max(values) if op == ">" else min(values)
-        finding.threshold = float(threshold)
-        finding.measure = statistic
-        finding.op = op
-
-
 def split_statistics(
     stats: statistics_pb2.DatasetFeatureStatisticsList, name: str
 ) -> statistics_pb2.DatasetFeatureStatisticsList:
@@ -430,14 +106,14 @@ def _schema_findings(current, schema: schema_pb2.Schema, environment: str | None
     by_key: dict[tuple[str, str], Finding] = {}
     for split in sorted(current):
         anomalies = tfdv.validate_statistics(current[split], schema, environment=environment)
-        for f in _findings(anomalies, SCHEMA, split, comparators_only=False):
+        for f in findings_of(anomalies, SCHEMA, split, comparators_only=False):
             key = (f.feature, f.anomaly)
             if key in by_key:
                 by_key[key].where += f", {split}"
             else:
                 by_key[key] = f
     for f in by_key.values():
-        _measure_schema_finding(f, schema, current)
+        measure_schema_finding(f, schema, current)
     return list(by_key.values())
 
 
@@ -447,8 +123,8 @@ def _compared(compared, schema, environment, kind: str, where: str, **other):
     import tensorflow_data_validation as tfdv
 
     anomalies = tfdv.validate_statistics(compared, schema, environment=environment, **other)
-    measured = _measurements(anomalies, kind)
-    findings = _findings(anomalies, kind, where, comparators_only=True, measured=measured)
+    measured = measurements_of(anomalies, kind)
+    findings = findings_of(anomalies, kind, where, comparators_only=True, measured=measured)
     return findings, [m for ms in measured.values() for m in ms]
 
 
@@ -539,7 +215,7 @@ def _skew(
     import tensorflow_data_validation as tfdv
 
     anomalies = tfdv.validate_statistics(serving, schema, environment=serving_env)
-    found = found + _findings(anomalies, SKEW, serving_source, comparators_only=False)
+    found = found + findings_of(anomalies, SKEW, serving_source, comparators_only=False)
     return (
         found,
         measured,

@@ -6,7 +6,7 @@ and blocks nothing. This component runs after StatisticsGen with
   statistics           this run's span, per split
   schema               the curated schema (environments TRAINING/SERVING)
   baseline_statistics  the previous span's statistics, resolved from ML Metadata
-                       by `PreviousSpanStatisticsStrategy` (empty for the first span)
+                       by components/resolvers/previous_span_statistics.py (empty for the first span)
 
 and reads the serving requests itself (components/validation/serving_data.py):
 the latest window of the request log `tfxp serve` writes when there is one,
@@ -29,16 +29,15 @@ from typing import Any
 
 from tensorflow_metadata.proto.v0 import statistics_pb2
 from tfx import types
-from tfx.dsl.components.base import base_component, base_executor, executor_spec
-from tfx.dsl.components.common import resolver
+from tfx.dsl.components.base import executor_spec
 from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, component_spec, standard_artifacts
 from tfx.types.system_artifacts import Statistics as StatisticsSystemType
 from tfx.utils import io_utils
 
-from components.native_stderr import native_stderr_to_log
-from components.properties import custom_int, custom_str
-from components.serving_log import WindowOptions
+from components.base import component
+from components.base.custom_properties import custom_int, custom_str
+from components.io.native_stderr import native_stderr_to_log
 from components.validation.checks import (
     BLOCK,
     GateResult,
@@ -47,6 +46,7 @@ from components.validation.checks import (
     split_statistics,
 )
 from components.validation.serving_data import load_serving_data
+from components.validation.serving_log import WindowOptions
 
 STATISTICS_KEY = "statistics"
 SCHEMA_KEY = "schema"
@@ -236,18 +236,14 @@ def _publish(
     out.set_string_custom_property("notes", "\n".join(result.notes))
 
 
-class ValidationGateExecutor(base_executor.BaseExecutor):
-    def Do(  # noqa: N802 - TFX API
-        self,
-        input_dict: dict[str, list[types.Artifact]],
-        output_dict: dict[str, list[types.Artifact]],
-        exec_properties: dict[str, Any],
-    ) -> None:
+class ValidationGateExecutor(component.Executor):
+    def run(self, execution: component.Execution) -> None:
         from components.validation.html_report import render_report
 
+        exec_properties = execution.properties
         settings = ValidationSettings.from_json(exec_properties["settings"])
-        result, current, baseline, serving = _check(input_dict, exec_properties, settings)
-        out = artifact_utils.get_single_instance(output_dict[RESULT_KEY])
+        result, current, baseline, serving = _check(execution.inputs, exec_properties, settings)
+        out = execution.output(RESULT_KEY)
         run_id, pipeline = self._run_names(out)
         html = render_report(
             result,
@@ -285,133 +281,24 @@ class ValidationGateExecutor(base_executor.BaseExecutor):
         return run_id, pipeline
 
 
-class ValidationGate(base_component.BaseComponent):
+class ValidationGate(component.Component):
     """Blocks the run (raises) when this span's data fails the schema, drift or skew checks."""
 
     SPEC_CLASS = ValidationGateSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(ValidationGateExecutor)
-
-    def __init__(
-        self,
-        statistics: types.BaseChannel,
-        schema: types.BaseChannel,
-        settings: ValidationSettings,
-        *,
-        examples: types.BaseChannel | None = None,
-        baseline_statistics: types.BaseChannel | None = None,
-        baseline_examples: types.BaseChannel | None = None,
-        serving_data: str = "",
-        serving_sha256: str = "",
-        serving_log: str = "",
-        serving_log_window: WindowOptions | None = None,
-        report_dir: str = "",
-    ) -> None:
-        super().__init__(
-            spec=ValidationGateSpec(
-                statistics=statistics,
-                schema=schema,
-                baseline_statistics=baseline_statistics,
-                examples=examples,
-                baseline_examples=baseline_examples,
-                settings=settings.to_json(),
-                serving_data=serving_data,
-                serving_sha256=serving_sha256,
-                serving_log=serving_log,
-                serving_log_window=(serving_log_window or WindowOptions()).to_json(),
-                report_dir=report_dir,
-                result=types.Channel(type=ValidationResult),
-            )
-        )
+    DEFAULTS = {
+        "serving_data": "",
+        "serving_sha256": "",
+        "serving_log": "",
+        "serving_log_window": None,
+        "report_dir": "",
+    }
+    ENCODE = {
+        "settings": ValidationSettings.to_json,
+        "serving_log_window": lambda window: (window or WindowOptions()).to_json(),
+    }
 
 
 def load_result(artifact_uri: str) -> GateResult:
     with fileio.open(os.path.join(artifact_uri, FINDINGS_FILE)) as f:
         return GateResult.from_dict(json.load(f))
-
-
-# ---------------------------------------------------------------------------
-# The baseline: the previous span's statistics, from ML Metadata
-
-
-def statistics_sources(store: Any, statistics_ids: list[int]) -> dict[int, int]:
-    """Statistics artifact id -> id of the Examples its StatisticsGen execution read."""
-    from ml_metadata.proto import metadata_store_pb2
-
-    if not statistics_ids:
-        return {}
-    producer = {
-        e.artifact_id: e.execution_id
-        for e in store.get_events_by_artifact_ids(statistics_ids)
-        if e.type == metadata_store_pb2.Event.OUTPUT
-    }
-    read: dict[int, int] = {}
-    for e in store.get_events_by_execution_ids(sorted(set(producer.values()))):
-        if e.type == metadata_store_pb2.Event.INPUT:
-            read.setdefault(e.execution_id, e.artifact_id)
-    return {s: read[x] for s, x in producer.items() if x in read}
-
-
-def previous_span(
-    examples: list[types.Artifact],
-    statistics: list[types.Artifact],
-    sources: dict[int, int],
-    current_span: int,
-    input_base: str | None = None,
-) -> tuple[list[types.Artifact], list[types.Artifact]]:
-    """([Examples], [statistics]) of the highest span below `current_span`, or ([], []).
-
-    Among that span's ingestions (versions, re-ingested content) the newest
-    that has statistics; its newest statistics.
-    """
-    stats_of: dict[int, types.Artifact] = {}
-    for s in sorted(statistics, key=lambda a: a.id):
-        if s.id in sources:
-            stats_of[sources[s.id]] = s  # the newest wins
-    candidates = []
-    for e in examples:
-        span = custom_int(e, SPAN_PROPERTY)
-        if span is None or span >= current_span or e.id not in stats_of:
-            continue
-        base = custom_str(e, "input_base")
-        if input_base and base is not None and base != input_base:
-            continue
-        candidates.append(((span, custom_int(e, "version") or 0, e.id), e))
-    if not candidates:
-        return [], []
-    best = max(candidates, key=lambda c: c[0])[1]
-    return [best], [stats_of[best.id]]
-
-
-class PreviousSpanStatisticsStrategy(resolver.ResolverStrategy):
-    """The drift baseline. Inputs: `examples` (this run's ExampleGen output) and
-    `statistics` (every StatisticsGen output). Outputs, as `examples` and
-    `statistics`, the Examples and statistics of the highest span below this
-    run's span, from the same data folder; both empty for the first span (the
-    gate then records that there is no baseline).
-
-    The earlier spans' Examples are read from the store: a second channel of
-    ExampleGen's output beside this run's would be merged with it by the
-    compiler.
-    """
-
-    def __init__(self, input_base: str = "") -> None:
-        self._input_base = input_base or None
-
-    def resolve_artifacts(
-        self, store: Any, input_dict: dict[str, list[types.Artifact]]
-    ) -> dict[str, list[types.Artifact]] | None:
-        current = list(input_dict.get(EXAMPLES_KEY, []))
-        spans = [s for s in (custom_int(e, SPAN_PROPERTY) for e in current) if s is not None]
-        statistics = list(input_dict.get(STATISTICS_KEY, []))
-        if not spans or not statistics:
-            return {EXAMPLES_KEY: [], STATISTICS_KEY: []}
-        sources = statistics_sources(store, [s.id for s in statistics])
-        examples = []
-        for mlmd_artifact in store.get_artifacts_by_id(sorted(set(sources.values()))):
-            artifact = standard_artifacts.Examples()
-            artifact.set_mlmd_artifact(mlmd_artifact)
-            examples.append(artifact)
-        found_examples, found_stats = previous_span(
-            examples, statistics, sources, max(spans), self._input_base
-        )
-        return {EXAMPLES_KEY: found_examples, STATISTICS_KEY: found_stats}

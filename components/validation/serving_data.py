@@ -1,6 +1,6 @@
 """The serving side of the skew check: what the gate compares training data with.
 
-The latest window of the request log `tfxp serve` writes (components/serving_log.py)
+The latest window of the request log `tfxp serve` writes (components/validation/serving_log.py)
 when the log folder holds one, else the static serving CSV files (no label
 column). Used by the gate and by `tfxp watch --skew-every` (tfxp/skew.py): one
 way to read serving data, one skew check.
@@ -15,8 +15,9 @@ import pyarrow as pa
 from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
 from tfx.dsl.io import fileio
 
-from components.native_stderr import native_stderr_to_log
-from components.serving_log import (
+from components.io.native_stderr import native_stderr_to_log
+from components.validation.checks import SERVING
+from components.validation.serving_log import (
     Window,
     WindowOptions,
     as_record_batch,
@@ -25,7 +26,6 @@ from components.serving_log import (
     served_window,
     window_files,
 )
-from components.validation.checks import SERVING
 
 
 def serving_files(pattern: str) -> list[str]:
@@ -34,7 +34,7 @@ def serving_files(pattern: str) -> list[str]:
 
 def serving_data_sha256(pattern: str) -> str:
     """Content hash of the serving files (a cache key: new requests re-run the gate)."""
-    from components.content_fingerprint import files_sha256
+    from components.io.content_fingerprint import files_sha256
 
     try:
         files = serving_files(pattern)

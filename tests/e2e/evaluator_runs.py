@@ -100,7 +100,7 @@ def fast_and_tfma(inputs, properties, out: Path, caplog) -> tuple[tuple, tuple]:
     twin on the same inputs: ((uri, blessing), (uri, blessing))."""
     import logging
 
-    from components.slicing import evaluator as sliced
+    from components.evaluation.slicing import evaluator as sliced
 
     with caplog.at_level(logging.INFO):
         ours = run_executor(sliced.Executor, inputs, properties, out / "o")
@@ -118,7 +118,7 @@ def assert_same_evaluation(ours: tuple, theirs: tuple) -> dict:
     validation result, blessing, blessing message and files. Returns our metrics."""
     import pytest
 
-    from components.slicing import evaluator as sliced
+    from components.evaluation.slicing import evaluator as sliced
 
     (ours_uri, ours_blessing), (tfma_uri, tfma_blessing) = ours, theirs
     values, expected = metric_values(ours_uri), metric_values(tfma_uri)

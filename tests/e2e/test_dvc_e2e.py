@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from dvc_repos import DATA_PATH, make_repo, run, taxi_rows, write_csv
 
-from components.content_fingerprint import files_sha256
+from components.io.content_fingerprint import files_sha256
 from tfxp.cli import main
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]

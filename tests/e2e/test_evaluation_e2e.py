@@ -1,4 +1,4 @@
-"""components.evaluation on a trained model: our extractors change no metric.
+"""components.evaluation.extractors on a trained model: our extractors change no metric.
 
 TFMA evaluates the session's taxi model (`taxi_runs.first`) on its eval split
 with TFMA's default extractors and with ours, through
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from components.slicing.rules import OVERALL
+from components.evaluation.slicing.rules import OVERALL
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -50,7 +50,7 @@ def _by_slice(output: str) -> dict:
     """slice name -> metric -> value (NaN as None, so equal NaNs compare equal)."""
     import math
 
-    from components.slicing.evaluator import read_slice_metrics
+    from components.evaluation.slicing.evaluator import read_slice_metrics
 
     return {
         name: {metric: None if math.isnan(value) else value for metric, value in models[""].items()}
@@ -59,7 +59,7 @@ def _by_slice(output: str) -> dict:
 
 
 def test_dropping_features_changes_no_metric(taxi_runs, tmp_path):
-    from components.evaluation import custom_extractors
+    from components.evaluation.extractors import custom_extractors
     from pipeline.eval_config import eval_config
 
     # Overall only: stock TFMA cannot slice by bucket.
@@ -77,7 +77,7 @@ def _with_bucket_feature(split: Path, out: Path, feature: str, bounds) -> str:
     """The split's examples, each with `<feature>_bucket` added (as our extractor names it)."""
     import tensorflow as tf
 
-    from components.slice_buckets import bucket_feature, bucket_label
+    from components.evaluation.slice_buckets import bucket_feature, bucket_label
 
     out.mkdir(parents=True)
     with tf.io.TFRecordWriter(str(out / "data.tfrecord")) as writer:

@@ -51,7 +51,7 @@ def test_fast_path_equals_tfma(two_runs, baseline, tmp_path, caplog):
     import tensorflow_model_analysis as tfma
     from tfx.components.evaluator import executor as stock
 
-    from components.fast_eval import executor as fast
+    from components.evaluation.fast import executor as fast
 
     config, _, _ = two_runs
     inputs, properties, _ = evaluator_inputs(config)
@@ -118,7 +118,7 @@ def test_in_process_statistics_equal_statistics_gen(two_runs, tmp_path, caplog):
     another order), which agree to 1e-12 relative."""
     from tfx.components.statistics_gen import executor as stock
 
-    from components.fast_stats import executor as fast
+    from components.fast.stats import executor as fast
 
     config, _, _ = two_runs
     inputs, properties, _ = evaluator_inputs(config, node="StatisticsGen")

@@ -41,8 +41,8 @@ def test_a_failing_split_publishes_nothing(taxi_transform, tmp_path):  # noqa: F
     import tensorflow_transform as tft
     from tfx.types import standard_artifacts
 
-    from components.fast_transform import executor as fast
-    from components.fast_transform.materialize import materialize
+    from components.fast.transform import executor as fast
+    from components.fast.transform.materialize import materialize
 
     config = taxi_transform.config
     inputs, properties, _ = evaluator_inputs(config, node="Transform")
@@ -68,8 +68,8 @@ def test_a_late_refusal_runs_tfx_from_the_start(taxi_transform, tmp_path, monkey
 
     from transform_parity import assert_same_examples, run_transform
 
-    from components.fast_transform import executor as fast
-    from components.fast_transform.materialize import Uncovered
+    from components.fast.transform import executor as fast
+    from components.fast.transform.materialize import Uncovered
 
     def refuse(*_args):
         raise Uncovered("a refusal after the analysis")

@@ -115,7 +115,7 @@ def test_digits_default_blesses_and_pushes(image_runs):
 def test_digits_are_evaluated_per_digit(image_runs):
     """The dataset file slices by label: every digit has its own accuracy, error rates and
     count in the first run's evaluation, and the pushed model's card shows them."""
-    from components.slicing.evaluator import SLICES_FILE
+    from components.evaluation.slicing.evaluator import SLICES_FILE
 
     found = sorted(
         Path(image_runs.config.pipeline_root).glob(f"Evaluator/evaluation/*/{SLICES_FILE}"),

@@ -124,7 +124,7 @@ def test_runs_show(runs: LineageRuns) -> None:
 
 
 def test_lineage_of_the_latest_model_reaches_the_raw_files(runs: LineageRuns) -> None:
-    from components.schema_importer import file_sha256
+    from components.validation.schema_importer import file_sha256
     from pipeline.fingerprint import code_fingerprint
 
     m = tfxp_json(runs, "lineage", "model", "latest")

@@ -19,7 +19,7 @@ import pytest
 from e2e_support import small_config
 from serving_log_files import T0, served_records, typed_rows, write_log
 
-from components.schema_importer import load_schema, schema_column_types
+from components.validation.schema_importer import load_schema, schema_column_types
 from data.generate import generate
 from pipeline import definition as d
 from pipeline.config import PipelineConfig, serving_log_dir

@@ -10,7 +10,7 @@ model made wrong on purpose for one payment type (slice_sabotage.py):
          so the overall change threshold passes, but worse on the Credit Card
          slice by far more than the allowed drop.
 
-Both runs' Evaluators take the fast path (components/fast_eval). Run 2's
+Both runs' Evaluators take the fast path (components/evaluation/fast). Run 2's
 evaluation is then repeated on the same inputs, with and without the baseline,
 as shipped, with TFMA thresholds on a slice and with TFMA's `min_slice_size`, by
 the fast path and by TFX's
@@ -87,7 +87,7 @@ def slice_runs(tmp_path_factory: pytest.TempPathFactory) -> SliceRuns:
 
 def _slices(config: PipelineConfig, run: int) -> dict:
     """slices.json of the evaluation of run 0 (the first) or 1 (the second)."""
-    from components.slicing.evaluator import SLICES_FILE
+    from components.evaluation.slicing.evaluator import SLICES_FILE
 
     found = sorted(
         Path(config.pipeline_root).glob(f"Evaluator/evaluation/*/{SLICES_FILE}"),

@@ -11,7 +11,7 @@ from e2e_support import small_config, write_span
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from components.content_fingerprint import files_sha256
+from components.io.content_fingerprint import files_sha256
 from pipeline import definition as d
 from pipeline.config import PipelineConfig
 from tfxp.metadata.summary import RunSummary

@@ -2,7 +2,7 @@
 
 A plain module (tests/e2e is on sys.path). `compare_executors` reruns the last
 Transform execution of a run (its inputs and exec properties from ML Metadata)
-with TFX's executor and with `components.fast_transform`, into two folders, and
+with TFX's executor and with `components.fast.transform`, into two folders, and
 asserts the outputs agree:
 
 - every transformed example, in order, feature by feature: ints and bytes
@@ -127,7 +127,7 @@ def compare_executors(config, tmp: Path, caplog) -> int:
     """Reruns the last Transform execution with both executors; returns the example count."""
     from tfx.components.transform import executor as stock
 
-    from components.fast_transform import executor as fast
+    from components.fast.transform import executor as fast
 
     # A node's last execution's inputs and properties, from ML Metadata.
     inputs, properties, _ = evaluator_inputs(config, node="Transform")

@@ -139,7 +139,7 @@ def test_push_killed_mid_copy_leaves_only_complete_versions(tmp_path, forkserver
     model = _model_dir(tmp_path)
     serving = tmp_path / "serving"
     script = (
-        "from components.atomic_pusher import publish_model\n"
+        "from components.release.atomic_pusher import publish_model\n"
         "print('start', flush=True)\n"
         f"publish_model({str(model)!r}, {str(serving)!r})\n"
     )
@@ -168,7 +168,7 @@ def test_push_killed_mid_copy_leaves_only_complete_versions(tmp_path, forkserver
 
 
 def test_publish_never_reuses_a_version(tmp_path):
-    from components.atomic_pusher import publish_model
+    from components.release.atomic_pusher import publish_model
 
     model = tmp_path / "model"
     model.mkdir()

@@ -23,8 +23,8 @@ import pytest
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from components import object_storage
 from components.example_gen import csv_example_gen, csv_ingest
+from components.io import object_storage
 from pipeline.config import PROJECT_ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]

@@ -114,7 +114,7 @@ def test_atomic_push_to_a_bucket_writes_complete_numbered_versions(
         import json, os
         from tfxp.storage.storage import enable_filesystems
         enable_filesystems(["s3://{BUCKET}"])
-        from components.atomic_pusher import is_complete_version, publish_model
+        from components.release.atomic_pusher import is_complete_version, publish_model
         a = publish_model("{model}", "s3://{BUCKET}/serving")
         b = publish_model("{model}", "s3://{BUCKET}/serving")
         print(json.dumps([a, b, is_complete_version(a[0]),
@@ -213,7 +213,7 @@ def test_push_failing_mid_copy_leaves_no_version_and_no_upload(
         import os
         from tfxp.storage.storage import enable_filesystems
         enable_filesystems(["s3://{BUCKET}"])
-        from components import atomic_pusher
+        from components.release import atomic_pusher
         real, calls = atomic_pusher.fileio.copy, []
         def dying_copy(src, dst, overwrite=False):
             if "/.incoming-" not in dst:  # into the version: the second file fails

@@ -229,7 +229,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def _columns(config: PipelineConfig) -> dict[str, str]:
     from components.example_gen.labels import label_as_text
-    from components.schema_importer import load_schema, schema_column_types
+    from components.validation.schema_importer import load_schema, schema_column_types
 
     columns = schema_column_types(load_schema(config.schema_file))
     if config.tabular is not None and config.tabular.unlabelled_rows == "drop":
@@ -240,7 +240,7 @@ def _columns(config: PipelineConfig) -> dict[str, str]:
 
 def _text_checks(config: PipelineConfig) -> dict:
     """How a drop's text is read and which columns must be NaN-free (as ExampleGen checks)."""
-    from components.schema_importer import load_schema, schema_nan_free_columns
+    from components.validation.schema_importer import load_schema, schema_nan_free_columns
 
     nan_free = schema_nan_free_columns(load_schema(config.schema_file))
     return {"encoding": config.csv_encoding, "nan_free": nan_free}

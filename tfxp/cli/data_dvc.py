@@ -37,7 +37,7 @@ def _config(args: argparse.Namespace):
 
 def cmd_add_dvc(args: argparse.Namespace) -> int:
     """A DVC revision's CSV file(s) as the next span, recorded with their origin."""
-    from components.schema_importer import load_schema, schema_column_types
+    from components.validation.schema_importer import load_schema, schema_column_types
     from tfxp.dataset_versions import add_from_dvc
     from tfxp.dvc_data import DvcError
 

@@ -102,7 +102,7 @@ def cmd_compare(args: argparse.Namespace) -> str:
 
     # Beam (imported with the definition) warns about crcmod although it uses google-crc32c.
     logging.getLogger().addFilter(lambda r: not str(r.msg).startswith("crcmod package"))
-    from components.serving_log import WindowOptions
+    from components.validation.serving_log import WindowOptions
     from pipeline.config import serving_log_dir
     from pipeline.eval_config import task
     from tfxp import compare

@@ -89,7 +89,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 def _window(args: argparse.Namespace, config):
     """The dataset's log window with --skew-window / --skew-max-examples applied."""
-    from components.serving_log import WindowOptions
+    from components.validation.serving_log import WindowOptions
     from tfxp.watch import parse_duration
 
     window = config.serving_log_window

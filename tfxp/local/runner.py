@@ -198,7 +198,7 @@ def _serving_check_child(
     TensorFlow import then runs beside this process's start-up, not after the Evaluator."""
     if partial or not config.serving_check_rows:
         return contextlib.nullcontext()
-    from components.serving_check.check import child_started_early
+    from components.release.serving_check.check import child_started_early
 
     return child_started_early()
 

@@ -137,7 +137,7 @@ class SchemaProposal:
 
 def latest_statistics(store, config: PipelineConfig):
     """The newest StatisticsGen output computed from this config's data folder."""
-    from components.validation.gate import statistics_sources
+    from components.resolvers.previous_span_statistics import statistics_sources
 
     candidates = sorted(store.get_artifacts_by_type("ExampleStatistics"), key=lambda a: a.id)
     live = [a for a in candidates if a.state == metadata_store_pb2.Artifact.LIVE]
@@ -157,7 +157,7 @@ def propose_schema(store, config: PipelineConfig, out_path: str | None = None) -
     import tensorflow_data_validation as tfdv
     from google.protobuf import text_format
 
-    from components.schema_importer import load_schema
+    from components.validation.schema_importer import load_schema
 
     artifact, span = latest_statistics(store, config)
     if artifact is None:

@@ -34,7 +34,7 @@ class RunSummary:
     blessed: bool | None = None
     # Why the model was not blessed: each failing threshold or slice with its numbers.
     blessing_message: str | None = None
-    # The serving check's verdict and message (components/serving_check).
+    # The serving check's verdict and message (components/release/serving_check).
     serving_check: str | None = None
     pushed: bool | None = None
     pushed_model: str | None = None

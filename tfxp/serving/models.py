@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from components.serving_check import warmup
+from components.release.serving_check import warmup
 from tfxp.serving.batching import Batcher
 
 WARMUP_FILE = warmup.IN_MODEL  # written by the serving check, copied by the Pusher

@@ -238,8 +238,8 @@ class RequestLog:
 
 
 def published_files(folder: str) -> list[str]:
-    """The complete log files, oldest first: the readers' own listing (components/serving_log.py)."""
-    from components import serving_log
+    """The complete log files, oldest first: the readers' own listing (components/validation/serving_log.py)."""
+    from components.validation import serving_log
 
     return [f.path for f in reversed(serving_log.published_files(folder))]
 

@@ -55,7 +55,7 @@ class ServeOptions:
 
 def schema_types(config: PipelineConfig) -> dict[str, str] | None:
     """Feature -> INT/FLOAT/BYTES from the dataset's curated schema (None: no schema)."""
-    from components.schema_importer import load_schema, schema_column_types
+    from components.validation.schema_importer import load_schema, schema_column_types
 
     if not config.schema_file or not os.path.isfile(config.schema_file):
         return None

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from urllib.parse import urlparse
 
 # The one mapping of the endpoint variables, shared with the Arrow ingest's S3 client.
-from components.object_storage import s3_endpoint
+from components.io.object_storage import s3_endpoint
 from pipeline.spans import PUBLISHED_MARKER
 
 REMOTE_SCHEMES = ("s3", "gs")

@@ -30,19 +30,14 @@ import tensorflow as tf
 import tensorflow_transform as tft
 from absl import logging
 
-from trainer.base import (
-    SERVING_SIGNATURE,
-    TRANSFORM_SIGNATURE,
-    transform_signature,
-    with_tuned_values,
-)
+from trainer.base import with_tuned_values
 from trainer.distribution import ClusterConfigError, cluster_from_env
 from trainer.input import input_fn
 from trainer.tabular.features import TabularSpec, missing_name, tabular_spec, transformed_name
 from trainer.tabular.sklearn_trees import ensemble_arrays
 
-# The MLP's own serving signature (parse, transform, model, outputs): both models serve alike.
-from trainer.tabular.train import _examples_signature
+# The MLP's own signatures (parse, transform, model, outputs): both models serve alike.
+from trainer.tabular.train import signatures
 from trainer.tabular.trees import TreeEnsemble
 from trainer.tuning import search_result
 
@@ -240,11 +235,11 @@ def run_fn(fn_args: Any) -> None:
     logging.info("gbt: eval loss %.6f", eval_loss(spec, estimator, x_eval, y_eval))
 
     model = GbtModel(ensemble, feature_columns(feature_spec, spec), spec.task)
-    signatures = {
-        SERVING_SIGNATURE: _examples_signature(model, tf_transform_output, spec),
-        TRANSFORM_SIGNATURE: transform_signature(model, tf_transform_output),
-    }
-    tf.saved_model.save(model, fn_args.serving_model_dir, signatures=signatures)
+    tf.saved_model.save(
+        model,
+        fn_args.serving_model_dir,
+        signatures=signatures(model, tf_transform_output, spec),
+    )
     logging.info("gbt: SavedModel written to %s", fn_args.serving_model_dir)
 
 

@@ -23,13 +23,7 @@ import tensorflow_transform as tft
 import tf_keras as keras
 from absl import logging
 
-from trainer.base import (
-    SERVING_SIGNATURE,
-    TRANSFORM_SIGNATURE,
-    EpochTimer,
-    Hyperparameters,
-    transform_signature,
-)
+from trainer.base import EpochTimer, Hyperparameters, serving_signatures
 from trainer.distribution import TrainingJob, train_and_export
 from trainer.input import input_fn
 from trainer.tabular.features import TabularSpec, missing_name, tabular_spec
@@ -51,21 +45,16 @@ def serving_outputs(spec: TabularSpec, output: tf.Tensor) -> dict[str, tf.Tensor
     return {"probabilities": output, "class": tf.gather(classes, tf.argmax(output, axis=-1))}
 
 
-def _examples_signature(model, tf_transform_output: tft.TFTransformOutput, spec: TabularSpec):
-    model.tft_layer_serving = tf_transform_output.transform_features_layer()
-    raw_spec = tf_transform_output.raw_feature_spec()
-    raw_spec.pop(spec.label, None)
-
-    @tf.function(
-        input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")],
-        autograph=False,
+def signatures(model, tf_transform_output: tft.TFTransformOutput, spec: TabularSpec) -> dict:
+    """The SavedModel's serving and transform signatures (trainer/base.py), serving
+    the outputs above. The MLP's and the boosted trees' (gbt.py) alike."""
+    return serving_signatures(
+        model,
+        tf_transform_output,
+        spec.label,
+        spec.label_xf,
+        lambda output: serving_outputs(spec, output),
     )
-    def serve(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
-        transformed = model.tft_layer_serving(tf.io.parse_example(serialized, raw_spec))
-        transformed.pop(spec.label_xf, None)
-        return serving_outputs(spec, model(transformed))
-
-    return serve
 
 
 def with_class_weights(data: tf.data.Dataset, spec: TabularSpec) -> tf.data.Dataset:
@@ -133,18 +122,12 @@ def run_fn(fn_args: Any) -> None:
         # Here, not before: no TF op may run before the training strategy starts.
         return _build(spec, tf_transform_output, fn_args, hp)
 
-    def signatures(model: keras.Model) -> dict:
-        return {
-            SERVING_SIGNATURE: _examples_signature(model, tf_transform_output, spec),
-            TRANSFORM_SIGNATURE: transform_signature(model, tf_transform_output),
-        }
-
     train_and_export(
         fn_args,
         TrainingJob(
             build_model=build,
             dataset=dataset,
-            signatures=signatures,
+            signatures=lambda model: signatures(model, tf_transform_output, spec),
             batch_size=hp.batch_size,
             eval_batch_size=hp.eval_batch_size,
             callbacks=(EpochTimer(),),

@@ -11,14 +11,7 @@ import tensorflow_transform as tft
 import tf_keras as keras
 from absl import logging
 
-from trainer.base import (
-    SERVING_SIGNATURE,
-    TRANSFORM_SIGNATURE,
-    EpochTimer,
-    Hyperparameters,
-    import_augment,
-    transform_signature,
-)
+from trainer.base import EpochTimer, Hyperparameters, import_augment, serving_signatures
 from trainer.distribution import TrainingJob, train_and_export
 from trainer.input import input_fn
 from trainer.taxi import features as f
@@ -26,36 +19,16 @@ from trainer.taxi.model import build_keras_model
 from trainer.tuning import search_result
 
 
-def _examples_signature(model: keras.Model, tf_transform_output: tft.TFTransformOutput):
-    """serving_default: serialized raw tf.Examples in, probability out.
-
-    The transform graph runs inside the SavedModel, so serving applies exactly
-    the preprocessing that training saw.
-    """
-    model.tft_layer_serving = tf_transform_output.transform_features_layer()
-    raw_spec = tf_transform_output.raw_feature_spec()
-    raw_spec.pop(f.LABEL_KEY, None)
-
-    # autograph=False: no Python control flow here, and conversion costs seconds.
-    @tf.function(
-        input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")],
-        autograph=False,
-    )
-    def serve(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
-        raw = tf.io.parse_example(serialized, raw_spec)
-        transformed = model.tft_layer_serving(raw)
-        transformed.pop(f.TRANSFORMED_LABEL_KEY, None)
-        return {"probability": model(transformed)}
-
-    return serve
-
-
 def signatures(model: keras.Model, tf_transform_output: tft.TFTransformOutput) -> dict:
-    """The SavedModel's serving and transform signatures."""
-    return {
-        SERVING_SIGNATURE: _examples_signature(model, tf_transform_output),
-        TRANSFORM_SIGNATURE: transform_signature(model, tf_transform_output),
-    }
+    """The SavedModel's serving and transform signatures (trainer/base.py): the
+    probability of a big tip out."""
+    return serving_signatures(
+        model,
+        tf_transform_output,
+        f.LABEL_KEY,
+        f.TRANSFORMED_LABEL_KEY,
+        lambda output: {"probability": output},
+    )
 
 
 def run_fn(fn_args: Any) -> None:

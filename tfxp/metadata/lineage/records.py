@@ -94,7 +94,7 @@ class Blessing:
     blessing_id: int
     baseline_model_id: int | None
     run_id: str | None
-    # Why not blessed (components/slicing/evaluator.py): failing thresholds and slices.
+    # Why not blessed (components/evaluation/slicing/evaluator.py): failing thresholds and slices.
     message: str | None = None
 
 

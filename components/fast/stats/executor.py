@@ -1,0 +1,195 @@
+"""StatisticsGen's executor: TFDV's statistics from one in-process pass when exact, else TFX's.
+
+TFX's StatisticsGen runs TFDV's `GenerateStatistics` over Beam. For the default
+statistics options (a schema at most) this executor instead decodes each split's
+TFRecord files into Arrow record batches (tfx_bsl's decoder, without a schema, as
+StatisticsGen's TFXIO reads them) and feeds them to TFDV's own combiner generators
+in this process (`stats_impl.get_generators(options, in_memory=True)`), streaming:
+one accumulator per generator, one batch at a time.
+
+Examples from the Arrow CSV ingest carry their layout (components/example_gen/layout.py):
+they are decoded by `tf.io.parse_example` into the same record batches, several
+times faster than tfx_bsl's decoder, and then this single process beats Beam's
+worker processes, so it runs under the multi-process runner too. Other examples
+are decoded by tfx_bsl, and under the multi-process runner they go to TFX's path.
+
+The in-process generators are Beam's, with one exception: top-k values and unique
+counts come from sketches (Misra-Gries, 1,024 counters; KMV, 16,384 hashes) instead
+of Beam's exact counting. Both are exact while a feature has fewer than 1,024
+distinct values, so a split where any string or categorical feature reaches 1,024
+is recomputed by TFX's executor (the whole run, logged). Means and standard
+deviations are float sums in another order: equal to ~1e-15 relative.
+
+The artifact is the one StatisticsGen writes (split names, span, the sample-rate
+and dashboard-link properties, `Split-<name>/FeatureStats.pb`), so ExampleValidator,
+the drift and skew checks, the report and Transform read it unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+import tensorflow as tf
+import tensorflow_data_validation as tfdv
+from absl import logging
+from tensorflow_data_validation.statistics import stats_impl
+from tensorflow_metadata.proto.v0 import statistics_pb2
+from tfx.components.statistics_gen import executor as tfx_statistics
+from tfx.components.util import examples_utils
+from tfx.types import artifact_utils, standard_component_specs
+from tfx.utils import io_utils, json_utils, stats_utils
+from tfx_bsl.coders import example_coder
+
+from compat import tfdv as tfdv_internals
+from components.base.local_beam import runner_refusal
+from components.example_gen.layout import Layout, RecordBatchDecoder, layout_of, sequential_records
+
+BATCH_SIZE = 8192
+EXACT_DISTINCT_LIMIT = tfdv_internals.DEFAULT_MG_SKETCH_SIZE
+
+
+class Inexact(Exception):
+    """The in-process pass cannot promise StatisticsGen's result: use TFX's executor."""
+
+
+def _refusal(input_dict, exec_properties) -> str | None:
+    keys = standard_component_specs
+    if exec_properties.get(keys.STATS_OPTIONS_JSON_KEY):
+        return "statistics options"
+    if json_utils.loads(exec_properties.get(keys.SAMPLE_RATE_BY_SPLIT_KEY, "null")):
+        return "sample rates"
+    if exec_properties.get(keys.SHARDED_STATS_OUTPUT_KEY):
+        return "sharded output"
+    examples = artifact_utils.get_single_instance(input_dict[keys.EXAMPLES_KEY])
+    if examples.has_custom_property(examples_utils.CUSTOM_SPLIT_PATTERN_PROPERTY_NAME):
+        return "custom split patterns"
+    return None
+
+
+def split_statistics(
+    split_uri: str, options: tfdv.StatsOptions, layout: Layout | None = None
+) -> statistics_pb2.DatasetFeatureStatisticsList:
+    """TFDV's statistics of every example under `split_uri`, in this process
+    (`layout`: the examples' columns, when the ingest recorded them)."""
+    files = sorted(tf.io.gfile.glob(os.path.join(split_uri, "*")))
+    if not files:
+        raise Inexact(f"no example files under {split_uri}")
+    compression = {f.endswith(".gz") for f in files}
+    if len(compression) > 1:
+        raise Inexact("a split mixes GZIP and uncompressed files")
+    generators = stats_impl.get_generators(options, in_memory=True)
+    accumulators = [g.create_accumulator() for g in generators]
+    batches = _record_batches(files, "GZIP" if compression.pop() else "", layout)
+    try:
+        for batch in batches:
+            accumulators = [
+                g.add_input(a, batch) for g, a in zip(generators, accumulators, strict=True)
+            ]
+    except tf.errors.InvalidArgumentError as error:
+        # An example off its recorded layout: tfx_bsl's decoder (TFX's path) judges it.
+        raise Inexact(f"an example off the ingest's layout ({error.message[:200]})") from error
+    statistics = stats_impl.extract_statistics_output(accumulators, generators)
+    _check_exact(statistics)
+    return statistics
+
+
+def _record_batches(
+    files: list[str], compression: str, layout: Layout | None
+) -> Iterator[pa.RecordBatch]:
+    if layout is not None:
+        yield from RecordBatchDecoder(layout).batches(files, compression, BATCH_SIZE)
+        return
+    decoder = example_coder.ExamplesToRecordBatchDecoder()
+    for serialized in sequential_records(files, compression).batch(BATCH_SIZE).prefetch(1):
+        yield decoder.DecodeBatch(serialized.numpy().tolist())
+
+
+def _check_exact(statistics: statistics_pb2.DatasetFeatureStatisticsList) -> None:
+    for dataset in statistics.datasets:
+        for feature in dataset.features:
+            if feature.HasField("string_stats") and (
+                feature.string_stats.unique >= EXACT_DISTINCT_LIMIT
+            ):
+                name = ".".join(feature.path.step) or feature.name
+                raise Inexact(
+                    f"feature {name!r} has {feature.string_stats.unique} distinct values "
+                    f"(sketches are exact below {EXACT_DISTINCT_LIMIT})"
+                )
+
+
+class Executor(tfx_statistics.Executor):
+    """TFX's StatisticsGen executor with the in-process pass in front of it."""
+
+    def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 (TFX's name)
+        started = time.perf_counter()
+        examples = artifact_utils.get_single_instance(
+            input_dict[standard_component_specs.EXAMPLES_KEY]
+        )
+        layout = layout_of(examples)
+        # With the layout the in-process pass is faster than Beam's workers.
+        single = layout is None
+        refusal = runner_refusal(self._beam_pipeline_args, single_process=single) or _refusal(
+            input_dict, exec_properties
+        )
+        if refusal is None:
+            try:
+                self._in_process(input_dict, output_dict, exec_properties, layout)
+            except Inexact as inexact:
+                refusal = str(inexact)
+            else:
+                logging.info(
+                    "StatisticsGen: in-process pass (%s decoder), %.1f s",
+                    "tfx_bsl's" if single else "the layout's",
+                    time.perf_counter() - started,
+                )
+                return
+        logging.info("StatisticsGen: TFX's Beam path (in-process pass does not cover: %s)", refusal)
+        super().Do(input_dict, output_dict, exec_properties)
+
+    def _in_process(self, input_dict, output_dict, exec_properties, layout: Layout | None) -> None:
+        keys = standard_component_specs
+        examples = artifact_utils.get_single_instance(input_dict[keys.EXAMPLES_KEY])
+        excluded = json_utils.loads(exec_properties.get(keys.EXCLUDE_SPLITS_KEY, "null")) or []
+        splits = [
+            s for s in artifact_utils.decode_split_names(examples.split_names) if s not in excluded
+        ]
+        if not splits:
+            raise ValueError(f"No splits for examples artifact: {examples}")
+        options = tfdv.StatsOptions()
+        if input_dict.get(keys.SCHEMA_KEY):
+            schema_uri = artifact_utils.get_single_uri(input_dict[keys.SCHEMA_KEY])
+            options.schema = io_utils.SchemaReader().read(io_utils.get_only_uri_in_dir(schema_uri))
+        # Every split first: nothing is written unless all are exact.
+        results = {
+            split: split_statistics(
+                artifact_utils.get_split_uri([examples], split), options, layout
+            )
+            for split in splits
+        }
+        artifact = artifact_utils.get_single_instance(output_dict[keys.STATISTICS_KEY])
+        _set_properties(artifact, examples, splits)
+        for split, statistics in results.items():
+            uri = artifact_utils.get_split_uri(output_dict[keys.STATISTICS_KEY], split)
+            io_utils.write_bytes_file(
+                os.path.join(uri, tfx_statistics.DEFAULT_FILE_NAME), statistics.SerializeToString()
+            )
+            logging.info("Statistics for split %s written to %s.", split, uri)
+
+
+def _set_properties(artifact: Any, examples: Any, splits: list[str]) -> None:
+    """The output artifact's properties, as TFX's StatisticsGen executor sets them."""
+    artifact.split_names = artifact_utils.encode_split_names(splits)
+    artifact.span = examples.span
+    try:
+        link = stats_utils.generate_stats_dashboard_link(artifact)
+    except Exception:  # noqa: BLE001 - TFX's executor records an empty link likewise
+        link = ""
+    artifact.set_string_custom_property(tfx_statistics.STATS_DASHBOARD_LINK, link)
+    artifact.set_json_value_custom_property(
+        tfx_statistics.SAMPLE_RATE_BY_SPLIT_PROPERTY_NAME,
+        json_utils.dumps({split: 1.0 for split in splits}),
+    )
