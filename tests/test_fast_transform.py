@@ -82,7 +82,9 @@ def test_a_remote_runner_runs_tfxs_executor_unchanged(tmp_path, monkeypatch, cap
     context = base_beam_executor.BaseBeamExecutor.Context(
         beam_pipeline_args=["--runner=DataflowRunner"], tmp_dir=str(tmp_path), unique_id="1"
     )
-    with caplog.at_level(logging.INFO):
+    # On absl's own logger: an earlier test in the worker may have lowered absl's
+    # verbosity, which filters INFO before any handler (caplog's too) sees it.
+    with caplog.at_level(logging.INFO, logger="absl"):
         executor.Executor(context).Do(inputs, outputs, dict(PIPELINE_PROPERTIES))
     assert calls == [(inputs, outputs, PIPELINE_PROPERTIES)]
     assert (
