@@ -24,8 +24,9 @@ from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-# The e2e tests' ML Metadata reader: a node's last execution's inputs and properties.
-sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+# A node's last execution's inputs and properties, and TFX's Transform run on them
+# (benchmarks/support/, shared with the tests that compare the executors).
+sys.path.insert(0, str(ROOT / "benchmarks" / "support"))
 
 EXECUTORS = {
     "tfx": "tfx.components.transform.executor.Executor",
@@ -38,8 +39,7 @@ def _one(executor: str, metadata_path: str, out: str, beam: str) -> None:
     import importlib
 
     from absl import logging
-    from evaluator_runs import evaluator_inputs
-    from transform_parity import run_transform
+    from evaluator_runs import evaluator_inputs, run_transform
 
     from pipeline.beam import BeamOptions, beam_args
 

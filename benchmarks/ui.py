@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/ui.py [--runs 1000] [--requests 40] [--work DIR] [--json FILE]
 
 Writes a SQLite ML Metadata store of --runs runs shaped as LocalDagRunner
-records them (tests/ui_store.py: contexts pipeline/pipeline_run/node, seven
+records them (benchmarks/support/ui_store.py: contexts pipeline/pipeline_run/node, seven
 executions with their events and artifacts per run, every third run a cached
 rerun), then asks the app (in process, Starlette's TestClient) for
 
@@ -33,7 +33,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))  # the synthetic run writer the console's tests use
+sys.path.insert(
+    0, str(ROOT / "benchmarks" / "support")
+)  # the synthetic run writer (the console's tests use it too)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 TARGET_MS = 300.0

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Headless Chromium and its WebDriver from Debian's packages, for the browser
-# test of the validation report (tests/test_report_browser.py).
+# test of the validation report (tests/unit/test_report_browser.py).
 #
 #   scripts/chromium.sh install   apt-get install chromium chromium-driver (root; no-op if present)
 #   scripts/chromium.sh check     exit 0 if both are installed, print their versions

@@ -26,15 +26,21 @@ import sys
 
 import pytest
 
+TESTS = os.path.dirname(os.path.abspath(__file__))
+# The helpers the tests import as plain modules (servers, browser, child processes).
+sys.path.insert(0, os.path.join(TESTS, "support"))
+# Harnesses the benchmarks use too (a synthetic console store, TFX executors run on a
+# run's inputs): they live with the benchmarks, which import no test code.
+sys.path.insert(0, os.path.join(os.path.dirname(TESTS), "benchmarks", "support"))
+
 # One definition for the whole session: a fixture imported into two test modules
 # (or conftests) is two fixtures to pytest, and each would start its own server.
-from seaweedfs_server import seaweedfs  # noqa: F401
-from serving_support import serving_run  # noqa: F401
+from seaweedfs_server import seaweedfs  # noqa: E402, F401 - after the path above
+from serving_support import serving_run  # noqa: E402, F401
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
-TESTS = os.path.dirname(os.path.abspath(__file__))
 PER_WORKER = {"mariadb_server", "seaweedfs", "forkserver"}
 
 
@@ -149,10 +155,10 @@ def pytest_configure(config: pytest.Config) -> None:
         server = _new_forkserver()
         os.environ[FORKSERVER_ADDRESS] = server.address()
         config.stash[_SHARED_FORKSERVER] = server
-    # The workers themselves are forked from it (tests/xdist_worker.py): four workers
+    # The workers themselves are forked from it (tests/support/xdist_worker.py): four workers
     # importing TensorFlow while they collect cost ~45 CPU-s at the start of the run.
     if all(tx == "popen" for tx in config.option.tx):
-        worker = shlex.join([sys.executable, os.path.join(TESTS, "xdist_worker.py")])
+        worker = shlex.join([sys.executable, os.path.join(TESTS, "support", "xdist_worker.py")])
         config.option.tx = [f"popen//python={worker}"] * len(config.option.tx)
 
 

@@ -134,7 +134,8 @@ def test_predict_scores_rows_without_the_label(gbt_run):
 
 
 def test_evaluation_takes_the_fast_path_and_equals_tfma(gbt_run, tmp_path, caplog):
-    from evaluator_runs import assert_same_evaluation, evaluator_inputs, fast_and_tfma
+    from evaluator_parity import assert_same_evaluation, fast_and_tfma
+    from evaluator_runs import evaluator_inputs
 
     log = Path(gbt_run.run.log_path).read_text()
     assert "Evaluator: fast path" in log

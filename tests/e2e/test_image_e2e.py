@@ -285,7 +285,8 @@ def test_digits_fast_path_equals_tfma_per_digit(image_runs, baseline, tmp_path, 
     and without span 1's model as baseline: the accuracy, count and each class's
     fall-out and miss rate (TFMA's binarization) of the whole split and of every digit,
     the validation result and the blessing agree."""
-    from evaluator_runs import assert_same_evaluation, evaluator_inputs, fast_and_tfma
+    from evaluator_parity import assert_same_evaluation, fast_and_tfma
+    from evaluator_runs import evaluator_inputs
 
     inputs, properties, _ = evaluator_inputs(image_runs.config)  # span 2's Evaluator
     assert inputs.get("baseline_model"), "span 2 is evaluated against span 1's model"

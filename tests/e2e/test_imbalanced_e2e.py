@@ -73,7 +73,8 @@ def test_the_model_is_blessed_and_finds_the_rare_class(fraud):
 
 
 def test_per_class_metrics_take_the_fast_path_and_equal_tfma(fraud, tmp_path, caplog):
-    from evaluator_runs import assert_same_evaluation, evaluator_inputs, fast_and_tfma
+    from evaluator_parity import assert_same_evaluation, fast_and_tfma
+    from evaluator_runs import evaluator_inputs
 
     _, _, config, _ = fraud
     logs = "".join(p.read_text() for p in (Path(config.run_dir) / "logs").glob("*.log"))

@@ -5,7 +5,7 @@ only the static serving CSV (the fallback), then with clean logged requests
 (passes, naming the window), then with shifted ones (blocks, naming the
 window). `tfxp watch --skew-every` then checks the same span against the log
 with no new span, alerting a loopback webhook when skew appears and clears.
-Log files are written here the way the server writes them (tests/serving_log_files.py).
+Log files are written here the way the server writes them (tests/support/serving_log_files.py).
 """
 
 from __future__ import annotations

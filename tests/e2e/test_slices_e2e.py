@@ -29,12 +29,8 @@ from pathlib import Path
 
 import pytest
 from e2e_support import small_config, write_sample
-from evaluator_runs import (
-    assert_same_evaluation,
-    evaluator_inputs,
-    fast_and_tfma,
-    validation_result,
-)
+from evaluator_parity import assert_same_evaluation, fast_and_tfma
+from evaluator_runs import evaluator_inputs, validation_result
 
 from pipeline.config import EvalThresholds, PipelineConfig, SliceOptions
 from tfxp.metadata.summary import RunSummary

@@ -195,7 +195,8 @@ def test_evaluation_takes_the_fast_path_and_equals_tfma(table_runs, baseline, tm
     and class; regression: predictions, RMSE) is evaluated on the fast path, and TFX's
     executor (TFMA) on the same inputs agrees on every metric, the validation result and
     the blessing; against a baseline too (the model itself: every diff is 0)."""
-    from evaluator_runs import assert_same_evaluation, evaluator_inputs, fast_and_tfma
+    from evaluator_parity import assert_same_evaluation, fast_and_tfma
+    from evaluator_runs import evaluator_inputs
 
     logs = "".join(p.read_text() for p in (Path(table_runs.config.run_dir) / "logs").glob("*.log"))
     assert "Evaluator: fast path" in logs and "Evaluator: TFMA path" not in logs

@@ -1,6 +1,7 @@
 """Transform's fast path against TFX's stock executor on a run's own Transform inputs.
 
-A plain module (tests/e2e is on sys.path). `compare_executors` reruns the last
+A plain module (tests/e2e is on sys.path); the executors run through
+benchmarks/support/evaluator_runs.py's `run_transform`, which the benchmarks use too. `compare_executors` reruns the last
 Transform execution of a run (its inputs and exec properties from ML Metadata)
 with TFX's executor and with `components.fast.transform`, into two folders, and
 asserts the outputs agree:
@@ -22,28 +23,9 @@ import logging
 from pathlib import Path
 
 import numpy as np
-from evaluator_runs import evaluator_inputs
+from evaluator_runs import evaluator_inputs, run_transform  # benchmarks/support, shared
 
 SAVED_MODEL = "transform_fn/saved_model.pb"
-
-
-def run_transform(
-    executor_class, inputs: dict, properties: dict, out: Path, beam_args=("--runner=FnApiRunner",)
-):
-    """`executor_class` on Transform's inputs, writing under `out`: (graph, examples) artifacts."""
-    from tfx.dsl.components.base import base_beam_executor
-    from tfx.types import standard_artifacts
-
-    graph = standard_artifacts.TransformGraph()
-    graph.uri = str(out / "transform_graph")
-    examples = standard_artifacts.Examples()
-    examples.uri = str(out / "transformed_examples")
-    outputs = {"transform_graph": [graph], "transformed_examples": [examples]}
-    context = base_beam_executor.BaseBeamExecutor.Context(
-        beam_pipeline_args=list(beam_args), tmp_dir=str(out / "tmp"), unique_id="1"
-    )
-    executor_class(context).Do(inputs, outputs, dict(properties))
-    return graph, examples
 
 
 def transformed_columns(examples_uri: str) -> dict[tuple[str, str], list[tuple]]:

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import child  # tests/child.py (tests/ is on sys.path via its conftest)
+import child  # tests/support/child.py (tests/ is on sys.path via its conftest)
 import pytest
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2

@@ -14,7 +14,7 @@ import textwrap
 import time
 from pathlib import Path
 
-import child  # tests/child.py (tests/ is on sys.path via its conftest)
+import child  # tests/support/child.py (tests/ is on sys.path via its conftest)
 import pytest
 
 from pipeline.config import PROJECT_ROOT, PipelineConfig

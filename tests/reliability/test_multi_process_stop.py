@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-import child  # tests/child.py
+import child  # tests/support/child.py
 import pytest
 from reliability_support import write_sample
 

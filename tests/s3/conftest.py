@@ -1,5 +1,5 @@
 """Object-storage tests: a real SeaweedFS S3 server (the `seaweedfs` fixture of
-tests/seaweedfs_server.py, registered in tests/conftest.py)."""
+tests/support/seaweedfs_server.py, registered in tests/conftest.py)."""
 
 import sys
 from pathlib import Path
