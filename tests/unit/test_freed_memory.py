@@ -7,14 +7,14 @@ import logging
 import psutil
 import pytest
 
-from tfxp.local import runner
+from tfxp.local import process, runner
 
 
 def _rss_mb() -> float:
     return psutil.Process().memory_info().rss / 2**20
 
 
-@pytest.mark.skipif(runner._libc() is None, reason="glibc's malloc_trim only")
+@pytest.mark.skipif(process._libc() is None, reason="glibc's malloc_trim only")
 def test_freed_heap_is_returned_to_the_system():
     # 1 KB blocks: malloc's heap (not mmap), freed in the middle of the heap's life.
     blocks = [bytearray(1024) for _ in range(300_000)]
@@ -22,7 +22,7 @@ def test_freed_heap_is_returned_to_the_system():
     held = _rss_mb()
     del blocks
     freed = _rss_mb()
-    runner.return_freed_memory()
+    process.return_freed_memory()
     returned = _rss_mb()
     assert held - returned > 200, (held, freed, returned)
     assert len(keep) == 1024

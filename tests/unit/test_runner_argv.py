@@ -6,7 +6,7 @@ import pytest
 from absl.flags import IllegalFlagValueError
 from tfx.dsl.components.base import base_beam_executor
 
-from tfxp.local.runner import program_name_only_argv
+from tfxp.local.process import program_name_only_argv
 
 BEAM_ARGS = ["--runner=FnApiRunner", "--direct_num_workers=0"]
 

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import datetime as dt
-import functools
 import logging
 import os
 import signal
@@ -21,6 +19,7 @@ from pipeline.config import PipelineConfig
 from pipeline.node_ids import VALIDATION_GATE
 from tfxp import alerts
 from tfxp.local import notify
+from tfxp.local.process import program_name_only_argv, return_freed_memory
 from tfxp.local.run_guard import run_lock
 from tfxp.local.warm_workers import warm_workers
 from tfxp.preflight import PreflightError, preflight
@@ -83,27 +82,6 @@ class _ProgressHandler(logging.Handler):
             self._printer(f"[{self._index}/{self._total}] {self.current} {how}")
             self.current = None
             return_freed_memory()
-
-
-@functools.cache
-def _libc() -> ctypes.CDLL | None:
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        return libc if hasattr(libc, "malloc_trim") else None
-    except OSError:  # not glibc
-        return None
-
-
-def return_freed_memory() -> None:
-    """Hands the heap a finished component freed back to the system.
-
-    glibc keeps freed memory for reuse, so without this the next in-process component
-    (the Evaluator after the ingest's buffers, at 10M rows) starts from the earlier one's
-    high-water mark, and the run's largest process is the sum of both.
-    """
-    libc = _libc()
-    if libc is not None:
-        libc.malloc_trim(0)
 
 
 def quiet_third_party() -> None:
@@ -361,23 +339,6 @@ def _interrupts(progress: _ProgressHandler) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous_alarm)
     if progress.interrupted_during:
         raise KeyboardInterrupt  # the run returned normally, but was interrupted
-
-
-@contextlib.contextmanager
-def program_name_only_argv() -> Iterator[None]:
-    """`sys.argv` cut to the program name while TFX runs the components.
-
-    TFX's BaseBeamExecutor parses `sys.argv + beam_pipeline_args` as absl flags
-    (known flags only). Our own command line is not meant for it: a trailing `-v`
-    (`tfxp run ... -v`) is absl's verbosity flag, which then swallows the first
-    Beam argument as its value ("invalid literal for int(): '--runner=...'").
-    """
-    saved = sys.argv
-    sys.argv = saved[:1]
-    try:
-        yield
-    finally:
-        sys.argv = saved
 
 
 def _execute(config, run_id, ir, run_options, reporting, log_path, connection_config) -> None:
