@@ -334,8 +334,8 @@ def _reweights(items: Sequence[str] | None) -> dict[str, dict[str, float]]:
     return result
 
 
-def add_generate_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--rows", type=int, required=True, help="rows to generate (any size)")
+def add_generate_flags(p: argparse.ArgumentParser, rows_required: bool = True) -> None:
+    p.add_argument("--rows", type=int, required=rows_required, help="rows to generate (any size)")
     p.add_argument("--seed", type=int, default=0, help="same seed, same bytes (default 0)")
     p.add_argument("--rows-per-file", type=int, default=ROWS_PER_FILE)
     g = p.add_argument_group("drift (each repeatable)")

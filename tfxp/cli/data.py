@@ -3,6 +3,7 @@
     tfxp data list [--dataset taxi] [--json]
     tfxp data add taxi new/*.csv
     tfxp data generate taxi --rows 1000000 [--seed 7] [--scale fare=1.3 ...]
+    tfxp data generate photos OUT --images 100000 [--size 224] [--classes 10] [--no-broken]
     tfxp data add taxi --dvc REPO --path data/trips.csv --rev v1   (tfxp/cli/data_dvc.py)
     tfxp data tag taxi 1 --tag v1-examples [--dvc REPO]
 
@@ -333,6 +334,21 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     from data.generate import drift_from_args, generate, progress_printer
 
+    if args.dataset == "photos":
+        from pathlib import Path
+
+        from data.photos import generate_photos
+
+        if not args.out:
+            print(
+                "ERROR: photos need an output folder: tfxp data generate photos OUT",
+                file=sys.stderr,
+            )
+            return 1
+        return generate_photos(args, Path(args.out))
+    if args.rows is None or args.out:
+        print(f"ERROR: {args.dataset} takes --rows N (and no output folder)", file=sys.stderr)
+        return 1
     config = _dataset_config(args, args.dataset)
     started = time.perf_counter()
     drift = drift_from_args(args)
@@ -403,6 +419,7 @@ def cmd_upload(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     """Adds `data list|add|generate` to the `tfxp` parser."""
     from data.generate import add_generate_flags
+    from data.photos import add_photo_flags
 
     data = sub.add_parser("data", help="list, add and generate data versions (spans)")
     dsub = data.add_subparsers(dest="data_command", required=True)
@@ -433,10 +450,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     gen = dsub.add_parser(
         "generate",
-        help="generate a span of any size: taxi-like trips, or another table's rows resampled",
+        help="generate a span of any size: taxi-like trips, another table's rows resampled, "
+        "or photo-like images (photos OUT --images N)",
     )
-    gen.add_argument("dataset", choices=dataset_names())
-    add_generate_flags(gen)
+    gen.add_argument("dataset", choices=[*dataset_names(), "photos"])
+    gen.add_argument("out", nargs="?", help="photos only: the span folder to write")
+    add_generate_flags(gen, rows_required=False)
+    add_photo_flags(gen.add_argument_group("photos"))
     gen.add_argument(
         "--check",
         action=argparse.BooleanOptionalAction,
