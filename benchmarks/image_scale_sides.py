@@ -29,8 +29,15 @@ WARMUP_BATCHES = 3
 
 
 def child(name: str, spec: dict[str, Any]) -> dict[str, Any]:
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        cmd = [sys.executable, str(SCRIPT), "--child", name, "--spec", json.dumps(spec)]
+    # The spec goes in a file: a cold pass's list of 100,000 paths is too long for argv.
+    with (
+        tempfile.TemporaryFile() as out,
+        tempfile.TemporaryFile() as err,
+        tempfile.NamedTemporaryFile("w", suffix=".json") as spec_file,
+    ):
+        json.dump(spec, spec_file)
+        spec_file.flush()
+        cmd = [sys.executable, str(SCRIPT), "--child", name, "--spec", spec_file.name]
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=err)
         watchdog = threading.Timer(CHILD_TIMEOUT, proc.kill)  # wait4 has no timeout
         watchdog.start()
