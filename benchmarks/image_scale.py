@@ -178,10 +178,12 @@ def run_read(args, data: Path, work: Path, files: list[Path]) -> dict[str, Any]:
         r["page_cache"] = "cold" if cold else "warm"
         out[name] = r
         resident = r.get("resident_after_drop")
+        if cold and (resident is None or resident > 0.5):  # e.g. tmpfs: nothing to drop
+            r["page_cache"] = "not dropped"
         print(
             f"  {name:<17} {r['images_per_s']:>7.0f} images/s  peak RSS {r['peak_rss_mb']:>6.0f} MB"
             f"  ({r['page_cache']} page cache"
-            + (f", {resident:.1%} of a sample still resident after DONTNEED" if cold else "")
+            + (f", {resident or 0:.1%} of a sample still resident after DONTNEED" if cold else "")
             + f"; {len(paths):,} file(s), {r['bytes_mb']:,.0f} MB)",
             flush=True,
         )
@@ -202,7 +204,7 @@ def run_compute(args, classes: int) -> dict[str, Any]:
     print(
         f"\ntraining steps on this CPU (batch {args.batch}, {args.steps} timed steps):", flush=True
     )
-    for model in ("cnn", "mobilenet_v2"):
+    for model in args.models.split(","):
         spec = {"model": model, "size": args.size, "batch": args.batch}
         r = sides.child("train_steps", {**spec, "classes": classes, "steps": args.steps})
         out[model] = r
@@ -264,6 +266,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--read-images", type=int, default=20000, help="images timed per read pass")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--steps", type=int, default=5, help="timed training steps per model")
+    p.add_argument(
+        "--models", default="cnn,mobilenet_v2", help="training steps timed: cnn, mobilenet_v2"
+    )
     p.add_argument("--skip-import", action="store_true", help="leave out ImportExampleGen")
     p.add_argument(
         "--import-max-mb",
@@ -277,6 +282,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.child:
         return sides.run_child(args.child, json.loads(Path(args.spec).read_text()))
+    if not set(args.models.split(",")) <= {"cnn", "mobilenet_v2"}:
+        p.error(f"--models takes cnn and/or mobilenet_v2, not {args.models!r}")
     if min(args.images, args.size, args.classes, args.read_images, args.steps, args.batch) < 1:
         p.error("--images, --size, --classes, --read-images, --steps and --batch must be >= 1")
     cache = Path(args.cache)
