@@ -377,3 +377,16 @@ def run_child(name: str, spec: dict[str, Any]) -> int:
         print(f"ERROR: no side {name!r} (known: {sorted(SIDES)})", file=sys.stderr)
         return 2
     return _finish(SIDES[name](spec))
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        description="One side of benchmarks/image_scale.py (which starts each in a process of "
+        "its own); run that script, not this one."
+    )
+    parser.add_argument("side", choices=sorted(SIDES))
+    parser.add_argument("spec", type=Path, help="the side's JSON spec file")
+    args = parser.parse_args()
+    sys.exit(run_child(args.side, json.loads(args.spec.read_text())))
