@@ -164,7 +164,11 @@ def run_read(args, data: Path, work: Path, files: list[Path]) -> dict[str, Any]:
         ("shards", "shards", {"shards": [str(s) for s in shards]}, False),
         ("files_tuned_cold", "files", {"dir": str(data / "span-1"), "tuned": True}, True),
         ("shards_cold", "shards", {"shards": [str(s) for s in shards]}, True),
-    ]
+        # The same reader with a 256-record shuffle window (the trainer's default
+        # is 4,096): how much of its peak memory is the window.
+        ("shards_window256", "shards", {"shards": [str(s) for s in shards], "shuffle_buffer": 256},
+         False),
+    ]  # fmt: skip
     out: dict[str, Any] = {"images_timed": n, "batch": args.batch}
     print(f"\ntraining input: {n:,} images per pass, batch {args.batch}:", flush=True)
     for name, kind, spec, cold in plan:
@@ -187,6 +191,7 @@ def run_read(args, data: Path, work: Path, files: list[Path]) -> dict[str, Any]:
             + f"; {len(paths):,} file(s), {r['bytes_mb']:,.0f} MB)",
             flush=True,
         )
+    out["disk"] = disk_read(files, shards, n)
     files_best = out["files_tuned"]
     out["throughput_ratio"] = _ratio(out["shards"]["images_per_s"], files_best["images_per_s"])
     out["peak_memory_ratio"] = _ratio(out["shards"]["peak_rss_mb"], files_best["peak_rss_mb"])
@@ -195,6 +200,36 @@ def run_read(args, data: Path, work: Path, files: list[Path]) -> dict[str, Any]:
     )
     out["cold_peak_memory_ratio"] = _ratio(
         out["shards_cold"]["peak_rss_mb"], out["files_tuned_cold"]["peak_rss_mb"]
+    )
+    return out
+
+
+def disk_read(files: list[Path], shards: list[Path], n: int) -> dict[str, Any]:
+    """Bytes from disk alone, cold, one thread, nothing decoded: `n` files in a shuffled
+    order (as a training pass opens them) against as many bytes of the shards in order."""
+    import random
+
+    sample = random.Random(0).sample(files, n)
+    want = sum(p.stat().st_size for p in sample)
+    out = {"mb": round(want / 1e6, 1)}
+    for name, paths in (("files", sample), ("shards", shards)):
+        resident = sides.drop_cache([str(p) for p in paths])
+        start, got = time.perf_counter(), 0
+        for p in paths:
+            with open(p, "rb") as f:
+                while got < want and (chunk := f.read(1 << 20)):
+                    got += len(chunk)
+            if got >= want:
+                break
+        seconds = time.perf_counter() - start
+        out[f"{name}_mb_per_s"] = round(got / 1e6 / seconds, 1)
+        out[f"{name}_resident_after_drop"] = resident
+    out["ratio"] = _ratio(out["shards_mb_per_s"], out["files_mb_per_s"])
+    print(
+        f"  disk alone (cold, one thread, no decoding, {want / 1e6:,.0f} MB): files "
+        f"{out['files_mb_per_s']:,.0f} MB/s, shards {out['shards_mb_per_s']:,.0f} MB/s: "
+        f"{out['ratio']:.2f}x",
+        flush=True,
     )
     return out
 
@@ -239,7 +274,8 @@ def report(result: dict) -> None:
     print(
         "  (ours = input_fn over the shards; files = image_dataset_from_directory tuned; warm page "
         f"cache; cold, after DONTNEED: throughput {read['cold_throughput_ratio']:.2f}x, "
-        f"peak memory {read['cold_peak_memory_ratio']:.2f}x)"
+        f"peak memory {read['cold_peak_memory_ratio']:.2f}x; disk alone, cold: "
+        f"{read['disk']['ratio']:.2f}x the MB/s)"
     )
     v = result["input_vs_compute"]
     for model, bound in v["bound_by"].items():

@@ -77,6 +77,7 @@ def drop_cache(paths: list[str]) -> float | None:
     for p in paths:
         fd = os.open(p, os.O_RDONLY)
         try:
+            os.fdatasync(fd)  # DONTNEED drops clean pages only: a file just written is dirty
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         finally:
             os.close(fd)
@@ -302,7 +303,7 @@ def read_shards(spec: dict[str, Any]) -> dict[str, Any]:
         "label",
         batch,
         shuffle=True,
-        shuffle_buffer=4096,  # the image trainer's default
+        shuffle_buffer=spec.get("shuffle_buffer", 4096),  # the image trainer's default
         cache=False,
         augment=decode,
     )

@@ -577,7 +577,18 @@ _READ_SIDES = {
     "shards": "shards: input_fn (ours)",
     "files_tuned_cold": "files: tuned",
     "shards_cold": "shards: input_fn (ours)",
+    "shards_window256": "shards: input_fn, 256-record shuffle window",
 }
+
+
+def _disk_line(disk: dict | None) -> str:
+    if not disk:
+        return ""
+    return (
+        f" Disk alone (cold, one thread, nothing decoded, {disk['mb']:,.0f} MB): files "
+        f"{disk['files_mb_per_s']:,.0f} MB/s, shards {disk['shards_mb_per_s']:,.0f} MB/s, "
+        f"{disk['ratio']:.2f}x."
+    )
 
 
 def render_image_scale(result: dict) -> list[str]:
@@ -637,7 +648,8 @@ def render_image_scale(result: dict) -> list[str]:
         f"**shards vs files: throughput {read['throughput_ratio']:.2f}x, peak memory "
         f"{read['peak_memory_ratio']:.2f}x** (warm page cache; {read['images_timed']:,} images "
         f"per pass, batch {read['batch']}); cold: throughput "
-        f"{read['cold_throughput_ratio']:.2f}x, peak memory {read['cold_peak_memory_ratio']:.2f}x.",
+        f"{read['cold_throughput_ratio']:.2f}x, peak memory {read['cold_peak_memory_ratio']:.2f}x."
+        + _disk_line(read.get("disk")),
         "",
         *_table(["training step on this CPU", "s/step", "images/s", "bounded by"], steps),
         "",
