@@ -157,7 +157,7 @@ def run_ingest(args, data: Path, work: Path, files: list[Path]) -> dict[str, Any
 def run_read(args, data: Path, work: Path, files: list[Path]) -> dict[str, Any]:
     shards = sides.our_shards(work / "ours-run")
     n = min(args.read_images, len(files))
-    common = {"images": n, "size": args.size, "batch": args.batch}
+    common = {"images": n, "size": args.size, "batch": args.batch, "repeats": args.repeats}
     plan = [
         ("files_default", "files", {"dir": str(data / "span-1"), "tuned": False}, False),
         ("files_tuned", "files", {"dir": str(data / "span-1"), "tuned": True}, False),
@@ -170,7 +170,11 @@ def run_read(args, data: Path, work: Path, files: list[Path]) -> dict[str, Any]:
          False),
     ]  # fmt: skip
     out: dict[str, Any] = {"images_timed": n, "batch": args.batch}
-    print(f"\ntraining input: {n:,} images per pass, batch {args.batch}:", flush=True)
+    print(
+        f"\ntraining input: {n:,} images per pass, batch {args.batch}, best of {args.repeats} "
+        "passes:",
+        flush=True,
+    )
     for name, kind, spec, cold in plan:
         paths = files if kind == "files" else shards
         if cold:
@@ -301,6 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--work", default=None, help="outputs (default: <cache>/work-<images>-<size>)")
     p.add_argument("--read-images", type=int, default=20000, help="images timed per read pass")
     p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--repeats", type=int, default=3, help="read passes per side; the best counts")
     p.add_argument("--steps", type=int, default=5, help="timed training steps per model")
     p.add_argument(
         "--models", default="cnn,mobilenet_v2", help="training steps timed: cnn, mobilenet_v2"
@@ -320,8 +325,9 @@ def main(argv: list[str] | None = None) -> int:
         return sides.run_child(args.child, json.loads(Path(args.spec).read_text()))
     if not set(args.models.split(",")) <= {"cnn", "mobilenet_v2"}:
         p.error(f"--models takes cnn and/or mobilenet_v2, not {args.models!r}")
-    if min(args.images, args.size, args.classes, args.read_images, args.steps, args.batch) < 1:
-        p.error("--images, --size, --classes, --read-images, --steps and --batch must be >= 1")
+    if min(args.images, args.size, args.classes, args.read_images, args.steps, args.batch,
+           args.repeats) < 1:  # fmt: skip
+        p.error("--images, --size, --classes, --read-images, --steps, --batch, --repeats: >= 1")
     cache = Path(args.cache)
     data, writer = dataset(cache, args.images, args.size, args.classes)
     work = Path(args.work or cache / f"work-{args.images}-{args.size}")

@@ -263,12 +263,10 @@ def _decode_resize(size: int):
     return one
 
 
-def read_files(spec: dict[str, Any]) -> dict[str, Any]:
+def _files_dataset(spec: dict[str, Any]):
     import tensorflow as tf
 
     size, batch = spec["size"], spec["batch"]
-    resident = drop_cache(spec["drop_cache"]) if "drop_cache" in spec else None
-    start = time.perf_counter()  # listing the folder is part of a pass over files
     ds = tf.keras.utils.image_dataset_from_directory(
         spec["dir"], image_size=(size, size), batch_size=batch, seed=0
     )
@@ -277,37 +275,57 @@ def read_files(spec: dict[str, Any]) -> dict[str, Any]:
         options = tf.data.Options()
         options.deterministic = False  # lets the parallel map hand over out of order
         ds = ds.with_options(options).prefetch(tf.data.AUTOTUNE)
-    return _timed_pass(ds, spec["images"], batch, start, resident)
+    return ds
 
 
-def read_shards(spec: dict[str, Any]) -> dict[str, Any]:
+def _shards_dataset(spec: dict[str, Any]):
     import tensorflow as tf
 
     from trainer.input import input_fn
 
-    size, batch = spec["size"], spec["batch"]
-    resident = drop_cache(spec["drop_cache"]) if "drop_cache" in spec else None
+    size = spec["size"]
     one = _decode_resize(size)
     out_spec = tf.TensorSpec([size, size, 3], tf.float32)
 
     def decode(features, label):
         return tf.map_fn(one, features["image"], fn_output_signature=out_spec), label
 
-    start = time.perf_counter()
-    ds = input_fn(
+    return input_fn(
         spec["shards"],
         {
             "image": tf.io.FixedLenFeature([], tf.string),
             "label": tf.io.FixedLenFeature([], tf.int64),
         },
         "label",
-        batch,
+        spec["batch"],
         shuffle=True,
         shuffle_buffer=spec.get("shuffle_buffer", 4096),  # the image trainer's default
         cache=False,
         augment=decode,
     )
-    return _timed_pass(ds, spec["images"], batch, start, resident)
+
+
+def _best_pass(spec: dict[str, Any], make) -> dict[str, Any]:
+    """The fastest of `repeats` passes (a shared machine's load only slows a pass down),
+    each from a fresh dataset and, for a cold pass, after dropping the page cache again."""
+    best: dict[str, Any] | None = None
+    rates = []
+    for _ in range(spec.get("repeats", 1)):
+        resident = drop_cache(spec["drop_cache"]) if "drop_cache" in spec else None
+        start = time.perf_counter()  # listing the folder or opening the shards included
+        result = _timed_pass(make(spec), spec["images"], spec["batch"], start, resident)
+        rates.append(result["images_per_s"])
+        if best is None or result["images_per_s"] > best["images_per_s"]:
+            best = result
+    return {**best, "passes_images_per_s": rates}
+
+
+def read_files(spec: dict[str, Any]) -> dict[str, Any]:
+    return _best_pass(spec, _files_dataset)
+
+
+def read_shards(spec: dict[str, Any]) -> dict[str, Any]:
+    return _best_pass(spec, _shards_dataset)
 
 
 def _timed_pass(ds, images: int, batch: int, start: float, resident) -> dict[str, Any]:
