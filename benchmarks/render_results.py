@@ -568,8 +568,8 @@ def render_serving(result: dict) -> list[str]:
 
 _INGEST_SIDES = {
     "ours": "ImageExampleGen (decode check, split, encoded bytes, GZIP shards, metadata)",
-    "seed": "the seed's writer (PIL decode, raw pixels, one file, no split)",
-    "import": "ImportExampleGen over the seed's file (split, GZIP shards)",
+    "seed": "the TFRecord recipe's writer (PIL decode, raw pixels, one file, no split)",
+    "import": "ImportExampleGen over the recipe's file (split, GZIP shards)",
 }
 _READ_SIDES = {
     "files_default": "files: image_dataset_from_directory, bare",
@@ -630,8 +630,8 @@ def render_image_scale(result: dict) -> list[str]:
         "",
         *_table(["ingest", "s", "images/s", "MB/s in", "MB out", "files", "peak RSS MB"], rows),
         "",
-        f"Ours / the seed's writer: {_num(ingest['ours_vs_seed_writer'], 2)}x the speed"
-        + (f"; / the seed's writer + ImportExampleGen: {_num(both, 2)}x." if both else "."),
+        f"Ours / the recipe's writer: {_num(ingest['ours_vs_seed_writer'], 2)}x the speed"
+        + (f"; / the recipe's writer + ImportExampleGen: {_num(both, 2)}x." if both else "."),
         "",
         *_table(
             [
