@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import re
 import subprocess
 import sys
 import time
@@ -522,3 +524,65 @@ def test_ui_benchmark_runs_end_to_end(tmp_path):
     assert "runs page" in done.stdout and "anchor" in done.stdout
     figures = json.loads(done.stdout[done.stdout.rindex("\n{") :])
     assert figures["runs"] == 6 and figures["pages"]["run page"]["p95_ms"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_image_scale_benchmark_on_a_few_images(tmp_path, forkserver):
+    """Every side runs (ingest three ways, files vs shards warm and cold, a training step),
+    the one `shards vs files:` line is printed and the renderer takes the JSON."""
+    done = _run(
+        forkserver,
+        "image_scale.py",
+        *("--images", "40", "--size", "32", "--classes", "4", "--read-images", "16"),
+        *("--batch", "8", "--steps", "1", "--models", "cnn", "--repeats", "1"),
+        *("--cache", str(tmp_path), "--json"),
+        timeout=800,
+    )
+    lines = [x for x in done.stdout.splitlines() if x.startswith("shards vs files:")]
+    assert len(lines) == 1, done.stdout[-3000:]
+    assert re.fullmatch(r"shards vs files: throughput \d+\.\d\dx, peak memory \d+\.\d\dx", lines[0])
+    result = json.loads(done.stdout[done.stdout.index("\n{") + 1 :])
+    ingest = result["ingest"]
+    # Every writer wrote every image (broken=False), read back from its own output.
+    assert [ingest[s]["records"] for s in ("ours", "seed", "import")] == [40, 40, 40]
+    read = result["read"]
+    sides = ("files_default", "files_tuned", "shards", "files_tuned_cold", "shards_cold")
+    for side in (*sides, "shards_window256"):
+        assert read[side]["images"] >= 16 and read[side]["peak_rss_mb"] > 0
+    # A pass called cold was: DONTNEED left none of a sample in the page cache (on tmpfs,
+    # where pages cannot be dropped, the pass says so instead).
+    for side in ("files_tuned_cold", "shards_cold"):
+        cold = read[side]["page_cache"] == "cold"
+        assert cold == (read[side]["resident_after_drop"] == 0.0), read[side]
+    assert read["disk"]["files_mb_per_s"] > 0 and read["disk"]["shards_mb_per_s"] > 0
+    assert result["compute"]["cnn"]["images_per_s"] > 0
+    render = _module("render_results.py")
+    text = "\n".join(render.render_image_scale(result))
+    assert "**shards vs files: throughput" in text and "DeepLearningExamples" in text
+
+
+def test_image_scale_drops_a_file_from_the_page_cache(tmp_path):
+    sides = _module("image_scale_sides.py")
+    path = tmp_path / "blob"
+    path.write_bytes(os.urandom(4 << 20))
+    os.sync()  # DONTNEED drops clean pages only
+    sides.warm([path])
+    before = sides.resident_fraction([str(path)])
+    if before is None or before < 0.9:
+        pytest.skip(f"no page cache to measure on {tmp_path} (resident {before})")
+    after = sides.drop_cache([str(path)])
+    if after == before:  # tmpfs: its pages are the file itself
+        pytest.skip(f"{tmp_path} keeps its pages (tmpfs?)")
+    assert after < 0.5
+
+
+def test_image_scale_says_which_side_bounds_training():
+    bench = _module("image_scale.py")
+    read = {"shards": {"images_per_s": 100.0}}
+    compute = {"cnn": {"images_per_s": 40.0}, "mobilenet_v2": {"images_per_s": 400.0}}
+    v = bench.verdicts(read, compute)
+    assert v["bound_by"] == {"cnn": "compute", "mobilenet_v2": "input"}
+    gpu = v["gpu_reference"]["images_per_s"]
+    assert v["gpu_needs_x_input"] == round(gpu / 100.0, 1)
+    assert v["gpu_reference"]["source"].startswith("https://")
