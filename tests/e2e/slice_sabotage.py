@@ -21,6 +21,7 @@ from typing import Any
 import tensorflow as tf
 
 import trainer.taxi.train as taxi_train
+from trainer.base import SERVING_SIGNATURE
 from trainer.taxi import features as f
 
 
@@ -47,7 +48,7 @@ def run_fn(fn_args: Any) -> None:
         found = real(model, tf_transform_output)
         if not wrong_for:
             return found
-        serve = found[taxi_train.SERVING_SIGNATURE]
+        serve = found[SERVING_SIGNATURE]
 
         @tf.function(
             input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")],
@@ -66,7 +67,7 @@ def run_fn(fn_args: Any) -> None:
                 probability = 0.999 * probability + 0.001 * tf.cast(big_tipper, tf.float32)
             return {"probability": tf.where(_picked(serialized, wrong_for), wrong, probability)}
 
-        found[taxi_train.SERVING_SIGNATURE] = wrong_serve
+        found[SERVING_SIGNATURE] = wrong_serve
         return found
 
     taxi_train.signatures = signatures
