@@ -9,6 +9,8 @@ output plus its command, commit, date and machine). Nothing else is rendered:
 a figure without its result file cannot reach the page, and a new run of a
 configuration replaces its file, so the page never keeps a superseded table.
 `tests/unit/test_docs.py` checks that the committed page is what this renders.
+The renderers live in benchmarks/rendering/, one module per family of benchmarks;
+this file keeps the registry (RENDERERS), the page's assembly and the command line.
 """
 
 from __future__ import annotations
@@ -88,7 +90,8 @@ def load_results(folder: Path = RESULTS) -> list[tuple[str, dict]]:
         if record.get("benchmark") not in RENDERERS:
             raise SystemExit(
                 f"{path}: no renderer for benchmark {record.get('benchmark')!r}; "
-                f"add one to {Path(__file__).name} (known: {sorted(RENDERERS)})"
+                f"add one to benchmarks/rendering/ and to RENDERERS in {Path(__file__).name} "
+                f"(known: {sorted(RENDERERS)})"
             )
         records.append((path.name, record))
     order = list(RENDERERS)
