@@ -137,7 +137,7 @@ def _child(args: list[str]) -> tuple[float, float, str]:
         return wall, usage.ru_maxrss / 1024, out.read().decode()
 
 
-def main() -> None:
+def _parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--rows", type=int, default=1_000_000)
     p.add_argument("--work", default=None, help="working folder (default: a temp dir)")
@@ -147,22 +147,25 @@ def main() -> None:
         help="smoke runs: both readers in one child process (not a measurement, see above)",
     )
     p.add_argument("--json", action="store_true", help="also print the results as JSON")
-    args = p.parse_args()
-    work = Path(args.work or tempfile.mkdtemp(prefix="csv-ingest-"))
-    data_root = work / "data"
-    span = data_root / "span-1"
+    return p.parse_args()
+
+
+def _generate(span: Path, rows: int) -> None:
+    """The generated span, once: a rerun with the same --work reuses it."""
     if not span.exists():
-        print(f"generating {args.rows:,} rows in {span}", flush=True)
+        print(f"generating {rows:,} rows in {span}", flush=True)
         subprocess.run(
-            [sys.executable, "-m", "data.generate", str(span), "--rows", str(args.rows)],
+            [sys.executable, "-m", "data.generate", str(span), "--rows", str(rows)],
             cwd=ROOT,
             check=True,
             timeout=CHILD_TIMEOUT,
         )
-    csv_mb = sum(f.stat().st_size for f in span.glob("*.csv")) / 1e6
+
+
+def _ingest(data_root: Path, run_dirs: dict[str, Path], one_child: bool) -> dict[str, dict]:
+    """Each reader's timings, process wall time and peak RSS, and its splits' digests."""
     results = {}
-    run_dirs = {reader: work / f"run-{reader}" for reader in ("arrow", "tfx")}
-    children = [list(run_dirs)] if args.one_child else [[reader] for reader in run_dirs]
+    children = [list(run_dirs)] if one_child else [[reader] for reader in run_dirs]
     for readers in children:
         sides = []
         for reader in readers:
@@ -182,10 +185,10 @@ def main() -> None:
     splits = json.loads(digest)
     for reader, run_dir in run_dirs.items():
         results[reader]["splits"] = splits[str(run_dir)]
+    return results
 
-    print(f"\n{args.rows:,} rows, {csv_mb:.0f} MB of CSV ({work})\n")
-    if args.one_child:
-        print("--one-child: both readers in one process, tfx after arrow: not a measurement\n")
+
+def _print_table(results: dict[str, dict], rows: int, csv_mb: float) -> None:
     print(
         "| reader | executor wall | rows/s | MB/s | executor CPU | process wall | rows/s "
         "| peak RSS | GZIP shards |"
@@ -194,10 +197,14 @@ def main() -> None:
     for reader, r in results.items():
         shards_mb = sum(s[3] for s in r["splits"].values()) / 1e6
         print(
-            f"| {reader} | {r['do']:.1f} s | {args.rows / r['do']:,.0f} | {csv_mb / r['do']:.1f} "
-            f"| {r['do_cpu']:.1f} s | {r['wall']:.1f} s | {args.rows / r['wall']:,.0f} | {r['peak']:,.0f} MB "
+            f"| {reader} | {r['do']:.1f} s | {rows / r['do']:,.0f} | {csv_mb / r['do']:.1f} "
+            f"| {r['do_cpu']:.1f} s | {r['wall']:.1f} s | {rows / r['wall']:,.0f} | {r['peak']:,.0f} MB "
             f"| {shards_mb:.0f} MB |"
         )
+
+
+def _compare(results: dict[str, dict]) -> dict:
+    """Prints the ratios and the equivalence check; returns them (the JSON's figures)."""
     arrow, tfx = results["arrow"], results["tfx"]
     print(f"\nspeed-up, executor rows/s: {tfx['do'] / arrow['do']:.1f}x")
     checks = tfx.get("checks", 0.0)
@@ -218,21 +225,41 @@ def main() -> None:
     print(f"splits (count, sha256 of sorted examples): arrow {examples(arrow)}")
     print(f"                                            tfx   {examples(tfx)}")
     print("equivalent: " + ("yes" if same else "NO"))
+    return {
+        "load_average": load,
+        "speedup_executor": tfx["do"] / arrow["do"],
+        "speedup_executor_without_checks": (tfx["do"] - checks) / arrow["do"],
+        "speedup_process": tfx["wall"] / arrow["wall"],
+        "cpu_ratio": tfx["do_cpu"] / arrow["do_cpu"],
+        "equivalent": same,
+    }
+
+
+def main() -> None:
+    args = _parse_args()
+    work = Path(args.work or tempfile.mkdtemp(prefix="csv-ingest-"))
+    data_root = work / "data"
+    span = data_root / "span-1"
+    _generate(span, args.rows)
+    csv_mb = sum(f.stat().st_size for f in span.glob("*.csv")) / 1e6
+    run_dirs = {reader: work / f"run-{reader}" for reader in ("arrow", "tfx")}
+    results = _ingest(data_root, run_dirs, args.one_child)
+
+    print(f"\n{args.rows:,} rows, {csv_mb:.0f} MB of CSV ({work})\n")
+    if args.one_child:
+        print("--one-child: both readers in one process, tfx after arrow: not a measurement\n")
+    _print_table(results, args.rows, csv_mb)
+    figures = _compare(results)
     if args.json:
         payload = {
             "rows": args.rows,
             "csv_mb": csv_mb,
             "one_child": args.one_child,
-            "load_average": load,
             "readers": results,
-            "speedup_executor": tfx["do"] / arrow["do"],
-            "speedup_executor_without_checks": (tfx["do"] - checks) / arrow["do"],
-            "speedup_process": tfx["wall"] / arrow["wall"],
-            "cpu_ratio": tfx["do_cpu"] / arrow["do_cpu"],
-            "equivalent": same,
+            **figures,
         }
         print(json.dumps(payload, indent=2, sort_keys=True))
-    sys.exit(0 if same else 1)
+    sys.exit(0 if figures["equivalent"] else 1)
 
 
 if __name__ == "__main__":

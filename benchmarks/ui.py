@@ -64,7 +64,7 @@ def _commit() -> str:
     return found.stdout.strip() or "unknown"
 
 
-def main() -> int:
+def _parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--requests", type=int, default=40)
@@ -74,10 +74,30 @@ def main() -> int:
         action="store_true",
         help="print the figures as one JSON object at the end (benchmarks/record.py keeps it)",
     )
-    args = parser.parse_args()
-    import warnings
+    return parser.parse_args()
 
-    warnings.filterwarnings("ignore")
+
+def _write_store(work: Path, runs: int) -> Path:
+    """`runs` runs written to a fresh metadata.sqlite in `work`; its path."""
+    import ui_store
+
+    store_path = work / "metadata.sqlite"
+    if store_path.exists():
+        store_path.unlink()
+    started = time.perf_counter()
+    print(f"writing {runs} runs to {store_path} ...", flush=True)
+    # Written in memory (/dev/shm: no fsync per execution), then copied: the pages
+    # are measured on a store on disk, as a user's run directory is.
+    scratch = Path(tempfile.mkdtemp(dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
+    ui_store.write_runs(scratch / "metadata.sqlite", runs, root=work)
+    shutil.copyfile(scratch / "metadata.sqlite", store_path)
+    shutil.rmtree(scratch)
+    print(f"  written in {time.perf_counter() - started:.1f} s", flush=True)
+    return store_path
+
+
+def _measure(work: Path, store_path: Path, runs: int, requests: int) -> dict:
+    """The anchor's read of every run, then each page's server time (ms)."""
     import ui_store
     from starlette.testclient import TestClient
 
@@ -85,20 +105,6 @@ def main() -> int:
     from tfxp.metadata.store import location_from, open_store
     from tfxp.ui.app import create_app
     from tfxp.ui.browse import StoreBrowser
-
-    work = Path(args.work or tempfile.mkdtemp(prefix="ui-bench-"))
-    store_path = work / "metadata.sqlite"
-    if store_path.exists():
-        store_path.unlink()
-    started = time.perf_counter()
-    print(f"writing {args.runs} runs to {store_path} ...", flush=True)
-    # Written in memory (/dev/shm: no fsync per execution), then copied: the pages
-    # are measured on a store on disk, as a user's run directory is.
-    scratch = Path(tempfile.mkdtemp(dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
-    ui_store.write_runs(scratch / "metadata.sqlite", args.runs, root=work)
-    shutil.copyfile(scratch / "metadata.sqlite", store_path)
-    shutil.rmtree(scratch)
-    print(f"  written in {time.perf_counter() - started:.1f} s", flush=True)
 
     location = location_from(run_dir=str(work))
     t = time.perf_counter()
@@ -108,14 +114,14 @@ def main() -> int:
     browser = StoreBrowser(location)
     client = TestClient(create_app(browser), base_url="http://127.0.0.1")
     first = timed(client, "/", 1)[0]
-    run_url = f"/run?pipeline=taxi&id=run-{args.runs // 2:05d}"
+    run_url = f"/run?pipeline=taxi&id=run-{runs // 2:05d}"
     results = {}
     for name, url in (
         ("runs page", "/"),
         ("run page", run_url),
         ("runs page, page 10", "/?page=10"),
     ):
-        ms = timed(client, url, args.requests)
+        ms = timed(client, url, requests)
         results[name] = {"p50_ms": percentile(ms, 0.5), "p95_ms": percentile(ms, 0.95)}
     # Once each, cold: pages that read every run (TFMA imported first, as `tfxp ui`
     # does at start, so its import is not counted).
@@ -124,37 +130,60 @@ def main() -> int:
     once = {
         name: timed(client, url, 1)[0]
         for name, url in (
-            ("compare page", f"/compare?pipeline=taxi&a=run-00000&b=run-{args.runs - 1:05d}"),
+            ("compare page", f"/compare?pipeline=taxi&a=run-00000&b=run-{runs - 1:05d}"),
             ("datasets page", "/datasets"),
         )
     }
     # Another run writes: the next page reads what it changed.
     ui_store.Writer(ui_store.open_sqlite(store_path), work).run("run-extra")
     after_write = timed(client, "/", 1)[0]
+    return {
+        "pages": results,
+        "first_page_ms": first,
+        "after_write_ms": after_write,
+        "once_ms": once,
+        "anchor_runs_list_ms": anchor_ms,
+    }
 
-    print(f"\n{args.runs} runs, {args.requests} requests each (server time, Server-Timing):")
-    for name, r in results.items():
+
+def _print_report(figures: dict, runs: int, requests: int) -> float:
+    """Prints the figures against the target; returns the anchor / runs page p95 ratio."""
+    print(f"\n{runs} runs, {requests} requests each (server time, Server-Timing):")
+    for name, r in figures["pages"].items():
         verdict = "under" if r["p95_ms"] < TARGET_MS else "OVER"
         print(
             f"  {name:<20} p50 {r['p50_ms']:7.1f} ms   p95 {r['p95_ms']:7.1f} ms   ({verdict} {TARGET_MS:.0f} ms)"
         )
-    print(f"  first runs page        {first:7.1f} ms (opens the store, reads every run once)")
-    print(f"  runs page after a run  {after_write:7.1f} ms (the store changed: what changed read)")
-    for name, ms in once.items():
+    print(
+        f"  first runs page        {figures['first_page_ms']:7.1f} ms (opens the store, reads every run once)"
+    )
+    print(
+        f"  runs page after a run  {figures['after_write_ms']:7.1f} ms (the store changed: what changed read)"
+    )
+    for name, ms in figures["once_ms"].items():
         print(f"  {name:<22} {ms:7.1f} ms (once, cold: reads every run)")
+    anchor_ms = figures["anchor_runs_list_ms"]
     print(f"  anchor: `tfxp runs list`'s reading of all runs: {anchor_ms:.1f} ms")
-    ratio = anchor_ms / results["runs page"]["p95_ms"]
+    ratio = anchor_ms / figures["pages"]["runs page"]["p95_ms"]
     print(f"  ratio anchor / runs page p95: {ratio:.1f}x")
+    return ratio
+
+
+def main() -> int:
+    args = _parse_args()
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    work = Path(args.work or tempfile.mkdtemp(prefix="ui-bench-"))
+    store_path = _write_store(work, args.runs)
+    figures = _measure(work, store_path, args.runs, args.requests)
+    ratio = _print_report(figures, args.runs, args.requests)
     if args.json:
         report = {
             "benchmark": "ui",
             "runs": args.runs,
             "requests": args.requests,
-            "pages": results,
-            "first_page_ms": first,
-            "after_write_ms": after_write,
-            "once_ms": once,
-            "anchor_runs_list_ms": anchor_ms,
+            **figures,
             "ratio": ratio,
             "target_p95_ms": TARGET_MS,
         }
