@@ -7,6 +7,8 @@ ingest records it) with the digits schema, as StatisticsGen computes them.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -181,7 +183,7 @@ def test_the_gate_blocks_a_grey_half_size_span(schema, photos):
 def test_the_thresholds_file_sets_the_gate_image_limits(schema, tmp_path):
     """A dataset's `images: {shrink_ratio: 0.4}` reaches gate_findings as gate.py passes it."""
     path = tmp_path / "validation.yaml"
-    path.write_text(open(DIGITS.validation_file).read() + "images:\n  shrink_ratio: 0.4\n")
+    path.write_text(Path(DIGITS.validation_file).read_text() + "images:\n  shrink_ratio: 0.4\n")
     lenient = load_settings(str(path))
     before = {"train": _stats(schema, formats=("png",))}
     current = {"train": _stats(schema, size=32, nbytes=1000, formats=("png",))}

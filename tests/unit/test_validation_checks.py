@@ -21,9 +21,9 @@ from components.validation.checks import (
     with_comparators,
 )
 from components.validation.html_report import render_report
-from components.validation.settings import ImageThresholds
 from components.validation.schema_importer import load_schema
 from components.validation.serving_data import serving_statistics
+from components.validation.settings import ImageThresholds
 from data.generate import Drift, generate
 from pipeline.datasets import dataset_config
 
