@@ -170,7 +170,7 @@ def _check(
         exec_properties.get("serving_log") or "",
         WindowOptions.from_json(exec_properties.get("serving_log_window") or ""),
     )
-    image_found, image_notes = _image_findings(current, baseline, input_dict)
+    image_found, image_notes = _image_findings(current, baseline, settings, input_dict)
     with native_stderr_to_log("TFDV"):
         result = evaluate(
             current,
@@ -208,7 +208,7 @@ def _table_findings(current, serving, settings, input_dict, serving_source: str)
     return found
 
 
-def _image_findings(current, baseline, input_dict) -> tuple[list, list[str]]:
+def _image_findings(current, baseline, settings, input_dict) -> tuple[list, list[str]]:
     """Image datasets: size, colour, format and byte-length drift (image_checks.py)."""
     from components.validation import image_checks
 
@@ -217,6 +217,7 @@ def _image_findings(current, baseline, input_dict) -> tuple[list, list[str]]:
         baseline,
         current_span=_span(input_dict.get(EXAMPLES_KEY)),
         baseline_span=_span(input_dict.get(BASELINE_EXAMPLES_KEY)),
+        limits=settings.images,
     )
 
 

@@ -14,15 +14,18 @@ encoded bytes); `image_findings` compares this span's with the previous
 span's and reports, each naming what changed from what to what:
 
 - IMAGE_SIZE_SHRANK (blocks): the median height or width fell below
-  `SHRINK_RATIO` of the previous span's. The transform upsamples them to the
+  `shrink_ratio` of the previous span's. The transform upsamples them to the
   model size, so the model would see blurrier images than it learned from.
 - IMAGE_GRAYSCALE (blocks): the share of grey images (1 or 2 channels) rose
-  by `GREY_SHIFT` or more. A colour camera switched to grey, or an export
+  by `grey_shift` or more. A colour camera switched to grey, or an export
   dropped colour: the model's colour cues are gone.
-- IMAGE_FORMAT_CHANGED (warns): the formats' shares moved by `FORMAT_SHIFT`
+- IMAGE_FORMAT_CHANGED (warns): the formats' shares moved by `format_shift`
   or more (e.g. PNG to JPEG: compression artefacts the model has not seen).
 - IMAGE_BYTES_SHRANK (warns): the mean encoded size per image fell below
-  `BYTES_RATIO` of the previous span's at a similar size: heavier compression.
+  `bytes_ratio` of the previous span's at a similar size: heavier compression.
+
+The thresholds come from the thresholds file's `images:` mapping
+(`ImageThresholds` in settings.py: 0.7, 0.5, 0.5 and 0.4 by default).
 
 Larger images or grey turning to colour are not findings: the transform
 resizes and converts them without losing what the model learned from (TFDV's
@@ -39,14 +42,16 @@ from dataclasses import dataclass, field
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
 from components.validation.checks import BLOCK, COMPARED_SPLIT, DRIFT, WARN, Finding
+from components.validation.settings import ImageThresholds
 
 IMAGE, HEIGHT, WIDTH, CHANNELS, FORMAT = "image", "height", "width", "channels", "format"
 REQUIRED = (IMAGE, HEIGHT, WIDTH, CHANNELS)
 
-SHRINK_RATIO = 0.7
-GREY_SHIFT = 0.5
-FORMAT_SHIFT = 0.5
-BYTES_RATIO = 0.4
+DEFAULTS = ImageThresholds()
+SHRINK_RATIO = DEFAULTS.shrink_ratio
+GREY_SHIFT = DEFAULTS.grey_shift
+FORMAT_SHIFT = DEFAULTS.format_shift
+BYTES_RATIO = DEFAULTS.bytes_ratio
 
 SIZE_SHRANK = "IMAGE_SIZE_SHRANK"
 GRAYSCALE = "IMAGE_GRAYSCALE"
@@ -169,13 +174,15 @@ def _finding(what: str, anomaly: str, description: str, where: str, severity: st
     )
 
 
-def _size_findings(now: ImageSummary, before: ImageSummary, where: str) -> list[Finding]:
+def _size_findings(
+    now: ImageSummary, before: ImageSummary, where: str, limits: ImageThresholds
+) -> list[Finding]:
     ratios = {
         dim: getattr(now, dim).median / getattr(before, dim).median
         for dim in (HEIGHT, WIDTH)
         if getattr(before, dim).median > 0
     }
-    if not ratios or min(ratios.values()) >= SHRINK_RATIO:
+    if not ratios or min(ratios.values()) >= limits.shrink_ratio:
         return []
     smallest = min(ratios.values())
     return [
@@ -189,16 +196,18 @@ def _size_findings(now: ImageSummary, before: ImageSummary, where: str) -> list[
             where,
             BLOCK,
             measured=smallest,
-            threshold=SHRINK_RATIO,
+            threshold=limits.shrink_ratio,
             measure="median size ratio",
             op="<",
         )
     ]
 
 
-def _grey_findings(now: ImageSummary, before: ImageSummary, where: str) -> list[Finding]:
+def _grey_findings(
+    now: ImageSummary, before: ImageSummary, where: str, limits: ImageThresholds
+) -> list[Finding]:
     shift = now.grey_share - before.grey_share
-    if shift < GREY_SHIFT:
+    if shift < limits.grey_shift:
         return []
     return [
         _finding(
@@ -210,19 +219,21 @@ def _grey_findings(now: ImageSummary, before: ImageSummary, where: str) -> list[
             where,
             BLOCK,
             measured=shift,
-            threshold=GREY_SHIFT,
+            threshold=limits.grey_shift,
             measure="grey share increase",
             op=">=",
         )
     ]
 
 
-def _format_findings(now: ImageSummary, before: ImageSummary, where: str) -> list[Finding]:
+def _format_findings(
+    now: ImageSummary, before: ImageSummary, where: str, limits: ImageThresholds
+) -> list[Finding]:
     if not now.formats or not before.formats:
         return []
     names = set(now.formats) | set(before.formats)
     shift = max(abs(now.formats.get(k, 0.0) - before.formats.get(k, 0.0)) for k in names)
-    if shift < FORMAT_SHIFT:
+    if shift < limits.format_shift:
         return []
 
     def mix(shares):
@@ -236,14 +247,16 @@ def _format_findings(now: ImageSummary, before: ImageSummary, where: str) -> lis
             where,
             WARN,
             measured=shift,
-            threshold=FORMAT_SHIFT,
+            threshold=limits.format_shift,
             measure=L_INFTY_SHARE,
             op=">=",
         )
     ]
 
 
-def _bytes_findings(now: ImageSummary, before: ImageSummary, where: str) -> list[Finding]:
+def _bytes_findings(
+    now: ImageSummary, before: ImageSummary, where: str, limits: ImageThresholds
+) -> list[Finding]:
     if not now.mean_bytes or not before.mean_bytes:
         return []
     ratio = now.mean_bytes / before.mean_bytes
@@ -251,7 +264,7 @@ def _bytes_findings(now: ImageSummary, before: ImageSummary, where: str) -> list
     pixels_ratio = (now.height.mean * now.width.mean) / max(
         before.height.mean * before.width.mean, 1.0
     )
-    if ratio >= BYTES_RATIO or pixels_ratio < SHRINK_RATIO**2:
+    if ratio >= limits.bytes_ratio or pixels_ratio < limits.shrink_ratio**2:
         return []
     return [
         _finding(
@@ -263,7 +276,7 @@ def _bytes_findings(now: ImageSummary, before: ImageSummary, where: str) -> list
             where,
             WARN,
             measured=ratio,
-            threshold=BYTES_RATIO,
+            threshold=limits.bytes_ratio,
             measure="mean bytes ratio",
             op="<",
         )
@@ -274,17 +287,19 @@ def image_findings(
     current: statistics_pb2.DatasetFeatureStatisticsList,
     baseline: statistics_pb2.DatasetFeatureStatisticsList | None,
     where: str,
+    limits: ImageThresholds = DEFAULTS,
 ) -> list[Finding]:
-    """This span's images against the previous span's: shrunk, grey, new format, compressed."""
+    """This span's images against the previous span's: shrunk, grey, new format, compressed,
+    by the thresholds file's `images:` limits (the defaults when it has none)."""
     now = summarize(current)
     before = summarize(baseline) if baseline is not None else None
     if now is None or before is None or not now.count or not before.count:
         return []
     return [
-        *_size_findings(now, before, where),
-        *_grey_findings(now, before, where),
-        *_format_findings(now, before, where),
-        *_bytes_findings(now, before, where),
+        *_size_findings(now, before, where, limits),
+        *_grey_findings(now, before, where, limits),
+        *_format_findings(now, before, where, limits),
+        *_bytes_findings(now, before, where, limits),
     ]
 
 
@@ -294,6 +309,7 @@ def gate_findings(
     *,
     current_span: int | None,
     baseline_span: int | None,
+    limits: ImageThresholds = DEFAULTS,
 ) -> tuple[list[Finding], list[str]]:
     """The gate's image findings and notes (a summary line per compared span), for
     components/validation/gate.py; ([], []) for datasets that are not images."""
@@ -310,4 +326,4 @@ def gate_findings(
     if before is not None:
         notes.append(f"images: {before_name} {COMPARED_SPLIT} split: {before.line()}")
     where = f"span {current_span} vs {before_name}, {COMPARED_SPLIT} split"
-    return image_findings(compared, previous, where), notes
+    return image_findings(compared, previous, where, limits), notes

@@ -1,10 +1,11 @@
-"""The gate's thresholds file (validation.yaml): drift and skew thresholds, warn-only kinds."""
+"""The gate's thresholds file (validation.yaml): drift and skew thresholds, warn-only kinds,
+and the image checks' thresholds."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 import yaml
@@ -32,6 +33,16 @@ class Thresholds:
 
 
 @dataclass(frozen=True)
+class ImageThresholds:
+    """The image checks' thresholds (components/validation/image_checks.py), each in (0, 1]."""
+
+    shrink_ratio: float = 0.7  # median height or width below this x the previous span's blocks
+    grey_shift: float = 0.5  # grey share up by this much blocks
+    format_shift: float = 0.5  # a format's share moving this much warns
+    bytes_ratio: float = 0.4  # mean file size below this x, at a similar size, warns
+
+
+@dataclass(frozen=True)
 class ValidationSettings:
     drift: Thresholds = Thresholds()
     skew: Thresholds = Thresholds()
@@ -39,11 +50,14 @@ class ValidationSettings:
     warn_only: tuple[str, ...] = ()
     # Date and timestamp columns -> their format (the dataset file's), checked per span.
     date_formats: Mapping[str, str] = field(default_factory=dict)
+    images: ImageThresholds = ImageThresholds()
 
     def to_json(self) -> str:
         raw = asdict(self)
         if not raw["date_formats"]:  # datasets without dates keep their cache key
             del raw["date_formats"]
+        if self.images == ImageThresholds():  # so do files without (or with default) `images:`
+            del raw["images"]
         return json.dumps(raw, sort_keys=True)
 
     @classmethod
@@ -54,12 +68,13 @@ class ValidationSettings:
             skew=Thresholds(**raw["skew"]),
             warn_only=tuple(raw.get("warn_only", ())),
             date_formats=dict(raw.get("date_formats") or {}),
+            images=ImageThresholds(**raw.get("images", {})),
         )
 
     def with_warn_only(self, kinds: Iterable[str]) -> ValidationSettings:
         merged = tuple(dict.fromkeys([*self.warn_only, *kinds]))
         check_warn_only(merged, "--warn-only")
-        return ValidationSettings(self.drift, self.skew, merged, self.date_formats)
+        return replace(self, warn_only=merged)
 
 
 def check_warn_only(kinds: Sequence[str], where: str) -> None:
@@ -107,6 +122,23 @@ def _thresholds(raw: Any, where: str) -> Thresholds:
     )
 
 
+def _images(raw: Any, where: str) -> ImageThresholds:
+    if raw is None:
+        return ImageThresholds()
+    if not isinstance(raw, dict):
+        raise ValidationConfigError(f"{where}: expected a mapping, got {raw!r}")
+    names = [f.name for f in fields(ImageThresholds)]
+    unknown = set(raw) - set(names)
+    if unknown:
+        raise ValidationConfigError(f"{where}: unknown key(s) {sorted(unknown)}; use {names}")
+    for key, value in raw.items():
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+            raise ValidationConfigError(
+                f"{where}.{key}: expected a number in (0, 1], got {value!r}"
+            )
+    return ImageThresholds(**{k: float(v) for k, v in raw.items()})
+
+
 def load_settings(path: str) -> ValidationSettings:
     """Reads a validation.yaml (see schema/taxi/validation.yaml)."""
     try:
@@ -117,8 +149,8 @@ def load_settings(path: str) -> ValidationSettings:
     except yaml.YAMLError as e:
         raise ValidationConfigError(f"{path}: not valid YAML: {e}") from e
     if not isinstance(raw, dict):
-        raise ValidationConfigError(f"{path}: expected a mapping with drift/skew/warn_only")
-    unknown = set(raw) - {"drift", "skew", "warn_only"}
+        raise ValidationConfigError(f"{path}: expected a mapping with drift/skew/warn_only/images")
+    unknown = set(raw) - {"drift", "skew", "warn_only", "images"}
     if unknown:
         raise ValidationConfigError(f"{path}: unknown key(s) {sorted(unknown)}")
     warn_only = tuple(str(k) for k in (raw.get("warn_only") or ()))
@@ -127,4 +159,5 @@ def load_settings(path: str) -> ValidationSettings:
         drift=_thresholds(raw.get("drift"), f"{path}: drift"),
         skew=_thresholds(raw.get("skew"), f"{path}: skew"),
         warn_only=warn_only,
+        images=_images(raw.get("images"), f"{path}: images"),
     )

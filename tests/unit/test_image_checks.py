@@ -7,6 +7,8 @@ ingest records it) with the digits schema, as StatisticsGen computes them.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -15,6 +17,7 @@ from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
 from components.validation import image_checks as ic
 from components.validation.checks import BLOCK, DRIFT, PASS, WARN, evaluate, load_settings
 from components.validation.schema_importer import load_schema
+from components.validation.settings import ImageThresholds
 from pipeline.datasets import DATASETS
 
 DIGITS = DATASETS["digits"]
@@ -102,6 +105,33 @@ def test_half_size_blocks_naming_from_and_to(schema, photos):
     assert f.threshold == ic.SHRINK_RATIO and "< threshold 0.7" in f.line()
 
 
+def test_a_lower_shrink_ratio_lets_a_half_size_span_pass(schema, photos):
+    half = _stats(schema, size=32, nbytes=1000)
+    lenient = ImageThresholds(shrink_ratio=0.4)
+    # No longer shrunk, so at a similar size: its files, 4x fewer pixels, are 4x smaller.
+    assert [f.anomaly for f in ic.image_findings(half, photos, "w", lenient)] == [ic.BYTES_SHRANK]
+    quarter = _stats(schema, size=16, nbytes=250)
+    [f] = ic.image_findings(quarter, photos, "w", lenient)
+    assert f.anomaly == ic.SIZE_SHRANK and "64x64 -> 16x16 px" in f.description
+    assert f.threshold == 0.4 and "< threshold 0.4" in f.line()
+
+
+def test_custom_shifts_and_bytes_ratio_change_the_decision(schema, photos):
+    grey = _stats(schema, channels=[1, 1, 1, 3])  # grey share up by 75 points
+    assert [f.anomaly for f in ic.image_findings(grey, photos, "w")] == [ic.GRAYSCALE]
+    assert ic.image_findings(grey, photos, "w", ImageThresholds(grey_shift=0.9)) == []
+    png = _stats(schema, formats=("png",))
+    assert ic.image_findings(png, photos, "w", ImageThresholds(format_shift=1.0)) != []
+    mixed = _stats(schema, formats=("jpeg", "jpeg", "png"))  # jpeg 100% -> 67%
+    assert ic.image_findings(mixed, photos, "w") == []
+    [f] = ic.image_findings(mixed, photos, "w", ImageThresholds(format_shift=0.3))
+    assert f.anomaly == ic.FORMAT_CHANGED and "jpeg 100% -> jpeg 67%, png 33%" in f.description
+    lighter = _stats(schema, nbytes=2400)  # x0.6
+    assert ic.image_findings(lighter, photos, "w") == []
+    [f] = ic.image_findings(lighter, photos, "w", ImageThresholds(bytes_ratio=0.8))
+    assert f.anomaly == ic.BYTES_SHRANK and f.threshold == 0.8
+
+
 def test_suddenly_grey_blocks(schema, photos):
     [f] = ic.image_findings(_stats(schema, channels=1), photos, "w")
     assert (f.feature, f.anomaly, f.severity) == ("image.channels", ic.GRAYSCALE, BLOCK)
@@ -148,6 +178,23 @@ def test_the_gate_blocks_a_grey_half_size_span(schema, photos):
     same, _ = ic.gate_findings(current, current, current_span=2, baseline_span=2)
     assert same == []
     assert evaluate(current, schema, settings, extra_findings=same).decision == PASS
+
+
+def test_the_thresholds_file_sets_the_gate_image_limits(schema, tmp_path):
+    """A dataset's `images: {shrink_ratio: 0.4}` reaches gate_findings as gate.py passes it."""
+    path = tmp_path / "validation.yaml"
+    path.write_text(Path(DIGITS.validation_file).read_text() + "images:\n  shrink_ratio: 0.4\n")
+    lenient = load_settings(str(path))
+    before = {"train": _stats(schema, formats=("png",))}
+    current = {"train": _stats(schema, size=32, nbytes=1000, formats=("png",))}
+    # Lenient: only warnings remain (TFDV's height/width drift, warn_only; the smaller files).
+    for settings, decision in ((load_settings(DIGITS.validation_file), BLOCK), (lenient, WARN)):
+        found, _ = ic.gate_findings(
+            current, before, current_span=2, baseline_span=1, limits=settings.images
+        )
+        result = evaluate(current, schema, settings, baseline=before, extra_findings=found)
+        assert result.decision == decision
+        assert ("image.size" in {f.feature for f in result.blocking}) == (decision == BLOCK)
 
 
 def test_warn_only_downgrades_an_image_finding(schema):

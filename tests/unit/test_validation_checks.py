@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from components.validation.checks import (
 from components.validation.html_report import render_report
 from components.validation.schema_importer import load_schema
 from components.validation.serving_data import serving_statistics
+from components.validation.settings import ImageThresholds
 from data.generate import Drift, generate
 from pipeline.datasets import dataset_config
 
@@ -91,6 +93,12 @@ def test_thresholds_file_of_the_taxi_dataset(settings):
         ("skew: {numeric: off}", "default thresholds cannot be `off`"),
         ("thresholds: {}", "unknown key(s) ['thresholds']"),
         ("drift: [", "not valid YAML"),
+        ("images: [0.5]", "images: expected a mapping"),
+        ("images: {shrink: 0.5}", "images: unknown key(s) ['shrink']"),
+        ("images: {shrink_ratio: 0}", "images.shrink_ratio: expected a number in (0, 1]"),
+        ("images: {bytes_ratio: 1.5}", "images.bytes_ratio: expected a number in (0, 1]"),
+        ("images: {grey_shift: half}", "images.grey_shift: expected a number in (0, 1]"),
+        ("images: {format_shift: true}", "images.format_shift: expected a number in (0, 1]"),
     ],
 )
 def test_bad_thresholds_file_names_file_and_entry(tmp_path, text, message):
@@ -99,6 +107,35 @@ def test_bad_thresholds_file_names_file_and_entry(tmp_path, text, message):
     with pytest.raises(ValidationConfigError) as e:
         load_settings(str(path))
     assert str(path) in str(e.value) and message in str(e.value)
+
+
+# The gate's exec properties carry ValidationSettings.to_json(): a cache key. This is the
+# JSON of a file without `images:` before that mapping existed; it must not change.
+BEFORE_IMAGES = (
+    '{"drift": {"categorical": 0.1, "features": {}, "numeric": 0.15}, '
+    '"skew": {"categorical": 0.1, "features": {}, "numeric": 0.15}, "warn_only": ["drift"]}'
+)
+
+
+def test_files_without_images_keep_their_cache_key(tmp_path):
+    path = tmp_path / "validation.yaml"
+    path.write_text("warn_only: [drift]\n")
+    assert load_settings(str(path)).to_json() == BEFORE_IMAGES
+    path.write_text("warn_only: [drift]\nimages: {shrink_ratio: 0.7, bytes_ratio: 0.4}\n")
+    assert load_settings(str(path)).to_json() == BEFORE_IMAGES  # the defaults, spelled out
+    for name in ("taxi", "digits"):
+        key = json.loads(load_settings(dataset_config(name).validation_file).to_json())
+        assert set(key) == {"drift", "skew", "warn_only"}, name
+
+
+def test_image_thresholds_from_the_file(tmp_path):
+    path = tmp_path / "validation.yaml"
+    path.write_text("images:\n  shrink_ratio: 0.4\n  grey_shift: 1\n")
+    settings = load_settings(str(path))
+    assert settings.images == ImageThresholds(shrink_ratio=0.4, grey_shift=1.0)
+    assert json.loads(settings.to_json())["images"]["shrink_ratio"] == 0.4
+    again = ValidationSettings.from_json(settings.with_warn_only(["drift"]).to_json())
+    assert again.images == settings.images and again.warn_only == ("drift",)
 
 
 def test_unknown_warn_only_kind_on_the_command_line(settings):
