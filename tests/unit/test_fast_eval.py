@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tensorflow_model_analysis as tfma
+from tfma_reference import tfma_one_at_a_time
 
 from components.evaluation.fast import executor, metrics
 from pipeline.datasets import dataset_config
@@ -96,24 +97,6 @@ def test_combiners_from_columns_match_tfma_one_example_at_a_time():
         assert ours["metrics"][1][key] == pytest.approx(value, abs=1e-9), key
 
 
-def _tfma_one_at_a_time(separated, labels, predictions) -> dict:
-    """TFMA's own combiners fed example by example, then its derived metrics."""
-    results = {}
-    for c in separated.non_derived_computations:
-        if hasattr(c.combiner, "setup"):
-            c.combiner.setup()
-        accumulator = c.combiner.create_accumulator()
-        for label, prediction in zip(labels, predictions, strict=True):
-            element = tfma.metrics.StandardMetricInputs(
-                label=np.array([label]), prediction=np.asarray(prediction), example_weight=None
-            )
-            accumulator = c.combiner.add_input(accumulator, element)
-        results.update(c.combiner.extract_output(accumulator))
-    for c in separated.derived_computations:
-        results.update(c.result(results))
-    return {k: v for k, v in results.items() if not k.name.startswith("_")}
-
-
 def test_multiclass_combiners_match_tfma_one_example_at_a_time():
     """Digits' metrics (a Keras SparseCategoricalAccuracy; fall-out and miss rate per
     class, binarized by class_id) from columns, against TFMA's combiners fed example by
@@ -132,7 +115,7 @@ def test_multiclass_combiners_match_tfma_one_example_at_a_time():
         prediction_dtype=predictions.dtype,
     )
     ours = metrics.sliced_results(metrics.computations(config), {"": columns}, None)["metrics"][1]
-    expected = _tfma_one_at_a_time(metrics.computations(config), labels, predictions)
+    expected = tfma_one_at_a_time(metrics.computations(config), labels, predictions)
     assert ours.keys() == expected.keys()
     assert {k.name for k in ours} == {
         "example_count",
@@ -167,7 +150,7 @@ def test_regression_metrics_match_tfma_one_example_at_a_time():
         prediction_dtype=predictions.dtype,
     )
     ours = metrics.sliced_results(metrics.computations(config), {"": columns}, None)["metrics"][1]
-    expected = _tfma_one_at_a_time(metrics.computations(config), labels, predictions)
+    expected = tfma_one_at_a_time(metrics.computations(config), labels, predictions)
     assert {k.name for k in ours} == {
         "example_count",
         "root_mean_squared_error",

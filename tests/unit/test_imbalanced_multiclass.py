@@ -13,6 +13,7 @@ import pytest
 import tensorflow_model_analysis as tfma
 from tensorflow_model_analysis.evaluators import metrics_validator
 from tensorflow_model_analysis.metrics import metric_types
+from tfma_reference import tfma_one_at_a_time
 
 from components.evaluation.fast import executor, metrics
 from pipeline.datasets import DATASET_PATH_ENV, load_dataset_file
@@ -85,24 +86,6 @@ def test_the_threshold_is_on_the_macro_average_not_on_accuracy_or_each_class(tab
     assert list(per_class[-1].binarize.class_ids.values) == [0, 1, 2, 3]
 
 
-def _tfma_one_at_a_time(separated, labels, predictions) -> dict:
-    """TFMA's own combiners fed example by example, then its derived metrics."""
-    results = {}
-    for c in separated.non_derived_computations:
-        if hasattr(c.combiner, "setup"):
-            c.combiner.setup()
-        accumulator = c.combiner.create_accumulator()
-        for label, prediction in zip(labels, predictions, strict=True):
-            element = tfma.metrics.StandardMetricInputs(
-                label=np.array([label]), prediction=np.asarray(prediction), example_weight=None
-            )
-            accumulator = c.combiner.add_input(accumulator, element)
-        results.update(c.combiner.extract_output(accumulator))
-    for c in separated.derived_computations:
-        results.update(c.result(results))
-    return {k: v for k, v in results.items() if not k.name.startswith("_")}
-
-
 def _models(rng, labels: np.ndarray) -> dict[str, np.ndarray]:
     """Class probabilities of a model that mostly finds every class, and of one that
     gives each row the class shares (its top class always the majority)."""
@@ -126,7 +109,7 @@ def test_the_fast_path_computes_it_as_tfma_and_blesses_only_the_good_model(table
     for name, predictions in _models(rng, labels).items():
         columns = metrics.Columns(labels.astype(np.float64), predictions)
         ours = metrics.sliced_results(metrics.computations(config), {"": columns}, None)
-        expected = _tfma_one_at_a_time(metrics.computations(config), labels, predictions)
+        expected = tfma_one_at_a_time(metrics.computations(config), labels, predictions)
         assert ours["metrics"][1].keys() == expected.keys()
         for k, value in expected.items():
             assert ours["metrics"][1][k] == pytest.approx(value, abs=1e-9), k

@@ -43,8 +43,14 @@ def build_cnn(
         else keras.layers.GlobalAveragePooling2D()(x)
     )
     x = keras.layers.Dense(dense_units, activation="relu")(x)
-    if dropout:
-        x = keras.layers.Dropout(dropout)(x)
+    return _classifier(inputs, x, num_classes, dropout, learning_rate)
+
+
+def _classifier(
+    inputs: tf.Tensor, features: tf.Tensor, num_classes: int, dropout: float, learning_rate: float
+) -> keras.Model:
+    """Dropout and a softmax over the classes on `features`, compiled as every image model is."""
+    x = keras.layers.Dropout(dropout)(features) if dropout else features
     outputs = keras.layers.Dense(num_classes, activation="softmax", name="probabilities")(x)
     model = FastStepModel(inputs={IMAGE_XF: inputs}, outputs=outputs)
     model.compile(
@@ -94,17 +100,7 @@ def build_application(
         )
     else:
         raise ValueError(f"unknown image model {name!r}; known: {list(MODELS)}")
-    x = base(x)
-    if dropout:
-        x = keras.layers.Dropout(dropout)(x)
-    outputs = keras.layers.Dense(num_classes, activation="softmax", name="probabilities")(x)
-    model = FastStepModel(inputs={IMAGE_XF: inputs}, outputs=outputs)
-    model.compile(
-        optimizer=keras.optimizers.Adam(learning_rate),
-        loss=keras.losses.SparseCategoricalCrossentropy(),
-        metrics=[keras.metrics.SparseCategoricalAccuracy()],
-    )
-    return model
+    return _classifier(inputs, base(x), num_classes, dropout, learning_rate)
 
 
 # The dataset file's `image.model` (pipeline/config.py IMAGE_MODELS names the same).
