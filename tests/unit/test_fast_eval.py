@@ -97,6 +97,19 @@ def test_combiners_from_columns_match_tfma_one_example_at_a_time():
         assert ours["metrics"][1][key] == pytest.approx(value, abs=1e-9), key
 
 
+def _ours_and_tfma(config, labels: np.ndarray, predictions: np.ndarray) -> tuple[dict, dict]:
+    """The fast path's overall metrics (float64 columns, the inputs' dtypes recorded) and
+    TFMA's own combiners' on the same float32 labels and predictions."""
+    columns = metrics.Columns(
+        labels.astype(np.float64),
+        predictions.astype(np.float64),
+        label_dtype=labels.dtype,
+        prediction_dtype=predictions.dtype,
+    )
+    ours = metrics.sliced_results(metrics.computations(config), {"": columns}, None)["metrics"][1]
+    return ours, tfma_one_at_a_time(metrics.computations(config), labels, predictions)
+
+
 def test_multiclass_combiners_match_tfma_one_example_at_a_time():
     """Digits' metrics (a Keras SparseCategoricalAccuracy; fall-out and miss rate per
     class, binarized by class_id) from columns, against TFMA's combiners fed example by
@@ -108,14 +121,7 @@ def test_multiclass_combiners_match_tfma_one_example_at_a_time():
     scores[np.arange(2300), labels] += rng.random(2300).astype(np.float32)  # mostly right
     predictions = (scores / scores.sum(axis=1, keepdims=True)).astype(np.float32)
     predictions[:2] = 0.1  # all classes tied (argmax: the first)
-    columns = metrics.Columns(
-        labels.astype(np.float64),
-        predictions.astype(np.float64),
-        label_dtype=labels.dtype,
-        prediction_dtype=predictions.dtype,
-    )
-    ours = metrics.sliced_results(metrics.computations(config), {"": columns}, None)["metrics"][1]
-    expected = tfma_one_at_a_time(metrics.computations(config), labels, predictions)
+    ours, expected = _ours_and_tfma(config, labels, predictions)
     assert ours.keys() == expected.keys()
     assert {k.name for k in ours} == {
         "example_count",
@@ -143,14 +149,7 @@ def test_regression_metrics_match_tfma_one_example_at_a_time():
     rng = np.random.default_rng(3)
     labels = (rng.random(2300) * 300).astype(np.float32)
     predictions = (labels + rng.normal(0, 40, 2300)).astype(np.float32)
-    columns = metrics.Columns(
-        labels.astype(np.float64),
-        predictions.astype(np.float64),
-        label_dtype=labels.dtype,
-        prediction_dtype=predictions.dtype,
-    )
-    ours = metrics.sliced_results(metrics.computations(config), {"": columns}, None)["metrics"][1]
-    expected = tfma_one_at_a_time(metrics.computations(config), labels, predictions)
+    ours, expected = _ours_and_tfma(config, labels, predictions)
     assert {k.name for k in ours} == {
         "example_count",
         "root_mean_squared_error",
