@@ -43,8 +43,8 @@ from pipeline.config import PROJECT_ROOT, PipelineConfig  # noqa: E402
 from pipeline.datasets import dataset_config  # noqa: E402
 from pipeline.definition import AIRFLOW, create_pipeline  # noqa: E402
 from pipeline.overrides import pipeline_config  # noqa: E402
+from runtime import beam_speedups  # noqa: E402
 from tfxp.preflight import preflight  # noqa: E402
-from tfxp.runtime import beam_speedups  # noqa: E402
 
 ENV_PREFIX = "TFXP_"
 
@@ -67,8 +67,8 @@ def config_from_env(env: Mapping[str, str] = os.environ) -> PipelineConfig:
     )
     name = env.get(ENV_PREFIX + "DATA_VERSION")
     if name:  # as `tfxp run --data-version`: the span it names, held to its recorded bytes
-        from tfxp.dataset_versions import resolve_version
-        from tfxp.metadata.store import StoreLocation
+        from metadata.store import StoreLocation
+        from tfxp.datasets.versions import resolve_version
 
         config = pipeline_config(dataset, **overrides)
         location = StoreLocation(sqlite_path=config.metadata_path)
@@ -118,8 +118,8 @@ AIRFLOW_DAG_CONFIG = {
 
 def new_span_ready(config: PipelineConfig) -> bool:
     """The sensor's poke: is a span newer than every ingested one published?"""
-    from tfxp.metadata.store import StoreLocation, open_store
-    from tfxp.watch import next_span_ready
+    from metadata.store import StoreLocation, open_store
+    from tfxp.monitor.watch import next_span_ready
 
     store = None
     if os.path.exists(config.metadata_path):

@@ -55,8 +55,8 @@ config = dataset_config("taxi").replace(
 """
 
 INFER_CHILD = """
-from tfxp.infer import run_infer
-from tfxp.metadata.store import location_from
+from tfxp.models.infer import run_infer
+from metadata.store import location_from
 location = location_from(default_run_dir={store!r})
 started, cpu = time.perf_counter(), time.process_time()
 result = run_infer(config, location, span=1, output={out!r}, printer=lambda _: None)
@@ -67,7 +67,7 @@ print("RESULT " + json.dumps({{"seconds": took, "cpu_seconds": cpu,
 """
 
 PREDICT_CHILD = """
-from tfxp.predict import predict_csv
+from tfxp.models.predict import predict_csv
 started, cpu = time.perf_counter(), time.process_time()
 result = predict_csv(config, {csv!r}, output={out!r}, model_dir={model!r})
 took, cpu = time.perf_counter() - started, time.process_time() - cpu
@@ -132,8 +132,8 @@ def _child(code: str) -> tuple[dict, float, int]:
 def _model_uri(run_dir: str) -> str:
     """The Trainer's Model artifact of the pushed model (what BulkInferrer takes)."""
     sys.path.insert(0, str(ROOT))
-    from tfxp.metadata.lineage import Lineage
-    from tfxp.metadata.store import location_from, open_store
+    from metadata.lineage import Lineage
+    from metadata.store import location_from, open_store
 
     lineage = Lineage(open_store(location_from(default_run_dir=run_dir)), "taxi")
     return lineage.resolve_model("pushed").uri

@@ -1,4 +1,4 @@
-"""What tfxp/runtime/beam_speedups.py saves: the same run with Beam's own DoFn
+"""What runtime/beam_speedups.py saves: the same run with Beam's own DoFn
 introspection, options parsing, pickler submodule scan and argument names, and with the four
 caches, in one process.
 
@@ -52,7 +52,7 @@ def _timed_run(config: PipelineConfig, to_nodes: list[str]) -> dict[str, float]:
 def measure(
     rows: int, repeat: int, work: Path, to_nodes: list[str], warmup: bool = True
 ) -> dict[str, dict]:
-    from tfxp.runtime import beam_speedups
+    from runtime import beam_speedups
 
     install = beam_speedups.install
     install()

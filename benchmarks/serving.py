@@ -211,7 +211,7 @@ def pushed_model(args) -> tuple[str, str, Path]:
     """(run dir, champion's model dir, a CSV of rows to send); runs a small pipeline if needed."""
     from data.tables import small_config, write_sample
     from pipeline.datasets import dataset_config
-    from tfxp import registry
+    from serving import pointers
 
     if args.run_dir:
         config = dataset_config("taxi").replace(run_dir=args.run_dir)
@@ -223,7 +223,7 @@ def pushed_model(args) -> tuple[str, str, Path]:
         from tfxp.local.runner import run_local
 
         run_local(config, printer=lambda _: None)
-    pointer = registry.read_pointer(config.serving_dir, "champion")
+    pointer = pointers.read_pointer(config.serving_dir, "champion")
     if not pointer:
         raise SystemExit(f"no champion under {config.serving_dir}: run the pipeline first")
     return config.run_dir, os.path.join(config.serving_dir, pointer["version"]), sample

@@ -6,7 +6,7 @@ What a user would otherwise reach for on a table is gradient boosting with
 default settings. For each table of TABLES, one invocation:
   1. writes the table as CSV and runs what a user runs: `tfxp init` (no edit),
      then the whole pipeline with the model `init` chose for the table's size
-     (`ours`: `model: mlp` or `model: gbt`, tfxp/model_choice.py);
+     (`ours`: `model: mlp` or `model: gbt`, tfxp/init/model_choice.py);
   2. switches the dataset file to the other model (with the hyperparameters
      `init` writes for it) and runs again: ExampleGen and Transform are cached,
      the same rows are in each split;
@@ -195,8 +195,8 @@ def _use_model(dataset_file: Path, model: str, rows: int) -> None:
     (and train steps) `tfxp init` writes for it."""
     import yaml
 
-    from tfxp.init_yaml import train_steps
-    from tfxp.model_choice import GBT_HYPERPARAMETERS, MLP_HYPERPARAMETERS, mlp_batch_size
+    from tfxp.init.dataset_file import train_steps
+    from tfxp.init.model_choice import GBT_HYPERPARAMETERS, MLP_HYPERPARAMETERS, mlp_batch_size
 
     raw = yaml.safe_load(dataset_file.read_text())
     raw["model"] = model

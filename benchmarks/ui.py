@@ -101,8 +101,8 @@ def _measure(work: Path, store_path: Path, runs: int, requests: int) -> dict:
     import ui_store
     from starlette.testclient import TestClient
 
-    from tfxp.metadata.lineage import Lineage
-    from tfxp.metadata.store import location_from, open_store
+    from metadata.lineage import Lineage
+    from metadata.store import location_from, open_store
     from tfxp.ui.app import create_app
     from tfxp.ui.browse import StoreBrowser
 

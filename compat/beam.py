@@ -15,7 +15,7 @@ TFRecordUtil = private(
     LIBRARY, "apache_beam.io.tfrecordio._TFRecordUtil", "Beam's TFRecord framing (image ingest)"
 )
 _FIND_SUBMODULES = "apache_beam.internal.cloudpickle.cloudpickle._find_imported_submodules"
-private(LIBRARY, _FIND_SUBMODULES, "replaced by an indexed scan (tfxp/runtime/beam_speedups.py)")
+private(LIBRARY, _FIND_SUBMODULES, "replaced by an indexed scan (runtime/beam_speedups.py)")
 registered_environments: dict = private(
     LIBRARY,
     "apache_beam.runners.portability.fn_api_runner.worker_handlers.WorkerHandler"

@@ -227,7 +227,7 @@ class PipelineConfig:
     version: int | None = None
     window: int = 1
     # A named data version (`tfxp run --data-version NAME`: a tag or a DVC revision,
-    # resolved by tfxp/dataset_versions.py to `span`) and the content SHA-256 its span
+    # resolved by tfxp/datasets/versions.py to `span`) and the content SHA-256 its span
     # must still have: the pre-run check and ExampleGen refuse other bytes.
     data_version: str | None = None
     data_sha256: str | None = None
@@ -306,10 +306,10 @@ class PipelineConfig:
     data_source: DataSource | None = None
     # Hyperparameter tuning before the Trainer; None: the fixed `hyperparameters`.
     tuning: TuningOptions | None = None
-    # The model registry (tfxp/registry.py): the alias a newly pushed version
+    # The model registry (tfxp/models/registry.py): the alias a newly pushed version
     # gets, "champion" (served at once) or "challenger" (until promoted).
     on_push: str = "champion"
-    # Alerts (tfxp/alerts.py): names of environment variables holding webhook
+    # Alerts (runtime/alerts.py): names of environment variables holding webhook
     # URLs. Only the names live in files; the URLs are secrets.
     alert_webhook_env: tuple[str, ...] = ()
 

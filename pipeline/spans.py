@@ -5,7 +5,7 @@ drop is re-delivered, `span-<N>/version-<V>/*.csv` (one layout per dataset).
 ExampleGen ingests them with TFX's `{SPAN}`/`{VERSION}` patterns; this module
 answers the questions TFX answers late or not at all: does the span a run asks
 for exist, is it empty, do its files agree on their columns. How a new drop
-appears without a run ever seeing half of it: `tfxp/publish.py`.
+appears without a run ever seeing half of it: `tfxp/datasets/publish.py`.
 """
 
 from __future__ import annotations

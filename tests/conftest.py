@@ -140,7 +140,7 @@ _SHARED_FORKSERVER = pytest.StashKey[object]()
 
 def _new_forkserver():
     from pipeline.config import PROJECT_ROOT
-    from tfxp.runtime.forkserver import ForkServer
+    from runtime.forkserver import ForkServer
 
     return ForkServer(FORKSERVER_PRELOAD, cwd=str(PROJECT_ROOT))
 
@@ -172,13 +172,13 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 @pytest.fixture(scope="session")
 def forkserver():
     """Python commands (`local_runner.py`, `tfxp ...`) forked from a process that
-    imported the pipeline once (tfxp/runtime/forkserver.py), for tests that need a runner in
+    imported the pipeline once (runtime/forkserver.py), for tests that need a runner in
     a process of its own (signals, exit codes, two at once) but not a fresh
     interpreter: a fresh one spends ~10 CPU-s importing before it does anything
-    (`import pipeline.definition`, see tfxp/runtime/forkserver.py). Under xdist, the
+    (`import pipeline.definition`, see runtime/forkserver.py). Under xdist, the
     controller's one server; otherwise one started on first use. Tests of a fresh
     interpreter itself (start-up, import side effects, entry points) use subprocess."""
-    from tfxp.runtime.forkserver import ForkServer
+    from runtime.forkserver import ForkServer
 
     address = os.environ.get(FORKSERVER_ADDRESS)
     server = ForkServer.attach(address) if address else _new_forkserver()

@@ -21,9 +21,9 @@ from __future__ import annotations
 import os
 
 from components.validation.checks import ValidationConfigError, load_settings
+from metadata.store import MetadataStoreError, check_sqlite_store
 from pipeline.config import PipelineConfig
 from pipeline.spans import SpanError, check_spans
-from tfxp.metadata.store import MetadataStoreError, check_sqlite_store
 from tfxp.storage.storage import StorageError, check_remote_locations
 
 

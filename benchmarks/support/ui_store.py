@@ -281,7 +281,7 @@ def write_runs(
 def record_dvc_origin(store, root: Path, span: int, *, repo: str = "/srv/trips-repo") -> int:
     """A `tfxp data add --dvc` record for `span` of the synthetic data root (the same
     content sha256 the writer gives that span's Examples)."""
-    from tfxp.metadata import sources
+    from metadata import sources
 
     return sources.record(
         store,

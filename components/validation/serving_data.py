@@ -2,7 +2,7 @@
 
 The latest window of the request log `tfxp serve` writes (components/validation/serving_log.py)
 when the log folder holds one, else the static serving CSV files (no label
-column). Used by the gate and by `tfxp watch --skew-every` (tfxp/skew.py): one
+column). Used by the gate and by `tfxp watch --skew-every` (tfxp/monitor/skew.py): one
 way to read serving data, one skew check.
 """
 

@@ -13,7 +13,7 @@ forks: the child runs the entrypoint as `__main__` with the task's argv
 the entrypoint's status. What a child shares with the server is what every
 task imports anyway, plus tfxp's Beam caches (installed by the server, as
 `tfxp run` installs them; they give Beam's own answers, see
-tfxp/runtime/beam_speedups.py); the project's pipeline code (`components.*`, `trainer.*`) is
+runtime/beam_speedups.py); the project's pipeline code (`components.*`, `trainer.*`) is
 imported by the child, from the image's `PYTHONPATH`, so a module missing from
 the image still fails the task. The server imports
 nothing that starts TensorFlow's runtime (no session, no eager context):
@@ -23,7 +23,7 @@ What it does not reproduce: a container's fresh interpreter. Use the
 default `--runner subprocess` (or `docker`) for the faithful run; this one is
 for iterating on a pipeline, and for tests.
 
-The server is tfxp's fork server (tfxp/runtime/forkserver.py, also what the tests fork
+The server is tfxp's fork server (runtime/forkserver.py, also what the tests fork
 their runner processes from); this module is the task runner's side of it:
 which modules to preload, one task at a time into its log, `-v` echo, and a
 server that died between tasks replaced.
@@ -36,8 +36,8 @@ import subprocess
 import sys
 from typing import IO
 
-from tfxp.runtime import forkserver
-from tfxp.runtime.forkserver import ForkServerError
+from runtime import forkserver
+from runtime.forkserver import ForkServerError
 
 __all__ = ["PRELOAD", "ForkServer", "ForkServerError"]
 
@@ -45,11 +45,11 @@ __all__ = ["PRELOAD", "ForkServer", "ForkServerError"]
 # entrypoints of a compiled spec import (the executor runner and the
 # ExampleGen driver), which pulls in TensorFlow, Beam, TFMA and TFX's
 # components; then the Beam plugin `tfxp run` gives its SDK workers, which
-# installs tfxp's Beam caches (tfxp/runtime/beam_speedups.py) in every forked task.
+# installs tfxp's Beam caches (runtime/beam_speedups.py) in every forked task.
 PRELOAD = (
     "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor",
     "tfx.orchestration.kubeflow.v2.file_based_example_gen.driver",
-    "tfxp.runtime.beam_speedups_plugin",
+    "runtime.beam_speedups_plugin",
 )
 START_TIMEOUT_S = 600
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 # Shared with benchmarks/, so kept outside the tests; e2e tests import them from here too.
 from data.tables import EMBEDDED_CSV, SAMPLE_ROWS, small_config, write_sample  # noqa: F401
+from metadata.summary import RunSummary
 from pipeline.config import PipelineConfig
-from tfxp.metadata.summary import RunSummary
 
 
 @dataclass

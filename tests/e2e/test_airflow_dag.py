@@ -319,7 +319,7 @@ def test_console_shows_airflow_runs(airflow_runs: AirflowRuns):
     reads as still going."""
     from console_check import check_console
 
-    from tfxp.metadata.store import location_from
+    from metadata.store import location_from
 
     shown = check_console(location_from(run_dir=airflow_runs.config.local_dir))
     assert shown == {

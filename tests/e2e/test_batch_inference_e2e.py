@@ -55,8 +55,8 @@ def _with_bad_rows(clean: Path, out: Path) -> dict[int, str]:
 @pytest.fixture(scope="module")
 def scored(taxi_runs, tmp_path_factory):
     """`tfxp infer` on a generated span with bad rows, on a copy of the session's run dir."""
-    from tfxp.infer import run_infer
-    from tfxp.metadata.store import location_from
+    from metadata.store import location_from
+    from tfxp.models.infer import run_infer
 
     tmp = tmp_path_factory.mktemp("infer")
     run_dir = tmp / "run"
@@ -91,7 +91,7 @@ def test_bad_rows_are_named_by_line_and_skipped(scored):
 
 
 def test_predictions_match_tfxp_predict_row_for_row(scored, tmp_path):
-    from tfxp.predict import predict_csv
+    from tfxp.models.predict import predict_csv
 
     config, result, clean, bad = scored
     ours = _table(Path(result.output) / "predictions.csv")
@@ -110,10 +110,10 @@ def test_predictions_match_tfxp_predict_row_for_row(scored, tmp_path):
 
 
 def test_lineage_says_which_model_scored_the_span(scored):
+    from metadata.lineage import Lineage
+    from metadata.scorings import scorings
+    from metadata.store import location_from, open_store
     from tfxp.cli import main
-    from tfxp.metadata.lineage import Lineage
-    from tfxp.metadata.scorings import scorings
-    from tfxp.metadata.store import location_from, open_store
 
     config, result, _, _ = scored
 
@@ -131,11 +131,11 @@ def test_lineage_says_which_model_scored_the_span(scored):
 
 
 def test_pipeline_step_scores_the_span_with_the_runs_model(scored, tmp_path):
+    from metadata.lineage import Lineage
+    from metadata.scorings import scorings
+    from metadata.store import location_from, open_store
     from tfxp.local.runner import run_local
-    from tfxp.metadata.lineage import Lineage
-    from tfxp.metadata.scorings import scorings
-    from tfxp.metadata.store import location_from, open_store
-    from tfxp.predict import predict_csv
+    from tfxp.models.predict import predict_csv
 
     config, _, clean, bad = scored
     with_step = config.replace(

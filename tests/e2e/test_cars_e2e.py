@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from data.tables import ROWS, UNLABELLED, write_cars
-from tfxp.metadata.summary import RunSummary
+from metadata.summary import RunSummary
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -90,8 +90,8 @@ def test_init_drops_unlabelled_rows_reads_the_date_and_flags_the_id(cars):
 
 def test_example_gen_drops_the_same_rows_and_records_them(cars):
     from components.example_gen.labels import UNLABELLED_DROPPED
-    from tfxp.metadata.properties import prop
-    from tfxp.metadata.store import location_from, open_store
+    from metadata.properties import prop
+    from metadata.store import location_from, open_store
 
     store = open_store(location_from(run_dir=cars.config.local_dir))
     examples = store.get_artifacts_by_type("Examples")
@@ -101,7 +101,7 @@ def test_example_gen_drops_the_same_rows_and_records_them(cars):
     assert prop(raw[0], "row_count") == ROWS - UNLABELLED
     assert prop(raw[0], "csv_reader") == "arrow"  # the fast path dropped them, no fallback
     # The metadata layer's lineage says so too (`tfxp lineage`).
-    from tfxp.metadata.lineage import Lineage
+    from metadata.lineage import Lineage
 
     version = Lineage(store, cars.config.pipeline_name).data_version(raw[0])
     assert version.unlabelled_dropped == UNLABELLED

@@ -165,9 +165,9 @@ def test_tagged_examples_round_trip_through_dvc(dvc_runs):
     assert manifest["raw_content_sha256"] == data["fingerprint"]
     assert manifest["examples_id"] == data["examples_id"]
     # The tag is a data version name too.
+    from metadata.store import StoreLocation
     from pipeline.datasets import dataset_config
-    from tfxp.dataset_versions import resolve_version
-    from tfxp.metadata.store import StoreLocation
+    from tfxp.datasets.versions import resolve_version
 
     config = dataset_config("taxi").replace(data_root=str(dvc_runs.tmp / "data"))
     location = StoreLocation(str(dvc_runs.tmp / "run" / "metadata.sqlite"))
@@ -191,8 +191,8 @@ def test_tag_refuses_a_dirty_repository_and_tags_nothing(dvc_runs, capsys):
 
 
 def _tag_records(dvc_runs):
-    from tfxp.metadata import sources
-    from tfxp.metadata.store import StoreLocation, open_store
+    from metadata import sources
+    from metadata.store import StoreLocation, open_store
 
     store = open_store(StoreLocation(str(dvc_runs.tmp / "run" / "metadata.sqlite")))
     return [s for s in sources.sources(store, str(dvc_runs.tmp / "data")) if s.kind == "tag"]

@@ -19,7 +19,7 @@ import pytest
 import yaml
 from test_tabular_e2e import dataset_path, tfxp
 
-from tfxp.metadata.summary import RunSummary
+from metadata.summary import RunSummary
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -146,9 +146,9 @@ def test_evaluation_takes_the_fast_path_and_equals_tfma(gbt_run, tmp_path, caplo
 
 def test_batch_inference_scores_as_predict_does(gbt_run, tmp_path):
     """`tfxp infer` (Beam, the pushed model) on the rows `tfxp predict` scored: the same answers."""
+    from metadata.store import location_from
     from pipeline.config import InferenceOptions
-    from tfxp.infer import run_infer
-    from tfxp.metadata.store import location_from
+    from tfxp.models.infer import run_infer
 
     span = tmp_path / "to_score" / "span-1"
     span.mkdir(parents=True)

@@ -21,10 +21,10 @@ from ml_metadata.proto import metadata_store_pb2
 
 from components.example_gen import image_example_gen as ieg
 from data.images import encode_png
+from metadata.summary import RunSummary
 from pipeline import definition as d
 from pipeline.config import PROJECT_ROOT, PipelineConfig
 from pipeline.datasets import DATASETS
-from tfxp.metadata.summary import RunSummary
 
 # The first test of a module also pays for its module fixture's whole runs.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
@@ -268,7 +268,7 @@ def test_console_shows_digits_runs(image_runs):
     """`tfxp ui` over the digits store: two complete runs, span 3 blocked at the gate."""
     from console_check import check_console
 
-    from tfxp.metadata.store import location_from
+    from metadata.store import location_from
 
     shown = check_console(location_from(run_dir=image_runs.config.local_dir))
     assert shown == {"span1": "complete", "span2": "complete", "span3": "blocked"}, shown

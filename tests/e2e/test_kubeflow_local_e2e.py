@@ -190,7 +190,7 @@ def test_taxi_job_runs_every_task_to_a_pushed_model(taxi):
 
 
 def test_taxi_job_matches_a_local_dag_runner_run(taxi, local_root):
-    from tfxp.metadata.summary import read_eval_metrics
+    from metadata.summary import read_eval_metrics
 
     kfp_examples = Path(taxi.run.output(d.EXAMPLE_GEN, "examples")["uri"])
     local_examples = _local_artifact(local_root, d.EXAMPLE_GEN, "examples")

@@ -18,10 +18,10 @@ from ml_metadata.proto import metadata_store_pb2
 
 from components.example_gen import image_example_gen as ieg
 from data import photos
+from metadata.summary import RunSummary
 from pipeline import definition as d
 from pipeline.config import EvalThresholds, ImageOptions
 from pipeline.datasets import DATASETS
-from tfxp.metadata.summary import RunSummary
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 

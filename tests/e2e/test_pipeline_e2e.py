@@ -108,7 +108,7 @@ def test_second_model_is_compared_against_the_blessed_baseline(taxi_runs):
 
 
 def test_predict_scores_rows_without_label(taxi_runs, tmp_path):
-    from tfxp.predict import predict_csv
+    from tfxp.models.predict import predict_csv
 
     serving = tmp_path / "serving.csv"
     with EMBEDDED_CSV.open() as src, serving.open("w", newline="") as dst:

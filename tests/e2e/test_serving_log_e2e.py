@@ -21,9 +21,9 @@ from serving_log_files import T0, served_records, typed_rows, write_log
 
 from components.validation.schema_importer import load_schema, schema_column_types
 from data.generate import generate
+from metadata.summary import RunSummary
 from pipeline import definition as d
 from pipeline.config import PipelineConfig, serving_log_dir
-from tfxp.metadata.summary import RunSummary
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 ROWS = 1500
@@ -140,7 +140,7 @@ def test_shifted_logged_requests_block_naming_the_window(loop):
 
 
 def _watch_skew(loop, capsys) -> str:
-    from tfxp import alerts
+    from runtime import alerts
     from tfxp.cli import main
 
     code = main(
@@ -167,7 +167,7 @@ def _watch_skew(loop, capsys) -> str:
 def _console(config):
     from starlette.testclient import TestClient
 
-    from tfxp.metadata.store import location_from
+    from metadata.store import location_from
     from tfxp.ui.app import create_app
     from tfxp.ui.browse import StoreBrowser
 
@@ -178,7 +178,7 @@ def _console(config):
 def test_watch_skew_every_alerts_when_skew_appears_and_when_it_clears(loop, capsys, monkeypatch):
     from webhook_server import WebhookServer
 
-    from tfxp import skew
+    from tfxp.monitor import skew
 
     hook = WebhookServer()
     monkeypatch.setenv("TFXP_ALERT_WEBHOOKS", hook.url)

@@ -32,8 +32,8 @@ from e2e_support import small_config, write_sample
 from evaluator_parity import assert_same_evaluation, fast_and_tfma
 from evaluator_runs import evaluator_inputs, validation_result
 
+from metadata.summary import RunSummary
 from pipeline.config import EvalThresholds, PipelineConfig, SliceOptions
-from tfxp.metadata.summary import RunSummary
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 

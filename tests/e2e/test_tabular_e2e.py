@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 
 from data.tables import CASES, write_table
+from metadata.summary import RunSummary
 from pipeline.datasets import DATASET_PATH_ENV
-from tfxp.metadata.summary import RunSummary
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -182,7 +182,7 @@ def test_console_shows_an_init_datasets_runs(table_runs):
     """`tfxp ui` over a `tfxp init` dataset's store: its runs, pages and lineage answer."""
     from console_check import check_console
 
-    from tfxp.metadata.store import location_from
+    from metadata.store import location_from
 
     with dataset_path(table_runs.home):
         shown = check_console(location_from(run_dir=table_runs.config.local_dir))

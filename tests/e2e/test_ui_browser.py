@@ -38,7 +38,7 @@ def serving(run_dir: Path) -> Iterator[str]:
     """uvicorn serving the console over `run_dir` on a free loopback port: its address."""
     import uvicorn
 
-    from tfxp.metadata.store import location_from
+    from metadata.store import location_from
     from tfxp.ui.app import create_app
     from tfxp.ui.browse import StoreBrowser
 

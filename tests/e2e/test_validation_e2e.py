@@ -19,9 +19,9 @@ from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
 from data.generate import Drift, generate
+from metadata.summary import RunSummary
 from pipeline import definition as d
 from pipeline.config import PipelineConfig
-from tfxp.metadata.summary import RunSummary
 
 # The first test of a module also pays for its module fixture's whole runs.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]

@@ -30,7 +30,7 @@ from webhook_server import SECRET, WebhookServer
 
 from pipeline.config import PROJECT_ROOT, PipelineConfig
 from pipeline.datasets import dataset_config
-from tfxp.publish import publish_span
+from tfxp.datasets.publish import publish_span
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
@@ -152,7 +152,7 @@ def story(tmp_path_factory, forkserver) -> WatchStory:
 
 
 def _store(config: PipelineConfig):
-    from tfxp.metadata.store import StoreLocation, open_store
+    from metadata.store import StoreLocation, open_store
 
     return open_store(StoreLocation(sqlite_path=config.metadata_path))
 
@@ -160,8 +160,8 @@ def _store(config: PipelineConfig):
 def test_every_span_ran_exactly_once(story) -> None:
     from ml_metadata.proto import metadata_store_pb2 as pb
 
-    from tfxp.metadata.lineage import Lineage
-    from tfxp.watch import handled_spans
+    from metadata.lineage import Lineage
+    from tfxp.monitor.watch import handled_spans
 
     store = _store(story.config)
     handled = handled_spans(store, story.config)
@@ -217,8 +217,8 @@ def test_an_undeliverable_alert_is_logged_in_the_run_log(story) -> None:
 
 
 def test_push_made_the_model_champion(story) -> None:
-    from tfxp import registry
-    from tfxp.metadata.lineage import Lineage
+    from metadata.lineage import Lineage
+    from tfxp.models import registry
 
     lineage = Lineage(_store(story.config), "taxi")
     versions = registry.versions(lineage)

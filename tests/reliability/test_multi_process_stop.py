@@ -66,9 +66,7 @@ def _forked_workers(run_pid: int) -> dict[int, str]:
     """The workers forked from the run's zygote (the zygote: the run's child that serves forks)."""
     procs = _processes()
     tree = _descendants(run_pid, procs)
-    zygotes = [
-        p for p, c in tree.items() if "tfxp.runtime.forkserver" in c and procs[p][0] == run_pid
-    ]
+    zygotes = [p for p, c in tree.items() if "runtime.forkserver" in c and procs[p][0] == run_pid]
     return {p: c for p, c in tree.items() if procs[p][0] in zygotes}
 
 

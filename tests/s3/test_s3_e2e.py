@@ -139,7 +139,7 @@ def test_whole_run_on_s3_exits_0_and_pushes_a_complete_model(bucket_runs, seawee
     summary = json.loads(run.stdout[run.stdout.index("{") :])
     assert summary["blessed"] is True, summary
     keys = seaweedfs.keys("tfxp-e2e", "runs/taxi/serving/")
-    # Beside the version: the registry's pointer naming it champion (tfxp/registry.py).
+    # Beside the version: the registry's pointer naming it champion (tfxp/models/registry.py).
     pointer = "runs/taxi/serving/champion.json"
     assert pointer in keys
     versions = {k.split("/")[3] for k in keys if k != pointer}

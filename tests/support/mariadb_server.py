@@ -79,7 +79,7 @@ class MariaDB:
         return MariaDB(self.host, self.port, name, self.user, self.password, self.directory)
 
     def location(self):
-        from tfxp.metadata.store import StoreLocation
+        from metadata.store import StoreLocation
 
         return StoreLocation(
             mysql_host=self.host,

@@ -59,7 +59,7 @@ class Running:
     def __init__(self, config, **options) -> None:
         import uvicorn
 
-        from tfxp.serving.server import ServeOptions, Server
+        from serving.server import ServeOptions, Server
 
         options.setdefault("port", free_port())
         options.setdefault("grpc_port", free_port())

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import sys
 
-from tfxp.runtime.forkserver import ForkServer
+from runtime.forkserver import ForkServer
 
 # The interpreter options execnet passes, as the environment the fork server takes.
 OPTIONS = {"-u": "PYTHONUNBUFFERED", "-B": "PYTHONDONTWRITEBYTECODE"}

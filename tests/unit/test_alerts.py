@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from webhook_server import SECRET, WebhookServer
 
-from tfxp import alerts
+from runtime import alerts
 
 
 @pytest.fixture

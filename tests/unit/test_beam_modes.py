@@ -236,7 +236,7 @@ def test_cli_flags_reach_the_config(tmp_path) -> None:
     assert config.beam_args[-1] == "--sdk_worker_parallelism=2"
     # A local pipeline root: the workers need no s3:// plugin, only the DoFn cache.
     plugins = [a for a in config.beam_args if "beam_plugins" in a]
-    assert plugins == ["--beam_plugins=tfxp.runtime.beam_speedups_plugin"]
+    assert plugins == ["--beam_plugins=runtime.beam_speedups_plugin"]
     bucket = build_parser().parse_args(
         ["run", "--run-dir", "s3://b/r", "--beam", "portable", "--job-endpoint", "h:1"]
         + ["--environment-config", "h:2"]

@@ -9,7 +9,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms import userstate
 from apache_beam.transforms.timeutil import TimeDomain
 
-from tfxp.runtime import beam_speedups
+from runtime import beam_speedups
 
 COUNT = userstate.ReadModifyWriteStateSpec("count", VarIntCoder())
 FLUSH = userstate.TimerSpec("flush", TimeDomain.WATERMARK)

@@ -1,4 +1,4 @@
-"""tfxp/runtime/beam_workers.py: what a worker installs, and once per code version."""
+"""runtime/beam_workers.py: what a worker installs, and once per code version."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tfxp.runtime import beam_workers
+from runtime import beam_workers
 
 
 def _sdist(path: Path, files: dict[str, bytes], mtime: int) -> Path:

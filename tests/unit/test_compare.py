@@ -1,12 +1,12 @@
-"""`tfxp models compare` (tfxp/compare.py) on request logs written as `tfxp serve` writes them."""
+"""`tfxp models compare` (tfxp/models/compare.py) on request logs written as `tfxp serve` writes them."""
 
 from __future__ import annotations
 
 import pytest
 from serving_log_files import T0, served_records, write_log
 
-from tfxp import compare
 from tfxp.cli import main
+from tfxp.models import compare
 
 ROWS = [{"trip_miles": float(i)} for i in range(4)]
 IDS = ["a", "b", "c", "d"]

@@ -10,11 +10,11 @@ import pytest
 from dvc_repos import DATA_PATH, identity, make_repo, run, taxi_rows, write_csv
 
 from components.io.content_fingerprint import files_sha256
+from metadata import sources
+from metadata.store import StoreLocation, open_store
 from pipeline.datasets import dataset_config
 from pipeline.spans import SpanError, select_spans
 from tfxp.cli import main
-from tfxp.metadata import sources
-from tfxp.metadata.store import StoreLocation, open_store
 
 
 @pytest.fixture(scope="module")
@@ -167,7 +167,7 @@ def test_a_pinned_content_hash_is_checked_before_a_run(tmp_path):
 
 
 def test_sources_round_trip_and_lookup_by_name_or_commit(tmp_path):
-    from tfxp.dataset_versions import writable_store
+    from tfxp.datasets.versions import writable_store
 
     store = writable_store(StoreLocation(str(tmp_path / "run" / "metadata.sqlite")))
     common = dict(pipeline="taxi", data_root=str(tmp_path / "d"), content_sha256="ab" * 32)
@@ -190,7 +190,7 @@ def _clone(tmp_path: Path, repo: Path, name: str = "clone") -> Path:
 
 
 def test_publish_commits_tags_and_pushes(tmp_path, repo):
-    from tfxp.dvc_data import publish
+    from tfxp.datasets.dvc import publish
 
     clone = _clone(tmp_path, repo)
     shard = tmp_path / "shard.gz"
@@ -210,7 +210,7 @@ def test_publish_commits_tags_and_pushes(tmp_path, repo):
 
 
 def test_publish_refuses_an_existing_tag_and_leaves_the_repo_as_it_was(tmp_path, repo):
-    from tfxp.dvc_data import DvcError, publish
+    from tfxp.datasets.dvc import DvcError, publish
 
     clone = _clone(tmp_path, repo)
     shard = tmp_path / "shard.gz"
@@ -223,7 +223,7 @@ def test_publish_refuses_an_existing_tag_and_leaves_the_repo_as_it_was(tmp_path,
 
 
 def test_a_failed_push_says_what_was_committed_and_what_to_run(tmp_path, repo):
-    from tfxp.dvc_data import DvcError, publish
+    from tfxp.datasets.dvc import DvcError, publish
 
     clone = _clone(tmp_path, repo)
     blocked = tmp_path / "not-a-directory"

@@ -1,4 +1,4 @@
-"""tfxp/runtime/forkserver.py: commands forked from a preloaded server behave as processes of their own."""
+"""runtime/forkserver.py: commands forked from a preloaded server behave as processes of their own."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import time
 import child  # tests/support/child.py: reads with a deadline
 import pytest
 
-from tfxp.runtime.forkserver import ForkServer, ForkServerError, parse_command, running
+from runtime.forkserver import ForkServer, ForkServerError, parse_command, running
 
 PY = sys.executable
 SUPPORT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support")
@@ -225,7 +225,7 @@ def test_other_processes_attach_to_a_running_server(server):
 
 
 STAND_IN = (
-    "import sys; from tfxp.runtime.forkserver import ForkServer; "
+    "import sys; from runtime.forkserver import ForkServer; "
     "ForkServer.attach(sys.argv[1]).exec([sys.executable, '-c', sys.argv[2]])"
 )
 

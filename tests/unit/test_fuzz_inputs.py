@@ -101,7 +101,7 @@ def _arrow_reads_or_refuses(path: Path) -> None:
 @FUZZ
 @given(data=csv_bytes())
 def test_a_span_is_published_whole_or_not_at_all(data):
-    from tfxp.publish import SpanError, copy_files, publish_span
+    from tfxp.datasets.publish import SpanError, copy_files, publish_span
 
     folder = _tmp()
     try:
@@ -227,7 +227,7 @@ _INIT_CELLS = st.one_of(
 def test_init_inference_infers_or_refuses(columns, rows):
     import csv
 
-    from tfxp.init_profile import InitError, check_files, infer
+    from tfxp.init.profile import InitError, check_files, infer
 
     folder = _tmp()
     try:
@@ -249,7 +249,7 @@ def test_init_inference_infers_or_refuses(columns, rows):
 
 @pytest.mark.parametrize("value", ["2020-02-30", "00/00/2020", "99999999999999999999"])
 def test_init_does_not_trip_on_impossible_dates(tmp_path, value):
-    from tfxp.init_profile import check_files, infer
+    from tfxp.init.profile import check_files, infer
 
     rows = [f"{value if i % 2 else '2020-01-01'},{i % 3}" for i in range(30)]
     path = tmp_path / "t.csv"

@@ -15,7 +15,7 @@ from pipeline.config import PROJECT_ROOT, PipelineConfig
 from pipeline.datasets import DATASETS
 from pipeline.eval_config import eval_config
 from pipeline.spans import SpanError, select_spans
-from tfxp.predict import PredictError, predict_csv
+from tfxp.models.predict import PredictError, predict_csv
 
 
 @pytest.fixture(scope="module")

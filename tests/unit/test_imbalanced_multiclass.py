@@ -18,8 +18,8 @@ from tfma_reference import tfma_one_at_a_time
 from components.evaluation.fast import executor, metrics
 from pipeline.datasets import DATASET_PATH_ENV, load_dataset_file
 from pipeline.eval_config import eval_config
-from tfxp.dataset_init import run_init
-from tfxp.init_inference import balanced_accuracy_floor
+from tfxp.init.command import run_init
+from tfxp.init.inference import balanced_accuracy_floor
 
 SHARES = {"common": 0.6, "usual": 0.25, "scarce": 0.1, "rare": 0.05}  # rarest < 10%
 ROWS = 400
@@ -126,7 +126,7 @@ def test_run_summaries_read_the_macro_average_by_its_name(table, tmp_path):
     """TFMA's own writers and loader (as the Evaluator leaves them): the summary every
     command prints reads the aggregated metric as `balanced_accuracy`, the name the
     blessing reports, not TFMA's "macro_average: true\\n_balanced_accuracy"."""
-    from tfxp.metadata.summary import read_eval_metrics
+    from metadata.summary import read_eval_metrics
 
     config = _defaults(eval_config(_config(table)))
     rng = np.random.default_rng(9)

@@ -34,7 +34,7 @@ def test_without_a_pipeline_store_it_says_to_run_the_pipeline(tmp_path, capsys):
 
 @pytest.mark.parametrize("model", ["newest", "-3"])
 def test_model_must_be_blessed_or_a_version(tmp_path, capsys, model):
-    from tfxp.infer import InferError, find_model
+    from tfxp.models.infer import InferError, find_model
 
     class _NoModels:
         pipeline = "taxi"

@@ -1,5 +1,5 @@
 """`tfxp init` on tables as they come: unlabelled rows, dates, ids, free text, imbalance
-(tfxp/init_inference.py and what init writes from it)."""
+(tfxp/init/inference.py and what init writes from it)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from test_dataset_init import _args, _csv, home  # noqa: F401 - the fixture
 
 from pipeline.datasets import load_dataset_file
-from tfxp import init_inference as ii
-from tfxp.dataset_init import InitError, run_init
+from tfxp.init import inference as ii
+from tfxp.init.command import InitError, run_init
 
 
 def test_label_rows_drop_blanks_and_text_in_a_numeric_label():
@@ -65,7 +65,7 @@ def test_ids_by_share_and_by_look():
 
 
 def test_keys_are_ids_before_they_are_text():
-    from tfxp.init_profile import Column
+    from tfxp.init.profile import Column
 
     col = Column("ref", "ref", values=[str(uuid.uuid4()) for _ in range(40)], distinct=40)
     assert ii.table_treatment(col, 40)

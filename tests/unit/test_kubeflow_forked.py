@@ -123,13 +123,13 @@ def test_the_real_server_gives_its_tasks_tfxps_beam_caches(tmp_path: Path) -> No
     from kubeflow.local.forked_tasks import PRELOAD
 
     plugin = PRELOAD[-1]
-    assert plugin == "tfxp.runtime.beam_speedups_plugin"
+    assert plugin == "runtime.beam_speedups_plugin"
     code = tmp_path / "code"
     code.mkdir()
     (code / "check_caches.py").write_text(
         "import sys\n"
         "from apache_beam.transforms import core, userstate\n"
-        "from tfxp.runtime import beam_speedups\n"
+        "from runtime import beam_speedups\n"
         "sys.exit(0 if userstate.get_dofn_specs is beam_speedups.cached_dofn_specs\n"
         "         and core.get_function_args_defaults is beam_speedups.cached_args_defaults\n"
         "         else 5)\n"

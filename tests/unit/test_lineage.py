@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from tfxp.cli import main as cli_main
-from tfxp.cli import render as R
-from tfxp.metadata import diff as D
-from tfxp.metadata import lineage as L
-from tfxp.metadata.store import (
+from metadata import diff as D
+from metadata import lineage as L
+from metadata.store import (
     MetadataStoreError,
     StoreLocation,
     location_from,
     open_store,
 )
+from tfxp.cli import main as cli_main
+from tfxp.cli import render as R
 from tfxp.presentation import graph as G
 from tfxp.presentation import lineage_report
 

@@ -1,12 +1,12 @@
-"""ML Metadata is queried in one place: tfxp/metadata/.
+"""ML Metadata is queried in one place: metadata/.
 
 A command, the console, the local run, the watcher or a runner that needs a
-question answered asks a named function of tfxp/metadata/ (so every reader can
+question answered asks a named function of metadata/ (so every reader can
 use it and a store change is made once). The check scans the source for calls
 of ML Metadata's `MetadataStore` query and write methods (their names taken
 from the installed class, so a new MLMD method is covered too).
 
-Scope: tfxp/ (but tfxp/metadata/), kubeflow/, airflow/, pipeline/ and the
+Scope: tfxp/ (but metadata/), kubeflow/, airflow/, pipeline/ and the
 top-level runner. Not components/: a component runs inside TFX, which hands
 its resolver strategies and drivers a store of its own (TFX's resolver API,
 e.g. the gate's previous-span statistics), and floor 0 cannot import tfxp/.
@@ -63,7 +63,7 @@ def test_no_ml_metadata_query_outside_tfxp_metadata():
         for f in files
         for line, name in store_calls(f.read_text(), methods)
     ]
-    assert found == [], "move these into a named function of tfxp/metadata/:\n" + "\n".join(found)
+    assert found == [], "move these into a named function of metadata/:\n" + "\n".join(found)
 
 
 def test_no_module_of_tfxp_imports_another_ones_private_name():

@@ -1,4 +1,4 @@
-"""`tfxp init` picks the model by table size and says why (tfxp/model_choice.py)."""
+"""`tfxp init` picks the model by table size and says why (tfxp/init/model_choice.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 
 from pipeline.datasets import DATASET_PATH_ENV, GENERIC_RUN_FN, load_dataset_file
 from pipeline.models import GBT_RUN_FN
-from tfxp.dataset_init import run_init
-from tfxp.init_yaml import train_steps
-from tfxp.model_choice import (
+from tfxp.init.command import run_init
+from tfxp.init.dataset_file import train_steps
+from tfxp.init.model_choice import (
     GBT_MIN_ROWS,
     GBT_MIN_ROWS_IMBALANCED,
     MLP_BATCH_SIZE,

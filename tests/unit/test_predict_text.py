@@ -17,7 +17,7 @@ import tensorflow as tf
 from components.example_gen.csv_checks import CsvInputError
 from pipeline.config import PROJECT_ROOT
 from pipeline.datasets import dataset_config
-from tfxp.predict import PredictError, predict_csv
+from tfxp.models.predict import PredictError, predict_csv
 
 EMBEDDED_CSV = PROJECT_ROOT / "data" / "taxi" / "span-1" / "data.csv"
 

@@ -12,12 +12,13 @@ import pytest
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as pb
 
+from metadata import aliases
+from metadata.lineage import Lineage
+from metadata.store import LineageError
 from pipeline.datasets import dataset_config
-from tfxp import registry
+from serving import pointers
 from tfxp.cli import main as tfxp_main
-from tfxp.metadata import aliases
-from tfxp.metadata.lineage import Lineage
-from tfxp.metadata.store import LineageError
+from tfxp.models import registry
 
 PIPELINE = "taxi"
 
@@ -125,7 +126,7 @@ def test_promote_points_the_alias_and_records_who_when_why(world, monkeypatch) -
     link = Path(config.serving_dir) / "champion"
     assert os.readlink(link) == "100"  # relative: the serving folder may move
     assert (link / "saved_model.pb").read_text() == "100"
-    pointer = registry.read_pointer(config.serving_dir, "champion")
+    pointer = pointers.read_pointer(config.serving_dir, "champion")
     assert pointer["version"] == "100" and pointer["why"] == "first good one"
     assert pointer["changed_by"] == "ana"
 
@@ -160,7 +161,7 @@ def _state(config, store):
     return (
         [c.execution_id for c in aliases.history(store, PIPELINE)],
         os.readlink(link) if link.is_symlink() else None,
-        registry.read_pointer(config.serving_dir, "champion"),
+        pointers.read_pointer(config.serving_dir, "champion"),
     )
 
 
@@ -188,7 +189,7 @@ def test_a_reader_never_sees_a_half_changed_alias(world) -> None:
         fake.train_and_push(v)
     registry.promote(config, Lineage(store, PIPELINE), "1")
     link = Path(config.serving_dir) / "champion"
-    pointer = Path(registry.pointer_path(config.serving_dir, "champion"))
+    pointer = Path(pointers.pointer_path(config.serving_dir, "champion"))
     seen, bad = set(), []
     stop = threading.Event()
 

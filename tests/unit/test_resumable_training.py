@@ -134,8 +134,8 @@ def _serve_png_and_jpeg(model_dir: Path) -> np.ndarray:
     from image_training import pixels
 
     from data.images import encode_png
-    from tfxp.serving.codec import predict_inputs, predict_response
-    from tfxp.serving.models import load_version
+    from serving.codec import predict_inputs, predict_response
+    from serving.models import load_version
 
     red, blue = pixels(0, 99_001, size=24), pixels(1, 99_002, size=20)
     files = [

@@ -63,9 +63,9 @@ def test_cli_flags_and_airflow_env_give_the_same_config(tmp_path: Path) -> None:
     assert with_beam == config_from_args(build_parser().parse_args(argv + beam_flags))
     assert "--runner=PortableRunner" in with_beam.beam_args
     # A named data version resolves to the same span and bytes in both.
-    from tfxp.dataset_versions import writable_store
-    from tfxp.metadata import sources
-    from tfxp.metadata.store import StoreLocation
+    from metadata import sources
+    from metadata.store import StoreLocation
+    from tfxp.datasets.versions import writable_store
 
     store = writable_store(StoreLocation(str(tmp_path / "r" / "metadata.sqlite")))
     sha = "5a" * 32

@@ -36,7 +36,7 @@ def client(live):
 @pytest.fixture(scope="module")
 def expected(serving_run):
     """What `tfxp predict` prints for the rows: one probability each."""
-    from tfxp.predict import predict_csv
+    from tfxp.models.predict import predict_csv
 
     return predict_csv(serving_run.config, str(serving_run.csv_path)).probabilities
 
@@ -127,7 +127,7 @@ def test_grpc_gives_tfxp_predicts_numbers(serving_run, live, expected) -> None:
 def test_the_pushed_version_carries_warmup_requests_replayed_before_available(
     serving_run, live
 ) -> None:
-    from tfxp.serving.models import WARMUP_FILE
+    from serving.models import WARMUP_FILE
 
     assert os.path.isfile(
         os.path.join(serving_run.config.serving_dir, serving_run.new, WARMUP_FILE)

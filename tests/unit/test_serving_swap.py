@@ -114,9 +114,9 @@ class Load:
 
 def _push_copy(config, source: str) -> str:
     """A new version as the Pusher publishes one (a hidden folder renamed into place),
-    and the champion pointed at it as `mark_push` points it (tfxp.registry.point)."""
-    from tfxp import registry
-    from tfxp.metadata.aliases import AliasChange
+    and the champion pointed at it as `mark_push` points it (tfxp.models.registry.point)."""
+    from metadata.aliases import AliasChange
+    from tfxp.models import registry
 
     version = str(int(source) + 1)
     tmp = Path(config.serving_dir, f".incoming-{uuid.uuid4().hex}")
@@ -129,9 +129,9 @@ def _push_copy(config, source: str) -> str:
 
 
 def test_three_hot_swaps_under_load_fail_no_request(serving_run, own_run) -> None:
-    from tfxp import registry
-    from tfxp.metadata.lineage import Lineage
-    from tfxp.metadata.store import location_from, open_store
+    from metadata.lineage import Lineage
+    from metadata.store import location_from, open_store
+    from tfxp.models import registry
 
     def lineage() -> Lineage:
         store = open_store(location_from(run_dir=own_run.local_dir), writable=True)
@@ -220,7 +220,7 @@ def test_request_logs_written_under_load_survive_a_sigkill(serving_run, forkserv
         r.features.feature["__version"].int64_list.value == [int(serving_run.new)] for r in records
     )
 
-    from tfxp.serving.request_log import published_files, salvage
+    from serving.request_log import published_files, salvage
 
     salvaged = salvage(str(log_dir))  # what the next server does at start
     assert not [p for p in os.listdir(log_dir) if p.startswith(".")]
@@ -230,9 +230,9 @@ def test_request_logs_written_under_load_survive_a_sigkill(serving_run, forkserv
 
 
 def test_shadow_scores_with_the_challenger_and_split_is_sticky(serving_run, own_run, tmp_path):
-    from tfxp import registry
-    from tfxp.metadata.lineage import Lineage
-    from tfxp.metadata.store import location_from, open_store
+    from metadata.lineage import Lineage
+    from metadata.store import location_from, open_store
+    from tfxp.models import registry
 
     old, new = serving_run.old, serving_run.new
     store = open_store(location_from(run_dir=own_run.local_dir), writable=True)

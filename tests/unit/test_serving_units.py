@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tfxp.serving.batching import Batcher
-from tfxp.serving.codec import ClientError, ExampleEncoder, predict_response
-from tfxp.serving.request_log import Entry, RequestLog, published_files, salvage
-from tfxp.serving.service import Split
+from serving.batching import Batcher
+from serving.codec import ClientError, ExampleEncoder, predict_response
+from serving.request_log import Entry, RequestLog, published_files, salvage
+from serving.service import Split
 
 
 def _double(inputs):
@@ -204,11 +204,11 @@ def test_an_image_model_answers_png_as_b64_and_logs_the_image(tmp_path) -> None:
     import httpx
     import tensorflow as tf
 
-    from tfxp.serving.codec import ExampleEncoder as _  # noqa: F401 - the same codec
-    from tfxp.serving.metrics import Metrics
-    from tfxp.serving.repository import Repository
-    from tfxp.serving.rest import RestApp
-    from tfxp.serving.service import Service
+    from serving.codec import ExampleEncoder as _  # noqa: F401 - the same codec
+    from serving.metrics import Metrics
+    from serving.repository import Repository
+    from serving.rest import RestApp
+    from serving.service import Service
 
     _ImageModel.save(tmp_path / "serving" / "3")
     repo = Repository("digits", str(tmp_path / "serving"), max_batch_size=8, batch_timeout_ms=0)
@@ -245,9 +245,9 @@ def test_an_image_model_answers_png_as_b64_and_logs_the_image(tmp_path) -> None:
 
 
 def test_the_repository_follows_new_versions_and_alias_pointers(tmp_path) -> None:
-    from tfxp import registry
-    from tfxp.metadata.aliases import AliasChange
-    from tfxp.serving.repository import NotFound, Repository
+    from metadata.aliases import AliasChange
+    from serving.repository import NotFound, Repository
+    from tfxp.models import registry
 
     serving = tmp_path / "serving"
     _ImageModel.save(serving / "1")
@@ -273,7 +273,7 @@ def test_the_repository_follows_new_versions_and_alias_pointers(tmp_path) -> Non
 def test_wire_level_records_parse_as_tensorflow_builds_them() -> None:
     import tensorflow as tf
 
-    from tfxp.serving import records
+    from serving import records
 
     ex = tf.train.Example()
     f = ex.features.feature

@@ -12,8 +12,8 @@ from components.io.content_fingerprint import files_sha256
 from pipeline import spans
 from pipeline.config import PipelineConfig
 from pipeline.spans import SpanError, select_spans
-from tfxp import publish
-from tfxp.publish import publish_span
+from tfxp.datasets import publish
+from tfxp.datasets.publish import publish_span
 
 HEADER = "fare,tips,payment_type\n"
 COLUMNS = {"fare": "FLOAT", "tips": "FLOAT", "payment_type": "BYTES"}

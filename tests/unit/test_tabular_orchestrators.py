@@ -9,7 +9,7 @@ import json
 import pytest
 
 from pipeline.datasets import DATASET_PATH_ENV
-from tfxp.dataset_init import run_init
+from tfxp.init.command import run_init
 
 
 @pytest.fixture()

@@ -1,4 +1,4 @@
-"""Live traffic per model version from the request log (tfxp/traffic.py), at a fixed time."""
+"""Live traffic per model version from the request log (tfxp/monitor/traffic.py), at a fixed time."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import datetime as dt
 
 from serving_log_files import T0, served_records, write_log
 
-from tfxp import traffic
+from tfxp.monitor import traffic
 
 MINUTE = dt.timedelta(minutes=1)
 ROWS = [{"x": 1.0}] * 4

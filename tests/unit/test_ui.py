@@ -16,8 +16,8 @@ from mariadb_server import mariadb_server  # noqa: F401
 from ml_metadata.proto import metadata_store_pb2 as pb
 from starlette.testclient import TestClient
 
-from tfxp import security
-from tfxp.metadata.store import location_from
+from metadata.store import location_from
+from runtime import access as security
 from tfxp.ui.app import create_app
 from tfxp.ui.browse import StoreBrowser
 from tfxp.ui.files import resolve_file
@@ -176,7 +176,7 @@ def test_resolve_file_refuses_escapes(tmp_path):
 
 def test_token_required_off_loopback(store_dir, monkeypatch):
     compared = []
-    real = security.hmac.compare_digest  # tfxp/security.py: the console's and tfxp serve's
+    real = security.hmac.compare_digest  # runtime/access.py: the console's and tfxp serve's
     monkeypatch.setattr(
         security.hmac, "compare_digest", lambda a, b: compared.append(1) or real(a, b)
     )
@@ -266,7 +266,7 @@ def test_console_over_mariadb(mariadb_server, tmp_path):  # noqa: F811 - the fix
 def test_refresh_reads_only_what_changed_and_matches_a_fresh_read(tmp_path):
     """A run going on while the console is open: its new components and state changes
     show on reload, and the cached view equals a Lineage read from scratch."""
-    from tfxp.metadata.lineage import Lineage
+    from metadata.lineage import Lineage
 
     writer = ui_store.write_runs(tmp_path / "metadata.sqlite", 2)
     browser = StoreBrowser(location_from(run_dir=str(tmp_path)))

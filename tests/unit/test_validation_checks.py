@@ -382,7 +382,7 @@ def test_shipped_serving_requests_have_no_label_and_fit_the_schema(schema, setti
 
 
 def test_report_lookup(tmp_path):
-    from tfxp.metadata.gate_report import ReportError, find_report
+    from metadata.gate_report import ReportError, find_report
 
     config = dataset_config("taxi").replace(run_dir=str(tmp_path))
     with pytest.raises(ReportError, match="run the pipeline first"):

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from metadata.store import StoreLocation, open_store
 from pipeline.datasets import DatasetFileError, dataset_config, load_dataset_file
+from tfxp.datasets.publish import publish_span
 from tfxp.local.runner import PipelineRunError, RunInterruptedError, ValidationBlockedError
-from tfxp.metadata.store import StoreLocation, open_store
-from tfxp.publish import publish_span
-from tfxp.watch import BLOCKED, FAILED, TRAINED, Watcher, WatchOptions, handled_spans
+from tfxp.monitor.watch import BLOCKED, FAILED, TRAINED, Watcher, WatchOptions, handled_spans
 
 
 @dataclass
@@ -201,7 +201,7 @@ def test_next_span_ready_is_a_published_span_past_the_newest_ingested(setup) -> 
     """The Airflow sensor's poke (airflow/taxi_dag.py)."""
     from ml_metadata.proto import metadata_store_pb2 as pb
 
-    from tfxp.watch import next_span_ready
+    from tfxp.monitor.watch import next_span_ready
 
     config, store = setup
     assert next_span_ready(config, None) is None  # no data at all
@@ -260,7 +260,7 @@ def test_a_data_root_that_cannot_be_listed_is_retried_not_fatal(setup) -> None:
 
 
 def test_skew_every_durations():
-    from tfxp.watch import parse_duration
+    from tfxp.monitor.watch import parse_duration
 
     assert parse_duration("90") == 90 and parse_duration("90s") == 90
     assert parse_duration("15m") == 900 and parse_duration("2H") == 7200
@@ -282,7 +282,7 @@ def test_skew_only_needs_skew_every(tmp_path, capsys):
 def test_skew_checks_run_on_their_schedule_and_alert_on_changes(tmp_path, monkeypatch):
     """The schedule and the alert transitions, with the check itself stood in for
     (the real check against a real log: tests/e2e/test_serving_log_e2e.py)."""
-    from tfxp import skew
+    from tfxp.monitor import skew
 
     config = dataset_config("taxi").replace(
         data_root=str(tmp_path / "data"), run_dir=str(tmp_path / "run")

@@ -11,7 +11,7 @@ import threading
 
 
 def cmd_workers(args: argparse.Namespace) -> int:
-    from tfxp.runtime.beam_workers import WorkerPool
+    from runtime.beam_workers import WorkerPool
 
     work_dir = args.work_dir or tempfile.mkdtemp(prefix="tfxp-beam-workers-")
     try:

@@ -7,12 +7,7 @@ import os
 import sys
 from typing import Any
 
-from pipeline.beam import AUTO, BEAM_MODES, ENVIRONMENT_TYPES, BeamOptions, auto_mode
-from pipeline.config import PipelineConfig
-from pipeline.datasets import dataset_config, dataset_names
-from pipeline.overrides import pipeline_config
-from pipeline.spans import select_spans
-from tfxp.metadata.store import (
+from metadata.store import (
     MetadataStoreError,
     StoreLocation,
     add_mysql_flags,
@@ -21,7 +16,12 @@ from tfxp.metadata.store import (
     location_from_args,
     open_store,
 )
-from tfxp.runtime import beam_speedups
+from pipeline.beam import AUTO, BEAM_MODES, ENVIRONMENT_TYPES, BeamOptions, auto_mode
+from pipeline.config import PipelineConfig
+from pipeline.datasets import dataset_config, dataset_names
+from pipeline.overrides import pipeline_config
+from pipeline.spans import select_spans
+from runtime import beam_speedups
 from tfxp.storage.storage import config_locations
 
 
@@ -165,7 +165,7 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
     if flag("data_version"):
         if flag("span") is not None or flag("version") is not None:
             raise ValueError("--data-version names a span itself: drop --span/--version")
-        from tfxp.dataset_versions import resolve_version
+        from tfxp.datasets.versions import resolve_version
 
         overrides.update(resolve_version(config, store_location(args, config), args.data_version))
         config = pipeline_config(args.dataset, **overrides)
@@ -201,7 +201,7 @@ def store_location(args: argparse.Namespace, config: PipelineConfig) -> StoreLoc
 
 def open_lineage(args: argparse.Namespace, dataset: str | None = None):
     """The `Lineage` queries over the store the flags name (the dataset's by default)."""
-    from tfxp.metadata.lineage import Lineage
+    from metadata.lineage import Lineage
 
     config = dataset_config(dataset or args.dataset)
     location = location_from_args(args, config.local_dir)
@@ -213,7 +213,7 @@ def printed(func):
     """A command returning its text -> one printing it, or one ERROR line and exit code 1."""
 
     def wrapped(args: argparse.Namespace) -> int:
-        from tfxp.metadata.store import LineageError
+        from metadata.store import LineageError
 
         try:
             text = func(args)

@@ -23,6 +23,17 @@ import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from metadata import sources
+from metadata.examples import examples_ingested_from
+from metadata.lineage import Lineage, ModelUse
+from metadata.properties import prop
+from metadata.store import (
+    LineageError,
+    MetadataStoreError,
+    StoreLocation,
+    add_mysql_flags,
+    open_store,
+)
 from pipeline.config import PipelineConfig
 from pipeline.datasets import dataset_names
 from pipeline.headers import rename_header
@@ -30,18 +41,7 @@ from pipeline.overrides import pipeline_config
 from pipeline.spans import SpanError, list_spans
 from tfxp.cli.common import store_location
 from tfxp.cli.data_dvc import add_dvc_flags, register_tag
-from tfxp.metadata import sources
-from tfxp.metadata.examples import examples_ingested_from
-from tfxp.metadata.lineage import Lineage, ModelUse
-from tfxp.metadata.properties import prop
-from tfxp.metadata.store import (
-    LineageError,
-    MetadataStoreError,
-    StoreLocation,
-    add_mysql_flags,
-    open_store,
-)
-from tfxp.publish import copy_files, leftover_incoming, publish_span
+from tfxp.datasets.publish import copy_files, leftover_incoming, publish_span
 
 
 @dataclass

@@ -16,11 +16,11 @@ import logging
 import sys
 import time
 
+from metadata.store import MetadataStoreError
 from pipeline.headers import rename_header
 from pipeline.overrides import pipeline_config
 from pipeline.spans import SpanError
 from tfxp.cli.common import store_location
-from tfxp.metadata.store import MetadataStoreError
 
 # Beam (under TFX's fileio, which the hashing uses) warns about crcmod at import
 # although it uses google-crc32c instead.
@@ -38,8 +38,8 @@ def _config(args: argparse.Namespace):
 def cmd_add_dvc(args: argparse.Namespace) -> int:
     """A DVC revision's CSV file(s) as the next span, recorded with their origin."""
     from components.validation.schema_importer import load_schema, schema_column_types
-    from tfxp.dataset_versions import add_from_dvc
-    from tfxp.dvc_data import DvcError
+    from tfxp.datasets.dvc import DvcError
+    from tfxp.datasets.versions import add_from_dvc
 
     if args.files:
         print("ERROR: give CSV files or --dvc, not both", file=sys.stderr)
@@ -89,8 +89,8 @@ def cmd_add_dvc(args: argparse.Namespace) -> int:
 
 
 def cmd_tag(args: argparse.Namespace) -> int:
-    from tfxp.dataset_versions import tag_span
-    from tfxp.dvc_data import DvcError
+    from tfxp.datasets.dvc import DvcError
+    from tfxp.datasets.versions import tag_span
 
     if args.dvc is None and args.tag is None:
         print("ERROR: give --tag NAME, --dvc REPO, or both", file=sys.stderr)

@@ -13,8 +13,8 @@ from tfxp.cli.common import add_config_flags, config_from_args, store_location
 def cmd_infer(args: argparse.Namespace) -> int:
     from components.batch_inference.scoring import ScoringError
     from components.batch_inference.serving import ServingModelError
-    from tfxp.infer import InferError, run_infer
-    from tfxp.metadata.store import MetadataStoreError
+    from metadata.store import MetadataStoreError
+    from tfxp.models.infer import InferError, run_infer
 
     try:
         config = config_from_args(args)

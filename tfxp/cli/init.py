@@ -1,7 +1,7 @@
 """`tfxp init NAME --csv FILE... --label COLUMN`: a dataset from CSV files, no code.
 
 The command's flags and its error handling; the inference and the writing are
-in tfxp/dataset_init.py (its steps in tfxp/init_*.py).
+in tfxp/init/command.py (its steps in tfxp/init_*.py).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from pipeline.dataset_sections import TASKS
-from tfxp import dataset_init
+from tfxp.init import command as dataset_init
 
 
 def cmd_init(args: argparse.Namespace) -> int:

@@ -66,8 +66,8 @@ def cmd_lineage_data(args: argparse.Namespace) -> str:
 
 
 def cmd_lineage_scored(args: argparse.Namespace) -> str:
+    from metadata.scorings import render_scorings, scorings_or_error
     from tfxp.cli.render import dumps
-    from tfxp.metadata.scorings import render_scorings, scorings_or_error
 
     found = scorings_or_error(open_lineage(args), args.span)
     if args.json:

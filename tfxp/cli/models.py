@@ -17,12 +17,12 @@ import argparse
 import json
 import sys
 
+from metadata.store import LineageError, MetadataStoreError, open_store
 from tfxp.cli.common import add_config_flags, config_from_args, store_location
-from tfxp.metadata.store import LineageError, MetadataStoreError, open_store
 
 
 def _open(args: argparse.Namespace, *, writable: bool):
-    from tfxp.metadata.lineage import Lineage
+    from metadata.lineage import Lineage
 
     config = config_from_args(args)
     location = store_location(args, config)
@@ -33,8 +33,8 @@ def _open(args: argparse.Namespace, *, writable: bool):
 def cmd_list(args: argparse.Namespace) -> str:
     from dataclasses import asdict
 
-    from tfxp import registry
-    from tfxp.metadata import aliases
+    from metadata import aliases
+    from tfxp.models import registry
 
     config, lineage = _open(args, writable=False)
     versions = registry.versions(lineage)
@@ -82,7 +82,7 @@ def _report(outcome, verb: str) -> str:
 
 
 def cmd_promote(args: argparse.Namespace) -> str:
-    from tfxp import registry
+    from tfxp.models import registry
 
     config, lineage = _open(args, writable=True)
     outcome = registry.promote(config, lineage, args.version, args.alias, why=args.why or "")
@@ -90,7 +90,7 @@ def cmd_promote(args: argparse.Namespace) -> str:
 
 
 def cmd_rollback(args: argparse.Namespace) -> str:
-    from tfxp import registry
+    from tfxp.models import registry
 
     config, lineage = _open(args, writable=True)
     outcome = registry.rollback(config, lineage, args.alias, why=args.why or "")
@@ -105,8 +105,8 @@ def cmd_compare(args: argparse.Namespace) -> str:
     from components.validation.serving_log import WindowOptions
     from pipeline.config import serving_log_dir
     from pipeline.eval_config import task
-    from tfxp import compare
-    from tfxp.watch import parse_duration
+    from tfxp.models import compare
+    from tfxp.monitor.watch import parse_duration
 
     config = config_from_args(args)
     window = None

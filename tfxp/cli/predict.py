@@ -10,7 +10,7 @@ from tfxp.cli.common import add_config_flags, config_from_args
 
 def cmd_predict(args: argparse.Namespace) -> int:
     from components.example_gen.csv_checks import CsvInputError
-    from tfxp.predict import PredictError, predict_csv
+    from tfxp.models.predict import PredictError, predict_csv
 
     config = config_from_args(args)
     try:

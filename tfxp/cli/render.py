@@ -7,8 +7,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from tfxp.metadata.diff import SECTIONS
-from tfxp.metadata.lineage import (
+from metadata.diff import SECTIONS
+from metadata.lineage import (
     ComponentRun,
     ModelLineage,
     RunInfo,

@@ -9,7 +9,7 @@ from tfxp.cli.common import add_config_flags, config_from_args
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from tfxp.metadata.gate_report import ReportError, find_report
+    from metadata.gate_report import ReportError, find_report
     from tfxp.storage.storage import StorageError, enable_filesystems, is_remote
 
     config = config_from_args(args)

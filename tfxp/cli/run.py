@@ -6,8 +6,8 @@ import argparse
 import os
 import sys
 
+from metadata.store import MetadataStoreError
 from tfxp.cli.common import add_beam_flags, add_config_flags, config_from_args, store_location
-from tfxp.metadata.store import MetadataStoreError
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -24,7 +24,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                     f"--lakefs: data root {config.data_root} is not s3://REPO/BRANCH/...; "
                     "point --data-root at the repository's S3 gateway path"
                 )
-        from tfxp.runtime.beam_workers import check_services
+        from runtime.beam_workers import check_services
 
         check_services(config.beam_args)  # a portable run's job service and worker pool
     except (MetadataStoreError, ValueError) as e:
@@ -60,7 +60,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 1
     finally:
         # Alerts are posted in the background; give them their deadline before exiting.
-        from tfxp import alerts
+        from runtime import alerts
 
         alerts.wait_for_deliveries(alerts.deadline_seconds())
     if args.lakefs:
@@ -72,7 +72,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _record_bucket_ref(config, location) -> None:
     """A data root in lakeFS's layout (s3://REPO/BRANCH/...): which branch and commit."""
-    from tfxp.dataset_versions import record_bucket_ref
+    from tfxp.datasets.versions import record_bucket_ref
 
     try:
         found = record_bucket_ref(config, location)

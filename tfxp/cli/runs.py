@@ -65,8 +65,8 @@ def cmd_runs_show(args: argparse.Namespace) -> str:
 
 
 def cmd_runs_diff(args: argparse.Namespace) -> str:
+    from metadata.diff import diff_report
     from tfxp.cli.render import dumps, render_diff
-    from tfxp.metadata.diff import diff_report
     from tfxp.presentation.lineage_report import run_facts
 
     lin = open_lineage(args)

@@ -9,8 +9,8 @@ from tfxp.cli.common import add_config_flags, config_from_args, store_location
 
 
 def cmd_schema_propose(args: argparse.Namespace) -> int:
-    from tfxp.metadata.gate_report import ReportError, propose_schema
-    from tfxp.metadata.store import MetadataStoreError, open_store
+    from metadata.gate_report import ReportError, propose_schema
+    from metadata.store import MetadataStoreError, open_store
 
     config = config_from_args(args)
     try:

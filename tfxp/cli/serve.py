@@ -36,7 +36,7 @@ def _port_free(host: str, port: int) -> str | None:
 
 
 def options_from_args(args: argparse.Namespace):
-    from tfxp.serving.server import ServeOptions
+    from serving.server import ServeOptions
 
     return ServeOptions(
         host=args.host,
@@ -59,9 +59,9 @@ def options_from_args(args: argparse.Namespace):
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from tfxp.serving.security import PROXY_HELP, is_loopback, new_token
-    from tfxp.serving.server import Server
-    from tfxp.serving.service import Split
+    from serving.security import PROXY_HELP, is_loopback, new_token
+    from serving.server import Server
+    from serving.service import Split
 
     # Beam warns about crcmod at import although it uses google-crc32c instead.
     logging.getLogger().addFilter(lambda r: not str(r.msg).startswith("crcmod package not found"))
@@ -123,8 +123,8 @@ def _labels(labels: list[str]) -> str:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from tfxp.serving.batching import DEFAULT_MAX_BATCH_SIZE
-    from tfxp.serving.server import DEFAULT_GRPC_PORT, DEFAULT_PORT
+    from serving.batching import DEFAULT_MAX_BATCH_SIZE
+    from serving.server import DEFAULT_GRPC_PORT, DEFAULT_PORT
 
     p = sub.add_parser("serve", help="serve the pushed models (TF Serving's REST and gRPC APIs)")
     add_config_flags(p)

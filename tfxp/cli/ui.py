@@ -15,7 +15,7 @@ import socket
 import sys
 import threading
 
-from tfxp.metadata.store import MetadataStoreError, add_store_flags, location_from_args
+from metadata.store import MetadataStoreError, add_store_flags, location_from_args
 
 DEFAULT_PORT = 8765
 TOKEN_ENV = "TFXP_UI_TOKEN"

@@ -11,8 +11,8 @@ from tfxp.cli.common import add_config_flags, config_from_args, store_location
 def cmd_verify(args: argparse.Namespace) -> int:
     import json
 
-    from tfxp.metadata.examples import examples_artifacts, recorded_counts
-    from tfxp.metadata.store import MetadataStoreError, open_store
+    from metadata.examples import examples_artifacts, recorded_counts
+    from metadata.store import MetadataStoreError, open_store
     from tfxp.storage.verify import verify_artifact
 
     config = config_from_args(args)

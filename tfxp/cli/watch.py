@@ -19,14 +19,14 @@ from __future__ import annotations
 import argparse
 import sys
 
+from metadata.store import MetadataStoreError
 from tfxp.cli.common import add_config_flags, config_from_args, store_location
-from tfxp.metadata.store import MetadataStoreError
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
-    from tfxp import alerts
-    from tfxp.metadata.store import open_store
-    from tfxp.watch import Watcher, WatchOptions, parse_duration
+    from metadata.store import open_store
+    from runtime import alerts
+    from tfxp.monitor.watch import Watcher, WatchOptions, parse_duration
 
     try:
         config = config_from_args(args)
@@ -90,7 +90,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
 def _window(args: argparse.Namespace, config):
     """The dataset's log window with --skew-window / --skew-max-examples applied."""
     from components.validation.serving_log import WindowOptions
-    from tfxp.watch import parse_duration
+    from tfxp.monitor.watch import parse_duration
 
     window = config.serving_log_window
     hours = window.hours

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from metadata.properties import prop
 from pipeline.config import PipelineConfig
-from tfxp import alerts
-from tfxp.metadata.properties import prop
+from runtime import alerts
 
 Printer = Callable[[str], None]
 
@@ -73,7 +73,7 @@ def _threshold_reason(config: PipelineConfig, metrics: dict[str, Any]) -> list[s
 
 def after_run(store: Any, config: PipelineConfig, summary: Any, outcome: Any) -> list:
     """The alerts a finished run calls for: a push, or a refusal of the model."""
-    from tfxp.metadata.lineage import Lineage
+    from metadata.lineage import Lineage
 
     lineage = Lineage(store, config.pipeline_name)
     info = lineage.run_info(summary.run_id) if summary.run_id in lineage.runs else None
@@ -110,7 +110,7 @@ def finish(
     printer: Printer,
 ) -> None:
     """After a successful run: the push's alias, then the alerts. Never raises."""
-    from tfxp import registry
+    from tfxp.models import registry
 
     outcome = None
     try:

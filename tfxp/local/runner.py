@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import logging
 import os
 import signal
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from pipeline.beam import runs_multi_process
 from pipeline.config import PipelineConfig
 from pipeline.node_ids import VALIDATION_GATE
-from tfxp import alerts
+from pipeline.run_id import new_run_id
+from runtime import alerts
 from tfxp.local import notify
 from tfxp.local.process import program_name_only_argv, return_freed_memory
 from tfxp.local.run_guard import run_lock
@@ -42,11 +41,6 @@ class RunInterruptedError(PipelineRunError):
 
 class ValidationBlockedError(PipelineRunError):
     """The validation gate stopped the run; the message lists each anomaly."""
-
-
-def new_run_id() -> str:
-    # Sortable by time, unique across concurrent starts.
-    return dt.datetime.now().strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
 
 
 class _ProgressHandler(logging.Handler):
@@ -112,7 +106,7 @@ def run_local(
     `warm_beam_workers`: multi-process Beam forks its SDK workers from one
     process that imported their libraries (tfxp/local/warm_workers.py).
     Raises PipelineRunError naming the failed component and the log file
-    (its `run_id` set). Webhook alerts (tfxp/alerts.py) go out when the run
+    (its `run_id` set). Webhook alerts (runtime/alerts.py) go out when the run
     is blocked, fails (unless `alert_failures` is False: a watcher that will
     retry), pushes a model, or a component refuses the model.
     """
@@ -129,7 +123,7 @@ def run_local(
             send.send(alerts.failed(config.pipeline_name, run_id, error.component, str(e)))
         raise error from None
 
-    from tfxp.runtime import beam_speedups
+    from runtime import beam_speedups
 
     beam_speedups.install()
 
@@ -192,7 +186,7 @@ def _run(
     """run_local's run once the run id and log are set: compile, execute, summarize."""
     from tfx.orchestration import metadata
 
-    from tfxp.metadata.summary import summarize_run
+    from metadata.summary import summarize_run
 
     printer, verbose, send = output
     ir, run_options = _compiled(config, run_id, *partial, metadata_connection_config)
@@ -376,7 +370,7 @@ def _record_block(
 ) -> None:
     from tfx.orchestration import metadata
 
-    from tfxp.metadata.gate_report import record_block
+    from metadata.gate_report import record_block
 
     connection = connection_config or metadata.sqlite_metadata_connection_config(
         config.metadata_path
@@ -390,7 +384,7 @@ def _record_block(
 
 def _gate_outcome(store, config: PipelineConfig, summary, printer: Printer) -> None:
     """The gate's decision and report on the summary; warnings printed."""
-    from tfxp.metadata.gate_report import finish_report
+    from metadata.gate_report import finish_report
 
     try:
         outcome = finish_report(store, config, summary.run_id)
@@ -429,7 +423,7 @@ def _diagnose_corrupt_input(
     try:
         from tfx.orchestration import metadata
 
-        from tfxp.metadata.examples import failed_execution_examples, recorded_counts
+        from metadata.examples import failed_execution_examples, recorded_counts
         from tfxp.storage.verify import verify_artifact
 
         connection = connection_config or metadata.sqlite_metadata_connection_config(

@@ -9,7 +9,7 @@ each (`/usr/bin/time python -c 'import apache_beam.runners.worker.sdk_worker_mai
 tensorflow_model_analysis'`, likewise TFDV and `tensorflow_transform.beam`),
 ~40 CPU-s a run, paid while the component waits for its workers.
 
-`warm_workers` starts one zygote (tfxp/runtime/forkserver.py) when the local run
+`warm_workers` starts one zygote (runtime/forkserver.py) when the local run
 begins, which imports those libraries while ExampleGen runs, and for the
 run's duration has the FnApiRunner start its workers as
 `python -m tfxp.local.warm_workers ZYGOTE`: a stand-in (~0.1 s to start) that
@@ -47,9 +47,9 @@ import threading
 from collections.abc import Iterator, Sequence
 
 from pipeline.beam import runs_multi_process
-from tfxp.runtime.beam_speedups import PLUGIN
-from tfxp.runtime.beam_workers import WORKER_PRELOAD
-from tfxp.runtime.forkserver import ForkServer, ForkServerError
+from runtime.beam_speedups import PLUGIN
+from runtime.beam_workers import WORKER_PRELOAD
+from runtime.forkserver import ForkServer, ForkServerError
 
 # What the FnApiRunner runs per SDK worker under multi_processing (fn_runner.py).
 BEAM_WORKER_MODULE = "apache_beam.runners.worker.sdk_worker_main"

@@ -107,7 +107,7 @@ def launch(
     fails or outlives the deadline has the others stopped too: the survivors
     would wait forever for it at the next all-reduce. `popen` starts each
     worker (`subprocess.Popen`: a fresh interpreter; the tests pass a fork
-    server's, tfxp/runtime/forkserver.py, to skip each worker's ~10 s of imports).
+    server's, runtime/forkserver.py, to skip each worker's ~10 s of imports).
     """
     if workers < 1:
         raise WorkersError(f"workers must be >= 1, got {workers}")

@@ -1,2 +1,2 @@
 """How lineage is shown: graphs laid out and drawn, and the reports built on them (the
-console and the `tfxp` commands both show them; the queries are tfxp/metadata/'s)."""
+console and the `tfxp` commands both show them; the queries are metadata/'s)."""

@@ -10,7 +10,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from tfxp.metadata.store import LineageError
+from metadata.store import LineageError
 
 
 @dataclass

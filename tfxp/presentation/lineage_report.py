@@ -1,8 +1,8 @@
 """Lineage as reports: titles, diffable facts and graphs built from the queries' answers.
 
-The queries (tfxp/metadata/lineage/) say what ML Metadata holds; this module
+The queries (metadata/lineage/) say what ML Metadata holds; this module
 shapes their answers for people: a model's title, a run's facts for `tfxp runs
-diff` (tfxp/metadata/diff.py), and the lineage graphs `tfxp lineage --graph`
+diff` (metadata/diff.py), and the lineage graphs `tfxp lineage --graph`
 draws (tfxp/presentation/graph.py). Text rendering is tfxp/cli/render.py.
 """
 
@@ -12,9 +12,9 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from metadata.lineage import DataVersion, Lineage, ModelLineage, SpanLineage
+from metadata.properties import prop
 from pipeline.node_ids import EVALUATOR, PUSHER, SCHEMA_IMPORTER, TRAINER, TRANSFORM, TUNER
-from tfxp.metadata.lineage import DataVersion, Lineage, ModelLineage, SpanLineage
-from tfxp.metadata.properties import prop
 from tfxp.presentation.graph import Graph
 
 

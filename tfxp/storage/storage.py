@@ -467,7 +467,7 @@ def upload_span(
                 )
                 client.upload_file(f, bucket, key)
                 uris.append(f"s3://{bucket}/{key}")
-            # Last: the span is whole (watchers wait for it; tfxp/watch.py).
+            # Last: the span is whole (watchers wait for it; tfxp/monitor/watch.py).
             marker = "/".join(
                 p for p in (prefix.strip("/"), f"span-{number}", PUBLISHED_MARKER) if p
             )

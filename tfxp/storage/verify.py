@@ -4,7 +4,7 @@ Used by `tfxp verify` and by the runner to name the corrupt shard when a
 component fails on its input (TensorFlow's own error, e.g. "Error -3 while
 decompressing data", names neither the file nor the artifact). Which artifacts
 to check, and the counts StatisticsGen recorded, come from
-tfxp/metadata/examples.py.
+metadata/examples.py.
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ def _split_of(uri: str, path: str) -> str:
 
 def verify_artifact(artifact_id: int, uri: str, expected: dict[str, int]) -> ArtifactReport:
     """Reads every shard under an Examples artifact's `uri`; `expected`: records per split
-    as StatisticsGen counted them (tfxp.metadata.examples.recorded_counts)."""
+    as StatisticsGen counted them (metadata.examples.recorded_counts)."""
     report = ArtifactReport(artifact_id, uri, expected=dict(expected))
     shards = sorted(
         p

@@ -27,7 +27,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from tfxp.security import LOOPBACK_NAMES, is_loopback, new_token, token_matches
+from runtime.access import LOOPBACK_NAMES, is_loopback, new_token, token_matches
 from tfxp.ui.browse import StoreBrowser
 
 __all__ = ["LOOPBACK_NAMES", "create_app", "is_loopback", "new_token", "token_matches"]

@@ -2,8 +2,8 @@
 
 A `StoreBrowser` keeps one `Lineage` per pipeline and builds it again only when
 the store changed (the newest execution or context moved:
-tfxp/metadata/store_changes.py), so a page over a store of a thousand runs reads
-only what it shows. Every question goes to tfxp/metadata/ (the queries) or reads
+metadata/store_changes.py), so a page over a store of a thousand runs reads
+only what it shows. Every question goes to metadata/ (the queries) or reads
 a file under an artifact's URI; nothing writes. The files an artifact holds, and
 which of them a page may serve, are tfxp/ui/files.py's.
 """
@@ -18,16 +18,16 @@ from typing import Any
 
 from ml_metadata.proto import metadata_store_pb2 as pb
 
-from pipeline.node_ids import EXAMPLE_GENS, TRAINER, VALIDATION_GATE
-from tfxp.metadata.lineage import Lineage, RunInfo
-from tfxp.metadata.properties import event_key, prop
-from tfxp.metadata.store import LineageError, StoreLocation, open_store
-from tfxp.metadata.store_changes import (
+from metadata.lineage import Lineage, RunInfo
+from metadata.properties import event_key, prop
+from metadata.store import LineageError, StoreLocation, open_store
+from metadata.store_changes import (
     artifact_and_events,
     executions_since,
     pipeline_names,
     store_version,
 )
+from pipeline.node_ids import EXAMPLE_GENS, TRAINER, VALIDATION_GATE
 
 _EVENT_KIND = {
     pb.Event.INPUT: "input",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from tfxp.metadata.properties import prop
+from metadata.properties import prop
 
 
 def property_items(node: Any) -> list[tuple[str, Any]]:

@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, Response
 from starlette.routing import Route
 
-from tfxp.metadata.store import LineageError, MetadataStoreError
+from metadata.store import LineageError, MetadataStoreError
 from tfxp.presentation.lineage_report import model_graph, run_facts, span_graph
 from tfxp.ui import views
 from tfxp.ui.browse import StoreBrowser
@@ -155,7 +155,7 @@ def _lineage(request: Request, title: str, graph, **context: Any) -> Response:
 
 
 def compare_page(request: Request) -> Response:
-    from tfxp.metadata.diff import diff_report
+    from metadata.diff import diff_report
 
     browser = _browser(request)
     q = request.query_params
@@ -201,7 +201,7 @@ def serving_page(request: Request) -> Response:
     """Live traffic per model version from each data folder's request log, and the
     last skew check of `tfxp watch --skew-every`."""
     from pipeline.config import serving_log_dir_of
-    from tfxp import skew, traffic
+    from tfxp.monitor import skew, traffic
 
     browser = _browser(request)
     state = browser.state_dir()
@@ -262,7 +262,7 @@ def gate_report_file(request: Request) -> Response:
     execution records its path, served only from the run directory's reports/."""
     browser = _browser(request)
     _, ex = browser.find_execution(_int(request.path_params["execution_id"], "execution id"))
-    from tfxp.metadata.properties import prop
+    from metadata.properties import prop
 
     recorded = prop(ex, "gate_report")
     folder = browser.reports_dir()

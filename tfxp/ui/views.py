@@ -10,9 +10,9 @@ from typing import Any
 
 from ml_metadata.proto import metadata_store_pb2 as pb
 
+from metadata.lineage import Lineage, RunInfo
+from metadata.properties import prop
 from pipeline.node_ids import EVALUATOR, PUSHER
-from tfxp.metadata.lineage import Lineage, RunInfo
-from tfxp.metadata.properties import prop
 from tfxp.presentation.graph import Graph, layout
 from tfxp.ui.browse import StoreBrowser
 

@@ -1,0 +1,1 @@
+"""Datasets as versions: spans published atomically, their versions, DVC."""

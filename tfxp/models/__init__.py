@@ -1,0 +1,1 @@
+"""Models after training: the registry's aliases, comparing, predicting, batch inference."""

@@ -1,0 +1,1 @@
+"""Watching what runs: the watcher, alerts, serving skew and traffic."""

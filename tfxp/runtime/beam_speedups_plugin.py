@@ -1,6 +1,0 @@
-"""A Beam plugin (--beam_plugins=tfxp.runtime.beam_speedups_plugin): an SDK worker
-imports it before any work, which installs the DoFn-introspection cache there."""
-
-from tfxp.runtime.beam_speedups import install
-
-install()
