@@ -9,7 +9,7 @@ skipped, not failed. Trigger it by hand, or run it without a scheduler with
 `airflow dags test taxi 2026-01-01`. See docs/orchestrators.md.
 
 Settings, read when Airflow parses this file (all optional):
-  TFXP_DATASET      dataset config (default: taxi)
+  TFXP_DATASET      dataset config (default: taxi, pipeline.datasets.DEFAULT_DATASET)
   TFXP_DATA_ROOT    raw data, <root>/span-<N>/*.csv (default: the dataset's)
   TFXP_RUN_DIR      pipeline root, ML Metadata (metadata.sqlite) and pushed
                     models (default: runs/<pipeline>-airflow in the repository)
@@ -40,7 +40,7 @@ from tfx.orchestration.airflow.airflow_dag_runner import (  # noqa: E402
 
 from pipeline.beam import BeamOptions  # noqa: E402
 from pipeline.config import PROJECT_ROOT, PipelineConfig  # noqa: E402
-from pipeline.datasets import dataset_config  # noqa: E402
+from pipeline.datasets import DEFAULT_DATASET, dataset_config  # noqa: E402
 from pipeline.definition import AIRFLOW, create_pipeline  # noqa: E402
 from pipeline.overrides import pipeline_config  # noqa: E402
 from runtime import beam_speedups  # noqa: E402
@@ -50,8 +50,9 @@ ENV_PREFIX = "TFXP_"
 
 
 def config_from_env(env: Mapping[str, str] = os.environ) -> PipelineConfig:
-    """The pipeline config for this DAG: the dataset's, with TFXP_* overrides."""
-    dataset = env.get(ENV_PREFIX + "DATASET", "taxi")
+    """The pipeline config for this DAG: the dataset's, with TFXP_* overrides (Beam is
+    the plan's: `beam_from_env`)."""
+    dataset = env.get(ENV_PREFIX + "DATASET", DEFAULT_DATASET)
 
     def number(name: str) -> int | None:
         value = env.get(ENV_PREFIX + name)
@@ -65,15 +66,15 @@ def config_from_env(env: Mapping[str, str] = os.environ) -> PipelineConfig:
         train_steps=number("TRAIN_STEPS"),
         eval_steps=number("EVAL_STEPS"),
     )
+    config = pipeline_config(dataset, **overrides)
     name = env.get(ENV_PREFIX + "DATA_VERSION")
     if name:  # as `tfxp run --data-version`: the span it names, held to its recorded bytes
         from metadata.store import StoreLocation
         from tfxp.datasets.versions import resolve_version
 
-        config = pipeline_config(dataset, **overrides)
         location = StoreLocation(sqlite_path=config.metadata_path)
-        overrides.update(resolve_version(config, location, name))
-    return pipeline_config(dataset, **overrides, beam=beam_from_env(env))
+        config = config.replace(**resolve_version(config, location, name))
+    return config
 
 
 def beam_from_env(env: Mapping[str, str]) -> BeamOptions | None:
@@ -152,15 +153,15 @@ def add_span_sensor(dag, config: PipelineConfig, poke_seconds: float):
 
 
 def build_dag(config: PipelineConfig, env: Mapping[str, str] = os.environ):
-    """The DAG for `config`, after the same pre-run check as `tfxp run` (a failure
+    """The DAG for `config`, planned by the same pre-run check as `tfxp run` (a failure
     is the DAG's import error in Airflow, naming the problem and the fix)."""
-    preflight(config)
+    plan = preflight(config, beam_from_env(env))
     # Airflow runs each task in a process that parses this file: the Beam
     # components there get the same DoFn-introspection cache as `tfxp run`.
     beam_speedups.install()
     runner = AirflowDagRunner(AirflowPipelineConfig(airflow_dag_config=AIRFLOW_DAG_CONFIG))
-    dag = runner.run(create_pipeline(config, orchestrator=AIRFLOW))
-    add_span_sensor(dag, config, float(env.get(ENV_PREFIX + "SENSOR_POKE", "300")))
+    dag = runner.run(create_pipeline(plan, orchestrator=AIRFLOW))
+    add_span_sensor(dag, plan.config, float(env.get(ENV_PREFIX + "SENSOR_POKE", "300")))
     return dag
 
 

@@ -28,7 +28,7 @@ from kubeflow.config import (  # noqa: E402 - environment first
     KubeflowConfigError,
     Resources,
 )
-from pipeline.datasets import dataset_names  # noqa: E402
+from pipeline.datasets import DEFAULT_DATASET, dataset_names  # noqa: E402
 
 
 def _env(name: str) -> str | None:
@@ -43,7 +43,7 @@ def _add_compile_flags(p: argparse.ArgumentParser) -> None:
         help="artifact root: gs://..., s3://... or a path all pods mount [KFP_PIPELINE_ROOT]",
     )
     p.add_argument(
-        "--dataset", default="taxi", help=f"dataset config ({', '.join(dataset_names())})"
+        "--dataset", default=DEFAULT_DATASET, help=f"dataset config ({', '.join(dataset_names())})"
     )
     p.add_argument("--data-root", help="raw data inside the container or a URI (default: in image)")
     p.add_argument("--schema-file", help="curated schema inside the container or a URI")

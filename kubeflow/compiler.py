@@ -71,16 +71,17 @@ def build_pipeline(config: KubeflowConfig) -> Any:
     from pipeline.definition import KUBEFLOW, create_pipeline
 
     config.validate()
-    pipeline_config = config.pipeline_config()
-    # The same pre-run check as every runner, on what the image bakes in (schema,
-    # data layout, validation settings); not this machine's directories or buckets.
+    # The same pre-run check as every runner, which plans the run, on what the image
+    # bakes in (schema, data layout, validation settings); not this machine's
+    # directories or buckets.
     try:
-        preflight(pipeline_config, storage=False, local_dirs=False)
+        plan = preflight(config.pipeline_config(), storage=False, local_dirs=False)
     except PreflightError as e:
         raise KubeflowConfigError(str(e)) from None
+    pipeline_config = plan.config
     try:
         pipeline = create_pipeline(
-            pipeline_config,
+            plan,
             metadata_connection_config=_placeholder_metadata_config(),
             orchestrator=KUBEFLOW,
         )

@@ -14,7 +14,7 @@ from pathlib import Path, PurePosixPath
 
 from pipeline.beam import BeamConfigError, BeamOptions, beam_args
 from pipeline.config import PROJECT_ROOT, PipelineConfig
-from pipeline.datasets import dataset_config
+from pipeline.datasets import DEFAULT_DATASET, dataset_config
 from pipeline.overrides import pipeline_config
 
 # The image the Dockerfile builds (its `org.opencontainers.image.title` label).
@@ -125,7 +125,7 @@ class KubeflowConfig:
     # Where tasks write artifacts (gs://..., s3://..., or a path every pod
     # mounts). Pushed models go to <pipeline_root>/serving.
     pipeline_root: str
-    dataset: str = "taxi"
+    dataset: str = DEFAULT_DATASET
     # As seen inside the container; None: the dataset's default, mapped into the image.
     data_root: str | None = None
     schema_file: str | None = None

@@ -1,5 +1,7 @@
 """Which ML Metadata store a command reads: the run directory's SQLite file, or MySQL.
 
+The flags are the CLI's (tfxp/cli/common.py `add_store_flags`, `store_location`):
+
     --run-dir DIR                  SQLite at DIR/metadata.sqlite (default runs/<pipeline>)
     --mysql-host H [--mysql-port P] --mysql-database D --mysql-user U
                                    MySQL/MariaDB; the password comes from MLMD_MYSQL_PASSWORD
@@ -13,7 +15,6 @@ database that does not exist, a refused login.
 
 from __future__ import annotations
 
-import argparse
 import os
 import socket
 from collections.abc import Mapping
@@ -132,41 +133,6 @@ def location_from(
     if not directory:
         raise MetadataStoreError("no store given: pass --run-dir or --mysql-host")
     return StoreLocation(sqlite_path=os.path.join(directory, "metadata.sqlite"))
-
-
-def add_store_flags(parser: argparse.ArgumentParser, *, default_run_dir_help: str = "") -> None:
-    """--run-dir and the --mysql-* flags."""
-    g = parser.add_argument_group("ML Metadata store (default: SQLite in the run directory)")
-    g.add_argument(
-        "--run-dir",
-        help="run directory whose metadata.sqlite to read" + default_run_dir_help,
-    )
-    add_mysql_flags(g)
-
-
-def add_mysql_flags(group) -> None:
-    """The --mysql-* flags every command that reads or writes ML Metadata takes."""
-    group.add_argument("--mysql-host", help="ML Metadata on MySQL/MariaDB (env MLMD_MYSQL_HOST)")
-    group.add_argument(
-        "--mysql-port", type=int, help="default 3306 (env MLMD_MYSQL_PORT)", metavar="PORT"
-    )
-    group.add_argument("--mysql-database", help="env MLMD_MYSQL_DATABASE", metavar="NAME")
-    group.add_argument(
-        "--mysql-user",
-        help=f"env MLMD_MYSQL_USER; the password is read from {PASSWORD_ENV}",
-        metavar="USER",
-    )
-
-
-def location_from_args(args: argparse.Namespace, default_run_dir: str) -> StoreLocation:
-    return location_from(
-        run_dir=getattr(args, "run_dir", None),
-        mysql_host=getattr(args, "mysql_host", None),
-        mysql_port=getattr(args, "mysql_port", None),
-        mysql_database=getattr(args, "mysql_database", None),
-        mysql_user=getattr(args, "mysql_user", None),
-        default_run_dir=default_run_dir,
-    )
 
 
 def _first_line(e: BaseException) -> str:

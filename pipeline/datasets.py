@@ -55,6 +55,8 @@ from pipeline.dataset_sections import (
 from pipeline.dataset_tuning import read_tuning
 from pipeline.models import tabular_model
 
+# The dataset every command and runner uses when none is named (TFX's taxi example).
+DEFAULT_DATASET = "taxi"
 DATASET_FILE = "dataset.yaml"
 SCHEMA_FILE = "schema.pbtxt"
 VALIDATION_FILE = "validation.yaml"

@@ -1,4 +1,6 @@
-"""The one definition of the pipeline. Every runner (local, Airflow, Kubeflow) calls it."""
+"""The one definition of the pipeline. Every runner (local, Airflow, Kubeflow) calls it
+with a run plan (pipeline/plan.py): the graph is built from the plan's facts, with no
+I/O here (no folder listed, no file read or hashed, no directory made)."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ import dataclasses
 import functools
 from typing import Any
 
+from ml_metadata.proto import metadata_store_pb2
 from tfx.components import ExampleValidator, StatisticsGen, Trainer, Transform, Tuner
 from tfx.dsl.components.base import executor_spec
 from tfx.dsl.components.common.resolver import Resolver
@@ -13,7 +16,6 @@ from tfx.dsl.input_resolution.strategies.latest_artifact_strategy import LatestA
 from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import (
     LatestBlessedModelStrategy,
 )
-from tfx.orchestration import metadata
 from tfx.orchestration import pipeline as tfx_pipeline
 from tfx.proto import example_gen_pb2, range_config_pb2, trainer_pb2
 from tfx.types import Channel, standard_artifacts
@@ -25,20 +27,15 @@ from components.fast.transform import executor as fast_transform
 from components.resolvers.baseline import BaselineModelStrategy
 from components.resolvers.previous_span_statistics import PreviousSpanStatisticsStrategy
 from components.resolvers.span_window import SpanWindowExamples, SpanWindowStrategy
-from components.validation.checks import load_settings
 from components.validation.gate import ValidationGate
 from components.validation.schema_importer import (
     CuratedSchemaImporter,
-    file_sha256,
-    load_schema,
     schema_column_types,
     schema_nan_free_columns,
 )
-from components.validation.serving_data import serving_cache_key
 from pipeline import release
 from pipeline.beam import in_process_override
 from pipeline.config import PipelineConfig, serving_log_dir
-from pipeline.fingerprint import code_fingerprint, defines
 from pipeline.node_ids import (  # noqa: F401 - the ids are the definition's vocabulary too
     BASELINE_RESOLVER,
     BATCH_INFERENCE,
@@ -60,7 +57,7 @@ from pipeline.node_ids import (  # noqa: F401 - the ids are the definition's voc
     VALIDATION_GATE,
     example_gen_id,
 )
-from pipeline.spans import input_pattern
+from pipeline.plan import RunPlan, tuner_fn_path
 
 # Orchestrators the definition wires for. TFX's Kubeflow V2 compiler turns
 # resolvers into ML Metadata queries and knows only TFX's stock strategies, so
@@ -72,15 +69,16 @@ ORCHESTRATORS = (LOCAL, AIRFLOW, KUBEFLOW)
 
 
 def create_pipeline(
-    config: PipelineConfig,
+    plan: RunPlan,
     *,
     metadata_connection_config: Any | None = None,
     orchestrator: str = LOCAL,
 ) -> tfx_pipeline.Pipeline:
-    """Builds the TFX pipeline for `config`.
+    """Builds the TFX pipeline `plan` decided (`plan_run`, pipeline/plan.py).
 
     Args:
-      config: what to run on, where to write, and how to train.
+      plan: the run's config (what to run on, where to write, how to train)
+        and the facts read for it: schema, data layout, settings, fingerprints.
       metadata_connection_config: an ML Metadata `ConnectionConfig` (e.g.
         MySQL); by default SQLite at `config.metadata_path`. Orchestrators that
         bring their own store (Kubeflow) ignore it.
@@ -89,11 +87,11 @@ def create_pipeline(
     """
     if orchestrator not in ORCHESTRATORS:
         raise ValueError(f"orchestrator must be one of {ORCHESTRATORS}, not {orchestrator!r}")
-    schema = load_schema(config.schema_file)
-    example_gen = _example_gen(config, schema)
+    config = plan.config
+    example_gen = _example_gen(plan)
     window_nodes, training_examples = _span_window(config, example_gen, orchestrator)
     schema_importer = CuratedSchemaImporter(
-        schema_file=config.schema_file, content_sha256=file_sha256(config.schema_file)
+        schema_file=config.schema_file, content_sha256=plan.schema_sha256
     ).with_id(SCHEMA_IMPORTER)
     statistics_gen = StatisticsGen(
         examples=example_gen.outputs["examples"], schema=schema_importer.outputs["schema"]
@@ -105,11 +103,11 @@ def create_pipeline(
         statistics=statistics_gen.outputs["statistics"], schema=schema_importer.outputs["schema"]
     )
     previous_statistics, validation_gate = _validation(
-        config, example_gen, schema_importer, statistics_gen, orchestrator
+        plan, example_gen, schema_importer, statistics_gen, orchestrator
     )
     # After ExampleValidator too: its anomalies are recorded before a block ends the run.
     validation_gate.add_upstream_node(example_validator)
-    transform, tuner, trainer = _training(config, training_examples, schema_importer)
+    transform, tuner, trainer = _training(plan, training_examples, schema_importer)
     # Nothing trains on data the gate blocked: it raises, so Transform never starts.
     transform.add_upstream_node(validation_gate)
     baseline = _baseline_resolver(trainer, orchestrator)
@@ -124,7 +122,7 @@ def create_pipeline(
         serving_check=serving_check,
         pusher=pusher,
     )
-    batch_inference = release.batch_inference(config, schema, trainer, evaluator)
+    batch_inference = release.batch_inference(plan, trainer, evaluator)
     return tfx_pipeline.Pipeline(
         pipeline_name=config.pipeline_name,
         pipeline_root=config.pipeline_root,
@@ -148,9 +146,20 @@ def create_pipeline(
         ],
         enable_cache=config.enable_cache,
         metadata_connection_config=metadata_connection_config
-        or metadata.sqlite_metadata_connection_config(config.metadata_path),
+        or sqlite_connection_config(config.metadata_path),
         beam_pipeline_args=list(config.beam_args),
     )
+
+
+def sqlite_connection_config(path: str) -> metadata_store_pb2.ConnectionConfig:
+    """TFX's SQLite connection config for `path`, without the folder TFX's helper makes
+    while the pipeline is built (the pre-run check makes it; Kubeflow never reads it)."""
+    connection = metadata_store_pb2.ConnectionConfig()
+    connection.sqlite.filename_uri = path
+    connection.sqlite.connection_mode = (
+        metadata_store_pb2.SqliteMetadataSourceConfig.READWRITE_OPENCREATE
+    )
+    return connection
 
 
 def _date_formats(config: PipelineConfig) -> dict[str, str]:
@@ -166,8 +175,9 @@ def _unlabelled_label(config: PipelineConfig) -> str:
     return config.label_key if tabular is not None and tabular.unlabelled_rows == "drop" else ""
 
 
-def _example_gen(config: PipelineConfig, schema: Any):
-    """The dataset's ExampleGen (CSV or image class folders) for the span(s) `config` asks for."""
+def _example_gen(plan: RunPlan):
+    """The dataset's ExampleGen (CSV or image class folders) for the span(s) the plan took."""
+    config, schema = plan.config, plan.schema
     if config.example_gen not in ("csv", "image"):
         raise ValueError(f"example_gen must be 'csv' or 'image', not {config.example_gen!r}")
     if config.example_gen == "image" and config.image is None:
@@ -195,7 +205,7 @@ def _example_gen(config: PipelineConfig, schema: Any):
     example_gen = make_example_gen(
         input_base=config.data_root,
         input_config=example_gen_pb2.Input(
-            splits=[example_gen_pb2.Input.Split(name="single_split", pattern=input_pattern(config))]
+            splits=[example_gen_pb2.Input.Split(name="single_split", pattern=plan.input_pattern)]
         ),
         # Default (None): TFX's rolling range of one span, i.e. the latest span.
         range_config=(
@@ -261,13 +271,14 @@ def _span_window(config: PipelineConfig, example_gen, orchestrator: str) -> tupl
     return [window_resolver, window_examples], window_examples.outputs["window"]
 
 
-def _validation(config: PipelineConfig, example_gen, schema_importer, statistics_gen, orchestrator):
+def _validation(plan: RunPlan, example_gen, schema_importer, statistics_gen, orchestrator):
     """(the drift baseline resolver, the gate). Locally the baseline is the previous
     span's statistics (PreviousSpanStatisticsStrategy, Python over ML Metadata).
     On Kubeflow it is TFX's LatestArtifactStrategy over StatisticsGen's output,
     resolved before this run's StatisticsGen: the statistics of the previous
     run's span (every scheduled run ingests the newest span), reported without
     a span number."""
+    config = plan.config
     if orchestrator == KUBEFLOW:
         previous_statistics = Resolver(
             strategy_class=LatestArtifactStrategy,
@@ -295,14 +306,9 @@ def _validation(config: PipelineConfig, example_gen, schema_importer, statistics
         baseline_statistics=previous_statistics.outputs["statistics"],
         examples=example_gen.outputs["examples"],
         baseline_examples=baseline_examples,
-        settings=dataclasses.replace(
-            load_settings(config.validation_file).with_warn_only(config.warn_only),
-            date_formats=_date_formats(config),
-        ),
+        settings=dataclasses.replace(plan.settings, date_formats=_date_formats(config)),
         serving_data=config.serving_pattern,
-        serving_sha256=serving_cache_key(
-            config.serving_pattern, serving_log_dir(config), config.serving_log_window
-        ),
+        serving_sha256=plan.serving_sha256,
         serving_log=serving_log_dir(config),
         serving_log_window=config.serving_log_window,
         report_dir=config.report_dir,
@@ -310,8 +316,9 @@ def _validation(config: PipelineConfig, example_gen, schema_importer, statistics
     return previous_statistics, validation_gate
 
 
-def _training(config: PipelineConfig, training_examples, schema_importer):
+def _training(plan: RunPlan, training_examples, schema_importer):
     """Transform, the Tuner (with `tuning:`) and Trainer, keyed for the cache by their code's fingerprints."""
+    config = plan.config
     # The image options reach Transform and the Trainer through custom_config.
     image_config = {"image": config.image.to_dict()} if config.image else {}
     # So do a tabular dataset's feature treatments (the generic trainer, trainer/tabular).
@@ -329,14 +336,14 @@ def _training(config: PipelineConfig, training_examples, schema_importer):
         disable_analyzer_cache=True,
         force_tf_compat_v1=True,
         custom_config={
-            "code_fingerprint": code_fingerprint(config.preprocessing_fn),
+            "code_fingerprint": plan.fingerprints[config.preprocessing_fn],
             **image_config,
         },
     )
     # TFX's analysis, then the transformed examples written in this process when
     # that gives TFX's output, else TFX's executor (components/fast/transform/).
     transform.executor_spec = executor_spec.BeamExecutorSpec(fast_transform.Executor)
-    tuner = _tuner(config, transform, schema_importer, image_config)
+    tuner = _tuner(plan, transform, schema_importer, image_config)
     trainer = _trainer_class(config)(
         run_fn=config.run_fn,
         examples=transform.outputs["transformed_examples"],
@@ -348,7 +355,7 @@ def _training(config: PipelineConfig, training_examples, schema_importer):
         train_args=trainer_pb2.TrainArgs(num_steps=config.train_steps),
         eval_args=trainer_pb2.EvalArgs(num_steps=config.eval_steps),
         custom_config={
-            "code_fingerprint": code_fingerprint(config.run_fn),
+            "code_fingerprint": plan.fingerprints[config.run_fn],
             "hyperparameters": dict(config.hyperparameters),
             **image_config,
             **(config.trainer_cluster or {}),
@@ -357,26 +364,17 @@ def _training(config: PipelineConfig, training_examples, schema_importer):
     return transform, [tuner] if tuner else [], trainer
 
 
-def tuner_fn_path(run_fn: str) -> str:
-    """A trainer's search lives beside its run_fn: `<run_fn's module>.tuner_fn`."""
-    return run_fn.rsplit(".", 1)[0] + ".tuner_fn"
-
-
-def _tuner(config: PipelineConfig, transform, schema_importer, extra_config: dict):
+def _tuner(plan: RunPlan, transform, schema_importer, extra_config: dict):
     """TFX's Tuner on the transformed data, or None without `tuning:` in the dataset file.
 
     Its exec properties hold the search space, budgets and code fingerprint, so
-    TFX caches it while data, transform and search space are unchanged."""
+    TFX caches it while data, transform and search space are unchanged (the plan has
+    checked that the trainer defines its tuner_fn)."""
+    config = plan.config
     if config.tuning is None:
         return None
     tuning = config.tuning
     tuner_fn = tuner_fn_path(config.run_fn)
-    if not defines(tuner_fn):
-        raise ValueError(
-            f"dataset {config.pipeline_name!r} declares tuning:, but its trainer has no "
-            f"search: {tuner_fn} is not defined (the taxi, generic tabular and image trainers "
-            "have one; remove tuning: or add a tuner_fn beside the run_fn, see docs/tuning.md)"
-        )
     return Tuner(
         tuner_fn=tuner_fn,
         examples=transform.outputs["transformed_examples"],
@@ -385,7 +383,7 @@ def _tuner(config: PipelineConfig, transform, schema_importer, extra_config: dic
         train_args=trainer_pb2.TrainArgs(num_steps=tuning.trial_steps or config.train_steps),
         eval_args=trainer_pb2.EvalArgs(num_steps=config.eval_steps),
         custom_config={
-            "code_fingerprint": code_fingerprint(tuner_fn),
+            "code_fingerprint": plan.fingerprints[tuner_fn],
             # Parallel trials' worker processes build their search with it.
             "tuner_fn": tuner_fn,
             "hyperparameters": dict(config.hyperparameters),

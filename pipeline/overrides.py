@@ -13,7 +13,7 @@ from typing import Any
 
 from pipeline.beam import BeamOptions, beam_args
 from pipeline.config import PipelineConfig
-from pipeline.datasets import dataset_config
+from pipeline.datasets import DEFAULT_DATASET, dataset_config
 
 # What a runner may override: the config's own field names.
 OVERRIDABLE = (
@@ -40,7 +40,7 @@ OVERRIDABLE = (
 )
 
 
-def pipeline_config(dataset: str = "taxi", **overrides: Any) -> PipelineConfig:
+def pipeline_config(dataset: str = DEFAULT_DATASET, **overrides: Any) -> PipelineConfig:
     """The dataset's config with every override that is not None (ValueError for
     an unknown dataset or a field no runner may set)."""
     unknown = sorted(set(overrides) - set(OVERRIDABLE))

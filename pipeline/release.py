@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from typing import Any
 
 from tfx.proto import pusher_pb2
@@ -21,7 +20,7 @@ from components.validation.schema_importer import schema_column_types, schema_na
 from pipeline.config import PipelineConfig
 from pipeline.eval_config import eval_config, slice_rules
 from pipeline.node_ids import BATCH_INFERENCE, MODEL_CARD, SERVING_CHECK
-from pipeline.spans import inference_span
+from pipeline.plan import RunPlan
 
 
 def nodes(config: PipelineConfig, example_gen, trainer, baseline_resolver) -> tuple:
@@ -95,24 +94,20 @@ def model_card(config: PipelineConfig, **nodes: Any) -> ModelCard:
     ).with_id(MODEL_CARD)
 
 
-def batch_inference(config: PipelineConfig, schema: Any, trainer, evaluator) -> list:
+def batch_inference(plan: RunPlan, trainer, evaluator) -> list:
     """With `batch_inference.in_pipeline`, the step scoring the newest span of the inference
-    data root with this run's model when it is blessed; else nothing."""
-    if not config.inference.in_pipeline:
+    data root (the plan found it) with this run's model when it is blessed; else nothing."""
+    config, schema, span = plan.config, plan.schema, plan.inference
+    if span is None:
         return []
-    span = inference_span(config)
-    from components.io.content_fingerprint import files_sha256
-
-    root = config.inference_data_root
-    files = [str(f) for f in span.files]
     return [
         BatchInference(
             model=trainer.outputs["model"],
             model_blessing=evaluator.outputs["blessing"],
-            data_root=root,
+            data_root=span.root,
             span=span.span,
-            files=[os.path.relpath(f, root) for f in files],
-            content_sha256=files_sha256(files, root)[0],
+            files=list(span.files),
+            content_sha256=span.content_sha256,
             columns=schema_column_types(schema),
             label_key=config.label_key,
             key_columns=config.inference.key_columns,

@@ -48,7 +48,7 @@ class SpanDir:
         return sum(f.stat().st_size for f in self.files)
 
 
-def _is_remote(root: str) -> bool:
+def is_remote(root: str) -> bool:
     return "://" in root
 
 
@@ -104,7 +104,7 @@ def input_pattern(config: PipelineConfig) -> str:
     """The ExampleGen split pattern for this dataset's layout."""
     if config.versioned is not None:
         return config.version_pattern if config.versioned else config.span_pattern
-    if _is_remote(config.data_root):
+    if is_remote(config.data_root):
         return config.span_pattern
     return config.version_pattern if is_versioned(Path(config.data_root)) else config.span_pattern
 
@@ -160,7 +160,7 @@ def select_spans(config: PipelineConfig) -> list[SpanDir]:
     does not exist, a window longer than the spans on disk, or a drop whose
     files disagree on their columns.
     """
-    if _is_remote(config.data_root):
+    if is_remote(config.data_root):
         raise SpanError(
             f"{config.data_root}: --window and version layouts need a local data root "
             "(object-storage data roots take one span per run)"
@@ -245,7 +245,7 @@ def check_content(config: PipelineConfig, span: SpanDir) -> None:
 
 def check_spans(config: PipelineConfig) -> list[SpanDir]:
     """Pre-flight for a run; remote data roots get the checks a listing can answer."""
-    if _is_remote(config.data_root):
+    if is_remote(config.data_root):
         check_remote_spans(config)
         return []
     return select_spans(config)
@@ -283,7 +283,7 @@ def inference_span(config: PipelineConfig, span: int | None = None) -> SpanDir:
     """The span batch inference scores: `span` (its newest version), or the newest span of
     the dataset's inference data root (batch_inference.data_root, else its data root)."""
     root = config.inference_data_root
-    if _is_remote(root):
+    if is_remote(root):
         raise SpanError(f"{root}: batch inference reads spans from a local folder")
     spans = [s for s in list_spans(root) if s.files]
     if not spans:

@@ -1,12 +1,14 @@
 """The one pre-run check of every runner: before any component runs (local), while
-the Airflow DAG is built, and while the Kubeflow spec is compiled.
+the Airflow DAG is built, and while the Kubeflow spec is compiled. It returns the
+run's plan (pipeline/plan.py), which the runner hands to `create_pipeline`.
 
 In order, each failing with a message that says what to do:
 1. object storage: every s3:// or gs:// location answers (`storage=True`);
-2. the schema file exists, the data root holds the span(s) the config asks for
-   (remote data roots: what a listing answers, only with `storage=True`);
-3. the validation settings parse and `warn_only` names known kinds;
-4. the local run, ML Metadata and serving directories are writable and an
+2. the plan: the schema file exists, the data root holds the span(s) the config
+   asks for (remote data roots: what a listing answers, only with `storage=True`),
+   the validation settings parse and `warn_only` names known kinds, the Beam
+   options are complete;
+3. the local run, ML Metadata and serving directories are writable and an
    existing SQLite store is readable (`local_dirs=True`).
 Kubeflow compiles for a cluster, so it checks what the image bakes in (schema,
 data layout, settings) and not this machine's directories or buckets.
@@ -20,10 +22,12 @@ from __future__ import annotations
 
 import os
 
-from components.validation.checks import ValidationConfigError, load_settings
+from components.validation.settings import ValidationConfigError
 from metadata.store import MetadataStoreError, check_sqlite_store
+from pipeline.beam import BeamConfigError, BeamOptions
 from pipeline.config import PipelineConfig
-from pipeline.spans import SpanError, check_spans
+from pipeline.plan import PlanError, RunPlan, plan_run
+from pipeline.spans import SpanError
 from tfxp.storage.storage import StorageError, check_remote_locations
 
 
@@ -63,24 +67,21 @@ def check_locations(config: PipelineConfig, *, check_sqlite_store_file: bool = T
 
 def preflight(
     config: PipelineConfig,
+    beam: BeamOptions | None = None,
     *,
     storage: bool = True,
     local_dirs: bool = True,
     sqlite_store: bool = True,
-) -> None:
-    """Raises PreflightError for the first problem found (see the module docstring)."""
+) -> RunPlan:
+    """The run's plan (pipeline/plan.py: spans, Beam mode, schema, settings), between
+    this machine's checks; raises PreflightError for the first problem found (see the
+    module docstring)."""
     try:
-        if storage:  # first: the data root check lists remote spans through it
+        if storage:  # first: the plan lists remote spans through it
             check_remote_locations(config)
-        if "://" not in config.schema_file and not os.path.isfile(config.schema_file):
-            raise PreflightError(
-                f"schema {config.schema_file} does not exist: write the curated schema there "
-                "(`tfxp schema propose` drafts one from a run's statistics)"
-            )
-        if storage or "://" not in config.data_root:
-            check_spans(config)
-        load_settings(config.validation_file).with_warn_only(config.warn_only)
+        plan = plan_run(config, beam, list_remote=storage)
         if local_dirs:
-            check_locations(config, check_sqlite_store_file=sqlite_store)
-    except (StorageError, SpanError, ValidationConfigError) as e:
+            check_locations(plan.config, check_sqlite_store_file=sqlite_store)
+    except (StorageError, SpanError, ValidationConfigError, PlanError, BeamConfigError) as e:
         raise PreflightError(str(e)) from None
+    return plan

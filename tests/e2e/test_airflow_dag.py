@@ -22,6 +22,7 @@ from e2e_support import small_config, write_sample, write_scaled_fares
 
 from pipeline.config import PROJECT_ROOT
 from pipeline.datasets import DATASET_PATH_ENV
+from pipeline.plan import plan_run
 
 DAG_ID = "taxi"
 DAGS_FOLDER = PROJECT_ROOT / "airflow"
@@ -103,7 +104,7 @@ def test_dag_has_every_component_in_order(tmp_path: Path, forkserver):
     from pipeline.definition import create_pipeline
 
     pipeline = create_pipeline(
-        config,
+        plan_run(config),
         metadata_connection_config=metadata_store_pb2.ConnectionConfig(
             fake_database=metadata_store_pb2.FakeDatabaseConfig()
         ),
@@ -265,7 +266,7 @@ def test_airflow_dags_test_runs_the_pipeline(airflow_runs: AirflowRuns):
     log = _log(airflow_runs.first)
     assert airflow_runs.first.returncode == 0, log
     states = airflow_runs.first_states
-    expected = {node.id for node in create_pipeline(airflow_runs.config).components}
+    expected = {node.id for node in create_pipeline(plan_run(airflow_runs.config)).components}
     assert set(states) == expected, log
     for component, state in states.items():
         # TFX's Airflow launcher records a resolver's execution as CACHED.

@@ -94,7 +94,9 @@ def span_runs(tmp_path_factory) -> SpanRuns:
     os.utime(span2, ns=(st.st_atime_ns, st.st_mtime_ns))
     after = span2.stat()
     edited = run_local(config, **ingest)
-    windowed = config.replace(window=2)
+    from pipeline.plan import plan_run
+
+    windowed = plan_run(config.replace(window=2))
     ingest_older_spans(windowed, **quiet)
     window = run_local(windowed, **quiet)
     return SpanRuns(

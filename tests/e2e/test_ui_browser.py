@@ -29,6 +29,7 @@ from browser import console_errors, new_driver
 from e2e_support import TaxiRuns, four_runs
 
 from pipeline.config import PROJECT_ROOT
+from pipeline.plan import plan_run
 
 SCREENSHOTS = os.environ.get("UPDATE_SCREENSHOTS") == "1"
 
@@ -174,7 +175,7 @@ def pipeline_nodes(config) -> set[str]:
     """The node ids pipeline/definition.py builds for `config`."""
     from pipeline.definition import create_pipeline
 
-    return {c.id for c in create_pipeline(config).components}
+    return {c.id for c in create_pipeline(plan_run(config)).components}
 
 
 def graph_nodes(driver) -> set[str]:

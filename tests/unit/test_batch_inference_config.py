@@ -11,6 +11,7 @@ import pytest
 from pipeline.config import InferenceOptions, PipelineConfig
 from pipeline.datasets import DatasetFileError, dataset_config, load_dataset_file
 from pipeline.node_ids import BATCH_INFERENCE, PUSHER
+from pipeline.plan import plan_run
 from pipeline.spans import SpanError, inference_span
 
 TABLE = """\
@@ -95,13 +96,13 @@ def test_pipeline_step_only_when_asked_for_keyed_by_the_span_content(tmp_path):
 
     _spans(tmp_path / "unlabelled", 5)
     base = dataset_config("taxi").replace(run_dir=str(tmp_path / "run"))
-    assert BATCH_INFERENCE not in {c.id for c in create_pipeline(base).components}
+    assert BATCH_INFERENCE not in {c.id for c in create_pipeline(plan_run(base)).components}
     asked = base.replace(
         inference=InferenceOptions(
             data_root=str(tmp_path / "unlabelled"), key_columns=("trip_id",), in_pipeline=True
         )
     )
-    components = {c.id: c for c in create_pipeline(asked).components}
+    components = {c.id: c for c in create_pipeline(plan_run(asked)).components}
     step = components[BATCH_INFERENCE]
     assert step.exec_properties["span"] == 5
     assert json.loads(step.exec_properties["key_columns"]) == ["trip_id"]
@@ -110,5 +111,5 @@ def test_pipeline_step_only_when_asked_for_keyed_by_the_span_content(tmp_path):
     assert PUSHER in components  # the push does not wait for the scoring, nor the reverse
     key = step.exec_properties["content_sha256"]
     (tmp_path / "unlabelled" / "span-5" / "rows.csv").write_text("a\n2\n")
-    changed = {c.id: c for c in create_pipeline(asked).components}[BATCH_INFERENCE]
+    changed = {c.id: c for c in create_pipeline(plan_run(asked)).components}[BATCH_INFERENCE]
     assert changed.exec_properties["content_sha256"] != key

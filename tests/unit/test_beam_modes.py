@@ -10,6 +10,7 @@ from tfx.dsl.components.base.base_beam_executor import BaseBeamExecutor
 from pipeline.beam import SETUP_FILE, BeamConfigError, BeamOptions, beam_args
 from pipeline.config import LOCAL_BEAM_ARGS
 from pipeline.overrides import pipeline_config
+from pipeline.plan import plan_run
 
 
 class _NoWorkExecutor(BaseBeamExecutor):
@@ -218,32 +219,43 @@ def test_overrides_turn_beam_options_into_the_configs_arguments() -> None:
         pipeline_config("taxi", beam=options, beam_args=("--x=1",))
 
 
-def test_cli_flags_reach_the_config(tmp_path) -> None:
+def _beam_of(argv: list[str]) -> tuple:
+    """(the Beam options `tfxp run` hands the plan, the config they are for)."""
     from tfxp.cli import build_parser
-    from tfxp.cli.common import config_from_args
+    from tfxp.cli.common import beam_from_args, config_from_args
 
-    args = build_parser().parse_args(
+    args = build_parser().parse_args(argv)
+    config = config_from_args(args)
+    return beam_from_args(args, config), config
+
+
+def test_cli_flags_reach_the_config(tmp_path) -> None:
+    options, _ = _beam_of(
         ["run", "--run-dir", str(tmp_path), "--beam", "portable", "--job-endpoint", "h:1"]
         + ["--environment-config", "h:2", "--beam-arg=--sdk_worker_parallelism=2"]
     )
-    config = config_from_args(args)
-    assert config.beam_args[:4] == (
+    args = beam_args(options)
+    assert args[:4] == (
         "--runner=PortableRunner",
         "--job_endpoint=h:1",
         "--environment_type=EXTERNAL",
         "--environment_config=h:2",
     )
-    assert config.beam_args[-1] == "--sdk_worker_parallelism=2"
+    assert args[-1] == "--sdk_worker_parallelism=2"
     # A local pipeline root: the workers need no s3:// plugin, only the DoFn cache.
-    plugins = [a for a in config.beam_args if "beam_plugins" in a]
+    plugins = [a for a in args if "beam_plugins" in a]
     assert plugins == ["--beam_plugins=runtime.beam_speedups_plugin"]
-    bucket = build_parser().parse_args(
+    bucket, _ = _beam_of(
         ["run", "--run-dir", "s3://b/r", "--beam", "portable", "--job-endpoint", "h:1"]
         + ["--environment-config", "h:2"]
     )
-    assert "--beam_plugins=tfxp.storage.beam_plugin" in config_from_args(bucket).beam_args
-    plain = config_from_args(build_parser().parse_args(["run", "--run-dir", str(tmp_path)]))
-    assert plain.beam_args == LOCAL_BEAM_ARGS
+    assert "--beam_plugins=tfxp.storage.beam_plugin" in beam_args(bucket)
+    # The plan applies them: the config it runs with carries the mode's arguments.
+    planned = plan_run(pipeline_config("taxi", run_dir=str(tmp_path)), options)
+    assert planned.config.beam_args == args and planned.beam.mode == "portable"
+    options, config = _beam_of(["run", "--run-dir", str(tmp_path)])
+    assert options.mode == "auto"
+    assert plan_run(config, options).config.beam_args == LOCAL_BEAM_ARGS
 
 
 def test_run_refuses_a_mode_without_what_it_needs(tmp_path, capsys) -> None:
@@ -272,8 +284,7 @@ def _span(tmp_path, span: int, rows: int) -> None:
 
 def test_run_defaults_to_auto_which_sizes_the_spans_it_will_ingest(tmp_path, monkeypatch) -> None:
     import pipeline.beam
-    from tfxp.cli import build_parser
-    from tfxp.cli.common import config_from_args
+    from pipeline.spans import SpanError
 
     monkeypatch.setattr(pipeline.beam, "AUTO_MULTI_PROCESS_BYTES", 1000)
     monkeypatch.setattr("os.cpu_count", lambda: 2)
@@ -281,33 +292,37 @@ def test_run_defaults_to_auto_which_sizes_the_spans_it_will_ingest(tmp_path, mon
     _span(tmp_path, 2, rows=300)  # 1,204 bytes
     base = ["run", "--run-dir", str(tmp_path / "r"), "--data-root", str(tmp_path / "data")]
 
-    small = build_parser().parse_args([*base, "--span", "1"])
-    assert small.beam == "auto"
-    assert config_from_args(small).beam_args == LOCAL_BEAM_ARGS
-    assert small.beam_choice is None
+    def planned(*flags: str):
+        return plan_run(*reversed(_beam_of([*base, *flags])))
 
-    large = build_parser().parse_args(base)  # the latest span, 2
-    config = config_from_args(large)
-    assert "--direct_running_mode=multi_processing" in config.beam_args
-    assert config.num_shards == 4  # two per worker, so every worker has files to read
-    assert "span 2: 0 MB of input" in large.beam_choice
-    assert "--beam in-process" in large.beam_choice
+    small = planned("--span", "1")
+    assert small.beam.mode == "in-process" and small.beam.note is None
+    assert small.config.beam_args == LOCAL_BEAM_ARGS
+    assert small.input_bytes == 404
+
+    large = planned()  # the latest span, 2
+    assert "--direct_running_mode=multi_processing" in large.config.beam_args
+    assert large.config.num_shards == 4  # two per worker, so every worker has files to read
+    assert "span 2: 0 MB of input" in large.beam.note
+    assert "--beam in-process" in large.beam.note
 
     # A window counts every span it ingests.
     monkeypatch.setattr(pipeline.beam, "AUTO_MULTI_PROCESS_BYTES", 1500)
-    assert config_from_args(build_parser().parse_args(base)).beam_args == LOCAL_BEAM_ARGS
-    window = build_parser().parse_args([*base, "--window", "2"])
-    assert "--direct_running_mode=multi_processing" in config_from_args(window).beam_args
-    assert "span 1, span 2: 0 MB" in window.beam_choice
+    assert planned().config.beam_args == LOCAL_BEAM_ARGS
+    window = planned("--window", "2")
+    assert "--direct_running_mode=multi_processing" in window.config.beam_args
+    assert "span 1, span 2: 0 MB" in window.beam.note
+    assert [s.span for s in window.spans] == [1, 2]
 
-    told = build_parser().parse_args([*base, "--beam", "in-process"])
-    assert config_from_args(told).beam_args == LOCAL_BEAM_ARGS
-    assert config_from_args(told).num_shards == 0  # sized for the data, as before
-    shards = build_parser().parse_args([*base, "--beam", "multi-process", "--num-shards", "3"])
-    assert config_from_args(shards).num_shards == 3  # the user's count stands
-    # A data folder the pre-run check will reject: auto stays in-process, says nothing.
-    missing = build_parser().parse_args(["run", "--data-root", str(tmp_path / "none")])
-    assert config_from_args(missing).beam_args == LOCAL_BEAM_ARGS
+    told = planned("--beam", "in-process")
+    assert told.config.beam_args == LOCAL_BEAM_ARGS
+    assert told.config.num_shards == 0  # sized for the data, as before
+    shards = planned("--beam", "multi-process", "--num-shards", "3")
+    assert shards.config.num_shards == 3  # the user's count stands
+    # A data folder that cannot serve the run: the plan says so, with the folder.
+    options, config = _beam_of(["run", "--data-root", str(tmp_path / "none")])
+    with pytest.raises(SpanError, match="none"):
+        plan_run(config, options)
 
 
 def _runs_in(args) -> tuple[str, int]:
@@ -329,7 +344,7 @@ def test_multi_process_keeps_the_arrow_ingest_in_process(tmp_path, csv_reader: s
         pipeline_config(run_dir=str(tmp_path), beam=BeamOptions(mode="multi-process")),
         csv_reader=csv_reader,
     )
-    components = {c.id: c for c in create_pipeline(config).components}
+    components = {c.id: c for c in create_pipeline(plan_run(config)).components}
     modes = {
         n: _runs_in(components[n].executor_spec.beam_pipeline_args)
         for n in components
@@ -351,6 +366,8 @@ def test_other_modes_leave_the_ingest_where_the_data_is(tmp_path) -> None:
         mode="portable", job_endpoint="localhost:8099", environment_config="localhost:50000"
     )
     config = pipeline_config(run_dir=str(tmp_path), beam=portable)
-    example_gen = next(c for c in create_pipeline(config).components if c.id == EXAMPLE_GEN)
+    example_gen = next(
+        c for c in create_pipeline(plan_run(config)).components if c.id == EXAMPLE_GEN
+    )
     assert example_gen.executor_spec.beam_pipeline_args == list(config.beam_args)
     assert not set(IN_PROCESS_OVERRIDE) & set(example_gen.executor_spec.beam_pipeline_args)

@@ -16,6 +16,7 @@ from pipeline import definition
 from pipeline.datasets import dataset_config
 from pipeline.definition import create_pipeline
 from pipeline.fingerprint import code_fingerprint
+from pipeline.plan import plan_run
 
 try:  # schema -> CSV column types; moved from pipeline.definition to components.validation.schema_importer
     from components.validation.schema_importer import schema_column_types as schema_columns
@@ -44,7 +45,7 @@ def built(tmp_path_factory):
     config = dataset_config("taxi").replace(
         run_dir=str(tmp_path_factory.mktemp("run")), hyperparameters={"batch_size": 32}
     )
-    return config, create_pipeline(config)
+    return config, create_pipeline(plan_run(config))
 
 
 def _components(pipeline) -> dict:
@@ -103,7 +104,7 @@ def test_transform_waits_for_the_validation_gate(built):
     assert gate.exec_properties["serving_data"] == config.serving_pattern
     assert gate.exec_properties["serving_sha256"]  # data/taxi/serving/ ships requests
     assert gate.exec_properties["report_dir"] == config.report_dir
-    downgraded = create_pipeline(config.replace(warn_only=("drift",)))
+    downgraded = create_pipeline(plan_run(config.replace(warn_only=("drift",))))
     settings = json.loads(
         _components(downgraded)[definition.VALIDATION_GATE].exec_properties["settings"]
     )
@@ -157,7 +158,7 @@ def test_schema_importer_is_keyed_by_file_content(built, tmp_path):
     copy = tmp_path / "schema.pbtxt"
     shutil.copyfile(config.schema_file, copy)
     copied_config = config.replace(schema_file=str(copy))
-    same = _components(create_pipeline(copied_config))[definition.SCHEMA_IMPORTER]
+    same = _components(create_pipeline(plan_run(copied_config)))[definition.SCHEMA_IMPORTER]
     # Same content at another path: same key.
     assert same.exec_properties["content_sha256"] == original["content_sha256"]
     assert same.exec_properties["schema_file"] == str(copy)
@@ -165,7 +166,7 @@ def test_schema_importer_is_keyed_by_file_content(built, tmp_path):
     text = copy.read_text().replace("max: 23", "max: 22", 1)
     assert text != copy.read_text()
     copy.write_text(text)
-    edited = _components(create_pipeline(copied_config))[definition.SCHEMA_IMPORTER]
+    edited = _components(create_pipeline(plan_run(copied_config)))[definition.SCHEMA_IMPORTER]
     assert edited.exec_properties["content_sha256"] != original["content_sha256"]
     assert edited.exec_properties["content_sha256"] == file_sha256(str(copy))
 
@@ -175,7 +176,7 @@ def test_comment_only_edit_also_changes_the_key(built, tmp_path):
     config, _ = built
     copy = tmp_path / "schema.pbtxt"
     copy.write_text("# reviewed\n" + Path(config.schema_file).read_text())
-    importer = _components(create_pipeline(config.replace(schema_file=str(copy))))[
+    importer = _components(create_pipeline(plan_run(config.replace(schema_file=str(copy)))))[
         definition.SCHEMA_IMPORTER
     ]
     assert importer.exec_properties["content_sha256"] != file_sha256(config.schema_file)
@@ -186,7 +187,7 @@ def test_broken_schema_fails_the_build_naming_the_file(built, tmp_path):
     broken = tmp_path / "broken.pbtxt"
     broken.write_text("feature {\n")
     with pytest.raises(ValueError, match="broken.pbtxt"):
-        create_pipeline(config.replace(schema_file=str(broken)))
+        create_pipeline(plan_run(config.replace(schema_file=str(broken))))
 
 
 def test_schema_columns_maps_types():

@@ -10,6 +10,7 @@ from components.evaluation import extractors as evaluation
 from pipeline.datasets import dataset_config
 from pipeline.definition import create_pipeline
 from pipeline.eval_config import eval_config
+from pipeline.plan import plan_run
 
 
 def _ours(sliced: bool = False) -> tfma.EvalConfig:
@@ -112,6 +113,6 @@ def test_the_drop_keeps_what_metrics_read():
 
 
 def test_the_pipelines_evaluator_uses_these_extractors(tmp_path):
-    pipeline = create_pipeline(dataset_config("taxi").replace(run_dir=str(tmp_path)))
+    pipeline = create_pipeline(plan_run(dataset_config("taxi").replace(run_dir=str(tmp_path))))
     evaluator = next(c for c in pipeline.components if c.id == "Evaluator")
     assert evaluator.exec_properties["module_path"] == evaluation.MODULE_PATH

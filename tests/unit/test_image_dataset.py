@@ -14,6 +14,7 @@ from pipeline import definition as d
 from pipeline.config import PROJECT_ROOT, PipelineConfig
 from pipeline.datasets import DATASETS
 from pipeline.eval_config import eval_config
+from pipeline.plan import plan_run
 from pipeline.spans import SpanError, select_spans
 from tfxp.models.predict import PredictError, predict_csv
 
@@ -21,7 +22,7 @@ from tfxp.models.predict import PredictError, predict_csv
 @pytest.fixture(scope="module")
 def digits(tmp_path_factory) -> tuple[PipelineConfig, dict]:
     config = DATASETS["digits"].replace(run_dir=str(tmp_path_factory.mktemp("run")))
-    return config, {c.id: c for c in d.create_pipeline(config).components}
+    return config, {c.id: c for c in d.create_pipeline(plan_run(config)).components}
 
 
 def _custom(component) -> dict:
@@ -121,7 +122,7 @@ def test_spans_of_image_folders(tmp_path):
 def test_image_options_are_required():
     config = DATASETS["digits"].replace(image=None)
     with pytest.raises(ValueError, match="ImageOptions"):
-        d.create_pipeline(config)
+        d.create_pipeline(plan_run(config))
 
 
 def test_predict_says_how_to_serve_images(tmp_path):

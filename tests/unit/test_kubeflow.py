@@ -24,6 +24,7 @@ from kubeflow.config import (
     memory_gb,
 )
 from pipeline.config import PROJECT_ROOT
+from pipeline.plan import plan_run
 
 GOLDEN = Path(__file__).parent / "golden" / "kubeflow_pipeline.json"
 IMAGE = f"registry.example.com/ml/{IMAGE_NAME}:golden"
@@ -56,7 +57,7 @@ def _expected_from_definition() -> dict[str, tuple[list[str], str]]:
     )
 
     pipeline = create_pipeline(
-        _config().pipeline_config(),
+        plan_run(_config().pipeline_config()),
         metadata_connection_config=metadata_store_pb2.ConnectionConfig(
             fake_database=metadata_store_pb2.FakeDatabaseConfig()
         ),

@@ -8,6 +8,7 @@ import pytest
 
 from pipeline.datasets import dataset_config
 from pipeline.overrides import pipeline_config
+from pipeline.plan import plan_run
 from tfxp.preflight import PreflightError, preflight
 
 
@@ -59,9 +60,14 @@ def test_cli_flags_and_airflow_env_give_the_same_config(tmp_path: Path) -> None:
         "TFXP_BEAM_ENVIRONMENT_CONFIG": "h:2",
         "TFXP_BEAM_ARGS": "--sdk_worker_parallelism=2",
     }
-    with_beam = namespace["config_from_env"]({**env, **beam_env})
-    assert with_beam == config_from_args(build_parser().parse_args(argv + beam_flags))
-    assert "--runner=PortableRunner" in with_beam.beam_args
+    # Beam is the plan's to apply: both hand it the same options.
+    from pipeline.beam import beam_args
+    from tfxp.cli.common import beam_from_args
+
+    beam_cli = build_parser().parse_args(argv + beam_flags)
+    env_options = namespace["beam_from_env"]({**env, **beam_env})
+    assert env_options == beam_from_args(beam_cli, config_from_args(beam_cli))
+    assert "--runner=PortableRunner" in beam_args(env_options)
     # A named data version resolves to the same span and bytes in both.
     from metadata import sources
     from metadata.store import StoreLocation
@@ -108,7 +114,7 @@ def test_kubeflow_refuses_a_rolling_window() -> None:
     from pipeline.definition import KUBEFLOW, create_pipeline
 
     with pytest.raises(ValueError, match="window"):
-        create_pipeline(dataset_config("taxi").replace(window=2), orchestrator=KUBEFLOW)
+        create_pipeline(plan_run(dataset_config("taxi").replace(window=2)), orchestrator=KUBEFLOW)
 
 
 def test_airflow_and_kubeflow_import_no_local_run_code() -> None:

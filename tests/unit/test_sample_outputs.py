@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.plan import plan_run
+
 ROOT = Path(__file__).resolve().parents[2]
 STATES = ("complete", "cached", "resolved", "failed", "skipped")
 
@@ -22,7 +24,7 @@ def taxi(tmp_path_factory) -> tuple[set[str], set[str]]:
     from pipeline.eval_config import eval_config
 
     config = dataset_config("taxi").replace(run_dir=str(tmp_path_factory.mktemp("run")))
-    nodes = {c.id for c in definition.create_pipeline(config).components}
+    nodes = {c.id for c in definition.create_pipeline(plan_run(config)).components}
     metrics = {
         metric_name(m.class_name)
         for spec in eval_config(config).metrics_specs

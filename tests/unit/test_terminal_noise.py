@@ -13,6 +13,7 @@ import textwrap
 
 from pipeline.config import PROJECT_ROOT
 from pipeline.datasets import dataset_config
+from pipeline.plan import plan_run
 
 SCRIPT = textwrap.dedent(
     """
@@ -122,7 +123,7 @@ def test_building_the_pipeline_logs_no_deprecation_warning(caplog):
 
     with caplog.at_level(logging.WARNING):
         create_pipeline(
-            dataset_config("taxi"),
+            plan_run(dataset_config("taxi")),
             metadata_connection_config=metadata_store_pb2.ConnectionConfig(
                 fake_database=metadata_store_pb2.FakeDatabaseConfig()
             ),

@@ -15,6 +15,7 @@ from pipeline import definition
 from pipeline.datasets import DatasetFileError, dataset_config, load_dataset_file
 from pipeline.definition import create_pipeline
 from pipeline.fingerprint import code_fingerprint, defines
+from pipeline.plan import plan_run
 from trainer.base import Hyperparameters, tuned_values
 from trainer.tuning import declare, trial_hyperparameters
 
@@ -110,7 +111,7 @@ def _custom_config(component) -> dict:
 
 
 def test_without_tuning_the_definition_has_no_tuner(tmp_path):
-    pipeline = create_pipeline(dataset_config("taxi").replace(run_dir=str(tmp_path)))
+    pipeline = create_pipeline(plan_run(dataset_config("taxi").replace(run_dir=str(tmp_path))))
     ids = {c.id for c in pipeline.components}
     assert definition.TUNER not in ids
     trainer = next(c for c in pipeline.components if c.id == definition.TRAINER)
@@ -119,7 +120,7 @@ def test_without_tuning_the_definition_has_no_tuner(tmp_path):
 
 def test_with_tuning_a_tuner_feeds_the_trainer_its_best_hyperparameters(tmp_path):
     config = load_dataset_file(_taxi_with(tmp_path, GOOD)).replace(run_dir=str(tmp_path / "r"))
-    components = {c.id: c for c in create_pipeline(config).components}
+    components = {c.id: c for c in create_pipeline(plan_run(config)).components}
     tuner, trainer = components[definition.TUNER], components[definition.TRAINER]
     transform = components[definition.TRANSFORM]
     assert tuner.inputs["examples"] is transform.outputs["transformed_examples"]
@@ -180,7 +181,7 @@ def test_a_trainer_without_a_search_is_refused_when_the_pipeline_is_built(tmp_pa
         run_dir=str(tmp_path / "r"), run_fn="trainer.distribution.run_fn"
     )
     with pytest.raises(ValueError, match=r"trainer\.distribution\.tuner_fn is not defined"):
-        create_pipeline(config)
+        create_pipeline(plan_run(config))
 
 
 def test_the_taxi_and_tabular_trainers_define_their_search():

@@ -8,19 +8,16 @@ import sys
 from typing import Any
 
 from metadata.store import (
+    PASSWORD_ENV,
     MetadataStoreError,
     StoreLocation,
-    add_mysql_flags,
-    add_store_flags,
     location_from,
-    location_from_args,
     open_store,
 )
-from pipeline.beam import AUTO, BEAM_MODES, ENVIRONMENT_TYPES, BeamOptions, auto_mode
+from pipeline.beam import AUTO, BEAM_MODES, ENVIRONMENT_TYPES, BeamOptions
 from pipeline.config import PipelineConfig
-from pipeline.datasets import dataset_config, dataset_names
+from pipeline.datasets import DEFAULT_DATASET, dataset_config, dataset_names
 from pipeline.overrides import pipeline_config
-from pipeline.spans import select_spans
 from runtime import beam_speedups
 from tfxp.storage.storage import config_locations
 
@@ -29,12 +26,12 @@ def add_config_flags(p: argparse.ArgumentParser, *, store: bool = False) -> None
     """The dataset and where things are; with `store`, the ML Metadata store's flags too."""
     p.add_argument(
         "--dataset",
-        default="taxi",
+        default=DEFAULT_DATASET,
         choices=dataset_names(),
         help="a dataset: schema/<NAME>/dataset.yaml (`tfxp init` makes one)",
     )
     p.add_argument("--data-root", help="raw data folder holding span-<N>/ drops")
-    p.add_argument("--run-dir", help="where the pipeline root, ML Metadata and pushed models go")
+    add_run_dir_flag(p, "where the pipeline root, ML Metadata and pushed models go")
     # Object storage (s3://, gs://): see docs/object-storage.md.
     p.add_argument("--pipeline-root", help="artifacts here instead of <run-dir>/pipeline_root")
     p.add_argument("--serving-dir", help="push models here instead of <run-dir>/serving")
@@ -49,6 +46,34 @@ def add_config_flags(p: argparse.ArgumentParser, *, store: bool = False) -> None
                 "ML Metadata on MySQL/MariaDB (default: SQLite in the run directory)"
             )
         )
+
+
+def add_run_dir_flag(p: argparse.ArgumentParser | argparse._ArgumentGroup, help: str) -> None:
+    """`--run-dir`: what it holds for this command is `help` (a run's directory, or the
+    store a query reads: `store_location`)."""
+    p.add_argument("--run-dir", help=help)
+
+
+def add_store_flags(p: argparse.ArgumentParser, *, default_run_dir_help: str = "") -> None:
+    """--run-dir (the store to read) and the --mysql-* flags (`store_location`)."""
+    g = p.add_argument_group("ML Metadata store (default: SQLite in the run directory)")
+    add_run_dir_flag(g, "run directory whose metadata.sqlite to read" + default_run_dir_help)
+    add_mysql_flags(g)
+
+
+def add_mysql_flags(group: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """The --mysql-* flags every command that reads or writes ML Metadata takes; each
+    has an environment default (metadata/store.py `location_from`)."""
+    group.add_argument("--mysql-host", help="ML Metadata on MySQL/MariaDB (env MLMD_MYSQL_HOST)")
+    group.add_argument(
+        "--mysql-port", type=int, help="default 3306 (env MLMD_MYSQL_PORT)", metavar="PORT"
+    )
+    group.add_argument("--mysql-database", help="env MLMD_MYSQL_DATABASE", metavar="NAME")
+    group.add_argument(
+        "--mysql-user",
+        help=f"env MLMD_MYSQL_USER; the password is read from {PASSWORD_ENV}",
+        metavar="USER",
+    )
 
 
 def add_beam_flags(p: argparse.ArgumentParser) -> argparse._ArgumentGroup:
@@ -90,14 +115,12 @@ def add_beam_flags(p: argparse.ArgumentParser) -> argparse._ArgumentGroup:
     return g
 
 
-def _beam_options(args: argparse.Namespace, config: PipelineConfig) -> BeamOptions | None:
-    """The Beam flags as options (None: no Beam flag given, the dataset's default)."""
+def beam_from_args(args: argparse.Namespace, config: PipelineConfig) -> BeamOptions | None:
+    """The Beam flags as options for the run plan (None: no Beam flag given, the
+    dataset's default). `--beam auto` stays `auto`: the plan picks the mode from the
+    bytes of the spans it selects (pipeline/plan.py)."""
     mode = getattr(args, "beam", None)
     extra = tuple(getattr(args, "beam_arg", None) or ())
-    if mode == AUTO:
-        mode, args.beam_choice = _auto(config)
-        if mode == "in-process" and not extra:
-            return None  # the config's own Beam arguments stand
     if mode is None and not extra:
         return None
     mode = mode or "in-process"
@@ -119,34 +142,16 @@ def _beam_options(args: argparse.Namespace, config: PipelineConfig) -> BeamOptio
     )
 
 
-def _auto(config: PipelineConfig) -> tuple[str, str | None]:
-    """`--beam auto`: the mode for this run's input, and a line saying why (None:
-    nothing worth saying, the run stays in-process as before)."""
-    try:
-        spans = select_spans(config)
-    except ValueError:  # remote data, or a span problem the pre-run check reports
-        return "in-process", None
-    size = sum(s.nbytes for s in spans)
-    mode = auto_mode(size, os.cpu_count() or 1)
-    if mode == "in-process":
-        return mode, None
-    label = ", ".join(s.label for s in spans)
-    return mode, (
-        f"Beam: {mode}, one worker per core ({label}: {size / 2**20:.0f} MB of input); "
-        "--beam in-process keeps it in this process"
-    )
-
-
-def config_from_args(args: argparse.Namespace) -> PipelineConfig:
-    """The config these flags ask for (flags a command lacks count as not given).
-
-    Raises ValueError (BeamConfigError) for Beam options a mode cannot run with.
-    """
+def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The config fields these flags set (None: not given, or a flag the command lacks).
+    Pure: nothing is read, listed or opened."""
 
     def flag(name: str) -> Any:
         return getattr(args, name, None)
 
-    overrides: dict[str, Any] = dict(
+    if flag("data_version") and (flag("span") is not None or flag("version") is not None):
+        raise ValueError("--data-version names a span itself: drop --span/--version")
+    return dict(
         data_root=flag("data_root") or None,
         run_dir=flag("run_dir") or None,
         artifact_root=flag("pipeline_root") or None,
@@ -161,38 +166,39 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
         window=flag("window"),
         num_shards=flag("num_shards"),
     )
-    config = pipeline_config(args.dataset, **overrides)
-    if flag("data_version"):
-        if flag("span") is not None or flag("version") is not None:
-            raise ValueError("--data-version names a span itself: drop --span/--version")
+
+
+def config_from_args(args: argparse.Namespace) -> PipelineConfig:
+    """The config these flags ask for, built once; `--data-version` pins the span and
+    bytes its record names (read from ML Metadata). Beam is the run plan's to choose
+    (`beam_from_args`, pipeline/plan.py)."""
+    config = pipeline_config(args.dataset, **overrides_from_args(args))
+    name = getattr(args, "data_version", None)
+    if name:
         from tfxp.datasets.versions import resolve_version
 
-        overrides.update(resolve_version(config, store_location(args, config), args.data_version))
-        config = pipeline_config(args.dataset, **overrides)
-    beam = _beam_options(args, config)
-    if beam is None:
-        return config
-    if beam.mode == "multi-process" and not config.num_shards and config.example_gen == "csv":
-        # Beam hands out work by file (a GZIP shard cannot be split), and the
-        # ingest sizes shards at 256 MB of CSV: a span under that is one shard,
-        # which one worker would read alone. Two shards per worker keep all busy.
-        # (Image ingest cuts at least ten shards per worker itself when the data allows.)
-        overrides["num_shards"] = 2 * (beam.num_workers or os.cpu_count() or 1)
-    return pipeline_config(args.dataset, **overrides, beam=beam)
+        config = config.replace(
+            **resolve_version(config, store_location(args, config.local_dir), name)
+        )
+    return config
 
 
-def store_location(args: argparse.Namespace, config: PipelineConfig) -> StoreLocation:
-    """The ML Metadata store: --mysql-* flags, then MLMD_MYSQL_* from the environment,
-    then SQLite in the run's local directory (`config.metadata_path`).
+def store_location(
+    args: argparse.Namespace, default_run_dir: str, *, run_dir: str | None = None
+) -> StoreLocation:
+    """The ML Metadata store the flags name: --mysql-* flags, then MLMD_MYSQL_* from the
+    environment, then SQLite in `run_dir` (a command whose --run-dir names the store
+    to read) or `default_run_dir` (a run's local directory, `config.local_dir`).
 
     Raises MetadataStoreError (one line, what to do) on incomplete MySQL settings.
     """
     return location_from(
+        run_dir=run_dir,
         mysql_host=getattr(args, "mysql_host", None),
         mysql_port=getattr(args, "mysql_port", None),
         mysql_database=getattr(args, "mysql_database", None),
         mysql_user=getattr(args, "mysql_user", None),
-        default_run_dir=config.local_dir,
+        default_run_dir=default_run_dir,
     )
 
 
@@ -204,7 +210,7 @@ def open_lineage(args: argparse.Namespace, dataset: str | None = None):
     from metadata.lineage import Lineage
 
     config = dataset_config(dataset or args.dataset)
-    location = location_from_args(args, config.local_dir)
+    location = store_location(args, config.local_dir, run_dir=getattr(args, "run_dir", None))
     store = open_store(location)
     return Lineage(store, config.pipeline_name, location.describe())
 
@@ -232,12 +238,12 @@ def add_store_query_flags(p: argparse.ArgumentParser, *, dataset_flag: bool = Tr
     if dataset_flag:
         p.add_argument(
             "--dataset",
-            default="taxi",
+            default=DEFAULT_DATASET,
             choices=dataset_names(),
-            help="which pipeline's runs (default taxi)",
+            help=f"which pipeline's runs (default {DEFAULT_DATASET})",
         )
     p.add_argument("--json", action="store_true", help="stable JSON (sorted keys) for scripts")
-    add_store_flags(p, default_run_dir_help=" (default: the dataset's, runs/taxi)")
+    add_store_flags(p, default_run_dir_help=f" (default: the dataset's, runs/{DEFAULT_DATASET})")
 
 
 def standalone_main(register, doc: str, argv: list[str] | None = None) -> int:

@@ -31,15 +31,14 @@ from metadata.store import (
     LineageError,
     MetadataStoreError,
     StoreLocation,
-    add_mysql_flags,
     open_store,
 )
 from pipeline.config import PipelineConfig
-from pipeline.datasets import dataset_names
+from pipeline.datasets import DEFAULT_DATASET, dataset_names
 from pipeline.headers import rename_header
 from pipeline.overrides import pipeline_config
 from pipeline.spans import SpanError, list_spans
-from tfxp.cli.common import store_location
+from tfxp.cli.common import add_mysql_flags, add_run_dir_flag, store_location
 from tfxp.cli.data_dvc import add_dvc_flags, register_tag
 from tfxp.datasets.publish import copy_files, leftover_incoming, publish_span
 
@@ -217,7 +216,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     for name in names:
         config = _dataset_config(args, name)
         try:
-            rows = describe_dataset(config, store_location(args, config))
+            rows = describe_dataset(config, store_location(args, config.local_dir))
         except (StorageError, MetadataStoreError) as e:
             print(f"ERROR: {e}", file=sys.stderr)
             return 1
@@ -411,7 +410,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--data-root", help="dataset folder (default from the dataset config)")
-        p.add_argument("--run-dir", help="run dir whose metadata.sqlite records ingestions")
+        add_run_dir_flag(p, "run dir whose metadata.sqlite records ingestions")
 
     ls = dsub.add_parser("list", help="spans with rows, bytes, fingerprint, runs and models")
     ls.add_argument("--dataset", choices=dataset_names(), help="one dataset (default: all)")
@@ -459,7 +458,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "environment (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, ...).",
     )
     up.add_argument("destination", help="s3://BUCKET/path (or gs://BUCKET/path)")
-    up.add_argument("--dataset", default="taxi", choices=dataset_names())
+    up.add_argument("--dataset", default=DEFAULT_DATASET, choices=dataset_names())
     up.add_argument("--source-root", help="local dataset folder (default: the dataset's)")
     up.add_argument("--source-span", type=int, help="local span to copy (default: the latest)")
     up.add_argument("--span", type=int, help="span number in the bucket (default: next free)")

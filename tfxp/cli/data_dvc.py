@@ -63,7 +63,7 @@ def cmd_add_dvc(args: argparse.Namespace) -> int:
 
     try:
         added = add_from_dvc(
-            config, store_location(args, config), args.dvc, args.path, args.rev, renamed
+            config, store_location(args, config.local_dir), args.dvc, args.path, args.rev, renamed
         )
     except (DvcError, SpanError, MetadataStoreError, ValueError) as e:
         print(f"ERROR: {e}\nnothing was added to {config.data_root}", file=sys.stderr)
@@ -98,7 +98,7 @@ def cmd_tag(args: argparse.Namespace) -> int:
     config = _config(args)
     try:
         tagged = tag_span(
-            config, store_location(args, config), args.span, args.tag, args.dvc, args.path
+            config, store_location(args, config.local_dir), args.span, args.tag, args.dvc, args.path
         )
     except (DvcError, SpanError, MetadataStoreError, ValueError) as e:
         print(f"ERROR: {e}\nnothing was tagged", file=sys.stderr)

@@ -26,7 +26,7 @@ def cmd_infer(args: argparse.Namespace) -> int:
             )
         result = run_infer(
             config,
-            store_location(args, config),
+            store_location(args, config.local_dir),
             span=args.span,
             version=args.version,
             model=args.model,

@@ -25,7 +25,7 @@ def _open(args: argparse.Namespace, *, writable: bool):
     from metadata.lineage import Lineage
 
     config = config_from_args(args)
-    location = store_location(args, config)
+    location = store_location(args, config.local_dir)
     store = open_store(location, writable=writable)
     return config, Lineage(store, config.pipeline_name, location.describe())
 

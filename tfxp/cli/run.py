@@ -7,15 +7,27 @@ import os
 import sys
 
 from metadata.store import MetadataStoreError
-from tfxp.cli.common import add_beam_flags, add_config_flags, config_from_args, store_location
+from tfxp.cli.common import (
+    add_beam_flags,
+    add_config_flags,
+    beam_from_args,
+    config_from_args,
+    store_location,
+)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from tfxp.local.runner import PipelineRunError, ValidationBlockedError, run_local
+    from pipeline.run_id import new_run_id
+    from tfxp.local.runner import (
+        PipelineRunError,
+        ValidationBlockedError,
+        plan_local_run,
+        run_local,
+    )
 
     try:
         config = config_from_args(args)
-        location = store_location(args, config)
+        location = store_location(args, config.local_dir)
         if args.lakefs:
             from tfxp.storage.branches import parse
 
@@ -24,25 +36,30 @@ def cmd_run(args: argparse.Namespace) -> int:
                     f"--lakefs: data root {config.data_root} is not s3://REPO/BRANCH/...; "
                     "point --data-root at the repository's S3 gateway path"
                 )
-        from runtime.beam_workers import check_services
-
-        check_services(config.beam_args)  # a portable run's job service and worker pool
+        beam = beam_from_args(args, config)
     except (MetadataStoreError, ValueError) as e:
         print(f"ERROR: {e}", file=sys.stderr)
         return 1
-    if getattr(args, "beam_choice", None):
-        print(args.beam_choice)
     # SQLite: the runner's own connection to config.metadata_path, with its file checks.
     connection = (
         location.connection_config(create=True, read_only=False) if location.is_mysql else None
     )
+    run_id = new_run_id()
     try:
-        if config.window > 1:
+        # The run is planned once, here: spans, Beam mode, schema, settings (pipeline/plan.py).
+        plan = plan_local_run(config, beam, run_id=run_id, local_dirs=False)
+        from runtime.beam_workers import check_services
+
+        check_services(plan.config.beam_args)  # a portable run's job service and worker pool
+        if plan.beam.note:
+            print(plan.beam.note)
+        if plan.config.window > 1:
             from tfxp.local.window import ingest_older_spans
 
-            ingest_older_spans(config, metadata_connection_config=connection)
+            ingest_older_spans(plan, metadata_connection_config=connection)
         summary = run_local(
-            config,
+            plan,
+            run_id=run_id,
             from_nodes=args.from_node or (),
             to_nodes=args.to_node or (),
             verbose=args.verbose,

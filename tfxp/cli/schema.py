@@ -14,7 +14,9 @@ def cmd_schema_propose(args: argparse.Namespace) -> int:
 
     config = config_from_args(args)
     try:
-        proposal = propose_schema(open_store(store_location(args, config)), config, args.output)
+        proposal = propose_schema(
+            open_store(store_location(args, config.local_dir)), config, args.output
+        )
     except (ReportError, MetadataStoreError) as e:
         print(f"ERROR: {e}", file=sys.stderr)
         return 1

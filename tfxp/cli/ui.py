@@ -15,16 +15,16 @@ import socket
 import sys
 import threading
 
-from metadata.store import MetadataStoreError, add_store_flags, location_from_args
+from metadata.store import MetadataStoreError
+from pipeline.datasets import DEFAULT_DATASET, dataset_config
+from tfxp.cli.common import add_store_flags, store_location
 
 DEFAULT_PORT = 8765
 TOKEN_ENV = "TFXP_UI_TOKEN"
 
 
 def _default_run_dir() -> str:
-    from pipeline.datasets import dataset_config
-
-    return dataset_config("taxi").local_dir
+    return dataset_config(DEFAULT_DATASET).local_dir
 
 
 def _import_tfma() -> None:
@@ -40,7 +40,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     from tfxp.ui.browse import StoreBrowser
 
     try:
-        location = location_from_args(args, args.run_dir or _default_run_dir())
+        location = store_location(args, _default_run_dir(), run_dir=args.run_dir)
     except MetadataStoreError as e:
         print(f"ERROR: {e}", file=sys.stderr)
         return 2
@@ -87,5 +87,5 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--token",
         help=f"access token for non-loopback addresses (env {TOKEN_ENV}; default: generated)",
     )
-    add_store_flags(p, default_run_dir_help=" (default: runs/taxi)")
+    add_store_flags(p, default_run_dir_help=f" (default: runs/{DEFAULT_DATASET})")
     p.set_defaults(func=cmd_ui)

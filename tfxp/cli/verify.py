@@ -17,7 +17,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
     config = config_from_args(args)
     try:
-        store = open_store(store_location(args, config))
+        store = open_store(store_location(args, config.local_dir))
         artifacts = examples_artifacts(store, args.artifact_ids)
         reports = [verify_artifact(a.id, a.uri, recorded_counts(store, a.id)) for a in artifacts]
     except (MetadataStoreError, ValueError) as e:

@@ -30,7 +30,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
     try:
         config = config_from_args(args)
-        location = store_location(args, config)
+        location = store_location(args, config.local_dir)
     except (MetadataStoreError, ValueError) as e:
         print(f"ERROR: {e}", file=sys.stderr)
         return 1

@@ -12,16 +12,17 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from pipeline.beam import runs_multi_process
+from pipeline.beam import BeamOptions, runs_multi_process
 from pipeline.config import PipelineConfig
 from pipeline.node_ids import VALIDATION_GATE
+from pipeline.plan import RunPlan
 from pipeline.run_id import new_run_id
 from runtime import alerts
 from tfxp.local import notify
 from tfxp.local.process import program_name_only_argv, return_freed_memory
 from tfxp.local.run_guard import run_lock
 from tfxp.local.warm_workers import warm_workers
-from tfxp.preflight import PreflightError, preflight
+from tfxp.preflight import PreflightError, check_locations, preflight
 
 Printer = Callable[[str], None]
 
@@ -87,8 +88,38 @@ def quiet_third_party() -> None:
     warnings.filterwarnings("ignore", category=UserWarning)
 
 
-def run_local(
+def plan_local_run(
     config: PipelineConfig,
+    beam: BeamOptions | None = None,
+    *,
+    run_id: str | None = None,
+    local_dirs: bool = True,
+    sqlite_store: bool = True,
+    alert_failures: bool = True,
+) -> RunPlan:
+    """The pre-run check of a local run, which plans it (tfxp/preflight.py); a failure
+    is a PipelineRunError from "the pre-run check", alerted unless `alert_failures` is
+    False (a watcher that will retry)."""
+    try:
+        return preflight(config, beam, local_dirs=local_dirs, sqlite_store=sqlite_store)
+    except PreflightError as e:
+        raise _check_failed(config, run_id, e, alert_failures) from None
+
+
+def _check_failed(
+    config: PipelineConfig, run_id: str | None, e: PreflightError, alert: bool
+) -> PipelineRunError:
+    """The pre-run check's failure as the run's error, alerted when `alert`."""
+    error = PipelineRunError(str(e), "the pre-run check")
+    error.run_id = run_id
+    send = notify.notifier(config, None)  # no run log yet: undelivered goes to stderr
+    if send and alert:
+        send.send(alerts.failed(config.pipeline_name, run_id, error.component, str(e)))
+    return error
+
+
+def run_local(
+    run: PipelineConfig | RunPlan,
     *,
     run_id: str | None = None,
     from_nodes: Sequence[str] = (),
@@ -99,8 +130,9 @@ def run_local(
     warm_beam_workers: bool = True,
     alert_failures: bool = True,
 ):
-    """Runs `config`'s pipeline with LocalDagRunner; returns a RunSummary.
+    """Runs a plan (`plan_local_run`) with LocalDagRunner; returns a RunSummary.
 
+    Given a config, the run is planned here first (its own Beam arguments).
     `metadata_connection_config` selects another ML Metadata store (e.g.
     MySQL/MariaDB); by default SQLite at `config.metadata_path`.
     `warm_beam_workers`: multi-process Beam forks its SDK workers from one
@@ -113,15 +145,18 @@ def run_local(
     sqlite = metadata_connection_config is None
     quiet_third_party()
     run_id = run_id or new_run_id()
-    try:
-        preflight(config, sqlite_store=sqlite)
-    except PreflightError as e:
-        error = PipelineRunError(str(e), "the pre-run check")
-        error.run_id = run_id
-        send = notify.notifier(config, None)  # no run log yet: undelivered goes to stderr
-        if send and alert_failures:
-            send.send(alerts.failed(config.pipeline_name, run_id, error.component, str(e)))
-        raise error from None
+    if isinstance(run, RunPlan):
+        plan = run
+        # Planned already: only this machine's directories are left to check.
+        try:
+            check_locations(plan.config, check_sqlite_store_file=sqlite)
+        except PreflightError as e:
+            raise _check_failed(plan.config, run_id, e, alert_failures) from None
+    else:
+        plan = plan_local_run(
+            run, run_id=run_id, sqlite_store=sqlite, alert_failures=alert_failures
+        )
+    config = plan.config
 
     from runtime import beam_speedups
 
@@ -140,7 +175,7 @@ def run_local(
             _serving_check_child(config, partial),
         ):
             return _run(
-                config,
+                plan,
                 run_id,
                 log_path,
                 (from_nodes, to_nodes),
@@ -176,7 +211,7 @@ def _serving_check_child(
 
 
 def _run(
-    config: PipelineConfig,
+    plan: RunPlan,
     run_id: str,
     log_path: str,
     partial: tuple[Sequence[str], Sequence[str]],
@@ -189,7 +224,8 @@ def _run(
     from metadata.summary import summarize_run
 
     printer, verbose, send = output
-    ir, run_options = _compiled(config, run_id, *partial, metadata_connection_config)
+    config = plan.config
+    ir, run_options = _compiled(plan, run_id, *partial, metadata_connection_config)
     progress = _ProgressHandler(len(ir.nodes), printer)
     with _logging_to(log_path, progress, verbose):
         printer(f"run {run_id}: pipeline '{config.pipeline_name}', data {config.data_root}")
@@ -222,7 +258,7 @@ def _run(
             return summary
 
 
-def _compiled(config, run_id, from_nodes, to_nodes, metadata_connection_config):
+def _compiled(plan: RunPlan, run_id, from_nodes, to_nodes, metadata_connection_config):
     """(the pipeline's IR stamped with `run_id`, the partial-run options or None)."""
     from tfx.dsl.compiler import compiler
     from tfx.orchestration.portable import runtime_parameter_utils
@@ -231,7 +267,7 @@ def _compiled(config, run_id, from_nodes, to_nodes, metadata_connection_config):
     from pipeline.definition import create_pipeline
 
     ir = compiler.Compiler().compile(
-        create_pipeline(config, metadata_connection_config=metadata_connection_config)
+        create_pipeline(plan, metadata_connection_config=metadata_connection_config)
     )
     # LocalDagRunner stamps runs with datetime.now(); substituting our own id
     # first lets the summary find this run's executions in ML Metadata.

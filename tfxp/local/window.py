@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pipeline.config import PipelineConfig
 from pipeline.node_ids import example_gen_id
-from pipeline.spans import select_spans
+from pipeline.plan import RunPlan
 from tfxp.local.runner import run_local
 
 # Rolling windows: ExampleGen ingests one span per execution (TFX 1.16's
@@ -16,18 +15,19 @@ from tfxp.local.runner import run_local
 
 
 def ingest_older_spans(
-    config: PipelineConfig,
+    plan: RunPlan,
     printer: Callable[[str], None] = print,
     metadata_connection_config: Any | None = None,
 ) -> None:
-    """Makes sure every older span of `config`'s window has been ingested.
+    """Makes sure every older span of the plan's window has been ingested.
 
-    Each is an ExampleGen-only partial run pinned to that span; spans already
-    ingested with the same content are cached (no Beam work).
+    Each is an ExampleGen-only partial run pinned to that span (planned on its
+    own); spans already ingested with the same content are cached (no Beam work).
     """
+    config = plan.config
     if config.window <= 1:
         return
-    for s in select_spans(config)[:-1]:
+    for s in plan.spans[:-1]:
         printer(f"window: ingesting {s.label} ({s.path})")
         run_local(
             config.replace(span=s.span, version=None, window=1),
