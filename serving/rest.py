@@ -17,10 +17,10 @@ id (`X-Request-Id`, the client's or a new one). Client faults are 4xx with
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 import time
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -29,13 +29,12 @@ from serving import security
 from serving.codec import (
     ClientError,
     example_list,
-    model_error,
     predict_inputs,
     predict_response,
 )
 from serving.metrics import CONTENT_TYPE
-from serving.repository import NotFound
-from serving.service import Service, classify_results, regress_results
+from serving.repository import Resolved
+from serving.service import PREDICT, Answer, Payload, Service, client_fault
 from serving.status import metadata_json, status_json
 
 log = logging.getLogger("serving")
@@ -48,11 +47,25 @@ DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 JSON = b"application/json"
 
 
-class Answer(Exception):
-    """An early answer: status and JSON body."""
+@dataclass
+class Reply:
+    """An HTTP answer, with what the metrics count it under: the API and the version
+    that answered (None: no model was resolved)."""
+
+    status: int
+    body: Any
+    headers: list = field(default_factory=list)
+    content_type: bytes = JSON
+    api: str = "other"
+    resolved: Resolved | None = None
+
+
+class EarlyReply(Exception):
+    """An answer before any model work (auth, a bad path, a body too large)."""
 
     def __init__(self, status: int, body: dict[str, Any], headers: list | None = None) -> None:
-        self.status, self.body, self.headers = status, body, headers or []
+        super().__init__(status)
+        self.reply = Reply(status, body, headers or [])
 
 
 class RestApp:
@@ -78,117 +91,127 @@ class RestApp:
         if scope["type"] != "http":
             return
         started = time.perf_counter()
-        labels = ["", "", "other"]  # version, label, api of the metrics
-        headers: list = []
         try:
-            status, body, headers, content_type = await self._handle(scope, receive, labels)
-        except Answer as a:
-            status, body, headers, content_type = a.status, a.body, a.headers, JSON
+            reply = await self._handle(scope, receive)
+        except EarlyReply as e:
+            reply = e.reply
         except Exception as e:  # noqa: BLE001 - the server's own fault: say so, keep serving
             log.exception("error answering %s %s", scope.get("method"), scope.get("path"))
-            status, body, content_type = 500, {"error": f"internal error: {e}"}, JSON
-        data = body if isinstance(body, bytes) else orjson.dumps(body)
+            reply = Reply(500, {"error": f"internal error: {e}"})
+        data = reply.body if isinstance(reply.body, bytes) else orjson.dumps(reply.body)
         await send(
             {
                 "type": "http.response.start",
-                "status": status,
+                "status": reply.status,
                 "headers": [
-                    (b"content-type", content_type),
+                    (b"content-type", reply.content_type),
                     (b"content-length", str(len(data)).encode()),
-                    *headers,
+                    *reply.headers,
                 ],
             }
         )
         await send({"type": "http.response.body", "body": data})
-        if labels[2] != "other":
+        if reply.api != "other":
+            resolved = reply.resolved
             self.service.metrics.answered(
                 self.service.model,
-                labels[0],
-                labels[1],
-                labels[2],
-                status,
+                str(resolved.version.version) if resolved else "",
+                resolved.label if resolved else "",
+                reply.api,
+                reply.status,
                 time.perf_counter() - started,
             )
 
-    async def _handle(self, scope, receive, labels: list):
+    async def _handle(self, scope, receive) -> Reply:
         path, method = scope["path"], scope["method"]
         request_headers = dict(scope["headers"])
         # Health needs no token: it tells nothing but "up" (load balancers' probes).
         if path == "/v1/health/live" or path == "/healthz":
-            return 200, {"status": "alive"}, [], JSON
+            return Reply(200, {"status": "alive"})
         if path == "/v1/health/ready" or path == "/readyz":
             ready = self.service.repository.ready
-            return (200 if ready else 503), {"ready": ready}, [], JSON
+            return Reply(200 if ready else 503, {"ready": ready})
         problem = security.check(request_headers, self.token, self.loopback)
         if problem:
-            raise Answer(*problem)
+            raise EarlyReply(*problem)
         if path == "/monitoring/prometheus/metrics":
-            return 200, self.service.metrics.render(), [], CONTENT_TYPE.encode()
+            return Reply(200, self.service.metrics.render(), content_type=CONTENT_TYPE.encode())
         m = MODEL_PATH.match(path)
         if not m:
-            raise Answer(404, {"error": f"no such path: {path} (the API is under /v1/models/)"})
+            raise EarlyReply(404, {"error": f"no such path: {path} (the API is under /v1/models/)"})
         tail = m["tail"] or ""
-        labels[2] = {"": "status", "/metadata": "metadata"}.get(tail, tail[1:])
+        api = {"": "status", "/metadata": "metadata"}.get(tail, tail[1:])
         want = "POST" if tail.startswith(":") else "GET"
         if method != want:
-            raise Answer(405, {"error": f"{path} takes {want}, not {method}"})
+            return Reply(405, {"error": f"{path} takes {want}, not {method}"}, api=api)
+        resolved = None
         try:
             resolved = self.service.resolve(
                 m["name"], m["version"], m["label"], _header(request_headers, b"x-request-key")
             )
-            labels[0], labels[1] = str(resolved.version.version), resolved.label
             if want == "GET":
-                if tail == "/metadata":
-                    return 200, metadata_json(resolved.version), _named(resolved), JSON
-                if m["version"] is None and m["label"] is None:
-                    return 200, status_json(self.service.repository.state.versions), [], JSON
-                return 200, status_json({0: resolved.version}), _named(resolved), JSON
+                return self._describe(tail, resolved, m["version"] is None and m["label"] is None)
             body = await self._json(receive, request_headers)
-            rid = _header(request_headers, b"x-request-id")
-            answer = await self._score(tail[1:], resolved, body, rid)
-            return 200, answer[0], _named(resolved, answer[1]), JSON
-        except NotFound as e:
-            raise Answer(404, {"error": str(e)}) from None
-        except ClientError as e:
-            raise Answer(e.status, {"error": str(e)}, _named_maybe(labels)) from None
+            payload, row_format = self._decode(api, body, request_headers)
+            answer = await self.service.score(api, resolved, payload)
+            encoded = self._encode(answer, row_format)
+            return Reply(200, encoded, _named(answer), api=api, resolved=resolved)
+        except EarlyReply as e:  # a body too large: counted under the API it was for
+            return replace(e.reply, api=api, resolved=resolved)
+        except Exception as e:
+            fault = client_fault(e)
+            if fault is None:
+                raise  # the server's own fault: a 500 (__call__)
+            headers = _named(resolved) if resolved is not None else []
+            return Reply(fault[0], {"error": fault[1]}, headers, api=api, resolved=resolved)
 
-    async def _score(self, api: str, resolved, body: Any, request_id: str | None):
-        svc = self.service
-        if api == "predict":
-            if not isinstance(body, dict):
-                raise ClientError("the request body must be a JSON object")
-            sig = svc.signature(resolved.version, body.get("signature_name"))
-            inputs, rows, row_format = predict_inputs(body, sig, svc.encoder)
-        else:
-            if svc.encoder is None:
-                raise ClientError(f":{api} needs a dataset whose schema types the features")
-            sig = svc.examples_signature(
-                resolved.version, body.get("signature_name") if isinstance(body, dict) else None
-            )
-            examples = example_list(body, svc.encoder)
-            inputs, rows = {next(iter(sig.inputs)): _objects(examples)}, len(examples)
-        call = svc.submit(resolved, sig, inputs, rows, request_id)
-        outputs = await _await(call.future)
-        svc.done(call, outputs)
-        if api == "predict":
-            answer = predict_response(outputs, row_format)
-        elif api == "classify":
-            answer = {"results": classify_results(outputs, rows, svc.class_names)}
-        else:
-            answer = {"results": regress_results(outputs, rows)}
-        return answer, call.request_id
+    def _describe(self, tail: str, resolved: Resolved, whole_model: bool) -> Reply:
+        """GET: a version's (or the model's) status, or a version's metadata."""
+        if tail == "/metadata":
+            body = metadata_json(resolved.version)
+            return Reply(200, body, _named(resolved), api="metadata", resolved=resolved)
+        if whole_model:
+            versions = self.service.repository.state.versions
+            return Reply(200, status_json(versions), api="status", resolved=resolved)
+        body = status_json({0: resolved.version})
+        return Reply(200, body, _named(resolved), api="status", resolved=resolved)
+
+    def _decode(self, api: str, body: Any, headers: dict) -> tuple[Payload, bool]:
+        """(the request as the service's Payload, whether :predict answers in rows:
+        TF Serving's "instances" in, "predictions" out)."""
+        rid = _header(headers, b"x-request-id")
+        signature = body.get("signature_name") if isinstance(body, dict) else None
+        if api == PREDICT:
+            encoder = self.service.encoder
+
+            def inputs(sig) -> tuple[dict, int]:
+                decoded, rows, _ = predict_inputs(body, sig, encoder)
+                return decoded, rows
+
+            payload = Payload(signature, inputs=inputs, request_id=rid)
+            return payload, isinstance(body, dict) and "instances" in body
+        if self.service.encoder is None:
+            raise ClientError(f":{api} needs a dataset whose schema types the features")
+        examples = example_list(body, self.service.encoder)
+        return Payload(signature, examples=examples, request_id=rid), False
+
+    @staticmethod
+    def _encode(answer: Answer, row_format: bool) -> dict:
+        if answer.results is not None:
+            return {"results": answer.results}
+        return predict_response(answer.outputs, row_format)
 
     async def _json(self, receive, headers: dict) -> Any:
         declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
-            raise Answer(413, {"error": self._too_large()})
+            raise EarlyReply(413, {"error": self._too_large()})
         chunks, size = [], 0
         while True:
             message = await receive()
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_body_bytes:
-                raise Answer(413, {"error": self._too_large()})
+                raise EarlyReply(413, {"error": self._too_large()})
             chunks.append(chunk)
             if not message.get("more_body"):
                 break
@@ -204,40 +227,21 @@ class RestApp:
         )
 
 
-async def _await(future):
-    import tensorflow as tf
-
-    try:
-        return await asyncio.wrap_future(future)
-    except tf.errors.InvalidArgumentError as e:
-        # The model refused the input (e.g. bytes that are no tf.Example): the client's fault.
-        raise ClientError(model_error(e.message)) from None
-
-
-def _objects(values: list[bytes]):
-    import numpy as np
-
-    arr = np.empty(len(values), dtype=object)
-    arr[:] = values
-    return arr
-
-
 def _header(headers: dict, name: bytes) -> str | None:
     value = headers.get(name)
     return value.decode("latin-1") if value else None
 
 
-def _named(resolved, request_id: str | None = None) -> list:
+def _named(answered: Resolved | Answer) -> list:
+    """The headers naming the version that answered (and the request id, once scored)."""
+    if isinstance(answered, Answer):
+        version, label, request_id = answered.version, answered.label, answered.request_id
+    else:
+        version, label, request_id = answered.version, answered.label, None
     out = [
-        (b"x-model-version", str(resolved.version.version).encode()),
-        (b"x-model-label", resolved.label.encode()),
+        (b"x-model-version", str(version.version).encode()),
+        (b"x-model-label", label.encode()),
     ]
     if request_id:
         out.append((b"x-request-id", request_id.encode("latin-1", "replace")))
     return out
-
-
-def _named_maybe(labels: list) -> list:
-    if not labels[0]:
-        return []
-    return [(b"x-model-version", labels[0].encode()), (b"x-model-label", labels[1].encode())]

@@ -1,28 +1,38 @@
-"""What the REST and gRPC front ends share: resolve, batch, answer, log, A/B.
+"""What the REST and gRPC front ends share: resolve, score, answer, log, A/B.
 
-`Service.submit` resolves the model/version/label a request names (with the
-A/B split applied to requests that name neither), queues its inputs on that
-version's batcher and returns a `Call`; `Service.done` logs the answered call
-(sampled by `--log-fraction`) and, in shadow mode, queues the same inputs on
-the challenger, whose outputs are logged with role `shadow` and never
-returned. Both front ends turn `ClientError`/`NotFound` into 4xx answers.
+A front end decodes a request, then asks the service:
+- `Service.resolve`: the model/version/label it names (with the A/B split
+  applied to requests that name neither);
+- `Service.score(api, resolved, payload)`: the signature the API uses, the
+  payload decoded for it, queued on that version's batcher; awaited (REST) or
+  waited for (gRPC), it gives an `Answer(outputs, version, request_id)` after
+  the answer is counted, logged (sampled by `--log-fraction`) and, in shadow
+  mode, the same inputs queued on the challenger, whose outputs are logged with
+  role `shadow` and never returned.
+The front end encodes the Answer. `client_fault` is the one mapping of a
+request's faults (NotFound, ClientError, the model refusing its input) to a
+status, which REST answers as is and gRPC as its status code.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import random
 import time
 import uuid
+from collections.abc import Callable, Generator
 from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from serving.codec import ClientError, ExampleEncoder
+from serving.codec import ClientError, ExampleEncoder, model_error
 from serving.metrics import Metrics
 from serving.models import LoadedVersion, Signature
-from serving.repository import Repository, Resolved
+from serving.pointers import CHALLENGER
+from serving.repository import NotFound, Repository, Resolved
 from serving.request_log import SERVED, SHADOW, Entry, RequestLog, main_output
 
 DEFAULT_SIGNATURE = "serving_default"
@@ -54,6 +64,47 @@ class Split:
             digest = hashlib.blake2b(key.encode(), digest_size=8).digest()
             return int.from_bytes(digest, "big") % 10_000 < self.percent * 100
         return random.random() * 100 < self.percent
+
+
+# The APIs `Service.score` answers: :predict takes the signature's own inputs,
+# :classify and :regress serialized tf.Examples.
+PREDICT, CLASSIFY, REGRESS = "predict", "classify", "regress"
+APIS = (PREDICT, CLASSIFY, REGRESS)
+
+
+@dataclass(frozen=True)
+class Payload:
+    """A decoded request. :predict: `inputs`, a function of the signature the service
+    picks -> (inputs, rows), since which inputs exist depends on it; :classify and
+    :regress: `examples`, serialized tf.Examples."""
+
+    signature_name: str | None = None
+    inputs: Callable[[Signature], tuple[dict[str, np.ndarray], int]] | None = None
+    examples: list[bytes] | None = None
+    request_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What answered and how: the outputs, the version (and label) that gave them,
+    the request id, and for :classify/:regress the results in TF Serving's shape."""
+
+    outputs: dict[str, np.ndarray]
+    version: LoadedVersion
+    request_id: str
+    label: str
+    signature: str
+    rows: int
+    results: list | None = None
+
+
+def client_fault(e: BaseException) -> tuple[int, str] | None:
+    """A request's fault as (HTTP status, message); None: the server's own fault."""
+    if isinstance(e, NotFound):
+        return 404, str(e)
+    if isinstance(e, ClientError):
+        return e.status, str(e)
+    return None
 
 
 @dataclass
@@ -133,17 +184,52 @@ class Service:
                 return sig
         raise ClientError(f"version {version.version} has no signature that takes tf.Examples")
 
-    def submit(
-        self,
-        resolved: Resolved,
-        sig: Signature,
-        inputs: dict[str, np.ndarray],
-        rows: int,
-        request_id: str | None = None,
-    ) -> Call:
+    def score(self, api: str, resolved: Resolved, payload: Payload) -> Scoring:
+        """Queues `payload` on the version `resolved` names, for `api` (APIS). The
+        returned Scoring is awaited (`await service.score(...)`) or waited for
+        (`.result()`); either gives the Answer. ClientError for what the request lacks."""
+        if api == PREDICT:
+            sig = self.signature(resolved.version, payload.signature_name)
+            if payload.inputs is None:
+                raise ClientError(":predict needs inputs")
+            inputs, rows = payload.inputs(sig)
+        elif api in (CLASSIFY, REGRESS):
+            sig = self.examples_signature(resolved.version, payload.signature_name)
+            if not payload.examples:
+                raise ClientError(f":{api} needs a non-empty list of examples")
+            examples = np.empty(len(payload.examples), dtype=object)
+            examples[:] = payload.examples
+            inputs, rows = {next(iter(sig.inputs)): examples}, len(payload.examples)
+        else:
+            raise ClientError(f"no such API :{api} (the APIs: {', '.join(APIS)})", 404)
         future = sig.batcher.submit(inputs, rows)
-        return Call(
-            resolved, sig, inputs, rows, future, request_id or uuid.uuid4().hex, time.monotonic()
+        call = Call(
+            resolved,
+            sig,
+            inputs,
+            rows,
+            future,
+            payload.request_id or uuid.uuid4().hex,
+            time.monotonic(),
+        )
+        return Scoring(self, api, call)
+
+    def answer(self, api: str, call: Call, outputs: dict[str, np.ndarray]) -> Answer:
+        """A scored call's Answer, after it is counted and logged (`done`)."""
+        results: list | None = None
+        if api == CLASSIFY:
+            results = classify_results(outputs, call.rows, self.class_names)
+        elif api == REGRESS:
+            results = regress_results(outputs, call.rows)
+        self.done(call, outputs)
+        return Answer(
+            outputs=outputs,
+            version=call.version,
+            request_id=call.request_id,
+            label=call.resolved.label,
+            signature=call.signature.name,
+            rows=call.rows,
+            results=results,
         )
 
     def done(self, call: Call, outputs: dict[str, np.ndarray]) -> None:
@@ -156,14 +242,14 @@ class Service:
                 self._shadow(call)
 
     def _shadow(self, call: Call) -> None:
-        challenger = self.repository.label_of("challenger")
+        challenger = self.repository.label_of(CHALLENGER)
         if challenger is None or challenger is call.version:
             return
         sig = challenger.signatures.get(call.signature.name)
         if sig is None:
             return
         shadow_call = Call(
-            Resolved(challenger, "challenger"),
+            Resolved(challenger, CHALLENGER),
             sig,
             call.inputs,
             call.rows,
@@ -209,6 +295,40 @@ class Service:
                     ex.features.feature[column].float_list.value.extend(float(x) for x in values)
             out.append(ex.SerializeToString())
         return out
+
+
+class Scoring:
+    """A queued call: `await` it on an event loop (REST), or `result()` it in a thread
+    (gRPC); the model refusing its input (TensorFlow's InvalidArgumentError) becomes
+    a ClientError naming why, either way."""
+
+    def __init__(self, service: Service, api: str, call: Call) -> None:
+        self._service, self._api, self._call = service, api, call
+
+    def __await__(self) -> Generator[Any, None, Answer]:
+        try:
+            outputs = yield from asyncio.wrap_future(self._call.future).__await__()
+        except Exception as e:
+            _raise_if_refused(e)
+            raise
+        return self._service.answer(self._api, self._call, outputs)
+
+    def result(self, timeout: float | None = None) -> Answer:
+        try:
+            outputs = self._call.future.result(timeout)
+        except Exception as e:
+            _raise_if_refused(e)
+            raise
+        return self._service.answer(self._api, self._call, outputs)
+
+
+def _raise_if_refused(e: Exception) -> None:
+    """The model refused the input (e.g. bytes that are no tf.Example): the client's
+    fault, raised as a ClientError; any other error stays the server's."""
+    import tensorflow as tf
+
+    if isinstance(e, tf.errors.InvalidArgumentError):
+        raise ClientError(model_error(e.message)) from None
 
 
 def classify_results(outputs: dict[str, np.ndarray], rows: int, classes: list[str] | None):

@@ -297,3 +297,65 @@ def test_wire_level_records_parse_as_tensorflow_builds_them() -> None:
     assert merged["__b"].bytes_list.value == [b"x", b""]
     assert merged["__i"].int64_list.value == [-1, 7]
     assert merged["__f"].float_list.value == [0.25]
+
+
+def test_rest_and_grpc_share_service_score(tmp_path, monkeypatch) -> None:
+    """Both front ends only decode and encode: the scoring, the version that answered
+    and the mapping of a refused input are Service.score's, once for each request."""
+    import grpc
+    import httpx
+    import tensorflow as tf
+    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+    from serving.grpc_api import start_grpc
+    from serving.metrics import Metrics
+    from serving.repository import Repository
+    from serving.rest import RestApp
+    from serving.service import Service
+
+    _ImageModel.save(tmp_path / "serving" / "3")
+    repo = Repository("digits", str(tmp_path / "serving"), max_batch_size=8, batch_timeout_ms=0)
+    repo.refresh()
+    service = Service(repo, Metrics(8), None, class_names=["dark", "light"])
+    answers: list = []
+    scored = Service.score
+
+    def score(self, api, resolved, payload):
+        scoring = scored(self, api, resolved, payload)
+        answers.append(api)
+        return scoring
+
+    monkeypatch.setattr(Service, "score", score)
+    pngs = [_png(0), _png(255)]
+
+    async def rest(instances):
+        transport = httpx.ASGITransport(app=RestApp(service))
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
+            return await c.post("/v1/models/digits:predict", json={"instances": instances})
+
+    by_rest = asyncio.run(rest([{"b64": base64.b64encode(p).decode()} for p in pngs]))
+    refused_rest = asyncio.run(rest([{"b64": "aGk="}]))
+    server, port = start_grpc(service, "127.0.0.1", 0, None, 2)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+            request = predict_pb2.PredictRequest()
+            request.model_spec.name = "digits"
+            request.inputs["image_bytes"].CopyFrom(tf.make_tensor_proto(pngs))
+            by_grpc = stub.Predict(request, timeout=30)
+            request.inputs["image_bytes"].CopyFrom(tf.make_tensor_proto([b"hi"]))
+            with pytest.raises(grpc.RpcError) as refused_grpc:
+                stub.Predict(request, timeout=30)
+    finally:
+        server.stop(None)
+        repo.stop()
+    assert answers == ["predict"] * 4  # every request, either API, through Service.score
+    assert by_rest.json() == {"predictions": [[1.0, 0.0], [0.0, 1.0]]}
+    grpc_outputs = tf.make_ndarray(by_grpc.outputs["probabilities"]).tolist()
+    assert grpc_outputs == by_rest.json()["predictions"]
+    assert by_rest.headers["x-model-version"] == "3" and by_grpc.model_spec.version.value == 3
+    # One mapping of the model's refusal: 400 and INVALID_ARGUMENT, the same words.
+    assert refused_rest.status_code == 400
+    assert refused_grpc.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert refused_grpc.value.details() == refused_rest.json()["error"]
+    assert "rejected the input" in refused_grpc.value.details()
