@@ -89,6 +89,37 @@ class DataVersion:
 
 
 @dataclass
+class SpanIngestion:
+    """One ingestion of a span: its data version, when, and who used it."""
+
+    data: DataVersion
+    uri: str  # the Examples' folder
+    ingested_at: str  # ISO time, to the second (local time)
+    raw_bytes: int | None
+    # The runs that wrote, re-used or read it, and those that trained on it;
+    # with `models` only ([] when the models were not looked up).
+    runs: list[str] = field(default_factory=list)
+    # The models trained on it (None: not looked up, see `SpanQueries.ingested_spans`).
+    models: list[ModelUse] | None = None
+
+
+@dataclass
+class IngestedSpan:
+    """A span and its ingestions, oldest first (a new version or new content adds one)."""
+
+    span: int
+    ingestions: list[SpanIngestion]
+
+    @property
+    def models(self) -> list[ModelUse] | None:
+        """The models trained on any of its ingestions (None: not looked up)."""
+        if any(i.models is None for i in self.ingestions):
+            return None
+        found = {m.model_id: m for i in self.ingestions for m in i.models or ()}
+        return [found[k] for k in sorted(found)]
+
+
+@dataclass
 class Blessing:
     blessed: bool
     blessing_id: int

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import glob
 import os
+from collections.abc import Iterable
 
 from ml_metadata.proto import metadata_store_pb2 as pb
 
@@ -11,6 +13,8 @@ from metadata import sources
 from metadata.lineage.core import LineageCore
 from metadata.lineage.records import (
     DataVersion,
+    IngestedSpan,
+    SpanIngestion,
     SpanLineage,
 )
 from metadata.properties import json_prop as _json
@@ -91,6 +95,42 @@ class SpanQueries(LineageCore):
         for a in found:
             self._artifacts.setdefault(a.id, a)
         return sorted(found, key=lambda a: a.id)
+
+    def span_listing(
+        self, examples: Iterable[pb.Artifact], *, with_models: int | None = None
+    ) -> list[IngestedSpan]:
+        """The spans, their ingestions and the models trained on them: the one answer
+        `tfxp data list` (tfxp/cli/data.py) and the console's datasets page
+        (tfxp/ui/browse.py) both show. `examples`: the ExampleGen outputs to list
+        (single-span Examples); newest span first, each span's ingestions oldest
+        first. `with_models`: look the models (and runs) up for the newest this many
+        spans only, each costing a lineage query per ingestion (None: all)."""
+        by_span: dict[int, dict[int, pb.Artifact]] = {}
+        for a in examples:
+            if prop(a, "span") is not None:
+                by_span.setdefault(prop(a, "span"), {})[a.id] = a
+        out = []
+        for i, span in enumerate(sorted(by_span, reverse=True)):
+            look_up = with_models is None or i < with_models
+            arts = [by_span[span][k] for k in sorted(by_span[span])]
+            out.append(IngestedSpan(span, [self._ingestion(a, look_up) for a in arts]))
+        return out
+
+    def _ingestion(self, artifact: pb.Artifact, with_models: bool) -> SpanIngestion:
+        ingested = dt.datetime.fromtimestamp(artifact.create_time_since_epoch / 1000)
+        ingestion = SpanIngestion(
+            data=self.data_version(artifact),
+            uri=artifact.uri,
+            ingested_at=ingested.isoformat(timespec="seconds"),
+            raw_bytes=prop(artifact, "raw_bytes"),
+        )
+        if with_models:
+            ingestion.models = self.models_trained_on([artifact])
+            runs = set(self.runs_touching(artifact.id))
+            for model in ingestion.models:
+                runs.update(model.trained_in)
+            ingestion.runs = sorted(runs)
+        return ingestion
 
     def ingested_spans(self) -> list[int]:
         spans = set()

@@ -16,17 +16,15 @@ it (Examples -> Transform -> Trainer -> Model) and whether they were pushed.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from metadata import sources
 from metadata.examples import examples_ingested_from
 from metadata.lineage import Lineage, ModelUse
-from metadata.properties import prop
+from metadata.lineage.records import SpanIngestion
 from metadata.store import (
     LineageError,
     MetadataStoreError,
@@ -70,30 +68,18 @@ class SpanRow:
 # ML Metadata lineage.
 
 
-def _ingestion(lineage: Lineage, artifact) -> Ingestion:
-    ingested = dt.datetime.fromtimestamp(artifact.create_time_since_epoch / 1000)
-    models = lineage.models_trained_on([artifact])
-    runs = set(lineage.runs_touching(artifact.id))
-    for model in models:
-        runs.update(model.trained_in)
+def _ingestion(found: SpanIngestion) -> Ingestion:
+    data = found.data
     return Ingestion(
-        examples_id=artifact.id,
-        uri=artifact.uri,
-        rows=prop(artifact, "row_count"),
-        raw_bytes=prop(artifact, "raw_bytes"),
-        fingerprint=prop(artifact, "content_sha256"),
-        ingested_at=ingested.isoformat(timespec="seconds"),
-        runs=sorted(runs),
-        models=models,
-        origins=[
-            o.describe()
-            for o in sources.of_content(
-                lineage.store,
-                prop(artifact, "input_base") or "",
-                prop(artifact, "span"),
-                prop(artifact, "content_sha256"),
-            )
-        ],
+        examples_id=data.examples_id,
+        uri=found.uri,
+        rows=data.rows,
+        raw_bytes=found.raw_bytes,
+        fingerprint=data.fingerprint,
+        ingested_at=found.ingested_at,
+        runs=found.runs,
+        models=found.models or [],
+        origins=[o["describe"] for o in data.origins],
     )
 
 
@@ -140,12 +126,15 @@ def describe_dataset(
         lineage = Lineage(store, config.pipeline_name)
     except LineageError:  # no run of this pipeline in the store yet
         return rows
-    by_key: dict[tuple[int, int | None], list] = {}
-    for a in examples_ingested_from(store, config.data_root):
-        by_key.setdefault((prop(a, "span"), prop(a, "version")), []).append(a)
+    # The listing is ML Metadata's answer (metadata/lineage/spans.py span_listing),
+    # the console's too; here it is laid over the span folders on disk.
+    by_key: dict[tuple[int, int | None], list[Ingestion]] = {}
+    for span in lineage.span_listing(examples_ingested_from(store, config.data_root)):
+        for found in span.ingestions:
+            key = (span.span, found.data.version)
+            by_key.setdefault(key, []).append(_ingestion(found))
     for row in rows:
-        arts = sorted(by_key.get((row.span, row.version), []), key=lambda a: a.id)
-        row.ingestions = [_ingestion(lineage, a) for a in arts]
+        row.ingestions = by_key.get((row.span, row.version), [])
     return rows
 
 

@@ -378,27 +378,18 @@ class StoreBrowser:
         the newest `with_models` spans the models trained on it (each costs a lineage
         query per model; older spans link to their lineage page instead)."""
         lin.prefetch(list(lin.runs))
-        # What span_examples() asks per span with a filter query, from the ExampleGens'
-        # outputs already read: one query fewer per span.
-        by_span: dict[int, dict[int, pb.Artifact]] = {}
-        for ex in lin.executions.values():
-            if lin.node_of[ex.id] in EXAMPLE_GENS:
-                for a in lin.outputs(ex.id, "Examples"):
-                    if prop(a, "span") is not None:
-                        by_span.setdefault(prop(a, "span"), {})[a.id] = a
-        out = []
-        for i, span in enumerate(sorted(by_span, reverse=True)):
-            examples = [by_span[span][k] for k in sorted(by_span[span])]
-            out.append(
-                {
-                    "span": span,
-                    "data": [lin.data_version(a) for a in examples],
-                    "models": lin.models_trained_on(examples)
-                    if examples and i < with_models
-                    else None,
-                }
-            )
-        return out
+        # The ExampleGens' outputs already read (what span_examples() asks per span
+        # with a filter query); the listing is the CLI's too (`tfxp data list`).
+        examples = [
+            a
+            for ex in lin.executions.values()
+            if lin.node_of[ex.id] in EXAMPLE_GENS
+            for a in lin.outputs(ex.id, "Examples")
+        ]
+        return [
+            {"span": s.span, "data": [i.data for i in s.ingestions], "models": s.models}
+            for s in lin.span_listing(examples, with_models=with_models)
+        ]
 
     # -- the runs' metrics over time --------------------------------------------
 
