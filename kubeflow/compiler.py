@@ -13,9 +13,8 @@ is left here, without touching the graph or patching TFX:
   config is never read, so we pass an in-memory placeholder instead.
   (The runner's other compile-time probe, `fileio.exists(pipeline_root)`, runs
   only for components given a `module_file`; ours name code by import path.)
-* Paths. The definition reads the schema and looks at the data folder while
-  building, so it is built from this machine's copies and the spec then names
-  the image's paths.
+* Paths. The run plan reads the schema and looks at the data folder, so it is
+  made from this machine's copies and the spec then names the image's paths.
 """
 
 from __future__ import annotations
@@ -61,9 +60,9 @@ def _retarget_paths(pipeline: Any, moves: dict[str, str]) -> None:
 def build_pipeline(config: KubeflowConfig) -> Any:
     """Calls the one pipeline definition with this deployment's config, lowered for KFP.
 
-    The definition reads the schema (column types, content hash) and may look
-    at the data folder (its layout) while building, so it is built from this
-    machine's copies of files that are baked into the image; the spec then
+    The plan (pipeline/plan.py) reads the schema (column types, content hash)
+    and looks at the data folder (its spans, their layout), so it is made from
+    this machine's copies of files that are baked into the image; the spec then
     names the image's paths. The schema task re-checks the hash in the pod, so
     an image older than the compiled spec fails loudly rather than silently.
     """

@@ -146,3 +146,77 @@ def test_the_architecture_page_lists_every_import_contract():
     assert sorted(rows) == sorted(names), (
         "docs/architecture.md's contract table must name exactly the contracts in pyproject.toml"
     )
+
+
+# The layout pages: what they name must exist, and what exists must be named.
+LAYOUT_PAGES = ("docs/architecture.md", "docs/tour.md")
+# `path/`, `path/file.py`, `file.py` in backticks; globs and placeholders are not paths.
+PATH = re.compile(r"`([A-Za-z_][\w./-]*(?:/|\.py))`")
+# Folders the software writes as it runs (`tfxp serve`'s request log), not code.
+WRITTEN_AT_RUN_TIME = {"serving-log/"}
+
+
+def _readme_layout() -> str:
+    text = README.read_text(encoding="utf-8")
+    start = text.index("## Where code lives")
+    return text[start : text.index("\n## ", start + 1)]
+
+
+def _named_paths(text: str) -> set[str]:
+    found = {m for m in PATH.findall(text) if "<" not in m and "*" not in m}
+    return found - WRITTEN_AT_RUN_TIME
+
+
+def _exists(name: str) -> bool:
+    """A path from the root, or a file of a package the page is talking about."""
+    if (ROOT / name).exists():
+        return True
+    return any(p.exists() for p in ROOT.glob(f"*/{name}")) or any(
+        p.exists() for p in ROOT.glob(f"*/*/{name}")
+    )
+
+
+@pytest.mark.parametrize("page", LAYOUT_PAGES)
+def test_the_layout_pages_name_paths_that_exist(page):
+    text = (ROOT / page).read_text(encoding="utf-8")
+    missing = sorted(n for n in _named_paths(text) if not _exists(n))
+    assert not missing, f"{page} names paths that do not exist: {missing}"
+
+
+def test_the_readme_layout_names_paths_that_exist():
+    missing = sorted(n for n in _named_paths(_readme_layout()) if not _exists(n))
+    assert not missing, f"README.md's 'Where code lives' names missing paths: {missing}"
+
+
+def _packages() -> list[str]:
+    """Every top-level folder of code (a package, or airflow/'s DAG folder)."""
+    return sorted(
+        p.name
+        for p in ROOT.iterdir()
+        if p.is_dir() and ((p / "__init__.py").exists() or p.name == "airflow")
+    )
+
+
+def _operations_rooms() -> list[str]:
+    """tfxp/'s rooms: its subpackages and its modules loose at its root."""
+    tfxp = ROOT / "tfxp"
+    rooms = [p.name for p in tfxp.iterdir() if (p / "__init__.py").exists()]
+    rooms += [p.stem for p in tfxp.glob("*.py") if p.name != "__init__.py"]
+    return sorted(rooms)
+
+
+def test_every_room_is_on_the_architecture_page_and_in_the_readme():
+    diagram = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    diagram = diagram[diagram.index("```") : diagram.index("```", diagram.index("```") + 3)]
+    readme = _readme_layout()
+    for name in _packages():
+        assert f"{name}/" in diagram, f"docs/architecture.md's floors do not show {name}/"
+        assert f"`{name}/`" in readme, f"README.md's 'Where code lives' does not name {name}/"
+    for room in _operations_rooms():
+        shown = f"{room}/" if (ROOT / "tfxp" / room).is_dir() else f"{room}.py"
+        assert shown in diagram, f"docs/architecture.md's floors do not show tfxp/{shown}"
+        assert shown in readme, f"README.md's 'Where code lives' does not name tfxp/{shown}"
+
+
+def test_the_tour_is_in_the_site():
+    assert "tour.md" in (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
