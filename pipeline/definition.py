@@ -77,8 +77,7 @@ def create_pipeline(
     """Builds the TFX pipeline `plan` decided (`plan_run`, pipeline/plan.py).
 
     Args:
-      plan: the run's config (what to run on, where to write, how to train)
-        and the facts read for it: schema, data layout, settings, fingerprints.
+      plan: the run's config and the facts read for it (schema, data layout, ...).
       metadata_connection_config: an ML Metadata `ConnectionConfig` (e.g.
         MySQL); by default SQLite at `config.metadata_path`. Orchestrators that
         bring their own store (Kubeflow) ignore it.

@@ -42,9 +42,11 @@ class PlanError(ValueError):
 
 @dataclass(frozen=True)
 class BeamChoice:
-    """Where the Beam components run, and why (`note`: a line for the user, or None)."""
+    """Where the Beam components run: a mode of pipeline/beam.py (None: no Beam
+    option was given, the config's own arguments run), those arguments, and why
+    (`note`: a line for the user, or None)."""
 
-    mode: str
+    mode: str | None
     args: tuple[str, ...]
     note: str | None = None
 
@@ -79,11 +81,6 @@ class RunPlan:
     # Module fingerprints by dotted path (preprocessing_fn, run_fn, tuner_fn).
     fingerprints: dict[str, str]
     inference: InferenceSpan | None = None
-
-    @property
-    def label(self) -> str:
-        """The spans in words ("span 1, span 2"), or the data root when remote."""
-        return ", ".join(s.label for s in self.spans) or self.config.data_root
 
 
 def tuner_fn_path(run_fn: str) -> str:
@@ -140,7 +137,7 @@ def plan_run(
         spans=spans,
         input_bytes=size,
         beam=choice,
-        input_pattern=input_pattern(config),
+        input_pattern=_input_pattern(config, spans),
         schema=schema,
         schema_sha256=file_sha256(config.schema_file),
         settings=settings,
@@ -161,7 +158,7 @@ def _beam(
 ) -> tuple[BeamChoice, PipelineConfig]:
     """(the Beam choice, the config carrying its arguments)."""
     if options is None:
-        return BeamChoice("config", tuple(config.beam_args)), config
+        return BeamChoice(None, tuple(config.beam_args)), config
     note = None
     if options.mode == AUTO:
         mode = auto_mode(size, cores)
@@ -184,6 +181,15 @@ def _beam(
         changes["num_shards"] = 2 * (options.num_workers or cores)
     config = config.replace(**changes)
     return BeamChoice(options.mode, tuple(config.beam_args), note), config
+
+
+def _input_pattern(config: PipelineConfig, spans: tuple[SpanDir, ...]) -> str:
+    """ExampleGen's pattern for the layout the selected spans showed (select_spans
+    refuses a folder that mixes layouts), without listing the folder again."""
+    if config.versioned is None and spans:
+        versioned = any(s.version is not None for s in spans)
+        return config.version_pattern if versioned else config.span_pattern
+    return input_pattern(config)
 
 
 def _fingerprints(config: PipelineConfig) -> dict[str, str]:

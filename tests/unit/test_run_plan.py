@@ -124,3 +124,14 @@ def test_a_bad_schema_is_the_plans_error(tmp_path):
     broken.write_text("feature { this is not a schema")
     with pytest.raises(PlanError, match=str(broken)):
         plan_run(pipeline_config("taxi", schema_file=str(broken)))
+
+
+def test_a_versioned_folder_plans_the_version_pattern(tmp_path):
+    """The layout comes from the spans selected: the folder is listed once."""
+    for version in (1, 2):
+        shutil.copytree(SAMPLE, tmp_path / "data" / "span-1" / f"version-{version}")
+    config = pipeline_config("taxi", data_root=str(tmp_path / "data"))
+    plan = plan_run(config)
+    assert plan.input_pattern == config.version_pattern
+    assert [(s.span, s.version) for s in plan.spans] == [(1, 2)]
+    assert plan_run(config.replace(span=1, version=1)).spans[0].version == 1
