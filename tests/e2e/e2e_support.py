@@ -34,12 +34,12 @@ def four_runs(config: PipelineConfig) -> TaxiRuns:
     edited, and a `--no-cache` retrain of the first (same data, code, hyperparameters)."""
     import pytest
 
-    import pipeline.definition as definition
+    import pipeline.plan as plan
     from tfxp.local.runner import run_local
 
     first = run_local(config, printer=lambda _: None)
     cached = run_local(config, printer=lambda _: None)
-    real = definition.code_fingerprint
+    real = plan.code_fingerprint  # the plan fingerprints the code the definition keys on
 
     def edited(path: str, *args, **kwargs) -> str:
         # Same effect as editing trainer/taxi/model.py: the run_fn's code hash changes.
@@ -47,7 +47,7 @@ def four_runs(config: PipelineConfig) -> TaxiRuns:
         return value[::-1] if path == config.run_fn else value
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(definition, "code_fingerprint", edited)
+        mp.setattr(plan, "code_fingerprint", edited)
         changed = run_local(config, printer=lambda _: None)
     retrained = run_local(config.replace(enable_cache=False), printer=lambda _: None)
     return TaxiRuns(config, first, cached, changed, retrained)

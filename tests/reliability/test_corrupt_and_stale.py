@@ -123,7 +123,7 @@ def trained(tmp_path_factory) -> tuple[PipelineConfig, object]:
 
 
 def test_every_kind_of_edit_reexecutes_what_depends_on_it(trained, monkeypatch):
-    import pipeline.definition as definition
+    import pipeline.plan as plan  # it fingerprints the code the definition keys on
 
     config, first = trained
     quiet = {"printer": lambda _: None}
@@ -139,7 +139,7 @@ def test_every_kind_of_edit_reexecutes_what_depends_on_it(trained, monkeypatch):
     assert s["CsvExampleGen"] == "CACHED"
     assert s["CuratedSchemaImporter"] == s["Transform"] == "COMPLETE", s
 
-    real = definition.code_fingerprint
+    real = plan.code_fingerprint
 
     def edited(target: str):
         return lambda path, *a, **k: (
@@ -147,13 +147,13 @@ def test_every_kind_of_edit_reexecutes_what_depends_on_it(trained, monkeypatch):
         )
 
     # Preprocessing code: Transform (and what follows it).
-    monkeypatch.setattr(definition, "code_fingerprint", edited(config.preprocessing_fn))
+    monkeypatch.setattr(plan, "code_fingerprint", edited(config.preprocessing_fn))
     s = _states(run_local(config, to_nodes=["Transform"], **quiet))
     assert s["CuratedSchemaImporter"] == "CACHED"
     assert s["Transform"] == "COMPLETE", s
 
     # Model code: the Trainer only (Transform stays cached).
-    monkeypatch.setattr(definition, "code_fingerprint", edited(config.run_fn))
+    monkeypatch.setattr(plan, "code_fingerprint", edited(config.run_fn))
     s = _states(run_local(config, to_nodes=["Trainer"], **quiet))
     assert s["Transform"] == "CACHED" and s["Trainer"] == "COMPLETE", s
 

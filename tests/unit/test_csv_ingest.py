@@ -15,8 +15,8 @@ from tfx.components.example_gen import base_example_gen_executor
 from tfx.proto import example_gen_pb2
 
 from components.example_gen import arrow_csv, csv_ingest
+from components.validation.schema_importer import load_schema, schema_column_types
 from pipeline.config import PROJECT_ROOT
-from pipeline.definition import load_schema, schema_column_types
 from tfxp.storage import verify
 
 EMBEDDED_CSV = PROJECT_ROOT / "data" / "taxi" / "span-1" / "data.csv"

@@ -39,7 +39,7 @@ def _sample(rows: int = 200) -> bytes:
 
 @pytest.fixture(scope="module")
 def taxi_columns() -> dict[str, str]:
-    from pipeline.definition import load_schema, schema_column_types
+    from components.validation.schema_importer import load_schema, schema_column_types
 
     return schema_column_types(load_schema(str(PROJECT_ROOT / "schema" / "taxi" / "schema.pbtxt")))
 
