@@ -83,6 +83,14 @@ class RunPlan:
     inference: InferenceSpan | None = None
 
 
+def window_span_plan(plan: RunPlan, span: SpanDir) -> RunPlan:
+    """The plan of one older span of `plan`'s window, ingested on its own before the
+    run: the same facts (schema, settings, Beam), that span alone (its newest
+    version, as select_spans chose it), nothing read again."""
+    config = plan.config.replace(span=span.span, version=None, window=1)
+    return dataclasses.replace(plan, config=config, spans=(span,), input_bytes=span.nbytes)
+
+
 def tuner_fn_path(run_fn: str) -> str:
     """A trainer's search lives beside its run_fn: `<run_fn's module>.tuner_fn`."""
     return run_fn.rsplit(".", 1)[0] + ".tuner_fn"

@@ -44,21 +44,31 @@ def _data(tmp_path: Path, spans: int = 1) -> Path:
 
 
 def test_tfxp_run_selects_the_spans_once(tmp_path, monkeypatch, capsys, select_spans_calls):
-    """`tfxp run` plans once; the local run and the definition take the plan as it is."""
+    """`tfxp run` plans once; the local run, a window's ingest runs and the definition
+    take the plan as it is."""
     import tfxp.local.runner as runner
+    import tfxp.local.window as window
     from tfxp.cli import main
 
     data = _data(tmp_path, spans=2)
     built = []
 
-    def run_local(plan, **_):  # the real one runs TFX; this builds what it would compile
-        built.append(create_pipeline(plan))
-        raise runner.PipelineRunError("stopped by the test after building the pipeline")
+    def run_local(plan, to_nodes=(), **_):  # the real one runs TFX; this builds its pipeline
+        built.append((plan.config.span, [s.span for s in plan.spans], create_pipeline(plan)))
+        if not to_nodes:  # the run itself; a window's ingest runs go on
+            raise runner.PipelineRunError("stopped by the test after building the pipeline")
 
     monkeypatch.setattr(runner, "run_local", run_local)
-    code = main(["run", "--run-dir", str(tmp_path / "r"), "--data-root", str(data)])
-    assert code == 1 and "stopped by the test" in capsys.readouterr().err
-    assert len(built) == 1
+    monkeypatch.setattr(window, "run_local", run_local)
+    argv = ["run", "--run-dir", str(tmp_path / "r"), "--data-root", str(data)]
+    assert main(argv) == 1 and "stopped by the test" in capsys.readouterr().err
+    assert [b[:2] for b in built] == [(None, [2])]
+    assert select_spans_calls == [str(data)]
+    # A window: its older span is ingested on the same plan, the folder listed once.
+    built.clear()
+    select_spans_calls.clear()
+    assert main([*argv, "--window", "2"]) == 1
+    assert [b[:2] for b in built] == [(1, [1]), (None, [1, 2])]
     assert select_spans_calls == [str(data)]
 
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pipeline.node_ids import example_gen_id
-from pipeline.plan import RunPlan
+from pipeline.plan import RunPlan, window_span_plan
 from tfxp.local.runner import run_local
 
 # Rolling windows: ExampleGen ingests one span per execution (TFX 1.16's
@@ -21,8 +21,9 @@ def ingest_older_spans(
 ) -> None:
     """Makes sure every older span of the plan's window has been ingested.
 
-    Each is an ExampleGen-only partial run pinned to that span (planned on its
-    own); spans already ingested with the same content are cached (no Beam work).
+    Each is an ExampleGen-only partial run pinned to that span, on the plan's own
+    facts (`window_span_plan`: the folder is not listed again); spans already
+    ingested with the same content are cached (no Beam work).
     """
     config = plan.config
     if config.window <= 1:
@@ -30,7 +31,7 @@ def ingest_older_spans(
     for s in plan.spans[:-1]:
         printer(f"window: ingesting {s.label} ({s.path})")
         run_local(
-            config.replace(span=s.span, version=None, window=1),
+            window_span_plan(plan, s),
             to_nodes=[example_gen_id(config)],
             metadata_connection_config=metadata_connection_config,
             printer=lambda line: printer("  " + line),
