@@ -8,7 +8,7 @@ result file that `benchmarks/record.py` wrote (the benchmark's own `--json`
 output plus its command, commit, date and machine). Nothing else is rendered:
 a figure without its result file cannot reach the page, and a new run of a
 configuration replaces its file, so the page never keeps a superseded table.
-`tests/unit/test_docs.py` checks that the committed page is what this renders.
+`tests/unit/docs/test_docs.py` checks that the committed page is what this renders.
 The renderers live in benchmarks/rendering/, one module per family of benchmarks;
 this file keeps the registry (RENDERERS), the page's assembly and the command line.
 """

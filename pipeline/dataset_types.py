@@ -2,7 +2,7 @@
 
 pipeline/datasets.py then reads each key knowing its shape: a list where a list is
 expected, a mapping where a mapping is; a wrong type is refused here with the file and
-the key, never a TypeError from deep inside the loader (tests/unit/test_fuzz_inputs.py).
+the key, never a TypeError from deep inside the loader (tests/unit/pipeline/test_fuzz_inputs.py).
 """
 
 from __future__ import annotations

@@ -90,7 +90,7 @@ class RowEncoder:
     separate pass over the cells. The protobuf wire format is written directly,
     with each column's constant bytes prepared once: building tf.train.Example
     messages took ~45 us of CPU a row (the model itself ~10), this ~14.
-    tests/unit/test_batch_inference.py checks the bytes parse to the message
+    tests/unit/components/batch_inference/test_batch_inference.py checks the bytes parse to the message
     TensorFlow's classes build.
     """
 

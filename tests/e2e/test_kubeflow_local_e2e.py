@@ -18,7 +18,7 @@ Runner: every job forks its tasks from a warm server (`--runner forked`: the
 same commands in the same environment and working directory, without a fresh
 interpreter's ~10 s of imports per task). The default runner's handler (a fresh
 subprocess per task) is tested on the spec's entrypoint command in
-tests/unit/test_kubeflow_local.py.
+tests/unit/kubeflow/local/test_kubeflow_local.py.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ SQLite's side is covered elsewhere without three more runs: the same commands
 on real SQLite runs (tests/e2e/test_image_e2e.py: `lineage data` per span and
 `runs list` over two spans; tests/e2e/test_reproducible_retrain.py: `runs diff`),
 and opening a SQLite store that is missing, empty, garbage or of another
-pipeline (tests/unit/test_lineage.py). The SQLite variant of this module cost ~64
+pipeline (tests/unit/metadata/lineage/test_lineage.py). The SQLite variant of this module cost ~64
 CPU-s of the suite (three runs).
 """
 

@@ -44,7 +44,7 @@ FAST, TFMA = "fast", "tfma"
 # The project's own extractors module (components/evaluation/extractors.py: TFMA's extractors
 # minus unread features, plus slice buckets; no overall metric changes). Named, not
 # imported: the sliced Evaluator's executor builds on this one, and that module
-# imports the slicing rules (tests/unit/test_fast_eval.py checks the name).
+# imports the slicing rules (tests/unit/components/evaluation/fast/test_fast_eval.py checks the name).
 OWN_EXTRACTORS_MODULE = "components.evaluation.extractors"
 
 
