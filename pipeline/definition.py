@@ -25,7 +25,6 @@ from components.fast.transform import executor as fast_transform
 from components.resolvers.baseline import BaselineModelStrategy
 from components.resolvers.previous_span_statistics import PreviousSpanStatisticsStrategy
 from components.resolvers.span_window import SpanWindowExamples, SpanWindowStrategy
-from components.validation.checks import load_settings
 from components.validation.gate import ValidationGate
 from components.validation.schema_importer import (
     CuratedSchemaImporter,
@@ -35,30 +34,20 @@ from components.validation.schema_importer import (
     schema_nan_free_columns,
 )
 from components.validation.serving_data import serving_cache_key
+from components.validation.settings import load_settings
 from pipeline import release
 from pipeline.beam import in_process_override
 from pipeline.config import PipelineConfig, serving_log_dir
 from pipeline.fingerprint import code_fingerprint, defines
-from pipeline.node_ids import (  # noqa: F401 - the ids are the definition's vocabulary too
+from pipeline.node_ids import (
     BASELINE_RESOLVER,
-    BATCH_INFERENCE,
-    EVALUATOR,
-    EXAMPLE_GEN,
-    EXAMPLE_VALIDATOR,
-    IMAGE_EXAMPLE_GEN,
-    MODEL_CARD,
     PREVIOUS_STATISTICS_RESOLVER,
-    PUSHER,
     SCHEMA_IMPORTER,
-    SERVING_CHECK,
     SPAN_WINDOW_EXAMPLES,
     SPAN_WINDOW_RESOLVER,
     STATISTICS_GEN,
-    TRAINER,
-    TRANSFORM,
     TUNER,
     VALIDATION_GATE,
-    example_gen_id,
 )
 from pipeline.spans import input_pattern
 

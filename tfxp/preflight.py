@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 
-from components.validation.checks import ValidationConfigError, load_settings
+from components.validation.settings import ValidationConfigError, load_settings
 from metadata.store import MetadataStoreError, check_sqlite_store
 from pipeline.config import PipelineConfig
 from pipeline.spans import SpanError, check_spans

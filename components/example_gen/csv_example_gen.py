@@ -42,30 +42,24 @@ from tfx_bsl.coders import csv_decoder
 from compat import tfx as tfx_internals
 from components.example_gen import arrow_csv, csv_checks, labels
 from components.example_gen.arrow_reader import ArrowIngest
-from components.example_gen.csv_options import (  # noqa: F401 - re-exported: the component's vocabulary
+from components.example_gen.csv_options import (
     CSV_READER,
     CSV_READERS,
     DEFAULT_CSV_READER,
-    LONGEST_CELLS,
-    RAW_BYTES_PER_SHARD,
     columns_of,
     set_longest_cells,
     shards_for,
     text_options,
     unlabelled_option,
 )
-from components.example_gen.driver import (  # noqa: F401 - the artifact's properties, by name
-    CONTENT_SHA256,
+from components.example_gen.driver import (
     EXPECTED_SHA256,
-    INPUT_BASE,
     RAW_BYTES,
-    RAW_FILES,
     ROW_COUNT,
     TFRECORD_SHARDS,
     ContentFingerprintDriver,
     custom_struct,
     example_gen_node,
-    packed_custom_config,
     resolved_files,
     split_configs,
 )

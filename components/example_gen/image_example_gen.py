@@ -52,19 +52,7 @@ from components.example_gen.driver import (
     example_gen_node,
     split_configs,
 )
-from components.example_gen.image_decode import (  # noqa: F401 - this module's public names
-    CHANNELS_KEY,
-    DECODABLE,
-    FORMAT_KEY,
-    HEIGHT_KEY,
-    IMAGE_KEY,
-    LABEL_KEY,
-    WIDTH_KEY,
-    decode,
-    image_example,
-    probe,
-    split_of,
-)
+from components.example_gen.image_decode import decode, image_example
 from components.example_gen.image_listing import (
     IGNORED,
     ImageInputError,
@@ -73,7 +61,7 @@ from components.example_gen.image_listing import (
     first_image_files,
     folder_files,
 )
-from components.example_gen.image_shards import (  # noqa: F401
+from components.example_gen.image_shards import (
     DEFAULT_SHARD_MB,
     INCOMPLETE,
     WriteShard,

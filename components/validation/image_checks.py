@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
-from components.validation.checks import BLOCK, COMPARED_SPLIT, DRIFT, WARN, Finding
+from components.validation.findings import BLOCK, COMPARED_SPLIT, DRIFT, WARN, Finding
 from components.validation.settings import ImageThresholds
 
 IMAGE, HEIGHT, WIDTH, CHANNELS, FORMAT = "image", "height", "width", "channels", "format"

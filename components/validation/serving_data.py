@@ -16,7 +16,7 @@ from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
 from tfx.dsl.io import fileio
 
 from components.io.native_stderr import native_stderr_to_log
-from components.validation.checks import SERVING
+from components.validation.findings import SERVING
 from components.validation.serving_log import (
     Window,
     WindowOptions,

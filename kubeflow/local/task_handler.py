@@ -152,7 +152,7 @@ class ForkedTaskHandler(ImageEnvTaskHandler):
         command = self.command()
         if len(command) < 3 or command[:2] != [sys.executable, "-m"]:
             return super().run()
-        from kubeflow.local.forked_tasks import ForkServerError
+        from runtime.forkserver import ForkServerError
 
         echo = sys.stdout.buffer if self.echo else None
         try:

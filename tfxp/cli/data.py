@@ -25,7 +25,8 @@ from typing import Any
 
 from metadata import sources
 from metadata.examples import examples_ingested_from
-from metadata.lineage import Lineage, ModelUse
+from metadata.lineage import Lineage
+from metadata.lineage.records import ModelUse
 from metadata.properties import prop
 from metadata.store import (
     LineageError,

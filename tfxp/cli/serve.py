@@ -59,7 +59,8 @@ def options_from_args(args: argparse.Namespace):
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from serving.security import PROXY_HELP, is_loopback, new_token
+    from runtime.access import is_loopback, new_token
+    from serving.security import PROXY_HELP
     from serving.server import Server
     from serving.service import Split
 

@@ -36,7 +36,8 @@ def _import_tfma() -> None:
 def cmd_ui(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from tfxp.ui.app import create_app, is_loopback, new_token
+    from runtime.access import is_loopback, new_token
+    from tfxp.ui.app import create_app
     from tfxp.ui.browse import StoreBrowser
 
     try:

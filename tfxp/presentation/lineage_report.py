@@ -12,7 +12,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from metadata.lineage import DataVersion, Lineage, ModelLineage, SpanLineage
+from metadata.lineage import Lineage
+from metadata.lineage.records import DataVersion, ModelLineage, SpanLineage
 from metadata.properties import prop
 from pipeline.node_ids import EVALUATOR, PUSHER, SCHEMA_IMPORTER, TRAINER, TRANSFORM, TUNER
 from tfxp.presentation.graph import Graph

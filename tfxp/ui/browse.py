@@ -18,7 +18,8 @@ from typing import Any
 
 from ml_metadata.proto import metadata_store_pb2 as pb
 
-from metadata.lineage import Lineage, RunInfo
+from metadata.lineage import Lineage
+from metadata.lineage.records import RunInfo
 from metadata.properties import event_key, prop
 from metadata.store import LineageError, StoreLocation, open_store
 from metadata.store_changes import (

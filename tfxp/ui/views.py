@@ -10,7 +10,8 @@ from typing import Any
 
 from ml_metadata.proto import metadata_store_pb2 as pb
 
-from metadata.lineage import Lineage, RunInfo
+from metadata.lineage import Lineage
+from metadata.lineage.records import RunInfo
 from metadata.properties import prop
 from pipeline.node_ids import EVALUATOR, PUSHER
 from tfxp.presentation.graph import Graph, layout

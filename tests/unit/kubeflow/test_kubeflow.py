@@ -48,12 +48,8 @@ def _expected_from_definition() -> dict[str, tuple[list[str], str]]:
     from tfx.dsl.components.base import base_component
     from tfx.utils import name_utils
 
-    from pipeline.definition import (
-        BASELINE_RESOLVER,
-        PREVIOUS_STATISTICS_RESOLVER,
-        STATISTICS_GEN,
-        create_pipeline,
-    )
+    from pipeline.definition import create_pipeline
+    from pipeline.node_ids import BASELINE_RESOLVER, PREVIOUS_STATISTICS_RESOLVER, STATISTICS_GEN
 
     pipeline = create_pipeline(
         _config().pipeline_config(),

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import InferenceOptions, PipelineConfig
-from pipeline.datasets import DatasetFileError, dataset_config, load_dataset_file
+from pipeline.dataset_sections import DatasetFileError
+from pipeline.datasets import dataset_config, load_dataset_file
 from pipeline.node_ids import BATCH_INFERENCE, PUSHER
 from pipeline.spans import SpanError, inference_span
 

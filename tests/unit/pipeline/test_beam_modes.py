@@ -7,8 +7,8 @@ import dataclasses
 import pytest
 from tfx.dsl.components.base.base_beam_executor import BaseBeamExecutor
 
-from pipeline.beam import SETUP_FILE, BeamConfigError, BeamOptions, beam_args
-from pipeline.config import LOCAL_BEAM_ARGS
+from pipeline.beam import BeamConfigError, BeamOptions, beam_args
+from pipeline.config import LOCAL_BEAM_ARGS, SETUP_FILE
 from pipeline.overrides import pipeline_config
 
 
@@ -323,7 +323,8 @@ def test_multi_process_keeps_the_arrow_ingest_in_process(tmp_path, csv_reader: s
     """The Arrow ingest threads its own work; Beam's worker processes only add
     their start-up (1M rows: 5.7 s in-process, 13.6 s multi-process). TFX's
     per-row reader and every other Beam component keep the workers."""
-    from pipeline.definition import EXAMPLE_GEN, STATISTICS_GEN, TRANSFORM, create_pipeline
+    from pipeline.definition import create_pipeline
+    from pipeline.node_ids import EXAMPLE_GEN, STATISTICS_GEN, TRANSFORM
 
     config = dataclasses.replace(
         pipeline_config(run_dir=str(tmp_path), beam=BeamOptions(mode="multi-process")),
@@ -344,7 +345,8 @@ def test_multi_process_keeps_the_arrow_ingest_in_process(tmp_path, csv_reader: s
 def test_other_modes_leave_the_ingest_where_the_data_is(tmp_path) -> None:
     """Portable/Flink/Spark/Dataflow workers are where the data is: no override."""
     from pipeline.beam import IN_PROCESS_OVERRIDE, in_process_override
-    from pipeline.definition import EXAMPLE_GEN, create_pipeline
+    from pipeline.definition import create_pipeline
+    from pipeline.node_ids import EXAMPLE_GEN
 
     assert in_process_override(LOCAL_BEAM_ARGS) == ()
     portable = BeamOptions(

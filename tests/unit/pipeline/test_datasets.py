@@ -6,16 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import PROJECT_ROOT, EvalThresholds, ImageOptions, PipelineConfig
-from pipeline.datasets import (
-    DATASET_PATH_ENV,
+from pipeline.config import (
     GENERIC_PREPROCESSING_FN,
     GENERIC_RUN_FN,
-    DatasetFileError,
-    dataset_config,
-    dataset_names,
-    load_dataset_file,
+    PROJECT_ROOT,
+    EvalThresholds,
+    ImageOptions,
+    PipelineConfig,
 )
+from pipeline.dataset_sections import DatasetFileError
+from pipeline.datasets import DATASET_PATH_ENV, dataset_config, dataset_names, load_dataset_file
 
 TABLE = """\
 name: {name}

@@ -12,7 +12,7 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 
 from components.example_gen.csv_options import columns_of
 from components.validation.schema_importer import file_sha256, load_schema
-from pipeline import definition
+from pipeline import node_ids
 from pipeline.datasets import dataset_config
 from pipeline.definition import create_pipeline
 from pipeline.fingerprint import code_fingerprint
@@ -23,19 +23,19 @@ except ImportError:
     from pipeline.definition import schema_columns
 
 COMPONENT_IDS = {
-    definition.EXAMPLE_GEN,
-    definition.STATISTICS_GEN,
-    definition.SCHEMA_IMPORTER,
-    definition.EXAMPLE_VALIDATOR,
-    definition.PREVIOUS_STATISTICS_RESOLVER,
-    definition.VALIDATION_GATE,
-    definition.TRANSFORM,
-    definition.TRAINER,
-    definition.BASELINE_RESOLVER,
-    definition.EVALUATOR,
-    definition.SERVING_CHECK,
-    definition.PUSHER,
-    definition.MODEL_CARD,
+    node_ids.EXAMPLE_GEN,
+    node_ids.STATISTICS_GEN,
+    node_ids.SCHEMA_IMPORTER,
+    node_ids.EXAMPLE_VALIDATOR,
+    node_ids.PREVIOUS_STATISTICS_RESOLVER,
+    node_ids.VALIDATION_GATE,
+    node_ids.TRANSFORM,
+    node_ids.TRAINER,
+    node_ids.BASELINE_RESOLVER,
+    node_ids.EVALUATOR,
+    node_ids.SERVING_CHECK,
+    node_ids.PUSHER,
+    node_ids.MODEL_CARD,
 }
 
 
@@ -76,18 +76,18 @@ def test_components_run_after_their_inputs(built):
     _, pipeline = built
     order = [c.id for c in pipeline.components]
     before = [
-        (definition.EXAMPLE_GEN, definition.STATISTICS_GEN),
-        (definition.SCHEMA_IMPORTER, definition.TRANSFORM),
-        (definition.STATISTICS_GEN, definition.EXAMPLE_VALIDATOR),
-        (definition.EXAMPLE_VALIDATOR, definition.VALIDATION_GATE),
-        (definition.PREVIOUS_STATISTICS_RESOLVER, definition.VALIDATION_GATE),
-        (definition.VALIDATION_GATE, definition.TRANSFORM),
-        (definition.TRANSFORM, definition.TRAINER),
-        (definition.TRAINER, definition.EVALUATOR),
-        (definition.BASELINE_RESOLVER, definition.EVALUATOR),
-        (definition.EVALUATOR, definition.SERVING_CHECK),
-        (definition.SERVING_CHECK, definition.PUSHER),
-        (definition.PUSHER, definition.MODEL_CARD),
+        (node_ids.EXAMPLE_GEN, node_ids.STATISTICS_GEN),
+        (node_ids.SCHEMA_IMPORTER, node_ids.TRANSFORM),
+        (node_ids.STATISTICS_GEN, node_ids.EXAMPLE_VALIDATOR),
+        (node_ids.EXAMPLE_VALIDATOR, node_ids.VALIDATION_GATE),
+        (node_ids.PREVIOUS_STATISTICS_RESOLVER, node_ids.VALIDATION_GATE),
+        (node_ids.VALIDATION_GATE, node_ids.TRANSFORM),
+        (node_ids.TRANSFORM, node_ids.TRAINER),
+        (node_ids.TRAINER, node_ids.EVALUATOR),
+        (node_ids.BASELINE_RESOLVER, node_ids.EVALUATOR),
+        (node_ids.EVALUATOR, node_ids.SERVING_CHECK),
+        (node_ids.SERVING_CHECK, node_ids.PUSHER),
+        (node_ids.PUSHER, node_ids.MODEL_CARD),
     ]
     for first, then in before:
         assert order.index(first) < order.index(then), (first, then)
@@ -96,8 +96,8 @@ def test_components_run_after_their_inputs(built):
 def test_transform_waits_for_the_validation_gate(built):
     config, pipeline = built
     nodes = _components(pipeline)
-    gate = nodes[definition.VALIDATION_GATE]
-    assert definition.VALIDATION_GATE in {n.id for n in nodes[definition.TRANSFORM].upstream_nodes}
+    gate = nodes[node_ids.VALIDATION_GATE]
+    assert node_ids.VALIDATION_GATE in {n.id for n in nodes[node_ids.TRANSFORM].upstream_nodes}
     settings = json.loads(gate.exec_properties["settings"])
     assert settings["drift"]["numeric"] == 0.15 and settings["warn_only"] == []
     assert gate.exec_properties["serving_data"] == config.serving_pattern
@@ -105,7 +105,7 @@ def test_transform_waits_for_the_validation_gate(built):
     assert gate.exec_properties["report_dir"] == config.report_dir
     downgraded = create_pipeline(config.replace(warn_only=("drift",)))
     settings = json.loads(
-        _components(downgraded)[definition.VALIDATION_GATE].exec_properties["settings"]
+        _components(downgraded)[node_ids.VALIDATION_GATE].exec_properties["settings"]
     )
     assert settings["warn_only"] == ["drift"]
 
@@ -116,13 +116,13 @@ def test_pipeline_paths_are_under_run_dir(built):
     assert pipeline.pipeline_info.pipeline_root == config.pipeline_root
     assert config.pipeline_root.startswith(config.run_dir)
     assert pipeline.metadata_connection_config.sqlite.filename_uri == config.metadata_path
-    pusher = _components(pipeline)[definition.PUSHER]
+    pusher = _components(pipeline)[node_ids.PUSHER]
     assert config.serving_dir in pusher.exec_properties["push_destination"]
 
 
 def test_transform_custom_config_has_the_code_fingerprint(built):
     config, pipeline = built
-    transform = _components(pipeline)[definition.TRANSFORM]
+    transform = _components(pipeline)[node_ids.TRANSFORM]
     assert transform.exec_properties["preprocessing_fn"] == config.preprocessing_fn
     fingerprint = _custom_config(transform)["code_fingerprint"]
     assert fingerprint == code_fingerprint(config.preprocessing_fn)
@@ -131,18 +131,18 @@ def test_transform_custom_config_has_the_code_fingerprint(built):
 
 def test_trainer_custom_config_has_fingerprint_and_hyperparameters(built):
     config, pipeline = built
-    trainer = _components(pipeline)[definition.TRAINER]
+    trainer = _components(pipeline)[node_ids.TRAINER]
     assert trainer.exec_properties["run_fn"] == config.run_fn
     custom = _custom_config(trainer)
     assert custom["code_fingerprint"] == code_fingerprint(config.run_fn)
     assert custom["hyperparameters"] == {"batch_size": 32}
-    transform = _components(pipeline)[definition.TRANSFORM]
+    transform = _components(pipeline)[node_ids.TRANSFORM]
     assert custom["code_fingerprint"] != _custom_config(transform)["code_fingerprint"]
 
 
 def test_example_gen_checks_columns_from_the_schema(built):
     config, pipeline = built
-    example_gen = _components(pipeline)[definition.EXAMPLE_GEN]
+    example_gen = _components(pipeline)[node_ids.EXAMPLE_GEN]
     columns = columns_of(example_gen.exec_properties)
     assert columns == schema_columns(load_schema(config.schema_file))
     assert example_gen.exec_properties["input_base"] == config.data_root
@@ -150,14 +150,14 @@ def test_example_gen_checks_columns_from_the_schema(built):
 
 def test_schema_importer_is_keyed_by_file_content(built, tmp_path):
     config, pipeline = built
-    original = _components(pipeline)[definition.SCHEMA_IMPORTER].exec_properties
+    original = _components(pipeline)[node_ids.SCHEMA_IMPORTER].exec_properties
     assert original["schema_file"] == config.schema_file
     assert original["content_sha256"] == file_sha256(config.schema_file)
 
     copy = tmp_path / "schema.pbtxt"
     shutil.copyfile(config.schema_file, copy)
     copied_config = config.replace(schema_file=str(copy))
-    same = _components(create_pipeline(copied_config))[definition.SCHEMA_IMPORTER]
+    same = _components(create_pipeline(copied_config))[node_ids.SCHEMA_IMPORTER]
     # Same content at another path: same key.
     assert same.exec_properties["content_sha256"] == original["content_sha256"]
     assert same.exec_properties["schema_file"] == str(copy)
@@ -165,7 +165,7 @@ def test_schema_importer_is_keyed_by_file_content(built, tmp_path):
     text = copy.read_text().replace("max: 23", "max: 22", 1)
     assert text != copy.read_text()
     copy.write_text(text)
-    edited = _components(create_pipeline(copied_config))[definition.SCHEMA_IMPORTER]
+    edited = _components(create_pipeline(copied_config))[node_ids.SCHEMA_IMPORTER]
     assert edited.exec_properties["content_sha256"] != original["content_sha256"]
     assert edited.exec_properties["content_sha256"] == file_sha256(str(copy))
 
@@ -176,7 +176,7 @@ def test_comment_only_edit_also_changes_the_key(built, tmp_path):
     copy = tmp_path / "schema.pbtxt"
     copy.write_text("# reviewed\n" + Path(config.schema_file).read_text())
     importer = _components(create_pipeline(config.replace(schema_file=str(copy))))[
-        definition.SCHEMA_IMPORTER
+        node_ids.SCHEMA_IMPORTER
     ]
     assert importer.exec_properties["content_sha256"] != file_sha256(config.schema_file)
 

@@ -101,7 +101,8 @@ def _arrow_reads_or_refuses(path: Path) -> None:
 @FUZZ
 @given(data=csv_bytes())
 def test_a_span_is_published_whole_or_not_at_all(data):
-    from tfxp.datasets.publish import SpanError, copy_files, publish_span
+    from pipeline.spans import SpanError
+    from tfxp.datasets.publish import copy_files, publish_span
 
     folder = _tmp()
     try:
@@ -140,7 +141,8 @@ _VALUES = st.recursive(
 
 
 def _load(text: str):
-    from pipeline.datasets import DatasetFileError, load_dataset_file
+    from pipeline.dataset_sections import DatasetFileError
+    from pipeline.datasets import load_dataset_file
 
     folder = _tmp() / "fz"
     folder.mkdir()

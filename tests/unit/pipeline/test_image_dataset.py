@@ -11,6 +11,7 @@ import tensorflow_model_analysis as tfma
 from components.example_gen.image_example_gen import COMPONENT_ID, ImageExampleGen
 from components.validation.schema_importer import load_schema
 from pipeline import definition as d
+from pipeline import node_ids
 from pipeline.config import PROJECT_ROOT, PipelineConfig
 from pipeline.datasets import DATASETS
 from pipeline.eval_config import eval_config
@@ -31,29 +32,29 @@ def _custom(component) -> dict:
 
 def test_digits_uses_the_image_example_gen(digits):
     _, components = digits
-    assert d.EXAMPLE_GEN not in components
-    gen = components[d.IMAGE_EXAMPLE_GEN]
+    assert node_ids.EXAMPLE_GEN not in components
+    gen = components[node_ids.IMAGE_EXAMPLE_GEN]
     assert isinstance(gen, ImageExampleGen) and gen.id == COMPONENT_ID
-    assert set(components) - {d.IMAGE_EXAMPLE_GEN} == {
-        d.STATISTICS_GEN,
-        d.SCHEMA_IMPORTER,
-        d.EXAMPLE_VALIDATOR,
-        d.PREVIOUS_STATISTICS_RESOLVER,
-        d.VALIDATION_GATE,
-        d.TRANSFORM,
-        d.TRAINER,
-        d.BASELINE_RESOLVER,
-        d.EVALUATOR,
-        d.SERVING_CHECK,
-        d.PUSHER,
-        d.MODEL_CARD,
+    assert set(components) - {node_ids.IMAGE_EXAMPLE_GEN} == {
+        node_ids.STATISTICS_GEN,
+        node_ids.SCHEMA_IMPORTER,
+        node_ids.EXAMPLE_VALIDATOR,
+        node_ids.PREVIOUS_STATISTICS_RESOLVER,
+        node_ids.VALIDATION_GATE,
+        node_ids.TRANSFORM,
+        node_ids.TRAINER,
+        node_ids.BASELINE_RESOLVER,
+        node_ids.EVALUATOR,
+        node_ids.SERVING_CHECK,
+        node_ids.PUSHER,
+        node_ids.MODEL_CARD,
     }
     assert "span-{SPAN}/*/*" in gen.exec_properties["input_config"]
 
 
 def test_digits_gate_uses_its_thresholds_and_no_serving_data(digits):
     _, components = digits
-    gate = components[d.VALIDATION_GATE]
+    gate = components[node_ids.VALIDATION_GATE]
     # Not taxi's serving CSVs, nor data/digits/serving/*.csv: none, said explicitly.
     assert gate.exec_properties["serving_data"] == ""
     assert gate.exec_properties["serving_sha256"] == ""
@@ -64,11 +65,11 @@ def test_digits_gate_uses_its_thresholds_and_no_serving_data(digits):
 
 def test_image_options_reach_transform_and_trainer(digits):
     config, components = digits
-    for node in (d.TRANSFORM, d.TRAINER):
+    for node in (node_ids.TRANSFORM, node_ids.TRAINER):
         image = _custom(components[node])["image"]
         assert image["class_names"] == [str(i) for i in range(10)]
         assert (image["height"], image["width"], image["channels"]) == (8, 8, 1)
-    assert _custom(components[d.TRAINER])["hyperparameters"] == {"flip": False}
+    assert _custom(components[node_ids.TRAINER])["hyperparameters"] == {"flip": False}
 
 
 def test_eval_config_thresholds_sparse_accuracy_on_example_signature(digits):
@@ -130,7 +131,8 @@ def test_predict_says_how_to_serve_images(tmp_path):
 
 
 def test_on_bad_image_and_shard_mb_from_the_dataset_file(tmp_path, caplog):
-    from pipeline.datasets import DatasetFileError, load_dataset_file
+    from pipeline.dataset_sections import DatasetFileError
+    from pipeline.datasets import load_dataset_file
 
     source = (PROJECT_ROOT / "schema" / "digits" / "dataset.yaml").read_text()
 

@@ -203,7 +203,7 @@ def test_window_takes_newest_artifact_per_span():
 
 
 def test_shards_sized_for_the_data():
-    from components.example_gen.csv_example_gen import RAW_BYTES_PER_SHARD, shards_for
+    from components.example_gen.csv_options import RAW_BYTES_PER_SHARD, shards_for
 
     assert shards_for(1000, 2 / 3) == 1
     assert shards_for(10 * RAW_BYTES_PER_SHARD, 0.5) == 5

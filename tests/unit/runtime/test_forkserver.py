@@ -11,7 +11,8 @@ import time
 import child  # tests/support/child.py: reads with a deadline
 import pytest
 
-from runtime.forkserver import ForkServer, ForkServerError, parse_command, running
+from runtime.forkserver import ForkServer, ForkServerError, running
+from runtime.forkserver_child import parse_command
 
 PY = sys.executable
 SUPPORT = os.path.join(

@@ -11,8 +11,9 @@ from types import SimpleNamespace
 import keras_tuner as kt
 import pytest
 
-from pipeline import definition
-from pipeline.datasets import DatasetFileError, dataset_config, load_dataset_file
+from pipeline import node_ids
+from pipeline.dataset_sections import DatasetFileError
+from pipeline.datasets import dataset_config, load_dataset_file
 from pipeline.definition import create_pipeline
 from pipeline.fingerprint import code_fingerprint, defines
 from trainer.base import Hyperparameters, tuned_values
@@ -112,16 +113,16 @@ def _custom_config(component) -> dict:
 def test_without_tuning_the_definition_has_no_tuner(tmp_path):
     pipeline = create_pipeline(dataset_config("taxi").replace(run_dir=str(tmp_path)))
     ids = {c.id for c in pipeline.components}
-    assert definition.TUNER not in ids
-    trainer = next(c for c in pipeline.components if c.id == definition.TRAINER)
+    assert node_ids.TUNER not in ids
+    trainer = next(c for c in pipeline.components if c.id == node_ids.TRAINER)
     assert "hyperparameters" not in trainer.inputs
 
 
 def test_with_tuning_a_tuner_feeds_the_trainer_its_best_hyperparameters(tmp_path):
     config = load_dataset_file(_taxi_with(tmp_path, GOOD)).replace(run_dir=str(tmp_path / "r"))
     components = {c.id: c for c in create_pipeline(config).components}
-    tuner, trainer = components[definition.TUNER], components[definition.TRAINER]
-    transform = components[definition.TRANSFORM]
+    tuner, trainer = components[node_ids.TUNER], components[node_ids.TRAINER]
+    transform = components[node_ids.TRANSFORM]
     assert tuner.inputs["examples"] is transform.outputs["transformed_examples"]
     assert tuner.inputs["transform_graph"] is transform.outputs["transform_graph"]
     assert trainer.inputs["hyperparameters"] is tuner.outputs["best_hyperparameters"]
@@ -226,10 +227,10 @@ def test_a_tuned_dataset_compiles_for_kubeflow_with_the_tuner_before_the_trainer
         KubeflowConfig(image="registry.example.com/ml/tfx:t", pipeline_root="gs://b/tfx/taxi")
     )
     tasks = job["pipelineSpec"]["root"]["dag"]["tasks"]
-    assert definition.TUNER in tasks
-    trainer_inputs = tasks[definition.TRAINER]["inputs"]["artifacts"]
+    assert node_ids.TUNER in tasks
+    trainer_inputs = tasks[node_ids.TRAINER]["inputs"]["artifacts"]
     producer = trainer_inputs["hyperparameters"]["taskOutputArtifact"]["producerTask"]
-    assert producer == definition.TUNER
+    assert producer == node_ids.TUNER
 
 
 def test_the_time_budget_stops_new_trials_after_the_first(tmp_path):

@@ -11,8 +11,8 @@ import tensorflow as tf
 
 from components.example_gen import arrow_csv
 from components.example_gen.csv_checks import FLOAT, INT
+from components.validation.schema_importer import load_schema, schema_column_types
 from pipeline.config import PROJECT_ROOT
-from pipeline.definition import load_schema, schema_column_types
 
 EMBEDDED_CSV = PROJECT_ROOT / "data" / "taxi" / "span-1" / "data.csv"
 

@@ -14,9 +14,9 @@ import tensorflow as tf
 from tfx.components.example_gen import base_example_gen_executor
 from tfx.proto import example_gen_pb2
 
-from components.example_gen import arrow_csv, csv_ingest
+from components.example_gen import arrow_csv, csv_ingest, tfrecord_shards
+from components.validation.schema_importer import load_schema, schema_column_types
 from pipeline.config import PROJECT_ROOT
-from pipeline.definition import load_schema, schema_column_types
 from tfxp.storage import verify
 
 EMBEDDED_CSV = PROJECT_ROOT / "data" / "taxi" / "span-1" / "data.csv"
@@ -46,15 +46,15 @@ def test_splits_are_tfx_partition_fn(batch, columns, hash_buckets):
         base_example_gen_executor._PartitionFn(r, len(boundaries), boundaries, config)  # noqa: SLF001
         for r in records
     ]
-    framed, keys = csv_ingest.framed_examples(batch, columns, frozenset(), digests=True)
-    ours = csv_ingest.split_of(csv_ingest.buckets_of(keys, boundaries[-1]), boundaries)
+    framed, keys = tfrecord_shards.framed_examples(batch, columns, frozenset(), digests=True)
+    ours = tfrecord_shards.split_of(tfrecord_shards.buckets_of(keys, boundaries[-1]), boundaries)
     assert ours.tolist() == theirs
     if len(hash_buckets) > 1:
         assert len(set(theirs)) == len(hash_buckets)  # the test can tell splits apart
 
 
 def test_framed_records_read_back_with_tensorflow(tmp_path, batch, columns):
-    framed, _ = csv_ingest.framed_examples(batch, columns, frozenset(), digests=False)
+    framed, _ = tfrecord_shards.framed_examples(batch, columns, frozenset(), digests=False)
     path = tmp_path / "plain.tfrecord"
     path.write_bytes(b"".join(framed.to_pylist()))
     read = [r.numpy() for r in tf.data.TFRecordDataset(str(path))]
@@ -62,12 +62,12 @@ def test_framed_records_read_back_with_tensorflow(tmp_path, batch, columns):
 
 
 def _write_shard(path: str, batch, columns, pieces: int = 3) -> int:
-    writer = csv_ingest.GzipShardWriter(path)
+    writer = tfrecord_shards.GzipShardWriter(path)
     n = 0
     for i in range(pieces):
         part = batch.slice(i * len(batch) // pieces, len(batch) // pieces)
-        framed, _ = csv_ingest.framed_examples(part, columns, frozenset(), digests=False)
-        writer.write(csv_ingest.contiguous(framed), len(framed))
+        framed, _ = tfrecord_shards.framed_examples(part, columns, frozenset(), digests=False)
+        writer.write(tfrecord_shards.contiguous(framed), len(framed))
         n += len(framed)
     assert not os.path.exists(path), "a shard appears only when complete"
     writer.close()
@@ -97,7 +97,7 @@ def test_truncated_shard_is_reported_corrupt(tmp_path, batch, columns, cut):
 
 
 def test_aborted_shard_leaves_nothing(tmp_path):
-    writer = csv_ingest.GzipShardWriter(str(tmp_path / "s.gz"))
+    writer = tfrecord_shards.GzipShardWriter(str(tmp_path / "s.gz"))
     writer.write(pa.py_buffer(b"x" * 100), 1)
     writer.abort()
     assert os.listdir(tmp_path) == []

@@ -13,8 +13,8 @@ from tfx_bsl.coders import example_coder
 
 from components.example_gen import arrow_csv
 from components.example_gen import layout as example_layout
+from components.validation.schema_importer import load_schema, schema_column_types
 from pipeline.config import PROJECT_ROOT
-from pipeline.definition import load_schema, schema_column_types
 
 EMBEDDED_CSV = PROJECT_ROOT / "data" / "taxi" / "span-1" / "data.csv"
 

@@ -13,6 +13,7 @@ from tfx.proto import example_gen_pb2
 from tfx.types import standard_artifacts, standard_component_specs
 from tfx.utils import proto_utils
 
+from components.example_gen import image_decode, image_listing, image_shards
 from components.example_gen import image_example_gen as ieg
 from data.images import encode_png
 
@@ -131,7 +132,7 @@ def test_split_is_decided_by_image_content(folder, encoded):
     by_split = {s: {e["image"] for e in read_split(out, s)} for s in ("train", "eval")}
     for path in written:
         data = Path(path).read_bytes()
-        expected = ("train", "eval")[ieg.split_of(data, [2, 3])]
+        expected = ("train", "eval")[image_decode.split_of(data, [2, 3])]
         assert data in by_split[expected], path
 
 
@@ -179,7 +180,7 @@ def _with_corrupt(tmp_path: Path, folder) -> tuple[Path, Path]:
 def test_corrupt_image_fails_with_its_path(folder, tmp_path):
     data, bad = _with_corrupt(tmp_path, folder)
     out = tmp_path / "out"
-    with pytest.raises(ieg.ImageInputError) as e:
+    with pytest.raises(image_listing.ImageInputError) as e:
         run_executor(data, out, on_bad_image="fail")
     message = str(e.value)
     assert str(bad) in message
@@ -211,26 +212,30 @@ def test_unknown_class_folder_is_named(folder, tmp_path):
     data, _ = _with_corrupt(tmp_path, folder)
     (data / "span-1" / "emu").mkdir()
     (data / "span-1" / "emu" / "x.png").write_bytes(encode_png(_image(0, 3)))
-    with pytest.raises(ieg.ImageInputError, match="folder 'emu' is not a class"):
+    with pytest.raises(image_listing.ImageInputError, match="folder 'emu' is not a class"):
         run_executor(data, tmp_path / "out")
 
 
 def test_shards_are_cut_by_bytes():
     mb = 1024 * 1024
-    assert ieg.shards_for(10 * mb, workers=2) == 1  # under 16 MB: one shard
-    assert ieg.shards_for(100 * mb, workers=2) == 6  # no shard under 16 MB
-    assert ieg.shards_for(1000 * mb, workers=2) == 20  # at least 10 per worker
-    assert ieg.shards_for(10_000 * mb, workers=2) == 79  # ~128 MB each
-    assert ieg.shards_for(10_000 * mb, workers=2, shard_mb=500) == 20
-    assert ieg.shards_for(1e9, configured=3) == 3
+    assert image_shards.shards_for(10 * mb, workers=2) == 1  # under 16 MB: one shard
+    assert image_shards.shards_for(100 * mb, workers=2) == 6  # no shard under 16 MB
+    assert image_shards.shards_for(1000 * mb, workers=2) == 20  # at least 10 per worker
+    assert image_shards.shards_for(10_000 * mb, workers=2) == 79  # ~128 MB each
+    assert image_shards.shards_for(10_000 * mb, workers=2, shard_mb=500) == 20
+    assert image_shards.shards_for(1e9, configured=3) == 3
 
 
 def test_gzip_level_follows_compressibility(encoded):
     noise = np.random.default_rng(0).integers(0, 256, (64, 64, 3), dtype=np.uint8)
     png = encode_png(noise)
-    assert ieg.gzip_level(ieg.image_example(png, noise, 0, "encoded")) == 0  # incompressible
+    assert (
+        image_shards.gzip_level(image_decode.image_example(png, noise, 0, "encoded")) == 0
+    )  # incompressible
     flat = np.full((64, 64, 3), 7, np.uint8)
-    assert ieg.gzip_level(ieg.image_example(encode_png(flat), flat, 0, "raw")) == 1
+    assert (
+        image_shards.gzip_level(image_decode.image_example(encode_png(flat), flat, 0, "raw")) == 1
+    )
     # The test folder's images are tiny: their records' protobuf framing compresses.
     artifact, _ = encoded
     assert artifact.get_int_custom_property(ieg.GZIP_LEVEL) == 1
@@ -287,9 +292,11 @@ def _pil_bytes(mode: str, fmt: str = "PNG", **save) -> bytes:
     ids=["L", "LA", "RGB", "RGBA", "1", "I16", "P", "P-transparent", "CMYK-JPEG", "BMP"],
 )
 def test_probe_gives_the_shape_decode_gives(data):
-    pixels, fmt = ieg.decode(data)
-    assert ieg.probe(data) == (pixels.shape, fmt)
-    assert ieg.image_example(data, pixels.shape, 3) == ieg.image_example(data, pixels, 3)
+    pixels, fmt = image_decode.decode(data)
+    assert image_decode.probe(data) == (pixels.shape, fmt)
+    assert image_decode.image_example(data, pixels.shape, 3) == image_decode.image_example(
+        data, pixels, 3
+    )
 
 
 _NOISE = encode_png(np.random.default_rng(0).integers(0, 256, (20, 20, 3), dtype=np.uint8))
@@ -300,9 +307,9 @@ _NOISE = encode_png(np.random.default_rng(0).integers(0, 256, (20, 20, 3), dtype
 )
 def test_probe_rejects_what_decode_rejects(data):
     with pytest.raises(ValueError) as decoded:
-        ieg.decode(data)
+        image_decode.decode(data)
     with pytest.raises(ValueError) as probed:
-        ieg.probe(data)
+        image_decode.probe(data)
     assert str(probed.value) == str(decoded.value)
 
 
@@ -316,7 +323,7 @@ def test_decode_threads_write_what_one_thread_writes(folder, tmp_path, image_for
     outputs = {}
     for threads in (1, 3):
         uris = [str(tmp_path / f"t{threads}" / s) for s in ("train", "eval")]
-        writer = ieg.WriteShard(image_format, [2, 3], uris, 1, 1, threads=threads)
+        writer = image_shards.WriteShard(image_format, [2, 3], uris, 1, 1, threads=threads)
         [result] = list(writer.process((0, items)))
         assert result.pop("seconds") >= 0  # the one thing that may differ
         shards = [sorted(Path(u).iterdir()) for u in uris]
@@ -327,4 +334,4 @@ def test_decode_threads_write_what_one_thread_writes(folder, tmp_path, image_for
         [str(bad), str(data / "span-1" / "owl" / "notes.png")]
     )
     assert sum(n for _, n in result["counts"]) == 60
-    assert all(not name.endswith(ieg.INCOMPLETE) for name, _ in written)
+    assert all(not name.endswith(image_shards.INCOMPLETE) for name, _ in written)

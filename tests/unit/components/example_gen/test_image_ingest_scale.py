@@ -16,8 +16,8 @@ import pytest
 import tensorflow as tf
 from test_image_example_gen import run_executor
 
+from components.example_gen import image_decode, image_listing
 from components.example_gen import image_example_gen as ieg
-from components.example_gen import image_listing
 from data import photos
 
 TESTS = Path(__file__).resolve().parent
@@ -84,7 +84,7 @@ def test_unusual_valid_images_are_stored_as_they_are(photo_ingest):
 
 def test_fail_policy_names_every_bad_file_and_publishes_nothing(photo_ingest, tmp_path):
     root, made, *_ = photo_ingest
-    with pytest.raises(ieg.ImageInputError) as e:
+    with pytest.raises(image_listing.ImageInputError) as e:
         run_executor(root.parent, tmp_path, class_names=made["classes"], on_bad_image="fail")
     assert all(p in str(e.value) for p in _broken(made, root, "bad"))
     assert "4 image file(s)" in str(e.value) and not list(tmp_path.glob("Split-*"))
@@ -155,7 +155,7 @@ def test_raw_pixels_of_a_16_bit_png_are_what_tensorflow_decodes(photo_ingest):
     root, made, *_ = photo_ingest
     [path] = [root / b["path"] for b in made["broken"] if b["kind"] == "16bit-png"]
     data = path.read_bytes()
-    pixels, fmt = ieg.decode(data)  # image_format: raw stores these
+    pixels, fmt = image_decode.decode(data)  # image_format: raw stores these
     expected = tf.io.decode_image(data, expand_animations=False).numpy()
     assert fmt == "png" and pixels.max() > 0
     np.testing.assert_array_equal(pixels, expected)

@@ -72,9 +72,9 @@ def _tfx(path: str) -> list[bytes]:
     import tensorflow as tf
     from google.protobuf import json_format
 
-    from components.example_gen import csv_example_gen
+    from components.example_gen import csv_example_gen, driver
 
-    config = csv_example_gen.packed_custom_config({"columns": COLUMNS, "drop_unlabelled": "y"})
+    config = driver.packed_custom_config({"columns": COLUMNS, "drop_unlabelled": "y"})
     props = {
         "input_base": str(Path(path).parent),
         "custom_config": json_format.MessageToJson(config),

@@ -39,7 +39,7 @@ def _sample(rows: int = 200) -> bytes:
 
 @pytest.fixture(scope="module")
 def taxi_columns() -> dict[str, str]:
-    from pipeline.definition import load_schema, schema_column_types
+    from components.validation.schema_importer import load_schema, schema_column_types
 
     return schema_column_types(load_schema(str(PROJECT_ROOT / "schema" / "taxi" / "schema.pbtxt")))
 
@@ -68,9 +68,9 @@ def _tfx_examples(path: str, encoding="utf-8") -> list[bytes]:
     import tensorflow as tf
     from google.protobuf import json_format
 
-    from components.example_gen import csv_example_gen
+    from components.example_gen import csv_example_gen, driver
 
-    config = csv_example_gen.packed_custom_config({"columns": {}, "encoding": encoding})
+    config = driver.packed_custom_config({"columns": {}, "encoding": encoding})
     props = {
         "input_base": str(Path(path).parent),
         "custom_config": json_format.MessageToJson(config),
@@ -255,7 +255,8 @@ def test_taxi_schema_keeps_money_and_distance_finite():
 
 
 def test_longest_cells_are_measured_and_warned_about(tmp_path):
-    from components.validation.checks import LONG_CELL, WARN, long_cell_findings
+    from components.validation.checks import LONG_CELL, long_cell_findings
+    from components.validation.findings import WARN
 
     path = _write(tmp_path, "data.csv", (HEADER + "1,2.0,a\n2,3.0," + "x" * 70000 + "\n").encode())
     longest: dict[str, int] = {}

@@ -15,9 +15,10 @@ import pytest
 from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
 
 from components.validation import image_checks as ic
-from components.validation.checks import BLOCK, DRIFT, PASS, WARN, evaluate, load_settings
+from components.validation.checks import evaluate
+from components.validation.findings import BLOCK, DRIFT, PASS, WARN
 from components.validation.schema_importer import load_schema
-from components.validation.settings import ImageThresholds
+from components.validation.settings import ImageThresholds, load_settings
 from pipeline.datasets import DATASETS
 
 DIGITS = DATASETS["digits"]

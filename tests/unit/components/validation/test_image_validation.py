@@ -11,20 +11,10 @@ import pyarrow as pa
 import pytest
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from components.validation.checks import (
-    BLOCK,
-    DRIFT,
-    JSD,
-    L_INFTY,
-    PASS,
-    WARN,
-    ValidationConfigError,
-    evaluate,
-    load_settings,
-    split_statistics,
-    with_comparators,
-)
+from components.validation.checks import evaluate, split_statistics, with_comparators
+from components.validation.findings import BLOCK, DRIFT, JSD, L_INFTY, PASS, WARN
 from components.validation.schema_importer import load_schema
+from components.validation.settings import ValidationConfigError, load_settings
 from pipeline.datasets import DATASETS
 
 DIGITS = DATASETS["digits"]

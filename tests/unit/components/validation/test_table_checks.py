@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from components.validation import table_checks
-from components.validation.checks import BLOCK, WARN, ValidationSettings
+from components.validation.findings import BLOCK, WARN
+from components.validation.settings import ValidationSettings
 
 
 def _stats(frame: pd.DataFrame):

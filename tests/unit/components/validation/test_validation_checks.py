@@ -10,20 +10,17 @@ import pytest
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 from components.resolvers.previous_span_statistics import previous_span
-from components.validation.checks import (
-    BLOCK,
-    PASS,
-    WARN,
-    ValidationConfigError,
-    ValidationSettings,
-    evaluate,
-    load_settings,
-    with_comparators,
-)
+from components.validation.checks import evaluate, with_comparators
+from components.validation.findings import BLOCK, PASS, WARN
 from components.validation.html_report import render_report
 from components.validation.schema_importer import load_schema
 from components.validation.serving_data import serving_statistics
-from components.validation.settings import ImageThresholds
+from components.validation.settings import (
+    ImageThresholds,
+    ValidationConfigError,
+    ValidationSettings,
+    load_settings,
+)
 from data.generate import Drift, generate
 from pipeline.datasets import dataset_config
 

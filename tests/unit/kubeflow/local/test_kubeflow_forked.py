@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from kubeflow.local.forked_tasks import ForkServer, ForkServerError
+from kubeflow.local.forked_tasks import ForkServer
+from runtime.forkserver import ForkServerError
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -10,6 +10,8 @@ import pytest
 
 from metadata import diff as D
 from metadata import lineage as L
+from metadata import store
+from metadata.lineage import records
 from metadata.store import (
     MetadataStoreError,
     StoreLocation,
@@ -65,8 +67,10 @@ def test_diff_of_identical_runs_and_of_added_keys() -> None:
     assert D.diff_facts(_facts(metrics__auc=0.1 + 0.2), _facts(metrics__auc=0.3)) == []
 
 
-def _data(examples_id: int, span: int) -> L.DataVersion:
-    return L.DataVersion(examples_id, span, None, f"{span}" * 64, 10, "/d", "span-1/*.csv", [], "r")
+def _data(examples_id: int, span: int) -> records.DataVersion:
+    return records.DataVersion(
+        examples_id, span, None, f"{span}" * 64, 10, "/d", "span-1/*.csv", [], "r"
+    )
 
 
 def test_data_facts_one_span_plain_several_per_span() -> None:
@@ -75,9 +79,9 @@ def test_data_facts_one_span_plain_several_per_span() -> None:
     assert many["spans"] == "1,2" and many["span 2 fingerprint"] == "2" * 64
 
 
-def _run(run_id: str, *states: str, model: int | None = 8) -> L.RunInfo:
-    comps = [L.ComponentRun(f"C{i}", s, 1.0, i) for i, s in enumerate(states)]
-    return L.RunInfo(run_id, "2026-01-01T10:00:00", 12.5, "complete", comps, model, [1])
+def _run(run_id: str, *states: str, model: int | None = 8) -> records.RunInfo:
+    comps = [records.ComponentRun(f"C{i}", s, 1.0, i) for i, s in enumerate(states)]
+    return records.RunInfo(run_id, "2026-01-01T10:00:00", 12.5, "complete", comps, model, [1])
 
 
 def test_runs_table_shows_executed_and_cached_per_component() -> None:
@@ -129,9 +133,9 @@ def test_graph_formats(tmp_path: Path) -> None:
         path = G.write_graph(g, str(tmp_path / f"g.{ext}"))
         assert Path(path).stat().st_size > 200
     assert (tmp_path / "g.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    with pytest.raises(L.LineageError, match="unknown format '.jpg'"):
+    with pytest.raises(store.LineageError, match="unknown format '.jpg'"):
         G.write_graph(g, str(tmp_path / "g.jpg"))
-    with pytest.raises(L.LineageError, match="does not exist"):
+    with pytest.raises(store.LineageError, match="does not exist"):
         G.write_graph(g, str(tmp_path / "nope" / "g.svg"))
 
 
@@ -141,12 +145,11 @@ def test_dumps_is_sorted_and_stable() -> None:
     assert text.index('"a"') < text.index('"b"')
 
 
-def test_node_ids_match_the_definition() -> None:
-    from pipeline import definition as d
+def test_the_image_example_gen_is_one_of_the_example_gens() -> None:
+    # The node ids have one home (pipeline/node_ids.py), which the definition and
+    # the lineage queries both import: nothing to compare between them.
     from pipeline import node_ids
 
-    for name in ("EXAMPLE_GEN", "SCHEMA_IMPORTER", "TRANSFORM", "TRAINER", "EVALUATOR", "PUSHER"):
-        assert getattr(node_ids, name) == getattr(d, name)
     assert node_ids.IMAGE_EXAMPLE_GEN in node_ids.EXAMPLE_GENS
 
 
@@ -231,9 +234,9 @@ def _store_with_pipelines(path: Path, *names: str):
 
 
 def test_store_without_runs_or_of_another_pipeline(tmp_path: Path) -> None:
-    with pytest.raises(L.LineageError, match="holds no pipeline runs yet"):
+    with pytest.raises(store.LineageError, match="holds no pipeline runs yet"):
         L.Lineage(_store_with_pipelines(tmp_path / "a.sqlite"), "taxi")
-    with pytest.raises(L.LineageError, match="records pipeline\\(s\\) 'penguin', not 'taxi'"):
+    with pytest.raises(store.LineageError, match="records pipeline\\(s\\) 'penguin', not 'taxi'"):
         L.Lineage(_store_with_pipelines(tmp_path / "b.sqlite", "penguin"), "taxi")
 
 

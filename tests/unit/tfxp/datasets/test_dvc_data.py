@@ -259,7 +259,8 @@ def test_the_dataset_files_source_block_is_the_default_drop(tmp_path, repo, monk
 
 
 def test_a_bad_source_block_names_the_file_and_key(tmp_path, monkeypatch):
-    from pipeline.datasets import DATASET_PATH_ENV, DatasetFileError, load_dataset_file
+    from pipeline.dataset_sections import DatasetFileError
+    from pipeline.datasets import DATASET_PATH_ENV, load_dataset_file
 
     monkeypatch.setenv(DATASET_PATH_ENV, str(tmp_path / "datasets"))
     _dataset_with_source(tmp_path, "source:\n  dvc: ../repo\n  revision: v1\n")

@@ -10,8 +10,8 @@ import pytest
 
 from pipeline.datasets import DATASET_PATH_ENV, load_dataset_file
 from pipeline.headers import feature_name
-from tfxp.init.command import InitError, run_init
-from tfxp.init.profile import check_files, infer
+from tfxp.init.command import run_init
+from tfxp.init.profile import InitError, check_files, infer
 
 ROWS = 40
 

@@ -11,7 +11,8 @@ from test_dataset_init import _args, _csv, home  # noqa: F401 - the fixture
 
 from pipeline.datasets import load_dataset_file
 from tfxp.init import inference as ii
-from tfxp.init.command import InitError, run_init
+from tfxp.init.command import run_init
+from tfxp.init.profile import InitError
 
 
 def test_label_rows_drop_blanks_and_text_in_a_numeric_label():

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.datasets import DATASET_PATH_ENV, GENERIC_RUN_FN, load_dataset_file
+from pipeline.config import GENERIC_RUN_FN
+from pipeline.datasets import DATASET_PATH_ENV, load_dataset_file
 from pipeline.models import GBT_RUN_FN
 from tfxp.init.command import run_init
 from tfxp.init.dataset_file import train_steps

@@ -10,10 +10,12 @@ from pathlib import Path
 import pytest
 
 from metadata.store import StoreLocation, open_store
-from pipeline.datasets import DatasetFileError, dataset_config, load_dataset_file
+from metadata.watch_records import handled_spans
+from pipeline.dataset_sections import DatasetFileError
+from pipeline.datasets import dataset_config, load_dataset_file
 from tfxp.datasets.publish import publish_span
 from tfxp.local.runner import PipelineRunError, RunInterruptedError, ValidationBlockedError
-from tfxp.monitor.watch import BLOCKED, FAILED, TRAINED, Watcher, WatchOptions, handled_spans
+from tfxp.monitor.watch import BLOCKED, FAILED, TRAINED, Watcher, WatchOptions
 
 
 @dataclass

@@ -14,7 +14,9 @@ from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostin
 
 import compat
 from compat import sklearn as sklearn_internals
-from pipeline.datasets import GENERIC_RUN_FN, DatasetFileError, load_dataset_file
+from pipeline.config import GENERIC_RUN_FN
+from pipeline.dataset_sections import DatasetFileError
+from pipeline.datasets import load_dataset_file
 from pipeline.models import GBT_HYPERPARAMETERS, GBT_RUN_FN, GBT_TUNABLE
 from trainer.tabular.features import TabularSpec
 from trainer.tabular.gbt import GbtHyperparameters, GbtModel, eval_loss, fit
