@@ -15,8 +15,26 @@ import compat
 from compat import __main__ as compat_main
 
 ROOT = Path(__file__).resolve().parents[3]
-PROJECT = {"compat", "components", "tfxp", "pipeline", "trainer", "kubeflow", "data", "schema"}
-SCANNED = ["components", "tfxp", "pipeline", "trainer", "kubeflow", "airflow"]
+PROJECT = {
+    "compat",
+    "components",
+    "tfxp",
+    "pipeline",
+    "trainer",
+    "kubeflow",
+    "data",
+    "schema",
+    "metadata",
+    "serving",
+    "runtime",
+    "beam_spark",
+}
+# Every production package (the libraries too: runtime/ and beam_spark/ reach private names
+# through compat/ like the rest).
+SCANNED = [
+    *("components", "tfxp", "pipeline", "trainer", "kubeflow", "airflow"),
+    *("metadata", "serving", "runtime", "beam_spark"),
+]
 
 
 def _modules() -> None:
@@ -97,6 +115,22 @@ def test_each_private_name_is_where_compat_says(entry):
     assert f"self.{attribute}" in inspect.getsource(inspect.getmodule(cls)) or hasattr(
         cls, attribute
     )
+
+
+def test_tfma_attributes_are_read_only_when_registered():
+    from compat import tfma
+
+    class Combiner(tfma.CalibrationHistogramCombiner):
+        def __init__(self) -> None:  # no TFMA set-up: only the attributes read below
+            self._num_buckets = 7
+            self._unlisted = 1
+
+    combiner = Combiner()
+    assert tfma.attribute(combiner, "_num_buckets") == 7  # registered on a base class
+    with pytest.raises(AttributeError, match="Combiner._unlisted is not a TFMA attribute"):
+        tfma.attribute(combiner, "_unlisted")
+    with pytest.raises(AttributeError, match="_num_buckets"):  # registered, but on another class
+        tfma.attribute(object(), "_num_buckets")
 
 
 def test_a_library_of_another_version_is_refused_with_what_to_do(monkeypatch):
