@@ -48,7 +48,7 @@ def exit_without_teardown(code: int) -> None:
     shutdown = getattr(threading, "_shutdown", None)  # what Python's exit calls first
     if shutdown is not None:
         shutdown()
-    atexit._run_exitfuncs()
+    atexit._run_exitfuncs()  # noqa: SLF001 - atexit has no public way to run its handlers before os._exit
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # closed or broken by the command
             stream.flush()

@@ -115,7 +115,7 @@ class Servicer:
         return outputs
 
     @_api("predict")
-    def Predict(self, request, context, named):  # noqa: N802 - gRPC method name
+    def Predict(self, request, context, named):  # gRPC method name
         import tensorflow as tf
         from tensorflow_serving.apis import predict_pb2
 
@@ -168,7 +168,7 @@ class Servicer:
         return sig, {next(iter(sig.inputs)): arr}, len(examples)
 
     @_api("classify")
-    def Classify(self, request, context, named):  # noqa: N802
+    def Classify(self, request, context, named):
         from tensorflow_serving.apis import classification_pb2
 
         resolved = self._resolve(request.model_spec, context, named)
@@ -183,7 +183,7 @@ class Servicer:
         return resp
 
     @_api("regress")
-    def Regress(self, request, context, named):  # noqa: N802
+    def Regress(self, request, context, named):
         from tensorflow_serving.apis import regression_pb2
 
         resolved = self._resolve(request.model_spec, context, named)
@@ -196,7 +196,7 @@ class Servicer:
         return resp
 
     @_api("metadata")
-    def GetModelMetadata(self, request, context, named):  # noqa: N802
+    def GetModelMetadata(self, request, context, named):
         from tensorflow_serving.apis import get_model_metadata_pb2
 
         resolved = self._resolve(request.model_spec, context, named)
@@ -209,7 +209,7 @@ class Servicer:
         return resp
 
     @_api("status")
-    def GetModelStatus(self, request, context, named):  # noqa: N802
+    def GetModelStatus(self, request, context, named):
         from tensorflow_serving.apis import get_model_status_pb2
 
         spec = request.model_spec
@@ -225,10 +225,10 @@ class Servicer:
             s.state = get_model_status_pb2.ModelVersionStatus.AVAILABLE
         return resp
 
-    def HandleReloadConfigRequest(self, request, context):  # noqa: N802
+    def HandleReloadConfigRequest(self, request, context):
         context.abort(grpc.StatusCode.UNIMPLEMENTED, "models change through the serving folder")
 
-    def MultiInference(self, request, context):  # noqa: N802
+    def MultiInference(self, request, context):
         context.abort(
             grpc.StatusCode.UNIMPLEMENTED, "MultiInference is not served: use Classify or Regress"
         )

@@ -139,7 +139,7 @@ class RequestLog:
         self._thread.start()
 
     def sampled(self) -> bool:
-        return self.fraction >= 1.0 or (self.fraction > 0 and random.random() < self.fraction)
+        return self.fraction >= 1.0 or (self.fraction > 0 and random.random() < self.fraction)  # noqa: S311 - sampling, not a secret
 
     def add(self, entry: Entry) -> None:
         if len(self._queue) >= QUEUE_LIMIT:
@@ -173,7 +173,7 @@ class RequestLog:
             if entries:
                 try:
                     self._write(entries)
-                except Exception:  # noqa: BLE001 - logging must never stop serving
+                except Exception:  # logging must never stop serving
                     log.exception("could not write the request log in %s", self.folder)
             for marker in batch:
                 if marker is None or isinstance(marker, threading.Event):

@@ -84,7 +84,7 @@ class RestApp:
             status, body, headers, content_type = await self._handle(scope, receive, labels)
         except Answer as a:
             status, body, headers, content_type = a.status, a.body, a.headers, JSON
-        except Exception as e:  # noqa: BLE001 - the server's own fault: say so, keep serving
+        except Exception as e:  # the server's own fault: say so, keep serving
             log.exception("error answering %s %s", scope.get("method"), scope.get("path"))
             status, body, content_type = 500, {"error": f"internal error: {e}"}, JSON
         data = body if isinstance(body, bytes) else orjson.dumps(body)

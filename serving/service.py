@@ -53,7 +53,7 @@ class Split:
         if key:  # sticky: the same key always lands on the same side
             digest = hashlib.blake2b(key.encode(), digest_size=8).digest()
             return int.from_bytes(digest, "big") % 10_000 < self.percent * 100
-        return random.random() * 100 < self.percent
+        return random.random() * 100 < self.percent  # noqa: S311 - a traffic split, not a secret
 
 
 @dataclass

@@ -89,7 +89,7 @@ class _ReadCsvRecords(beam.DoFn):
 
 
 @beam.ptransform_fn
-def _CheckedCsvToExample(  # noqa: N802 - Beam PTransform naming
+def _CheckedCsvToExample(  # Beam PTransform naming
     pipeline: beam.Pipeline, exec_properties: dict[str, Any], split_pattern: str
 ) -> beam.PCollection:
     """TFX's _CsvToExample (same type inference and examples), reading text through csv_text."""
@@ -124,7 +124,7 @@ def _CheckedCsvToExample(  # noqa: N802 - Beam PTransform naming
 
 
 @beam.ptransform_fn
-def _WriteSplit(  # noqa: N802 - Beam PTransform naming
+def _WriteSplit(  # Beam PTransform naming
     examples: beam.PCollection, output_split_path: str, num_shards: int
 ) -> beam.pvalue.PDone:
     # TFX's write_split.WriteSplit, with the shard count fixed instead of left
@@ -145,10 +145,10 @@ def _WriteSplit(  # noqa: N802 - Beam PTransform naming
 class Executor(csv_executor.Executor):
     """TFX's CSV ExampleGen executor with schema checks first and sized shards."""
 
-    def GetInputSourceToExamplePTransform(self) -> beam.PTransform:  # noqa: N802 - TFX API
+    def GetInputSourceToExamplePTransform(self) -> beam.PTransform:  # TFX API
         return _CheckedCsvToExample
 
-    def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 - TFX API
+    def Do(self, input_dict, output_dict, exec_properties) -> None:  # TFX API
         self._log_startup(input_dict, output_dict, exec_properties)
         reader = str(custom_struct(exec_properties).get("csv_reader") or DEFAULT_CSV_READER)
         if reader == "arrow":

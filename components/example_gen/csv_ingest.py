@@ -351,7 +351,7 @@ def run(pipeline: beam.Pipeline, plan: list[list[Piece]], spec: IngestSpec) -> I
     try:
         result = pipeline.run()
         result.wait_until_finish()
-    except Exception as e:  # noqa: BLE001 - any failure sends the input to the CSV checks
+    except Exception as e:  # any failure sends the input to the CSV checks
         remove_outputs(spec.split_uris)
         raise arrow_csv.ArrowCsvError(f"Arrow ingest failed: {e}") from e
     found = result.metrics().query(MetricsFilter().with_namespace(METRICS_NAMESPACE))

@@ -124,7 +124,7 @@ def _workers(beam_args: list[str] | None) -> int:
 class Executor(base_beam_executor.BaseBeamExecutor):
     """Image folders -> split, sharded GZIP TFRecords of tf.Examples, in one Beam pipeline."""
 
-    def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 - TFX API
+    def Do(self, input_dict, output_dict, exec_properties) -> None:  # TFX API
         self._log_startup(input_dict, output_dict, exec_properties)
         options, image_format, policy, class_names = _options(exec_properties)
         input_config, output_config = _split_configs(exec_properties)

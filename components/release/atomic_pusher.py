@@ -101,12 +101,12 @@ def _publish_to_object_store(
             try:
                 if leftover and fileio.exists(leftover):
                     fileio.rmtree(leftover)
-            except Exception as e:  # the store may be what failed; keep the first error
+            except Exception as e:  # noqa: BLE001 - the store may be what failed; keep the first error
                 logging.warning("could not remove the partial push %s: %s", leftover, e)
         raise
     try:
         fileio.rmtree(tmp)
-    except Exception as e:  # the version is complete; a hidden leftover is harmless
+    except Exception as e:  # noqa: BLE001 - the version is complete; a hidden leftover is harmless
         logging.warning("could not remove %s: %s", tmp, e)
     return serving_path, version
 

@@ -122,7 +122,7 @@ class ImageEnvTaskHandler(task_handler_interface.ITaskHandler):
         workdir = image_workdir()
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
         try:
-            proc = subprocess.Popen(
+            proc = subprocess.Popen(  # noqa: S603 - the task's command from the compiled spec this process wrote, no shell
                 self.command(),
                 cwd=workdir,
                 env=image_environment(),

@@ -242,7 +242,7 @@ class ModelQueries(LineageCore):
         quiet_tensorflow()
         try:
             found = read_eval_metrics(evaluation.uri)
-        except Exception as e:  # a moved or deleted pipeline root
+        except Exception as e:  # noqa: BLE001 - a moved or deleted pipeline root
             raise LineageError(
                 f"cannot read the evaluation of model {model_id} at {evaluation.uri} "
                 f"({str(e).splitlines()[0][:120]}); was the pipeline root moved or deleted?"

@@ -26,10 +26,10 @@ import pytest
 from e2e_support import small_config, write_scaled_fares, write_span
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from mariadb_server import mariadb_server  # noqa: E402, F401
+from mariadb_server import mariadb_server  # noqa: F401
 
-from metadata.summary import RunSummary  # noqa: E402
-from pipeline.config import PipelineConfig  # noqa: E402
+from metadata.summary import RunSummary
+from pipeline.config import PipelineConfig
 
 # The first test of a module also pays for its module fixture's whole runs.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]

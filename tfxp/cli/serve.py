@@ -22,7 +22,7 @@ import sys
 
 from tfxp.cli.common import add_config_flags, config_from_args
 
-TOKEN_ENV = "TFXP_SERVE_TOKEN"
+TOKEN_ENV = "TFXP_SERVE_TOKEN"  # noqa: S105 - the variable's name, not a token
 
 
 def _port_free(host: str, port: int) -> str | None:

@@ -378,7 +378,7 @@ def _record_block(
     try:
         with metadata.Metadata(connection) as m:
             record_block(m.store, config, run_id, message)
-    except Exception as e:  # recording must never hide the block itself
+    except Exception as e:  # noqa: BLE001 - recording must never hide the block itself
         logging.warning("could not record the gate's block in ML Metadata: %s", e)
 
 
@@ -388,7 +388,7 @@ def _gate_outcome(store, config: PipelineConfig, summary, printer: Printer) -> N
 
     try:
         outcome = finish_report(store, config, summary.run_id)
-    except Exception as e:  # the run itself succeeded; say what is missing, don't fail it
+    except Exception as e:  # noqa: BLE001 - the run itself succeeded; say what is missing, don't fail it
         printer(f"(could not read the validation gate's result: {e})")
         return
     summary.validation = outcome.decision
@@ -437,7 +437,7 @@ def _diagnose_corrupt_input(
                     art.id, art.uri, recorded_counts(m.store, art.id)
                 ).bad_shards
             ]
-    except Exception as e:  # the diagnosis must never hide the original error
+    except Exception as e:  # noqa: BLE001 - the diagnosis must never hide the original error
         return f"\n  (could not check the input shards: {e})"
     if not lines:
         return ""

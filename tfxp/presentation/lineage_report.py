@@ -93,7 +93,7 @@ def tuning_facts(lin: Lineage, tuner_execution_id: int) -> dict[str, Any]:
         path = os.path.join(art.uri, "tuner_results.json")
         try:
             trials = json.loads(io_utils.read_string_file(path))
-        except Exception as e:  # a report must not hide the run's other facts
+        except Exception as e:  # noqa: BLE001 - a report must not hide the run's other facts
             return {"unreadable": f"{path}: {e}"}
         return {"trials": trials, "best": trials[0] if trials else None}
     return {}

@@ -33,7 +33,7 @@ from tfxp.ui.browse import StoreBrowser
 __all__ = ["create_app"]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TOKEN_COOKIE = "tfxp_ui_token"
+TOKEN_COOKIE = "tfxp_ui_token"  # noqa: S105 - the cookie's name, not a token
 # Scripts and styles from the app only; plotly.js needs inline style attributes.
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "

@@ -69,7 +69,7 @@ def dataset_of_pipelines() -> dict[str, str]:
     for name in dataset_names():
         try:
             out[dataset_config(name).pipeline_name] = name
-        except Exception:  # a broken dataset file must not take the console down
+        except Exception:  # noqa: BLE001, S112 - a broken dataset file must not take the console down
             continue
     return out
 

@@ -294,7 +294,7 @@ def plotly_js(request: Request) -> Response:
 def _error_page(request: Request, status: int, title: str, message: str) -> Response:
     try:
         return _render(request, "error.html", status=status, title=title, message=message)
-    except Exception:  # the error page itself must not fail
+    except Exception:  # noqa: BLE001 - the error page itself must not fail
         return HTMLResponse(f"<h1>{status}</h1>", status_code=status)
 
 

@@ -87,7 +87,7 @@ def _module_refusal(exec_properties: dict[str, Any]) -> str | None:
 class Executor(tfx_evaluator.Executor):
     """TFX's Evaluator executor with the fast path in front of it."""
 
-    def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 (TFX's name)
+    def Do(self, input_dict, output_dict, exec_properties) -> None:  # TFX's name
         started = time.perf_counter()
         refusal = (
             runner_refusal(self._beam_pipeline_args, single_process=False)

@@ -126,7 +126,7 @@ def _analysis_reading_by(layout: Layout | None) -> Iterator[None]:
     used: list[str] = []
 
     class LayoutProcessor(stock_processor):
-        def _CreateTFXIO(self, dataset, schema):  # noqa: N802 (TFX's name)
+        def _CreateTFXIO(self, dataset, schema):  # TFX's name
             tfxio = super()._CreateTFXIO(dataset, schema)
             if type(tfxio) is not tf_example_record.TFExampleRecord:
                 return tfxio
@@ -151,7 +151,7 @@ def _analysis_reading_by(layout: Layout | None) -> Iterator[None]:
 class Executor(tfx_transform.Executor):
     """TFX's Transform executor, with the transformed examples written in-process."""
 
-    def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 (TFX's name)
+    def Do(self, input_dict, output_dict, exec_properties) -> None:  # TFX's name
         started = time.perf_counter()
         refusal = runner_refusal(self._beam_pipeline_args, single_process=False) or _refusal(
             input_dict, output_dict, exec_properties

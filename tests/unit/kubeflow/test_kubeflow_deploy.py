@@ -99,10 +99,10 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(404, f"no route {method} {path}")
         return handler()
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server API
+    def do_GET(self) -> None:  # http.server API
         self._route("GET")
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server API
+    def do_POST(self) -> None:  # http.server API
         self._route("POST")
 
     # --- endpoints -----------------------------------------------------------

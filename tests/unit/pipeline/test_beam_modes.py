@@ -15,7 +15,7 @@ from pipeline.overrides import pipeline_config
 class _NoWorkExecutor(BaseBeamExecutor):
     """A TFX Beam component's executor; only its Beam pipeline is used."""
 
-    def Do(self, input_dict, output_dict, exec_properties):  # noqa: N802 (TFX's name)
+    def Do(self, input_dict, output_dict, exec_properties):  # TFX's name
         raise NotImplementedError
 
 

@@ -118,6 +118,16 @@ def test_a_server_that_is_down(tmp_path: Path) -> None:
     assert "Connection refused" in text
 
 
+def test_a_webhook_that_is_not_http_is_not_opened(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not for a webhook")
+    log = tmp_path / "run.log"
+    for t in _notifier(secret.as_uri(), log, deadline=5).send(_blocked()):
+        t.join()
+    text = _undeliverable(log)
+    assert "not an http:// or https:// URL" in text and "1 attempt" not in text
+
+
 def test_wait_for_deliveries_waits_for_pending_ones(hook_factory, tmp_path) -> None:
     hook = hook_factory(lambda n: (200, False))
     _notifier(hook.url, tmp_path / "log").send(_blocked())

@@ -200,9 +200,9 @@ def test_a_bad_flag_value_still_fails_as_beam_fails() -> None:
 
 
 def _uses_submodules():
-    import os.path  # noqa: F401 - what the function below reaches through `os`
+    import os.path  # what the function below reaches through `os`
 
-    import apache_beam.transforms.userstate  # noqa: F401
+    import apache_beam.transforms.userstate
 
     return os.path.join, apache_beam.transforms.userstate, apache_beam.io.textio
 
@@ -228,7 +228,7 @@ def test_indexed_submodule_lookup_equals_cloudpickles_scan() -> None:
         compared += bool(expected)
     assert compared >= 2  # some functions do reach submodules
     # A module imported after the index was built is found (the index is rebuilt).
-    import xml.dom.minidom  # noqa: F401 - imported here on purpose
+    import xml.dom.minidom  # imported here on purpose
 
     def reaches_minidom():
         return xml.dom.minidom

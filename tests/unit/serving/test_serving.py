@@ -299,5 +299,5 @@ def test_a_token_is_required_with_one_and_loopback_hosts_only_without(serving_ru
 def test_off_loopback_it_refuses_to_start_without_a_token(capsys) -> None:
     from tfxp.cli import main
 
-    assert main(["serve", "--host", "0.0.0.0", "--no-token"]) == 2
+    assert main(["serve", "--host", "0.0.0.0", "--no-token"]) == 2  # noqa: S104 - refused
     assert "reverse proxy" in capsys.readouterr().err

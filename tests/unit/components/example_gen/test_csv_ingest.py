@@ -43,7 +43,7 @@ def test_splits_are_tfx_partition_fn(batch, columns, hash_buckets):
     )
     boundaries = list(np.cumsum(hash_buckets))
     theirs = [
-        base_example_gen_executor._PartitionFn(r, len(boundaries), boundaries, config)  # noqa: SLF001
+        base_example_gen_executor._PartitionFn(r, len(boundaries), boundaries, config)
         for r in records
     ]
     framed, keys = tfrecord_shards.framed_examples(batch, columns, frozenset(), digests=True)

@@ -127,7 +127,7 @@ class _FakeGcs(BaseHTTPRequestHandler):
         with contextlib.suppress(OSError):  # the client read what it wanted and closed
             self.wfile.write(body)
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:  # http.server's name
         path = self.path.split("?", 1)[0]
         if path.startswith("/storage/v1/b/"):  # metadata: /storage/v1/b/BUCKET/o/NAME
             _, _, _, _, bucket, _, name = path.split("/", 6)

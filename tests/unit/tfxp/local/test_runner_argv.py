@@ -12,7 +12,7 @@ BEAM_ARGS = ["--runner=FnApiRunner", "--direct_num_workers=0"]
 
 
 class _Executor(base_beam_executor.BaseBeamExecutor):
-    def Do(self, input_dict, output_dict, exec_properties):  # noqa: N802 - TFX API
+    def Do(self, input_dict, output_dict, exec_properties):  # TFX API
         raise AssertionError("not run")
 
 
@@ -35,5 +35,5 @@ def test_program_name_only_while_components_run(monkeypatch):
     with program_name_only_argv():
         assert sys.argv == ["tfxp"]
         executor = _beam_executor()  # would raise with the whole command line
-        assert "--runner=FnApiRunner" in executor._beam_pipeline_args  # noqa: SLF001
+        assert "--runner=FnApiRunner" in executor._beam_pipeline_args
     assert sys.argv == ["tfxp", "run", "--no-cache", "-v"]

@@ -50,7 +50,7 @@ PIPELINE_PROPERTIES = {
 
 def test_the_pipelines_transform_is_covered(tmp_path):
     inputs, outputs = _artifacts(tmp_path)
-    assert executor._refusal(inputs, outputs, PIPELINE_PROPERTIES) is None  # noqa: SLF001
+    assert executor._refusal(inputs, outputs, PIPELINE_PROPERTIES) is None
 
 
 @pytest.mark.parametrize(
@@ -63,16 +63,16 @@ def test_the_pipelines_transform_is_covered(tmp_path):
 )
 def test_options_it_does_not_cover_go_to_tfx(tmp_path, change, reason):
     inputs, outputs = _artifacts(tmp_path)
-    refusal = executor._refusal(inputs, outputs, {**PIPELINE_PROPERTIES, **change})  # noqa: SLF001
+    refusal = executor._refusal(inputs, outputs, {**PIPELINE_PROPERTIES, **change})
     assert refusal and reason in refusal
 
 
 def test_parquet_and_no_materialization_go_to_tfx(tmp_path):
     inputs, outputs = _artifacts(tmp_path, file_format="parquet")
-    assert "file format parquet" in executor._refusal(inputs, outputs, PIPELINE_PROPERTIES)  # noqa: SLF001
+    assert "file format parquet" in executor._refusal(inputs, outputs, PIPELINE_PROPERTIES)
     inputs, outputs = _artifacts(tmp_path)
     del outputs["transformed_examples"]
-    assert "no transformed examples" in executor._refusal(inputs, outputs, PIPELINE_PROPERTIES)  # noqa: SLF001
+    assert "no transformed examples" in executor._refusal(inputs, outputs, PIPELINE_PROPERTIES)
 
 
 def test_a_remote_runner_runs_tfxs_executor_unchanged(tmp_path, monkeypatch, caplog):
@@ -146,11 +146,11 @@ def test_parsed_tensors_equal_tfxs_tensor_adapter(tmp_path):
         schema=schema,
     )
     decoder = example_coder.ExamplesToRecordBatchDecoder(
-        tfxio._GetSchemaForDecoding().SerializeToString()  # noqa: SLF001
+        tfxio._GetSchemaForDecoding().SerializeToString()
     )
     adapter = tensor_adapter.TensorAdapter(tfxio.TensorAdapterConfig())
     expected = adapter.ToBatchTensors(decoder.DecodeBatch(serialized), produce_eager_tensors=False)
-    parser, _ = tfxio._GetTfExampleParserConfig()  # noqa: SLF001
+    parser, _ = tfxio._GetTfExampleParserConfig()
     [parsed] = list(parsed_batches([str(path)], parser))
     assert parsed.keys() == expected.keys()
     for key, want in expected.items():
