@@ -159,18 +159,19 @@ def _example_gen(config: PipelineConfig, schema: Any):
     """The dataset's ExampleGen (CSV or image class folders) for the span(s) `config` asks for."""
     if config.example_gen not in ("csv", "image"):
         raise ValueError(f"example_gen must be 'csv' or 'image', not {config.example_gen!r}")
-    if config.example_gen == "image" and config.image is None:
+    image = config.image
+    if config.example_gen == "image" and image is None:
         raise ValueError("an image dataset needs `image` options (ImageOptions)")
     make_example_gen = (
         functools.partial(
             image_example_gen,
-            class_names=config.image.class_names,
-            image_format=config.image.image_format,
-            on_bad_image=config.image.on_bad_image,
-            shard_mb=config.image.shard_mb,
-            gzip_level=config.image.gzip_level,
+            class_names=image.class_names,
+            image_format=image.image_format,
+            on_bad_image=image.on_bad_image,
+            shard_mb=image.shard_mb,
+            gzip_level=image.gzip_level,
         )
-        if config.example_gen == "image"
+        if image is not None and config.example_gen == "image"
         else functools.partial(
             checked_csv_example_gen,
             columns=schema_column_types(schema),

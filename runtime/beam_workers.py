@@ -257,7 +257,9 @@ def content_key(path: str) -> bytes:
     if tarfile.is_tarfile(path):
         with tarfile.open(path) as tar:
             for m in sorted((m for m in tar.getmembers() if m.isfile()), key=lambda m: m.name):
-                digest.update(m.name.encode() + b"\0" + tar.extractfile(m).read() + b"\0")
+                member = tar.extractfile(m)  # a file (isfile above): never None
+                data = member.read() if member is not None else b""
+                digest.update(m.name.encode() + b"\0" + data + b"\0")
     elif zipfile.is_zipfile(path):
         with zipfile.ZipFile(path) as z:
             for name in sorted(z.namelist()):

@@ -112,8 +112,8 @@ class ForkedProcess:
 
     def wait(self, timeout: float | None = None) -> int:
         code = self._read_status(timeout)
-        if code is None:
-            raise subprocess.TimeoutExpired(self.args, timeout)
+        if code is None:  # only a wait with a timeout returns without a status
+            raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
         return code
 
     def send_signal(self, sig: int) -> None:
@@ -150,8 +150,8 @@ class ForkedProcess:
         deadline = None if timeout is None else time.monotonic() + timeout
         for t in readers:
             t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
-            if t.is_alive():
-                raise subprocess.TimeoutExpired(self.args, timeout)
+            if t.is_alive():  # only with a timeout
+                raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
         self.wait(left)
         return results.get("out"), results.get("err")
@@ -368,7 +368,7 @@ class ForkServer:
             proc.kill()
             proc.wait(30)
             raise
-        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+        return subprocess.CompletedProcess(proc.args, proc.wait(), out, err)  # communicate waited
 
     def exec(
         self, args: Sequence[str], *, cwd: str | None = None, env: dict[str, str] | None = None

@@ -139,7 +139,8 @@ def _reopen_std_streams(env: dict[str, str]) -> None:
     unbuffered = bool(env.get("PYTHONUNBUFFERED"))
     encoding, _, errors = (env.get("PYTHONIOENCODING") or "utf-8").partition(":")
     stdin = io.BufferedReader(io.FileIO(0, "rb", closefd=False))
-    sys.stdin = sys.__stdin__ = io.TextIOWrapper(stdin, encoding or "utf-8", errors or "strict")
+    # The child's own stdin, for what reads sys.__stdin__ too (typeshed calls it Final).
+    sys.stdin = sys.__stdin__ = io.TextIOWrapper(stdin, encoding or "utf-8", errors or "strict")  # type: ignore[misc]
     for fd, name in ((1, "stdout"), (2, "stderr")):
         raw = io.FileIO(fd, "wb", closefd=False)
         stream = io.TextIOWrapper(

@@ -11,11 +11,13 @@ does not pay for TensorFlow's first-call tracing.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -35,7 +37,7 @@ class ModelLoadError(RuntimeError):
 @dataclass
 class TensorInfo:
     name: str
-    dtype: object  # tf.DType
+    dtype: Any  # tf.DType
     shape: tuple[int | None, ...]
 
 
@@ -69,7 +71,7 @@ class LoadedVersion:
     version: int
     path: str
     signatures: dict[str, Signature]
-    signature_defs: object  # tensorflow.core.protobuf.meta_graph_pb2 SignatureDef map owner
+    signature_defs: Any  # tensorflow.core.protobuf.meta_graph_pb2 SignatureDef map owner
     loaded_at: float = field(default_factory=time.time)
     warmup_records: int = 0
     # The loaded SavedModel: its signatures' variables live as long as this object.
@@ -138,7 +140,7 @@ def load_version(
             sig.call,
             max_batch_size=max_batch_size,
             timeout_ms=timeout_ms,
-            observe=(lambda rows, s=sig.name: observe(s, rows)) if observe else None,
+            observe=functools.partial(observe, sig.name) if observe else None,
             name=f"batch-{model}-{version}-{sig.name}",
         )
     lv.warmup_records = warm_up(lv)

@@ -16,9 +16,11 @@ import time
 import uuid
 from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from serving.batching import Batcher
 from serving.codec import ClientError, ExampleEncoder
 from serving.metrics import Metrics
 from serving.models import LoadedVersion, Signature
@@ -141,7 +143,7 @@ class Service:
         rows: int,
         request_id: str | None = None,
     ) -> Call:
-        future = sig.batcher.submit(inputs, rows)
+        future = _batcher(sig).submit(inputs, rows)
         return Call(
             resolved, sig, inputs, rows, future, request_id or uuid.uuid4().hex, time.monotonic()
         )
@@ -167,7 +169,7 @@ class Service:
             sig,
             call.inputs,
             call.rows,
-            sig.batcher.submit(call.inputs, call.rows),
+            _batcher(sig).submit(call.inputs, call.rows),
             call.request_id,
             call.started,
         )
@@ -190,7 +192,7 @@ class Service:
             outputs=outputs,  # the main output is picked in the writer's thread
         )
 
-    def raw_examples(self, sig: Signature, inputs: dict[str, np.ndarray], rows: int) -> list:
+    def raw_examples(self, sig: Signature, inputs: dict[str, np.ndarray], rows: int) -> Any:
         if sig.takes_examples:
             return next(iter(inputs.values()))  # the serialized examples themselves
         from tensorflow.core.example import example_pb2
@@ -211,14 +213,21 @@ class Service:
         return out
 
 
+def _batcher(sig: Signature) -> Batcher:
+    """The signature's batcher; a version gets them when it is loaded."""
+    if sig.batcher is None:
+        raise RuntimeError(f"signature {sig.name!r} has no batcher: its version is not loaded")
+    return sig.batcher
+
+
 def classify_results(outputs: dict[str, np.ndarray], rows: int, classes: list[str] | None):
     """TF Serving's classification results: per example, [[class, score], ...]."""
     scores = main_output(outputs, rows)
     if scores.shape[1] == 1:  # one probability: the positive class's
         names = classes if classes and len(classes) == 2 else ["0", "1"]
         return [[[names[0], 1.0 - float(p)], [names[1], float(p)]] for p in scores[:, 0]]
-    names = classes if classes and len(classes) == scores.shape[1] else None
-    names = names or [str(i) for i in range(scores.shape[1])]
+    matches = classes and len(classes) == scores.shape[1]
+    names = classes if classes and matches else [str(i) for i in range(scores.shape[1])]
     return [[[n, float(s)] for n, s in zip(names, row, strict=True)] for row in scores]
 
 

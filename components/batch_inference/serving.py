@@ -13,7 +13,7 @@ from __future__ import annotations
 import csv
 import math
 import struct
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 from components.example_gen import csv_checks
@@ -114,8 +114,8 @@ class RowEncoder:
             else:
                 self.columns.append((i, kind, key))
 
-    def __call__(self, row: list[str]) -> bytes:
-        entries = []
+    def __call__(self, row: Sequence[str]) -> bytes:
+        entries: list[bytes] = []
         append = entries.append
         for i, kind, prefix in self.columns:
             value = row[i]

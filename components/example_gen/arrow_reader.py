@@ -161,7 +161,7 @@ class ArrowIngest:
 def _input_files(base: str, input_config) -> tuple[list[tuple[str, int]], list[str]]:
     """((file, input split index) pairs, the sorted distinct files): plain CSV, local or
     in s3:// / gs:// (read in byte ranges through components/io/object_storage.py)."""
-    inputs = []  # (file, input split index)
+    inputs: list[tuple[str, int]] = []  # (file, input split index)
     for index, split in enumerate(input_config.splits):
         inputs.extend((f, index) for f in sorted(fileio.glob(os.path.join(base, split.pattern))))
     files = sorted({f for f, _ in inputs})

@@ -58,7 +58,7 @@ def next_version(base_directory: str, now: float | None = None) -> str:
 
 def _relative_files(root: str) -> list[str]:
     root = root.rstrip("/")
-    found = []
+    found: list[str] = []
     for directory, _, files in fileio.walk(root):
         rel_dir = directory.rstrip("/")[len(root) :].strip("/")
         found.extend(f"{rel_dir}/{f}" if rel_dir else f for f in files)

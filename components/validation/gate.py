@@ -128,8 +128,8 @@ def _longest_cells(artifacts: list[types.Artifact] | None) -> dict[str, int]:
 
 
 def _span(artifacts: list[types.Artifact] | None) -> int | None:
-    spans = [custom_int(a, SPAN_PROPERTY) for a in artifacts or []]
-    spans = [s for s in spans if s is not None]
+    found = [custom_int(a, SPAN_PROPERTY) for a in artifacts or []]
+    spans = [s for s in found if s is not None]
     return max(spans) if spans else None
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import glob
 import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ml_metadata.proto import metadata_store_pb2 as pb
 
@@ -11,6 +13,7 @@ from metadata import sources
 from metadata.lineage.core import LineageCore
 from metadata.lineage.records import (
     DataVersion,
+    ModelUse,
     SpanLineage,
 )
 from metadata.properties import json_prop as _json
@@ -24,6 +27,10 @@ from pipeline.node_ids import (
 class SpanQueries(LineageCore):
     """Lineage queries about data: spans, their versions and what was ingested. (a part of metadata.lineage.Lineage, whose other
     parts' methods it may call)."""
+
+    if TYPE_CHECKING:  # the other part's method it calls (models.py)
+
+        def models_trained_on(self, examples: Sequence[pb.Artifact]) -> list[ModelUse]: ...
 
     def data_version(self, examples: pb.Artifact) -> DataVersion:
         gen = self.producer(examples.id)
@@ -93,7 +100,7 @@ class SpanQueries(LineageCore):
         return sorted(found, key=lambda a: a.id)
 
     def ingested_spans(self) -> list[int]:
-        spans = set()
+        spans: set[int] = set()
         for ex in self.executions.values():
             if self.node_of[ex.id] in EXAMPLE_GENS:
                 spans.update(prop(a, "span") for a in self.outputs(ex.id, "Examples"))

@@ -155,7 +155,7 @@ def describe_dataset(
 # Commands.
 
 
-def _human(n: int | None) -> str:
+def _human(n: float | None) -> str:
     if n is None:
         return "-"
     for unit in ("B", "KB", "MB", "GB"):

@@ -236,7 +236,7 @@ def _git_changes(r) -> list[str]:
 
 def _describe(changes) -> str:
     """DVC status entries ({'changed outs': {'data/t.csv': 'modified'}}) as words."""
-    words = []
+    words: list[str] = []
     for change in changes if isinstance(changes, list) else [changes]:
         details = change.values() if isinstance(change, dict) else [change]
         for detail in details:

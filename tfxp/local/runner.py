@@ -64,7 +64,8 @@ class _ProgressHandler(logging.Handler):
                 # The interrupt was swallowed inside the last component: stop here.
                 raise KeyboardInterrupt
             self._index += 1
-            self.current = str(record.args[0]) if record.args else "?"
+            args = record.args if isinstance(record.args, tuple) else ()
+            self.current = str(args[0]) if args else "?"
             self._start = time.perf_counter()
             self._cached = False
             self._printer(f"[{self._index}/{self._total}] {self.current} ...")
@@ -180,7 +181,7 @@ def _run(
     run_id: str,
     log_path: str,
     partial: tuple[Sequence[str], Sequence[str]],
-    output: tuple[Printer, bool],
+    output: tuple[Printer, bool, alerts.Notifier | None],
     metadata_connection_config: Any | None,
 ):
     """run_local's run once the run id and log are set: compile, execute, summarize."""
@@ -452,9 +453,10 @@ def _diagnose_corrupt_input(
 def _root_cause(e: BaseException) -> str:
     """The innermost exception's message: Beam wraps user errors several times."""
     seen = set()
-    while (e.__cause__ or e.__context__) and id(e) not in seen:
+    inner = e.__cause__ or e.__context__
+    while inner is not None and id(e) not in seen:
         seen.add(id(e))
-        e = e.__cause__ or e.__context__
+        e, inner = inner, inner.__cause__ or inner.__context__
     text = str(e).strip()
     # Beam appends "[while running '...']" tails; keep the user's message.
     return text.split(" [while running")[0] if text else type(e).__name__

@@ -194,7 +194,7 @@ def model_graph(lin: Lineage, lineage: ModelLineage) -> Graph:
                     + [f"{len(d.files)} file(s) on disk now"],
                 )
                 g.edge(raw_key, f"e{ex.id}")
-            g.add(f"a{aid}", "artifact", type_name, lines, highlight=aid == model.id)
+            g.add(f"a{aid}", "artifact", type_name, lines, highlight=aid == lineage.model_id)
     b = lineage.blessing
     if b is not None:
         verdict = "blessed" if b.blessed else "NOT blessed"
@@ -207,7 +207,7 @@ def model_graph(lin: Lineage, lineage: ModelLineage) -> Graph:
             "ModelBlessing",
             [f"#{b.blessing_id} {verdict}", base, *metric_lines],
         )
-        g.edge(f"a{model.id}", "eval")
+        g.edge(f"a{lineage.model_id}", "eval")
         g.edge("eval", f"a{b.blessing_id}")
         for p in lineage.pushes:
             g.add(f"push{p.pushed_model_id}", "execution", PUSHER, [f"run {p.run_id}"])

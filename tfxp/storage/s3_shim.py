@@ -204,7 +204,7 @@ def signature_matches(h: BaseHTTPRequestHandler, body: bytes, secret_key: str) -
 
 
 def _read_chunked(h: BaseHTTPRequestHandler) -> bytes:
-    parts = []
+    parts: list[bytes] = []
     while True:
         size = int(h.rfile.readline().split(b";")[0].strip() or b"0", 16)
         if size == 0:

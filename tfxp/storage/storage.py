@@ -333,7 +333,7 @@ def _check_gs(loc: Location) -> None:
         )
 
     def probe() -> None:
-        from google.cloud import storage as gcs
+        from google.cloud import storage as gcs  # type: ignore[attr-defined]  # google-cloud-storage: untyped
 
         client = gcs.Client()
         if not client.bucket(bucket).exists(timeout=PROBE_TIMEOUT_S):

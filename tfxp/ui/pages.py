@@ -81,7 +81,7 @@ def run_page(request: Request) -> Response:
         graph=graph,
         gate=browser.gate(lin, run_id),
         log=browser.log_path(run_id),
-        log_exists=bool(browser.log_path(run_id) and os.path.exists(browser.log_path(run_id))),
+        log_exists=os.path.exists(browser.log_path(run_id) or ""),
     )
 
 

@@ -75,7 +75,7 @@ def _module_refusal(exec_properties: dict[str, Any]) -> str | None:
     """The Evaluator's module may only be components.evaluation.extractors (extractors that drop
     unread features, which change no metric)."""
     module_path, extra = udf_utils.decode_user_module_key(
-        exec_properties.get(standard_component_specs.MODULE_PATH_KEY)
+        exec_properties.get(standard_component_specs.MODULE_PATH_KEY) or ""
     )
     if extra or exec_properties.get(standard_component_specs.MODULE_FILE_KEY):
         return "a module file or extra packages"

@@ -125,7 +125,7 @@ def _analysis_reading_by(layout: Layout | None) -> Iterator[None]:
         return
     used: list[str] = []
 
-    class LayoutProcessor(stock_processor):
+    class LayoutProcessor(stock_processor):  # type: ignore[valid-type,misc]  # found at run time
         def _CreateTFXIO(self, dataset, schema):  # TFX's name
             tfxio = super()._CreateTFXIO(dataset, schema)
             if type(tfxio) is not tf_example_record.TFExampleRecord:
@@ -139,11 +139,11 @@ def _analysis_reading_by(layout: Layout | None) -> Iterator[None]:
                 dataset.file_pattern, schema, layout, tfxio.telemetry_descriptors
             )
 
-    tfx_transform.TransformProcessor = LayoutProcessor
+    tfx_transform.TransformProcessor = LayoutProcessor  # type: ignore[misc]  # swapped for this call
     try:
         yield
     finally:
-        tfx_transform.TransformProcessor = stock_processor
+        tfx_transform.TransformProcessor = stock_processor  # type: ignore[misc]
     if used:
         logging.info("Transform: the analysis read the examples by their layout")
 

@@ -298,7 +298,7 @@ def check_model(
     finally:
         _end_child(fresh, work_dir)
     stage, error = child.get("stage"), child.get("error", "")
-    common = dict(rows=len(rows), python_ops=ops)
+    common: dict[str, Any] = dict(rows=len(rows), python_ops=ops)
     if stage != "done":
         if _needs_project_code(error, ops):
             why = f"its graph calls Python ({', '.join(ops)})" if ops else _last_line(error)

@@ -6,6 +6,7 @@ real workers on a pipeline's data."""
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import time
 from pathlib import Path
@@ -106,6 +107,9 @@ def test_a_hung_trial_times_out_and_its_workers_are_stopped(tmp_path, monkeypatc
 
 
 def test_workers_for_asks_for_parallel_trials_capped_by_the_budget(monkeypatch, caplog):
+    # absl's warnings reach caplog whatever level an earlier test left the root logger at
+    # (`python -m kubeflow`'s main, run in-process by its tests, sets it to ERROR).
+    caplog.set_level(logging.WARNING, logger="absl")
     monkeypatch.setattr(parallel_trials, "cores", lambda: 2)
     fn_args = SimpleNamespace(
         working_dir="/w",
