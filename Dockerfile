@@ -6,7 +6,7 @@
 #   docker push REGISTRY/tfx-pipeline:TAG
 #   python -m kubeflow compile --image REGISTRY/tfx-pipeline:TAG --pipeline-root gs://...
 #
-# Keep the versions below equal to the locks (tests/unit/test_kubeflow.py checks).
+# Keep the versions below equal to the locks (tests/unit/kubeflow/test_kubeflow.py checks).
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 ARG BEAM_VERSION=2.72.0
 

@@ -21,6 +21,7 @@ test: setup
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	.venv/bin/lint-imports
+	$(MYPY)
 	$(MKDOCS)
 	$(PY) -m pytest $(XDIST) --durations=30 $(ARGS)
 
@@ -29,7 +30,12 @@ test-fast: setup
 	$(PY) -m pytest $(XDIST) -m "not slow" $(ARGS)
 
 lint: setup
-	$(PY) -m ruff check . && $(PY) -m ruff format --check . && .venv/bin/lint-imports && $(MKDOCS)
+	$(PY) -m ruff check . && $(PY) -m ruff format --check . && .venv/bin/lint-imports && $(MYPY) \
+	  && $(MKDOCS)
+
+# The type checker over the production packages ([tool.mypy] in pyproject.toml: the files,
+# and the few libraries or lines it takes on trust, each with why). Incremental: .mypy_cache/.
+MYPY := $(PY) -m mypy
 
 # The docs site (docs/, mkdocs.yml) into site/: a broken link or anchor, or a nav entry
 # without its page, fails the build (--strict). Offline: no fonts or scripts fetched.

@@ -33,18 +33,18 @@ from collections.abc import Mapping
 # Keras 2 for tf.Transform and the trainer; must precede the first TF import.
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
-from tfx.orchestration.airflow.airflow_dag_runner import (  # noqa: E402
+from tfx.orchestration.airflow.airflow_dag_runner import (
     AirflowDagRunner,
     AirflowPipelineConfig,
 )
 
-from pipeline.beam import BeamOptions  # noqa: E402
-from pipeline.config import PROJECT_ROOT, PipelineConfig  # noqa: E402
-from pipeline.datasets import DEFAULT_DATASET, dataset_config  # noqa: E402
-from pipeline.definition import AIRFLOW, create_pipeline  # noqa: E402
-from pipeline.overrides import pipeline_config  # noqa: E402
-from runtime import beam_speedups  # noqa: E402
-from tfxp.preflight import preflight  # noqa: E402
+from pipeline.beam import BeamOptions
+from pipeline.config import PROJECT_ROOT, PipelineConfig
+from pipeline.datasets import DEFAULT_DATASET, dataset_config
+from pipeline.definition import AIRFLOW, create_pipeline
+from pipeline.overrides import pipeline_config
+from runtime import beam_speedups
+from tfxp.preflight import preflight
 
 ENV_PREFIX = "TFXP_"
 

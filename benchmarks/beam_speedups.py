@@ -27,8 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pipeline.config import PROJECT_ROOT, PipelineConfig  # noqa: E402
-from pipeline.datasets import dataset_config  # noqa: E402
+from pipeline.config import PROJECT_ROOT, PipelineConfig
+from pipeline.datasets import dataset_config
 
 EMBEDDED_CSV = PROJECT_ROOT / "data" / "taxi" / "span-1" / "data.csv"
 

@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # data tensorflow-io is loaded, which aborts at interpreter exit: leave by os._exit.
 CHILD = r"""
 import json, os, sys, time
-from components.example_gen import csv_example_gen
+from components.example_gen import csv_checks, csv_example_gen, csv_options, driver
 from pipeline.config import PipelineConfig
 from pipeline.datasets import dataset_config
 from tfxp.local.runner import run_local
@@ -57,14 +57,14 @@ def timed_do(self, *args, **kwargs):
         timed["do"] = time.perf_counter() - start
         timed["do_cpu"] = time.process_time() - cpu
 csv_example_gen.Executor.Do = timed_do
-checks = csv_example_gen.csv_checks.check_csv_files
+checks = csv_checks.check_csv_files
 def timed_checks(*args, **kwargs):
     start = time.perf_counter()
     try:
         return checks(*args, **kwargs)
     finally:
         timed["checks"] = timed.get("checks", 0.0) + time.perf_counter() - start
-csv_example_gen.csv_checks.check_csv_files = timed_checks
+csv_checks.check_csv_files = timed_checks
 code = 1
 try:
     for i in range(0, len(sides), 3):
@@ -80,8 +80,8 @@ try:
         cfg = metadata_store_pb2.ConnectionConfig()
         cfg.sqlite.filename_uri = config.metadata_path
         [examples] = metadata_store.MetadataStore(cfg).get_artifacts_by_type("Examples")
-        timed["reader"] = examples.custom_properties[csv_example_gen.CSV_READER].string_value
-        timed["rows"] = examples.custom_properties[csv_example_gen.ROW_COUNT].int_value
+        timed["reader"] = examples.custom_properties[csv_options.CSV_READER].string_value
+        timed["rows"] = examples.custom_properties[driver.ROW_COUNT].int_value
         print(json.dumps(timed), flush=True)
     code = 0
 finally:

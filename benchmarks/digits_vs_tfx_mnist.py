@@ -61,8 +61,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import scale  # noqa: E402  (its anchor names and text tables)
-import taxi_vs_tfx_example as taxi  # noqa: E402  (the sibling benchmark's runners and readers)
+import scale  # its anchor names and text tables
+import taxi_vs_tfx_example as taxi  # the sibling benchmark's runners and readers
 
 DIGITS_DIR = taxi.REPO_ROOT / "data" / "digits" / "span-1"
 EXAMPLE_REL_DIR = Path("examples") / "mnist"

@@ -59,7 +59,7 @@ def tutorial_write(files: list[Path], out: Path, compression: str | None) -> Non
 
 
 def ours(data_root: Path, run_dir: Path, image_format: str, level: int | None) -> list[Path]:
-    from pipeline import definition as d
+    from pipeline import node_ids
     from pipeline.config import ImageOptions
     from pipeline.datasets import DATASETS
     from tfxp.local.runner import run_local
@@ -76,8 +76,10 @@ def ours(data_root: Path, run_dir: Path, image_format: str, level: int | None) -
         ),
         enable_cache=False,
     )
-    run_local(config, to_nodes=[d.IMAGE_EXAMPLE_GEN], printer=lambda _: None)
-    return sorted(run_dir.glob(f"pipeline_root/{d.IMAGE_EXAMPLE_GEN}/examples/*/Split-*/*.gz"))
+    run_local(config, to_nodes=[node_ids.IMAGE_EXAMPLE_GEN], printer=lambda _: None)
+    return sorted(
+        run_dir.glob(f"pipeline_root/{node_ids.IMAGE_EXAMPLE_GEN}/examples/*/Split-*/*.gz")
+    )
 
 
 def count_and_raw_size(files: list[Path], compressed: bool) -> tuple[int, int]:

@@ -143,7 +143,7 @@ def _files_out(files: list[Path], compression: str) -> dict[str, Any]:
 
 
 def ours_ingest(spec: dict[str, Any]) -> dict[str, Any]:
-    from pipeline import definition as d
+    from pipeline import node_ids
     from pipeline.config import ImageOptions
     from pipeline.datasets import DATASETS
     from tfxp.local.runner import run_local
@@ -161,7 +161,7 @@ def ours_ingest(spec: dict[str, Any]) -> dict[str, Any]:
     )
     files = [p for p in (data / "span-1").glob("*/*") if p.is_file()]
     start = time.perf_counter()
-    run_local(config, to_nodes=[d.IMAGE_EXAMPLE_GEN], printer=lambda _: None)
+    run_local(config, to_nodes=[node_ids.IMAGE_EXAMPLE_GEN], printer=lambda _: None)
     seconds = time.perf_counter() - start
     out = _files_out(our_shards(Path(spec["run_dir"])), "GZIP")
     return {

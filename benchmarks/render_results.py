@@ -8,7 +8,7 @@ result file that `benchmarks/record.py` wrote (the benchmark's own `--json`
 output plus its command, commit, date and machine). Nothing else is rendered:
 a figure without its result file cannot reach the page, and a new run of a
 configuration replaces its file, so the page never keeps a superseded table.
-`tests/unit/test_docs.py` checks that the committed page is what this renders.
+`tests/unit/docs/test_docs.py` checks that the committed page is what this renders.
 The renderers live in benchmarks/rendering/, one module per family of benchmarks;
 this file keeps the registry (RENDERERS), the page's assembly and the command line.
 """
@@ -24,16 +24,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 # The renderers, one module per family; re-exported here, where the tests and other
 # scripts have always found them (render_results.render_taxi, ...).
-from rendering.data import render_csv_ingest, render_generator, render_input_pipeline  # noqa: E402
-from rendering.evaluation import (  # noqa: E402
+from rendering.data import render_csv_ingest, render_generator, render_input_pipeline
+from rendering.evaluation import (
     render_digits_eval,
     render_slicing_cost,
     render_tabular_quality,
     render_tuning,
 )
-from rendering.images import render_image_scale  # noqa: E402
-from rendering.pipelines import render_digits_pipeline, render_scale, render_taxi  # noqa: E402
-from rendering.serving import render_batch_inference, render_serving, render_ui  # noqa: E402
+from rendering.images import render_image_scale
+from rendering.pipelines import render_digits_pipeline, render_scale, render_taxi
+from rendering.serving import render_batch_inference, render_serving, render_ui
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import taxi_vs_tfx_example as taxi  # noqa: E402  (the sibling benchmark's runners and readers)
+import taxi_vs_tfx_example as taxi  # the sibling benchmark's runners and readers
 
 TFXP = str(Path(sys.executable).parent / "tfxp")
 RSS_TARGET_MB = 1536.0

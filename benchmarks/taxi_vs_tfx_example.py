@@ -260,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, anchor in anchors.items():
         try:
             read_example_results(anchor, workdir / name)
-        except Exception as e:  # keep the timings even if the example's outputs are unreadable
+        except Exception as e:  # noqa: BLE001 - keep the timings even if the example's outputs are unreadable
             print(f"warning: could not read {name}'s results: {e!r}", file=sys.stderr)
     verdict = compare(ours, anchors)
     print(render(ours, anchors, verdict, args.order))

@@ -2,7 +2,7 @@
 
 The project's fast paths reuse TFMA's, tf.Transform's, TFDV's, TFX's, tfx_bsl's and Beam's
 own internals instead of copying them. Every such name is taken here, one module per
-library, and nowhere else (tests/unit/test_compat.py scans the project for private imports and
+library, and nowhere else (tests/unit/compat/test_compat.py scans the project for private imports and
 `module._name` uses outside this package). Each module checks at import that the library
 is the version its names were read from: an upgrade then fails in one place, with a message
 that says which library and where the list of names to re-check is

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
-from kubeflow.config import (  # noqa: E402 - environment first
+from kubeflow.config import (  # environment first
     BEAM_PRESETS,
     DEFAULT_RESOURCES,
     DEFAULT_TRAINER_MACHINE,
@@ -28,7 +28,7 @@ from kubeflow.config import (  # noqa: E402 - environment first
     KubeflowConfigError,
     Resources,
 )
-from pipeline.datasets import DEFAULT_DATASET, dataset_names  # noqa: E402
+from pipeline.datasets import DEFAULT_DATASET, dataset_names
 
 
 def _env(name: str) -> str | None:

@@ -125,11 +125,11 @@ def _normalize_host(host: str) -> str:
 
 def check_reachable(host: str, token: str | None, timeout_s: float) -> None:
     """Fails fast with a clear message (kfp.Client retries healthz for ~25 s otherwise)."""
-    request = urllib.request.Request(host + HEALTHZ_PATH)
+    request = urllib.request.Request(host + HEALTHZ_PATH)  # noqa: S310 - http(s): _normalize_host
     if token:
         request.add_header("Authorization", f"Bearer {token}")
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s):
+        with urllib.request.urlopen(request, timeout=timeout_s):  # noqa: S310 - http(s) as above
             return
     except urllib.error.HTTPError as e:
         if e.code in (401, 403):
@@ -227,7 +227,7 @@ def deploy(job: dict[str, Any], target: DeployTarget) -> DeployResult:
             )
     except KubeflowDeployError:
         raise
-    except Exception as e:  # kfp raises ApiException, urllib3 errors, ValueError
+    except Exception as e:  # noqa: BLE001 - kfp raises ApiException, urllib3 errors, ValueError
         raise _api_error(progress.step, host, e) from None
     if not run.run_id:
         raise KubeflowDeployError("the server accepted the run but returned no run id")

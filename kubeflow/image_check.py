@@ -128,7 +128,7 @@ def unimportable(paths: list[str], root: Path, python: str = sys.executable) -> 
     """Dotted path -> error, for each path a fresh interpreter cannot import from `root` alone."""
     from kubeflow.local.task_handler import image_environment
 
-    proc = subprocess.run(
+    proc = subprocess.run(  # noqa: S603 - this interpreter, isolated, on a fixed probe script
         # -I: no PYTHONPATH, no user site, no current directory on sys.path.
         [python, "-I", "-c", _CHECK, str(root), str(PROJECT_ROOT)],
         input=json.dumps(paths),

@@ -39,7 +39,7 @@ def declare_runtime_parameters(pipeline: Any, data_root: str) -> None:
 
 def add_missing_dependencies(spec: dict[str, Any]) -> list[tuple[str, str]]:
     """Adds each artifact producer to its consumer's `dependentTasks`; returns what was added."""
-    added = []
+    added: list[tuple[str, str]] = []
     for name, task in spec["root"]["dag"]["tasks"].items():
         needed = {
             a["taskOutputArtifact"]["producerTask"]

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-PASSWORD_ENV = "MLMD_MYSQL_PASSWORD"
+PASSWORD_ENV = "MLMD_MYSQL_PASSWORD"  # noqa: S105 - the variable's name, not a password
 ENV_PREFIX = "MLMD_MYSQL_"
 DEFAULT_MYSQL_PORT = 3306
 CONNECT_TIMEOUT_SECONDS = 5.0
@@ -181,7 +181,7 @@ def open_store(location: StoreLocation, *, create: bool = False, writable: bool 
         config = location.connection_config(create=create, read_only=not writable)
         store = metadata_store.MetadataStore(config)
         store.get_context_types()  # a corrupt file opens lazily: touch it now
-    except Exception as e:  # MLMD raises RuntimeError / errors.* with C++ messages
+    except Exception as e:  # noqa: BLE001 - MLMD raises RuntimeError / errors.* with C++ messages
         detail = _first_line(e)
         if location.is_mysql:
             if "access denied" in detail.lower() and "to database" in detail.lower():
@@ -225,7 +225,7 @@ def check_sqlite_store(path: str) -> None:
     cfg.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READWRITE
     try:
         metadata_store.MetadataStore(cfg).get_context_types()
-    except Exception as e:  # MLMD raises RuntimeError/errors.* for corrupt files
+    except Exception as e:  # noqa: BLE001 - MLMD raises RuntimeError/errors.* for corrupt files
         raise MetadataStoreError(
             f"ML Metadata store {path} is unreadable ({_first_line(e)[:160]}); restore it from "
             "a backup, or move it aside to start a new store (the lineage of earlier runs "

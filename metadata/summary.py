@@ -151,7 +151,7 @@ def summarize_run(
             if type_name == "ModelEvaluation":
                 try:
                     summary.metrics = read_eval_metrics(art.uri)
-                except Exception as e:  # a summary must not hide the run's result
+                except Exception as e:  # noqa: BLE001 - a summary must not hide the run's result
                     summary.metrics = {"unreadable": str(e)}  # type: ignore[dict-item]
             elif type_name == "ModelBlessing":
                 summary.blessed = bool(prop(art, "blessed"))

@@ -64,7 +64,8 @@ def _search_dimension(name: str, kind: str, spec: Any, where: str) -> dict[str, 
     if kind == "units":
         raise DatasetFileError(f"{where}: layer sizes are tuned as {{choices: [[64, 32], ...]}}")
     check_keys(spec, _RANGE_KEYS, where)
-    low, high = spec.get("min"), spec.get("max")
+    low: Any = spec.get("min")
+    high: Any = spec.get("max")
     for key, value in (("min", low), ("max", high)):
         if not _is_number(value, kind):
             what = "an integer" if kind == "int" else "a number"

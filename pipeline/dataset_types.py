@@ -2,7 +2,7 @@
 
 pipeline/datasets.py then reads each key knowing its shape: a list where a list is
 expected, a mapping where a mapping is; a wrong type is refused here with the file and
-the key, never a TypeError from deep inside the loader (tests/unit/test_fuzz_inputs.py).
+the key, never a TypeError from deep inside the loader (tests/unit/pipeline/test_fuzz_inputs.py).
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ def check_image(options: dict[str, Any], fields: set[str], where: str) -> None:
         raise DatasetTypeError(f"{where}: unknown key(s) {unknown}; known: {sorted(fields)}")
     names = options.get("class_names")
     _check(names, (list,), f"{where}.class_names")
-    for i, value in enumerate(names):
+    for i, value in enumerate(names or []):  # _check made it a list
         _check(value, _TEXT, f"{where}.class_names[{i}]")
     from pipeline.config import IMAGE_MODELS
 

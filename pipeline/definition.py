@@ -36,26 +36,15 @@ from components.validation.schema_importer import (
 from pipeline import release
 from pipeline.beam import in_process_override
 from pipeline.config import PipelineConfig, serving_log_dir
-from pipeline.node_ids import (  # noqa: F401 - the ids are the definition's vocabulary too
+from pipeline.node_ids import (
     BASELINE_RESOLVER,
-    BATCH_INFERENCE,
-    EVALUATOR,
-    EXAMPLE_GEN,
-    EXAMPLE_VALIDATOR,
-    IMAGE_EXAMPLE_GEN,
-    MODEL_CARD,
     PREVIOUS_STATISTICS_RESOLVER,
-    PUSHER,
     SCHEMA_IMPORTER,
-    SERVING_CHECK,
     SPAN_WINDOW_EXAMPLES,
     SPAN_WINDOW_RESOLVER,
     STATISTICS_GEN,
-    TRAINER,
-    TRANSFORM,
     TUNER,
     VALIDATION_GATE,
-    example_gen_id,
 )
 from pipeline.plan import RunPlan, tuner_fn_path
 
@@ -179,18 +168,19 @@ def _example_gen(plan: RunPlan):
     config, schema = plan.config, plan.schema
     if config.example_gen not in ("csv", "image"):
         raise ValueError(f"example_gen must be 'csv' or 'image', not {config.example_gen!r}")
-    if config.example_gen == "image" and config.image is None:
+    image = config.image
+    if config.example_gen == "image" and image is None:
         raise ValueError("an image dataset needs `image` options (ImageOptions)")
     make_example_gen = (
         functools.partial(
             image_example_gen,
-            class_names=config.image.class_names,
-            image_format=config.image.image_format,
-            on_bad_image=config.image.on_bad_image,
-            shard_mb=config.image.shard_mb,
-            gzip_level=config.image.gzip_level,
+            class_names=image.class_names,
+            image_format=image.image_format,
+            on_bad_image=image.on_bad_image,
+            shard_mb=image.shard_mb,
+            gzip_level=image.gzip_level,
         )
-        if config.example_gen == "image"
+        if image is not None and config.example_gen == "image"
         else functools.partial(
             checked_csv_example_gen,
             columns=schema_column_types(schema),

@@ -95,7 +95,10 @@ def list_spans(data_root: str | os.PathLike, files: str = "*.csv") -> list[SpanD
         if not versions:
             found.append(SpanDir(span, None, span_dir, csv_files(span_dir, files)))
         for v in versions:
-            version = int(VERSION_DIR.match(v.name).group(1))
+            matched = VERSION_DIR.match(v.name)
+            if matched is None:  # filtered above
+                continue
+            version = int(matched.group(1))
             found.append(SpanDir(span, version, v, csv_files(v, files)))
     return sorted(found, key=lambda s: (s.span, -1 if s.version is None else s.version))
 
@@ -238,7 +241,7 @@ def check_content(config: PipelineConfig, span: SpanDir) -> None:
         name = config.data_version or "the pinned data version"
         raise SpanError(
             f"{span.label} at {span.path} is not {name} any more: its content sha256 is "
-            f"{actual[:12]}, {name} was recorded as {config.data_sha256[:12]}; nothing was "
+            f"{actual[:12]}, {name} was recorded as {(config.data_sha256 or '')[:12]}; nothing was "
             f"run. Restore the files, or add {name} again (`tfxp data add --dvc ...`)"
         )
 

@@ -26,6 +26,7 @@ import re
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -122,6 +123,9 @@ def _redact(text: str, hook: Webhook) -> str:
 
 def post(hook: Webhook, payload: dict[str, Any], deadline: float) -> str | None:
     """Posts until a 2xx answer or `deadline` (monotonic); None, or why it failed."""
+    # urllib would also open file:// and ftp:// URLs: a webhook is HTTP, nothing else.
+    if urllib.parse.urlsplit(hook.url).scheme not in ("http", "https"):
+        return "not an http:// or https:// URL"
     body = json.dumps(payload).encode()
     backoff = FIRST_BACKOFF
     attempts = 0
@@ -131,11 +135,11 @@ def post(hook: Webhook, payload: dict[str, Any], deadline: float) -> str | None:
         if remaining <= 0:
             return f"{reason} ({attempts} attempt(s))"
         attempts += 1
-        request = urllib.request.Request(
+        request = urllib.request.Request(  # noqa: S310 - http(s) only, checked above
             hook.url, data=body, headers={"Content-Type": "application/json"}, method="POST"
         )
         try:
-            with urllib.request.urlopen(request, timeout=min(ATTEMPT_TIMEOUT, remaining)) as r:
+            with urllib.request.urlopen(request, timeout=min(ATTEMPT_TIMEOUT, remaining)) as r:  # noqa: S310 - as above
                 if 200 <= r.status < 300:
                     return None
                 reason = f"HTTP {r.status}"

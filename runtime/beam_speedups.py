@@ -175,7 +175,7 @@ def indexed_submodules(code: Any, top_level_dependencies: Any) -> list:
     if not all(name in sys.modules for names in found for name in names):
         found = candidates(_submodule_index(force=True))  # a module left since the build
     order: dict[str, int] = {}
-    result = []
+    result: list[types.ModuleType] = []
     for prefix, names in zip(prefixes, found, strict=True):
         hits = [n for n in names if not set(n[len(prefix) :].split(".")) - co_names]
         if len(hits) > 1:  # the scan's order: sys.modules order
@@ -212,14 +212,15 @@ def install() -> None:
     from compat import beam as beam_internals
 
     if beam_internals.find_imported_submodules() is not indexed_submodules:
-        indexed_submodules.__wrapped__ = beam_internals.find_imported_submodules()
+        # Beam's own function, for what calls through the replacement (functools' convention).
+        indexed_submodules.__wrapped__ = beam_internals.find_imported_submodules()  # type: ignore[attr-defined]
         beam_internals.set_find_imported_submodules(indexed_submodules)
     if userstate.get_dofn_specs is not cached_dofn_specs:
         _original = userstate.get_dofn_specs
         userstate.get_dofn_specs = cached_dofn_specs
     if PipelineOptions.__init__ is not cached_options_init:
         _original_init = PipelineOptions.__init__
-        PipelineOptions.__init__ = cached_options_init
+        PipelineOptions.__init__ = cached_options_init  # type: ignore[method-assign]  # the speed-up
     if core.get_function_args_defaults is not cached_args_defaults:
         _original_arguments = core.get_function_args_defaults
         core.get_function_args_defaults = cached_args_defaults
@@ -235,7 +236,7 @@ def uninstall() -> None:
     if _original is not None:
         userstate.get_dofn_specs = _original
     if _original_init is not None:
-        PipelineOptions.__init__ = _original_init
+        PipelineOptions.__init__ = _original_init  # type: ignore[method-assign]  # put back
     if _original_arguments is not None:
         core.get_function_args_defaults = _original_arguments
     original_scan = getattr(indexed_submodules, "__wrapped__", None)

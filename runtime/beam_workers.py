@@ -48,6 +48,7 @@ import glob
 import hashlib
 import json
 import os
+import shutil
 import site
 import subprocess
 import sys
@@ -185,7 +186,7 @@ def write_boot_script(work_dir: str, zygote: str | None = None) -> str:
         f.write(
             f'#!/bin/sh\nexec "{sys.executable}" "{module}" --work-dir "{work_dir}"{warm} "$@"\n'
         )
-    os.chmod(path + ".tmp", 0o755)
+    os.chmod(path + ".tmp", 0o755)  # noqa: S103 - a boot script Beam's pool executes; nothing secret in it
     os.replace(path + ".tmp", path)
     return path
 
@@ -256,7 +257,9 @@ def content_key(path: str) -> bytes:
     if tarfile.is_tarfile(path):
         with tarfile.open(path) as tar:
             for m in sorted((m for m in tar.getmembers() if m.isfile()), key=lambda m: m.name):
-                digest.update(m.name.encode() + b"\0" + tar.extractfile(m).read() + b"\0")
+                member = tar.extractfile(m)  # a file (isfile above): never None
+                data = member.read() if member is not None else b""
+                digest.update(m.name.encode() + b"\0" + data + b"\0")
     elif zipfile.is_zipfile(path):
         with zipfile.ZipFile(path) as z:
             for name in sorted(z.namelist()):
@@ -278,7 +281,7 @@ def install(packages: list[str], cache_dir: str) -> str:
     os.makedirs(cache_dir, exist_ok=True)
     partial = f"{target}.{os.getpid()}.partial"
     if packages:
-        subprocess.run(
+        subprocess.run(  # noqa: S603 - pip of this interpreter on the packages Beam's options name, no shell
             [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps"]
             + ["--no-build-isolation", "--disable-pip-version-check", "--target", partial]
             + packages,
@@ -291,7 +294,7 @@ def install(packages: list[str], cache_dir: str) -> str:
     try:
         os.rename(partial, target)  # atomic: a concurrent worker's install may have won
     except OSError:
-        subprocess.run(["rm", "-rf", partial], check=False)
+        shutil.rmtree(partial, ignore_errors=True)
     return target
 
 
@@ -401,7 +404,7 @@ def boot(argv: list[str]) -> None:
 
         ForkServer.attach(args.zygote).exec(harness, cwd=worker_dir, env=env)
     os.chdir(worker_dir)
-    os.execve(sys.executable, harness, env)
+    os.execve(sys.executable, harness, env)  # noqa: S606 - becomes this interpreter's harness, argv built here
 
 
 if __name__ == "__main__":

@@ -101,7 +101,8 @@ class ForkedProcess:
                     raise ForkServerError(f"the fork server died while running {self.args}")
                 self._pending += chunk
         word, _, value = self._pending.partition(b"\n")[0].decode().partition(" ")
-        assert word == "exit", self._pending
+        if word != "exit":
+            raise ForkServerError(f"the fork server answered {self._pending[:200]!r}, not an exit")
         self.returncode = int(value)
         self._conn.close()
         return self.returncode
@@ -111,8 +112,8 @@ class ForkedProcess:
 
     def wait(self, timeout: float | None = None) -> int:
         code = self._read_status(timeout)
-        if code is None:
-            raise subprocess.TimeoutExpired(self.args, timeout)
+        if code is None:  # only a wait with a timeout returns without a status
+            raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
         return code
 
     def send_signal(self, sig: int) -> None:
@@ -149,8 +150,8 @@ class ForkedProcess:
         deadline = None if timeout is None else time.monotonic() + timeout
         for t in readers:
             t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
-            if t.is_alive():
-                raise subprocess.TimeoutExpired(self.args, timeout)
+            if t.is_alive():  # only with a timeout
+                raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
         self.wait(left)
         return results.get("out"), results.get("err")
@@ -224,7 +225,7 @@ class ForkServer:
         if self._proc is not None:
             raise ForkServerError(f"the fork server exited; its log: {self.log_path}")
         with open(self.log_path, "ab") as log:
-            self._proc = subprocess.Popen(
+            self._proc = subprocess.Popen(  # noqa: S603 - this interpreter on the fork server's own module, no shell
                 [
                     sys.executable,
                     "-m",
@@ -367,7 +368,7 @@ class ForkServer:
             proc.kill()
             proc.wait(30)
             raise
-        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+        return subprocess.CompletedProcess(proc.args, proc.wait(), out, err)  # communicate waited
 
     def exec(
         self, args: Sequence[str], *, cwd: str | None = None, env: dict[str, str] | None = None
@@ -391,7 +392,7 @@ class ForkServer:
         own sessions, unless kill_children_on_exit); an attached client just forgets it."""
         proc, self._proc = self._proc, None
         if proc is not None:
-            assert proc.stdin is not None
+            assert proc.stdin is not None  # noqa: S101 - for the type checker: started with stdin=PIPE
             if not os.path.exists(self.socket_path):
                 # Still importing: it has never listened, so it has no children; it would
                 # only see the end of its stdin after its imports (~10 s of CPU).

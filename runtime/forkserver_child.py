@@ -48,7 +48,7 @@ def exit_without_teardown(code: int) -> None:
     shutdown = getattr(threading, "_shutdown", None)  # what Python's exit calls first
     if shutdown is not None:
         shutdown()
-    atexit._run_exitfuncs()
+    atexit._run_exitfuncs()  # noqa: SLF001 - atexit has no public way to run its handlers before os._exit
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # closed or broken by the command
             stream.flush()
@@ -139,7 +139,8 @@ def _reopen_std_streams(env: dict[str, str]) -> None:
     unbuffered = bool(env.get("PYTHONUNBUFFERED"))
     encoding, _, errors = (env.get("PYTHONIOENCODING") or "utf-8").partition(":")
     stdin = io.BufferedReader(io.FileIO(0, "rb", closefd=False))
-    sys.stdin = sys.__stdin__ = io.TextIOWrapper(stdin, encoding or "utf-8", errors or "strict")
+    # The child's own stdin, for what reads sys.__stdin__ too (typeshed calls it Final).
+    sys.stdin = sys.__stdin__ = io.TextIOWrapper(stdin, encoding or "utf-8", errors or "strict")  # type: ignore[misc]
     for fd, name in ((1, "stdout"), (2, "stderr")):
         raw = io.FileIO(fd, "wb", closefd=False)
         stream = io.TextIOWrapper(

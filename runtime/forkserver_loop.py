@@ -40,7 +40,8 @@ def serve(socket_path: str, preload: Sequence[str], kill_children: bool = False)
     children: dict[int, tuple[int, socket.socket]] = {}  # pidfd -> (pid, connection)
     while True:
         readable, _, _ = select.select([listener, sys.stdin, *children], [], [])
-        if sys.stdin in readable and not sys.stdin.buffer.read1(4096):
+        # stdin's buffer is a BufferedReader (typeshed says BinaryIO, which has no read1).
+        if sys.stdin in readable and not sys.stdin.buffer.read1(4096):  # type: ignore[union-attr]
             return  # the client is gone
         if listener in readable:
             conn, _ = listener.accept()

@@ -105,7 +105,7 @@ class Servicer:
         return dict(context.invocation_metadata()).get("x-request-id")
 
     @_api("predict")
-    def Predict(self, request, context, resolved):  # noqa: N802 - gRPC method name
+    def Predict(self, request, context, resolved):
         import tensorflow as tf
         from tensorflow_serving.apis import predict_pb2
 
@@ -165,7 +165,7 @@ class Servicer:
         )
 
     @_api("classify")
-    def Classify(self, request, context, resolved):  # noqa: N802
+    def Classify(self, request, context, resolved):
         from tensorflow_serving.apis import classification_pb2
 
         answer = self._score(CLASSIFY, resolved, self._examples(request, context), context)
@@ -178,7 +178,7 @@ class Servicer:
         return resp
 
     @_api("regress")
-    def Regress(self, request, context, resolved):  # noqa: N802
+    def Regress(self, request, context, resolved):
         from tensorflow_serving.apis import regression_pb2
 
         answer = self._score(REGRESS, resolved, self._examples(request, context), context)
@@ -189,7 +189,7 @@ class Servicer:
         return resp
 
     @_api("metadata")
-    def GetModelMetadata(self, request, context, resolved):  # noqa: N802
+    def GetModelMetadata(self, request, context, resolved):
         from tensorflow_serving.apis import get_model_metadata_pb2
 
         fields = list(request.metadata_field)
@@ -201,7 +201,7 @@ class Servicer:
         return resp
 
     @_api("status")
-    def GetModelStatus(self, request, context, resolved):  # noqa: N802
+    def GetModelStatus(self, request, context, resolved):
         from tensorflow_serving.apis import get_model_status_pb2
 
         spec = request.model_spec
@@ -216,10 +216,10 @@ class Servicer:
             s.state = get_model_status_pb2.ModelVersionStatus.AVAILABLE
         return resp
 
-    def HandleReloadConfigRequest(self, request, context):  # noqa: N802
+    def HandleReloadConfigRequest(self, request, context):
         context.abort(grpc.StatusCode.UNIMPLEMENTED, "models change through the serving folder")
 
-    def MultiInference(self, request, context):  # noqa: N802
+    def MultiInference(self, request, context):
         context.abort(
             grpc.StatusCode.UNIMPLEMENTED, "MultiInference is not served: use Classify or Regress"
         )

@@ -11,11 +11,13 @@ does not pay for TensorFlow's first-call tracing.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -35,7 +37,7 @@ class ModelLoadError(RuntimeError):
 @dataclass
 class TensorInfo:
     name: str
-    dtype: object  # tf.DType
+    dtype: Any  # tf.DType
     shape: tuple[int | None, ...]
 
 
@@ -69,9 +71,11 @@ class LoadedVersion:
     version: int
     path: str
     signatures: dict[str, Signature]
-    signature_defs: object  # tensorflow.core.protobuf.meta_graph_pb2 SignatureDef map owner
+    signature_defs: Any  # tensorflow.core.protobuf.meta_graph_pb2 SignatureDef map owner
     loaded_at: float = field(default_factory=time.time)
     warmup_records: int = 0
+    # The loaded SavedModel: its signatures' variables live as long as this object.
+    saved_model: object = None
 
     def close(self) -> None:
         for sig in self.signatures.values():
@@ -122,7 +126,7 @@ def load_version(
     try:
         loaded = tf.saved_model.load(path)
         meta = _signature_defs(path)
-    except Exception as e:  # noqa: BLE001 - any reason a folder is not a model
+    except Exception as e:  # any reason a folder is not a model
         raise ModelLoadError(f"{path}: not a loadable SavedModel ({e})") from e
     signatures = {}
     for name, fn in loaded.signatures.items():
@@ -130,14 +134,13 @@ def load_version(
         outputs = {k: _spec_info(k, s) for k, s in fn.structured_outputs.items()}
         method = meta.signature_def[name].method_name if name in meta.signature_def else ""
         signatures[name] = Signature(name, fn, inputs, outputs, method)
-    lv = LoadedVersion(model, version, path, signatures, meta)
-    lv._saved_model = loaded  # the signatures' variables live as long as this object
+    lv = LoadedVersion(model, version, path, signatures, meta, saved_model=loaded)
     for sig in signatures.values():
         sig.batcher = Batcher(
             sig.call,
             max_batch_size=max_batch_size,
             timeout_ms=timeout_ms,
-            observe=(lambda rows, s=sig.name: observe(s, rows)) if observe else None,
+            observe=functools.partial(observe, sig.name) if observe else None,
             name=f"batch-{model}-{version}-{sig.name}",
         )
     lv.warmup_records = warm_up(lv)

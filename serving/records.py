@@ -7,7 +7,7 @@ Building the metadata features as protobuf wire bytes (the ones that are the
 same for every record of a version, label and role once), and framing records
 with the C crc32c, costs a few microseconds a record where protobuf messages
 and TensorFlow's writer (one call per record) cost tens.
-tests/unit/test_serving_units.py checks the bytes against TensorFlow's own parsers.
+tests/unit/serving/test_serving_units.py checks the bytes against TensorFlow's own parsers.
 """
 
 from __future__ import annotations

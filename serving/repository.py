@@ -178,7 +178,7 @@ class Repository:
         while not self._stop.wait(self.poll_seconds):
             try:
                 self.refresh()
-            except Exception:  # noqa: BLE001 - keep serving what is loaded; say why
+            except Exception:  # keep serving what is loaded; say why
                 log.exception("refreshing %s from %s failed", self.model, self.serving_dir)
 
     # -- answering

@@ -22,6 +22,7 @@ records of files left by a process that died.
 from __future__ import annotations
 
 import collections
+import io
 import logging
 import os
 import random
@@ -30,6 +31,7 @@ import time
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -129,8 +131,8 @@ class RequestLog:
         self._queue: collections.deque = collections.deque()
         self._wake = threading.Event()
         self._seq = 0
-        self._file = None
-        self._gzip = None
+        self._file: io.BufferedWriter | None = None
+        self._gzip: Any = None  # zlib's compressor of the open file
         self._tmp = self._final = ""
         self._opened = self._synced = 0.0
         self._bytes = 0
@@ -139,7 +141,7 @@ class RequestLog:
         self._thread.start()
 
     def sampled(self) -> bool:
-        return self.fraction >= 1.0 or (self.fraction > 0 and random.random() < self.fraction)
+        return self.fraction >= 1.0 or (self.fraction > 0 and random.random() < self.fraction)  # noqa: S311 - sampling, not a secret
 
     def add(self, entry: Entry) -> None:
         if len(self._queue) >= QUEUE_LIMIT:
@@ -173,7 +175,7 @@ class RequestLog:
             if entries:
                 try:
                     self._write(entries)
-                except Exception:  # noqa: BLE001 - logging must never stop serving
+                except Exception:  # logging must never stop serving
                     log.exception("could not write the request log in %s", self.folder)
             for marker in batch:
                 if marker is None or isinstance(marker, threading.Event):
@@ -186,7 +188,7 @@ class RequestLog:
             ):
                 self._publish()
 
-    def _open(self) -> None:
+    def _open(self) -> io.BufferedWriter:
         self._seq += 1
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
         name = f"{PREFIX}{stamp}-{os.getpid()}-{self._seq:06d}{SUFFIX}"
@@ -196,6 +198,7 @@ class RequestLog:
         self._gzip = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31)  # 31: a gzip stream
         self._opened = self._synced = time.time()
         self._bytes = 0
+        return self._file
 
     def _write(self, entries: list[Entry]) -> None:
         out: list[bytes] = []
@@ -215,14 +218,13 @@ class RequestLog:
         self.on_written(sum(len(e.raw) for e in entries))
 
     def _append(self, out: list[bytes], size: int) -> None:
-        if self._file is None:
-            self._open()
+        file = self._file if self._file is not None else self._open()
         self._bytes += size
-        self._file.write(self._gzip.compress(b"".join(out)))
+        file.write(self._gzip.compress(b"".join(out)))
         if time.time() - self._synced >= 1.0:
             # Up to here the file decompresses: a killed server loses one second at most.
-            self._file.write(self._gzip.flush(zlib.Z_SYNC_FLUSH))
-            self._file.flush()
+            file.write(self._gzip.flush(zlib.Z_SYNC_FLUSH))
+            file.flush()
             self._synced = time.time()
 
     def _publish(self) -> None:
@@ -258,7 +260,7 @@ def salvage(folder: str) -> list[str]:
     """Publishes the readable records of hidden files whose writer process is gone."""
     import tensorflow as tf
 
-    out = []
+    out: list[str] = []
     if not os.path.isdir(folder):
         return out
     for name in sorted(os.listdir(folder)):

@@ -95,7 +95,7 @@ class RestApp:
             reply = await self._handle(scope, receive)
         except EarlyReply as e:
             reply = e.reply
-        except Exception as e:  # noqa: BLE001 - the server's own fault: say so, keep serving
+        except Exception as e:
             log.exception("error answering %s %s", scope.get("method"), scope.get("path"))
             reply = Reply(500, {"error": f"internal error: {e}"})
         data = reply.body if isinstance(reply.body, bytes) else orjson.dumps(reply.body)

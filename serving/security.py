@@ -9,9 +9,9 @@ token: they tell nothing but "up".
 
 from __future__ import annotations
 
-from runtime.access import LOOPBACK_NAMES, is_loopback, new_token, token_matches
+from runtime.access import LOOPBACK_NAMES, token_matches
 
-__all__ = ["check", "is_loopback", "new_token", "bearer_matches", "PROXY_HELP"]
+__all__ = ["check", "bearer_matches", "PROXY_HELP"]
 
 PROXY_HELP = (
     "to serve other machines without a token of its own, keep `tfxp serve` on 127.0.0.1 and put "

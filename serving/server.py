@@ -73,7 +73,7 @@ def class_names(config: PipelineConfig) -> list[str] | None:
 
 class Server:
     def __init__(self, config: PipelineConfig, options: ServeOptions, model: str) -> None:
-        from serving.security import is_loopback
+        from runtime.access import is_loopback
 
         self.config = config
         self.options = options

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from serving.batching import Batcher
 from serving.codec import ClientError, ExampleEncoder, model_error
 from serving.metrics import Metrics
 from serving.models import LoadedVersion, Signature
@@ -63,7 +64,7 @@ class Split:
         if key:  # sticky: the same key always lands on the same side
             digest = hashlib.blake2b(key.encode(), digest_size=8).digest()
             return int.from_bytes(digest, "big") % 10_000 < self.percent * 100
-        return random.random() * 100 < self.percent
+        return random.random() * 100 < self.percent  # noqa: S311 - a traffic split, not a secret
 
 
 # The APIs `Service.score` answers: :predict takes the signature's own inputs,
@@ -202,7 +203,7 @@ class Service:
             inputs, rows = {next(iter(sig.inputs)): examples}, len(payload.examples)
         else:
             raise ClientError(f"no such API :{api} (the APIs: {', '.join(APIS)})", 404)
-        future = sig.batcher.submit(inputs, rows)
+        future = _batcher(sig).submit(inputs, rows)
         call = Call(
             resolved,
             sig,
@@ -253,7 +254,7 @@ class Service:
             sig,
             call.inputs,
             call.rows,
-            sig.batcher.submit(call.inputs, call.rows),
+            _batcher(sig).submit(call.inputs, call.rows),
             call.request_id,
             call.started,
         )
@@ -276,7 +277,7 @@ class Service:
             outputs=outputs,  # the main output is picked in the writer's thread
         )
 
-    def raw_examples(self, sig: Signature, inputs: dict[str, np.ndarray], rows: int) -> list:
+    def raw_examples(self, sig: Signature, inputs: dict[str, np.ndarray], rows: int) -> Any:
         if sig.takes_examples:
             return next(iter(inputs.values()))  # the serialized examples themselves
         from tensorflow.core.example import example_pb2
@@ -322,6 +323,13 @@ class Scoring:
         return self._service.answer(self._api, self._call, outputs)
 
 
+def _batcher(sig: Signature) -> Batcher:
+    """The signature's batcher; a version gets them when it is loaded."""
+    if sig.batcher is None:
+        raise RuntimeError(f"signature {sig.name!r} has no batcher: its version is not loaded")
+    return sig.batcher
+
+
 def _raise_if_refused(e: Exception) -> None:
     """The model refused the input (e.g. bytes that are no tf.Example): the client's
     fault, raised as a ClientError; any other error stays the server's."""
@@ -337,8 +345,8 @@ def classify_results(outputs: dict[str, np.ndarray], rows: int, classes: list[st
     if scores.shape[1] == 1:  # one probability: the positive class's
         names = classes if classes and len(classes) == 2 else ["0", "1"]
         return [[[names[0], 1.0 - float(p)], [names[1], float(p)]] for p in scores[:, 0]]
-    names = classes if classes and len(classes) == scores.shape[1] else None
-    names = names or [str(i) for i in range(scores.shape[1])]
+    matches = classes and len(classes) == scores.shape[1]
+    names = classes if classes and matches else [str(i) for i in range(scores.shape[1])]
     return [[[n, float(s)] for n, s in zip(names, row, strict=True)] for row in scores]
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import tensorflow as tf
 
+from compat import tf as tf_internals
 from trainer.ports import free_port
 
 PROTOCOL = "grpc"
@@ -40,9 +41,9 @@ class Cluster:
     def stop(self) -> None:
         """Stops the workers, then the dispatcher (servers also stop at process exit)."""
         for worker in self.workers:
-            worker._stop()  # the public API has no stop, only join
+            tf_internals.stop_worker(worker)  # the public API has no stop, only join
         if self.dispatcher is not None:
-            self.dispatcher._stop()
+            tf_internals.stop_dispatcher(self.dispatcher)
         self.workers = []
         self.dispatcher = None
 
@@ -158,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
             worker_port=args.worker_port,
         )
         address = cluster.address
-    ports = ", ".join(str(w._address).rsplit(":", 1)[-1] for w in cluster.workers)
+    ports = ", ".join(tf_internals.worker_address(w).rsplit(":", 1)[-1] for w in cluster.workers)
     role = "joined dispatcher" if args.dispatcher else "dispatcher"
     print(f"tf.data service {role} at {address}", flush=True)
     if cluster.workers:

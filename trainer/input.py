@@ -244,7 +244,7 @@ def input_fn(
     if o.augment is not None:
         dataset = dataset.map(o.augment, num_parallel_calls=AUTOTUNE, deterministic=o.deterministic)
     dataset = dataset.with_options(pipeline_options(o.deterministic, o.threadpool_size))
-    if o.distributed:
+    if o.data_service_address:  # o.distributed
         dataset = distribute(
             dataset.prefetch(AUTOTUNE),
             o.data_service_address,
@@ -263,7 +263,7 @@ def serialized_batches(file_patterns: str | Sequence[str], batch_size: int, o: I
     `input_fn` without its parse step; benchmarks/input_pipeline.py times it to
     split the training configuration's cost between shuffling and parsing.
     """
-    read = {
+    read: dict[str, Any] = {
         "shuffle_files": o.shuffle,
         "seed": o.seed,
         "cycle_length": o.cycle_length,

@@ -36,7 +36,7 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
 from absl import logging
 
@@ -129,13 +129,14 @@ class _Worker:
             "TF_NUM_INTEROP_THREADS": threads,
             "OMP_NUM_THREADS": threads,
         }
-        self.process = subprocess.Popen(
+        self.process = subprocess.Popen(  # noqa: S603 - the trial worker command built from this project's module, no shell
             list(workers.command),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=env,
         )
+        self.stdin, self.stdout, self.stderr = _pipes(self.process)
         self.name = f"{self.tuner_id} (pid {self.process.pid})"
         self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         self._partial = b""
@@ -150,12 +151,12 @@ class _Worker:
                 "cores": cpus,
             }
         )
-        self.trial = None
+        self.trial: Any = None  # keras-tuner's Trial while one runs
         self.started = time.monotonic()
 
     def _send(self, message: dict) -> None:
-        self.process.stdin.write((json.dumps(message) + "\n").encode())
-        self.process.stdin.flush()
+        self.stdin.write((json.dumps(message) + "\n").encode())
+        self.stdin.flush()
 
     def start(self, trial) -> None:
         if self.trial is None:  # the first trial's clock started with the worker
@@ -167,7 +168,7 @@ class _Worker:
 
     def relay_output(self) -> bool:
         """Logs what the worker printed since the last call; False at its end."""
-        data = os.read(self.process.stderr.fileno(), 65536)
+        data = os.read(self.stderr.fileno(), 65536)
         if data:
             lines = (self._partial + data).split(b"\n")
             self._partial = lines.pop()  # a line still being written
@@ -182,7 +183,7 @@ class _Worker:
 
     def result(self) -> float:
         """The running trial's score, read once the worker has answered (or died)."""
-        line = self.process.stdout.readline()
+        line = self.stdout.readline()
         trial, self.trial = self.trial, None
         if not line:
             code = self.process.wait(STOP_SECONDS)
@@ -211,15 +212,22 @@ class _Worker:
 
     def stop(self, kill: bool) -> None:
         if self.process.poll() is None and not kill:
-            self.process.stdin.close()  # the worker's loop ends at end of input
+            self.stdin.close()  # the worker's loop ends at end of input
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(STOP_SECONDS)
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
-        for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
+        for stream in (self.stdin, self.stdout, self.stderr):
             if not stream.closed:
                 stream.close()
+
+
+def _pipes(process: subprocess.Popen) -> tuple[IO[bytes], IO[bytes], IO[bytes]]:
+    """The stdin, stdout and stderr of a process started with all three as PIPE."""
+    if process.stdin is None or process.stdout is None or process.stderr is None:
+        raise ValueError("the trial worker was started without its three pipes")
+    return process.stdin, process.stdout, process.stderr
 
 
 def run_trials(oracle, workers: TrialWorkers, objective: str) -> None:
@@ -265,11 +273,11 @@ def _start_trials(oracle, idle: list[_Worker], running: list[_Worker]) -> bool:
 def _run(oracle, workers: list[_Worker], timeout: float, objective: str) -> None:
     from keras_tuner.engine.trial import TrialStatus
 
-    idle, running, more = list(workers), [], True
+    idle, running, more = list(workers), list[_Worker](), True
     with selectors.DefaultSelector() as selector:
         for worker in workers:
-            selector.register(worker.process.stdout, selectors.EVENT_READ, ("reply", worker))
-            selector.register(worker.process.stderr, selectors.EVENT_READ, ("output", worker))
+            selector.register(worker.stdout, selectors.EVENT_READ, ("reply", worker))
+            selector.register(worker.stderr, selectors.EVENT_READ, ("output", worker))
         while True:
             if more:
                 more = _start_trials(oracle, idle, running)
@@ -332,7 +340,7 @@ def main() -> None:
         try:
             hp = kt.HyperParameters.from_config(request["hyperparameters"])
             reply["score"] = search.score(hp)
-        except Exception:  # reported to the Tuner, which fails the search naming the trial
+        except Exception:  # noqa: BLE001 - reported to the Tuner, which fails the search naming the trial
             reply["error"] = traceback.format_exc()
         replies.write(json.dumps(reply) + "\n")
     replies.flush()

@@ -112,7 +112,7 @@ class Execution:
 class Executor(base_executor.BaseExecutor):
     """TFX's `Do`, once for every executor of the project: subclasses write `run`."""
 
-    def Do(  # noqa: N802 - TFX API
+    def Do(  # TFX API
         self, input_dict: Artifacts, output_dict: Artifacts, exec_properties: dict[str, Any]
     ) -> None:
         self.run(Execution(input_dict, output_dict, exec_properties))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import csv
 import math
 import struct
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 from components.example_gen import csv_checks
@@ -90,7 +90,7 @@ class RowEncoder:
     separate pass over the cells. The protobuf wire format is written directly,
     with each column's constant bytes prepared once: building tf.train.Example
     messages took ~45 us of CPU a row (the model itself ~10), this ~14.
-    tests/unit/test_batch_inference.py checks the bytes parse to the message
+    tests/unit/components/batch_inference/test_batch_inference.py checks the bytes parse to the message
     TensorFlow's classes build.
     """
 
@@ -114,8 +114,8 @@ class RowEncoder:
             else:
                 self.columns.append((i, kind, key))
 
-    def __call__(self, row: list[str]) -> bytes:
-        entries = []
+    def __call__(self, row: Sequence[str]) -> bytes:
+        entries: list[bytes] = []
         append = entries.append
         for i, kind, prefix in self.columns:
             value = row[i]

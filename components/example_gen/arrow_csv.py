@@ -279,7 +279,7 @@ class _Segment:
                     if present is not None:
                         part &= present[lo:hi, None]
                     k[:, at : at + w] = part
-                else:
+                elif present is not None:  # a masked part has widths, presence or both
                     k[:, at : at + w] = present[lo:hi, None]
             out.append(b[k])
         offsets = np.zeros(self.n + 1, dtype=np.int64)

@@ -161,7 +161,7 @@ class ArrowIngest:
 def _input_files(base: str, input_config) -> tuple[list[tuple[str, int]], list[str]]:
     """((file, input split index) pairs, the sorted distinct files): plain CSV, local or
     in s3:// / gs:// (read in byte ranges through components/io/object_storage.py)."""
-    inputs = []  # (file, input split index)
+    inputs: list[tuple[str, int]] = []  # (file, input split index)
     for index, split in enumerate(input_config.splits):
         inputs.extend((f, index) for f in sorted(fileio.glob(os.path.join(base, split.pattern))))
     files = sorted({f for f, _ in inputs})
@@ -214,7 +214,8 @@ def _hash_buckets(input_config, output_config, split_names) -> tuple[list[int], 
     """(cumulative hash-bucket boundaries of the output splits, each split's share of rows)."""
     buckets: list[int] = []
     if output_config.split_config.splits:
-        assert len(input_config.splits) == 1, "one input split when output splits are set"
+        if len(input_config.splits) != 1:  # TFX refuses this too; here it would misbucket
+            raise ValueError(f"output splits need one input split, got {len(input_config.splits)}")
         for s in output_config.split_config.splits:
             buckets.append((buckets[-1] if buckets else 0) + s.hash_buckets)
         fractions = [s.hash_buckets / buckets[-1] for s in output_config.split_config.splits]

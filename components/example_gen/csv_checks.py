@@ -210,7 +210,10 @@ def _check_rows(
 def _invalid_bytes(
     text: csv_text.TextLines, first: int, last: int, column: str | None
 ) -> CsvProblem:
-    line, offset, bad = text.invalid_between(first, last)
+    found = text.invalid_between(first, last)
+    if found is None:  # the callers found invalid bytes in these lines first
+        raise ValueError(f"{text.path}: no invalid bytes in lines {first}..{last}")
+    line, offset, bad = found
     return _problem(csv_text.invalid_bytes(text.path, line, column, offset, bad, text.encoding))
 
 

@@ -35,14 +35,12 @@ import pyarrow.compute as pc
 from apache_beam.metrics.metric import MetricsFilter
 from tfx.dsl.io import fileio
 
-from components.example_gen import arrow_csv, labels
-from components.example_gen.tfrecord_shards import (  # noqa: F401 - re-exported for its readers
+from components.example_gen import arrow_csv, csv_checks, labels
+from components.example_gen.tfrecord_shards import (
     GZIP_LEVEL,
     GzipShardWriter,
     buckets_of,
     contiguous,
-    frame_records,
-    framed_buffer,
     framed_examples,
     split_of,
 )
@@ -285,7 +283,7 @@ class IngestTask(beam.DoFn):
         for name in spec.header:
             column = batch.column(name)
             out.values[name] = len(column) - column.null_count
-            if spec.columns[name] == arrow_csv.BYTES and out.values[name]:
+            if spec.columns[name] == csv_checks.BYTES and out.values[name]:
                 out.longest[name] = pc.max(pc.utf8_length(column)).as_py() or 0
         empty = spec.empty_columns[piece.input_index]
         framed, keys = framed_examples(batch, spec.columns, empty, bool(spec.boundaries))
@@ -353,7 +351,7 @@ def run(pipeline: beam.Pipeline, plan: list[list[Piece]], spec: IngestSpec) -> I
     try:
         result = pipeline.run()
         result.wait_until_finish()
-    except Exception as e:  # noqa: BLE001 - any failure sends the input to the CSV checks
+    except Exception as e:  # any failure sends the input to the CSV checks
         remove_outputs(spec.split_uris)
         raise arrow_csv.ArrowCsvError(f"Arrow ingest failed: {e}") from e
     found = result.metrics().query(MetricsFilter().with_namespace(METRICS_NAMESPACE))

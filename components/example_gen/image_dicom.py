@@ -49,7 +49,7 @@ def _pixels(ds: Any) -> tuple[Any, int]:
 
     try:
         pixels = ds.pixel_array
-    except Exception as e:  # pydicom raises ValueError, RuntimeError, NotImplementedError...
+    except Exception as e:  # noqa: BLE001 - pydicom raises ValueError, RuntimeError, NotImplementedError...
         raise ValueError(
             f"DICOM pixel data does not decode: {' '.join(str(e).split())[:300]}"
         ) from None
@@ -72,7 +72,7 @@ def dicom_to_png(data: bytes) -> tuple[bytes, dict[str, Any]]:
 
     try:
         ds = pydicom.dcmread(io.BytesIO(data))
-    except Exception as e:  # InvalidDicomError, struct errors on a cut header...
+    except Exception as e:  # noqa: BLE001 - InvalidDicomError, struct errors on a cut header...
         raise ValueError(f"not a readable DICOM file: {e}") from None
     if "PixelData" not in ds:
         raise ValueError("DICOM file without pixel data (a report or structure set)")

@@ -52,19 +52,7 @@ from components.example_gen.driver import (
     example_gen_node,
     split_configs,
 )
-from components.example_gen.image_decode import (  # noqa: F401 - this module's public names
-    CHANNELS_KEY,
-    DECODABLE,
-    FORMAT_KEY,
-    HEIGHT_KEY,
-    IMAGE_KEY,
-    LABEL_KEY,
-    WIDTH_KEY,
-    decode,
-    image_example,
-    probe,
-    split_of,
-)
+from components.example_gen.image_decode import decode, image_example
 from components.example_gen.image_listing import (
     IGNORED,
     ImageInputError,
@@ -73,7 +61,7 @@ from components.example_gen.image_listing import (
     first_image_files,
     folder_files,
 )
-from components.example_gen.image_shards import (  # noqa: F401
+from components.example_gen.image_shards import (
     DEFAULT_SHARD_MB,
     INCOMPLETE,
     WriteShard,
@@ -136,7 +124,7 @@ def _workers(beam_args: list[str] | None) -> int:
 class Executor(base_beam_executor.BaseBeamExecutor):
     """Image folders -> split, sharded GZIP TFRecords of tf.Examples, in one Beam pipeline."""
 
-    def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 - TFX API
+    def Do(self, input_dict, output_dict, exec_properties) -> None:  # TFX API
         self._log_startup(input_dict, output_dict, exec_properties)
         options, image_format, policy, class_names = _options(exec_properties)
         input_config, output_config = _split_configs(exec_properties)

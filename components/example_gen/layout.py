@@ -10,7 +10,7 @@ tfx_bsl decodes as nulls. The ingest records that shape on the Examples artifact
 (`EXAMPLE_LAYOUT`), and `RecordBatchDecoder` decodes such examples with
 `tf.io.parse_example` in TensorFlow's threads into the very record batch tfx_bsl's
 schema-less decoder makes (the same columns in the same order, types, offsets and
-values; tests/unit/test_example_layout.py checks `RecordBatch.equals` on the ingest's
+values; tests/unit/components/example_gen/test_example_layout.py checks `RecordBatch.equals` on the ingest's
 own output).
 """
 

@@ -110,7 +110,7 @@ def framed_examples(
     crcs = np.fromiter(map(google_crc32c.value, examples), dtype=np.uint32, count=n)
     sha = hashlib.sha256
     keys = b"".join([sha(e).digest() for e in examples]) if digests else b""
-    writable = np.ndarray((buffer.size,), dtype=np.uint8, buffer=buffer)
+    writable: np.ndarray = np.ndarray((buffer.size,), dtype=np.uint8, buffer=buffer)
     at = offsets[1:, None] - 4 + np.arange(4)[None, :]
     writable[at] = _masked(crcs).astype("<u4").view(np.uint8).reshape(n, 4)
     return framed, keys

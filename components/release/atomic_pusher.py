@@ -58,7 +58,7 @@ def next_version(base_directory: str, now: float | None = None) -> str:
 
 def _relative_files(root: str) -> list[str]:
     root = root.rstrip("/")
-    found = []
+    found: list[str] = []
     for directory, _, files in fileio.walk(root):
         rel_dir = directory.rstrip("/")[len(root) :].strip("/")
         found.extend(f"{rel_dir}/{f}" if rel_dir else f for f in files)
@@ -101,12 +101,12 @@ def _publish_to_object_store(
             try:
                 if leftover and fileio.exists(leftover):
                     fileio.rmtree(leftover)
-            except Exception as e:  # the store may be what failed; keep the first error
+            except Exception as e:  # noqa: BLE001 - the store may be what failed; keep the first error
                 logging.warning("could not remove the partial push %s: %s", leftover, e)
         raise
     try:
         fileio.rmtree(tmp)
-    except Exception as e:  # the version is complete; a hidden leftover is harmless
+    except Exception as e:  # noqa: BLE001 - the version is complete; a hidden leftover is harmless
         logging.warning("could not remove %s: %s", tmp, e)
     return serving_path, version
 

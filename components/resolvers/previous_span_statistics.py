@@ -95,7 +95,7 @@ class PreviousSpanStatisticsStrategy(resolver.ResolverStrategy):
         if not spans or not statistics:
             return {EXAMPLES_KEY: [], STATISTICS_KEY: []}
         sources = statistics_sources(store, [s.id for s in statistics])
-        examples = []
+        examples: list[types.Artifact] = []
         for mlmd_artifact in store.get_artifacts_by_id(sorted(set(sources.values()))):
             artifact = standard_artifacts.Examples()
             artifact.set_mlmd_artifact(mlmd_artifact)

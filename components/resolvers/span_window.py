@@ -133,7 +133,7 @@ class SpanWindowExamplesExecutor(component.Executor):
         out.set_int_custom_property("span", max(s or 0 for s in spans))
         rows = [custom_int(a, "row_count") for a in sources]
         if all(r is not None for r in rows):
-            out.set_int_custom_property("row_count", sum(rows))
+            out.set_int_custom_property("row_count", sum(r for r in rows if r is not None))
         h = hashlib.sha256()
         for a in sources:
             if a.mlmd_artifact.custom_properties.get("content_sha256") is not None:

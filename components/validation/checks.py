@@ -6,8 +6,7 @@ comparators); this module decides which comparator each feature gets, runs the
 three checks separately (TFDV reports drift and skew with the same anomaly
 types, so one combined call could not tell them apart), and decides the gate's
 verdict. The findings and how TFDV's anomalies become findings are in
-findings.py, the thresholds file in settings.py; their names are imported here
-too, so a reader of the gate imports one module.
+findings.py (import them from there), the thresholds file in settings.py.
 """
 
 from __future__ import annotations
@@ -17,13 +16,10 @@ from collections.abc import Mapping, Sequence
 
 from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
 
-from components.validation.findings import (  # noqa: F401 - re-exported
+from components.validation.findings import (
     BLOCK,
     COMPARED_SPLIT,
     DRIFT,
-    JSD,
-    KINDS,
-    L_INFTY,
     PASS,
     SCHEMA,
     SERVING,
@@ -37,13 +33,7 @@ from components.validation.findings import (  # noqa: F401 - re-exported
     measure_schema_finding,
     measurements_of,
 )
-from components.validation.settings import (  # noqa: F401 - re-exported
-    Thresholds,
-    ValidationConfigError,
-    ValidationSettings,
-    check_warn_only,
-    load_settings,
-)
+from components.validation.settings import ValidationSettings
 
 # ---------------------------------------------------------------------------
 # Comparators

@@ -38,15 +38,11 @@ from tfx.utils import io_utils
 from components.base import component
 from components.base.custom_properties import custom_int, custom_str
 from components.io.native_stderr import native_stderr_to_log
-from components.validation.checks import (
-    BLOCK,
-    GateResult,
-    ValidationSettings,
-    evaluate,
-    split_statistics,
-)
+from components.validation.checks import evaluate, split_statistics
+from components.validation.findings import BLOCK, GateResult
 from components.validation.serving_data import load_serving_data
 from components.validation.serving_log import WindowOptions
+from components.validation.settings import ValidationSettings
 
 STATISTICS_KEY = "statistics"
 SCHEMA_KEY = "schema"
@@ -121,7 +117,7 @@ def load_statistics(
 
 def _longest_cells(artifacts: list[types.Artifact] | None) -> dict[str, int]:
     """BYTES column -> characters of its longest cell, as CsvExampleGen recorded them."""
-    from components.example_gen.csv_example_gen import LONGEST_CELLS
+    from components.example_gen.csv_options import LONGEST_CELLS
 
     longest: dict[str, int] = {}
     for a in artifacts or []:
@@ -132,8 +128,8 @@ def _longest_cells(artifacts: list[types.Artifact] | None) -> dict[str, int]:
 
 
 def _span(artifacts: list[types.Artifact] | None) -> int | None:
-    spans = [custom_int(a, SPAN_PROPERTY) for a in artifacts or []]
-    spans = [s for s in spans if s is not None]
+    found = [custom_int(a, SPAN_PROPERTY) for a in artifacts or []]
+    spans = [s for s in found if s is not None]
     return max(spans) if spans else None
 
 
@@ -196,7 +192,7 @@ def _check(
 def _table_findings(current, serving, settings, input_dict, serving_source: str) -> list:
     """Date formats changed in this span; ids constant at serving (table_checks.py)."""
     from components.validation import table_checks
-    from components.validation.checks import COMPARED_SPLIT
+    from components.validation.findings import COMPARED_SPLIT
 
     compared = current.get(COMPARED_SPLIT) or next(iter(current.values()))
     span = _span(input_dict.get(EXAMPLES_KEY))

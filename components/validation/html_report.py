@@ -16,7 +16,8 @@ from datetime import UTC, datetime
 
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
-from components.validation.checks import BLOCK, PASS, WARN, GateResult, ValidationSettings
+from components.validation.findings import BLOCK, PASS, WARN, GateResult
+from components.validation.settings import ValidationSettings
 
 _COLORS = {"train": "#1f77b4", "eval": "#2ca02c", "previous span": "#ff7f0e", "serving": "#9467bd"}
 _DECISION_STYLE = {PASS: "#1a7f37", WARN: "#9a6700", BLOCK: "#cf222e"}

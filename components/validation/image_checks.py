@@ -38,10 +38,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
-from components.validation.checks import BLOCK, COMPARED_SPLIT, DRIFT, WARN, Finding
+from components.validation.findings import BLOCK, COMPARED_SPLIT, DRIFT, WARN, Finding
 from components.validation.settings import ImageThresholds
 
 IMAGE, HEIGHT, WIDTH, CHANNELS, FORMAT = "image", "height", "width", "channels", "format"
@@ -101,7 +102,7 @@ def _by_share(shares: Mapping[str, float]) -> list[tuple[str, float]]:
     return sorted(shares.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
-def _features(stats: statistics_pb2.DatasetFeatureStatisticsList) -> dict[str, object]:
+def _features(stats: statistics_pb2.DatasetFeatureStatisticsList) -> dict[str, Any]:
     if not stats.datasets:
         return {}
     return {".".join(f.path.step) or f.name: f for f in stats.datasets[0].features}

@@ -49,7 +49,7 @@ def schema_nan_free_columns(schema: schema_pb2.Schema) -> list[str]:
 
 
 @component
-def CuratedSchemaImporter(  # noqa: N802 - TFX component naming
+def CuratedSchemaImporter(  # TFX component naming
     schema_file: Parameter[str],
     content_sha256: Parameter[str],
     schema: OutputArtifact[standard_artifacts.Schema],

@@ -16,7 +16,7 @@ from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
 from tfx.dsl.io import fileio
 
 from components.io.native_stderr import native_stderr_to_log
-from components.validation.checks import SERVING
+from components.validation.findings import SERVING
 from components.validation.serving_log import (
     Window,
     WindowOptions,
@@ -38,7 +38,7 @@ def serving_data_sha256(pattern: str) -> str:
 
     try:
         files = serving_files(pattern)
-    except Exception:  # a remote pattern that cannot be listed at build time
+    except Exception:  # noqa: BLE001 - a remote pattern that cannot be listed at build time
         return ""
     return files_sha256(files)[0] if files else ""
 
@@ -115,7 +115,7 @@ def serving_cache_key(pattern: str, log_dir: str, window: WindowOptions) -> str:
     changed CSV) changes it, so the gate runs again on the new window."""
     try:
         files = window_files(published_files(log_dir), window) if log_dir else []
-    except Exception:  # a remote folder that cannot be listed at build time
+    except Exception:  # noqa: BLE001 - a remote folder that cannot be listed at build time
         files = []
     if files:
         return "serving-log:" + files_key(files)

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
-from components.validation.checks import BLOCK, SCHEMA, SKEW, WARN, Finding
+from components.validation.findings import BLOCK, SCHEMA, SKEW, WARN, Finding
 
 DATE_FORMAT_CHANGED = "DATE_FORMAT_CHANGED"
 ID_CONSTANT_AT_SERVING = "ID_CONSTANT_AT_SERVING"

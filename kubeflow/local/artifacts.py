@@ -58,7 +58,7 @@ class ArtifactRegistry:
 
     def latest(self, query: str) -> dict[str, Any] | None:
         """The newest artifact matching a TFX resolver's filter (the forms TFX 1.16 compiles)."""
-        tests = []
+        tests: list[Any] = []  # predicates over an entry
         for clause in (c.strip() for c in query.split(" AND ")):
             m = self._CLAUSE.match(clause)
             if not m:
@@ -71,7 +71,7 @@ class ArtifactRegistry:
                 tests.append(lambda e, n=m["name"]: e["name"] == n)
             else:
                 raw = m["value"].strip('"')
-                want = float(raw) if m["kind"] == "number_value" else raw
+                want: Any = float(raw) if m["kind"] == "number_value" else raw
                 tests.append(lambda e, k=m["key"], w=want: e["metadata"].get(k) == w)
         matching = [e for e in self.entries() if all(t(e) for t in tests)]
         return matching[-1] if matching else None

@@ -95,7 +95,7 @@ def cmd_run_local(args: Any) -> int:
         print(line)
     print(f"arguments: {json.dumps(run.arguments, sort_keys=True)}")
     print(f"artifacts: {run.run_root}")
-    if not run.succeeded:
+    if run.failed_task is not None:  # not run.succeeded
         task = run.tasks[run.failed_task]
         tail = _log_tail(task.log)
         print(f"error: task {task.name} exited {task.returncode}; log: {task.log}")

@@ -120,23 +120,23 @@ class ImageEnvTaskHandler(task_handler_interface.ITaskHandler):
 
     def run(self) -> status.Status:
         workdir = image_workdir()
-        log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
+        log = open(self.log_path, "ab") if self.log_path else None  # noqa: SIM115
         try:
-            proc = subprocess.Popen(
+            proc = subprocess.Popen(  # noqa: S603 - the task's command from the compiled spec this process wrote, no shell
                 self.command(),
                 cwd=workdir,
                 env=image_environment(),
-                stdout=subprocess.PIPE if self.echo else log,
+                stdout=subprocess.PIPE if self.echo else (log or subprocess.DEVNULL),
                 stderr=subprocess.STDOUT,
             )
             if self.echo:
-                for line in proc.stdout:
+                for line in proc.stdout or ():
                     sys.stdout.buffer.write(line)
-                    if log is not subprocess.DEVNULL:
+                    if log is not None:
                         log.write(line)
             self.returncode = proc.wait()
         finally:
-            if log is not subprocess.DEVNULL:
+            if log is not None:
                 log.close()
         return status.Status.SUCCESS if self.returncode == 0 else status.Status.FAILURE
 
@@ -152,7 +152,7 @@ class ForkedTaskHandler(ImageEnvTaskHandler):
         command = self.command()
         if len(command) < 3 or command[:2] != [sys.executable, "-m"]:
             return super().run()
-        from kubeflow.local.forked_tasks import ForkServerError
+        from runtime.forkserver import ForkServerError
 
         echo = sys.stdout.buffer if self.echo else None
         try:

@@ -32,38 +32,11 @@ store's executions, runs, artifacts and events) and records.py (what they answer
 
 from __future__ import annotations
 
-from metadata.lineage.models import ModelQueries, quiet_tensorflow
-from metadata.lineage.records import (
-    MAX_HOPS,
-    Blessing,
-    ComponentRun,
-    DataVersion,
-    ModelLineage,
-    ModelUse,
-    Push,
-    RunInfo,
-    SpanLineage,
-)
+from metadata.lineage.models import ModelQueries
 from metadata.lineage.runs import RunQueries
 from metadata.lineage.spans import SpanQueries
-from metadata.properties import event_key
-from metadata.store import LineageError  # what the queries raise
 
-__all__ = [
-    "MAX_HOPS",
-    "Blessing",
-    "ComponentRun",
-    "DataVersion",
-    "Lineage",
-    "LineageError",
-    "ModelLineage",
-    "ModelUse",
-    "Push",
-    "RunInfo",
-    "SpanLineage",
-    "event_key",
-    "quiet_tensorflow",
-]
+__all__ = ["Lineage"]
 
 
 class Lineage(RunQueries, ModelQueries, SpanQueries):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ml_metadata.proto import metadata_store_pb2 as pb
 
@@ -17,9 +17,11 @@ from metadata.lineage.records import (
     INPUT_EVENTS,
     OUTPUT_EVENTS,
     Blessing,
+    DataVersion,
     ModelLineage,
     ModelUse,
     Push,
+    RunInfo,
     iso_time,
 )
 from metadata.properties import event_key, prop
@@ -38,6 +40,12 @@ from pipeline.node_ids import (
 class ModelQueries(LineageCore):
     """Lineage queries about models: which data, code and settings made a model, its verdicts (a part of metadata.lineage.Lineage, whose other
     parts' methods it may call)."""
+
+    if TYPE_CHECKING:  # the other parts' methods it calls (runs.py, spans.py)
+
+        def resolve_run(self, ref: str) -> str: ...
+        def run_info(self, run_id: str) -> RunInfo: ...
+        def data_version(self, examples: pb.Artifact) -> DataVersion: ...
 
     def models(self) -> list[pb.Artifact]:
         ids = set()
@@ -242,7 +250,7 @@ class ModelQueries(LineageCore):
         quiet_tensorflow()
         try:
             found = read_eval_metrics(evaluation.uri)
-        except Exception as e:  # a moved or deleted pipeline root
+        except Exception as e:  # noqa: BLE001 - a moved or deleted pipeline root
             raise LineageError(
                 f"cannot read the evaluation of model {model_id} at {evaluation.uri} "
                 f"({str(e).splitlines()[0][:120]}); was the pipeline root moved or deleted?"

@@ -191,7 +191,8 @@ class ModelUse:
     def of(cls, lineage: ModelLineage) -> ModelUse:
         b = lineage.blessing
         pushes = [p for p in lineage.pushes if p.pushed]
-        trained_in = {lineage.trained_in_run, *lineage.reused_by_runs} - {None}
+        runs = (lineage.trained_in_run, *lineage.reused_by_runs)
+        trained_in = {r for r in runs if r is not None}
         return cls(
             model_id=lineage.model_id,
             trained_in_run=lineage.trained_in_run,

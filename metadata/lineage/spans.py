@@ -5,7 +5,8 @@ from __future__ import annotations
 import datetime as dt
 import glob
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from ml_metadata.proto import metadata_store_pb2 as pb
 
@@ -14,6 +15,7 @@ from metadata.lineage.core import LineageCore
 from metadata.lineage.records import (
     DataVersion,
     IngestedSpan,
+    ModelUse,
     SpanIngestion,
     SpanLineage,
 )
@@ -26,8 +28,14 @@ from pipeline.node_ids import (
 
 
 class SpanQueries(LineageCore):
-    """Lineage queries about data: spans, their versions and what was ingested. (a part of metadata.lineage.Lineage, whose other
-    parts' methods it may call)."""
+    """Lineage queries about data: spans, their versions and what was ingested (a part of
+    metadata.lineage.Lineage, whose other parts' methods it may call)."""
+
+    if TYPE_CHECKING:  # the other parts' methods it calls (models.py, runs.py)
+
+        def models_trained_on(self, examples: Sequence[pb.Artifact]) -> list[ModelUse]: ...
+
+        def runs_touching(self, artifact_id: int) -> list[str]: ...
 
     def data_version(self, examples: pb.Artifact) -> DataVersion:
         gen = self.producer(examples.id)
@@ -133,7 +141,7 @@ class SpanQueries(LineageCore):
         return ingestion
 
     def ingested_spans(self) -> list[int]:
-        spans = set()
+        spans: set[int] = set()
         for ex in self.executions.values():
             if self.node_of[ex.id] in EXAMPLE_GENS:
                 spans.update(prop(a, "span") for a in self.outputs(ex.id, "Examples"))

@@ -257,11 +257,8 @@ def _log(run: subprocess.CompletedProcess) -> str:
 @pytest.mark.timeout(2400)
 def test_airflow_dags_test_runs_the_pipeline(airflow_runs: AirflowRuns):
     """`airflow dags test` on a 3,000-row sample; then ML Metadata is checked."""
-    from pipeline.definition import (
-        BASELINE_RESOLVER,
-        PREVIOUS_STATISTICS_RESOLVER,
-        create_pipeline,
-    )
+    from pipeline.definition import create_pipeline
+    from pipeline.node_ids import BASELINE_RESOLVER, PREVIOUS_STATISTICS_RESOLVER
 
     log = _log(airflow_runs.first)
     assert airflow_runs.first.returncode == 0, log
@@ -294,7 +291,7 @@ def test_gate_blocks_a_drifted_span_under_airflow(airflow_runs: AirflowRuns):
     """Span 2 drifted from span 1: `airflow dags test` fails at ValidationGate, and nothing
     downstream of the gate ran (no Transform, Trainer, Evaluator or Pusher execution, no
     new model)."""
-    from pipeline import definition as d
+    from pipeline import node_ids
 
     run = airflow_runs.drifted
     out = run.stdout + run.stderr
@@ -303,8 +300,8 @@ def test_gate_blocks_a_drifted_span_under_airflow(airflow_runs: AirflowRuns):
     assert "drift fare" in out and "(span 2 vs span 1" in out, _log(run)
 
     states = airflow_runs.drifted_states
-    assert states.get(d.VALIDATION_GATE) not in (None, "COMPLETE", "CACHED"), states
-    downstream = {d.TRANSFORM, d.TRAINER, d.EVALUATOR, d.PUSHER}
+    assert states.get(node_ids.VALIDATION_GATE) not in (None, "COMPLETE", "CACHED"), states
+    downstream = {node_ids.TRANSFORM, node_ids.TRAINER, node_ids.EVALUATOR, node_ids.PUSHER}
     assert not downstream & set(states), f"ran after the gate blocked: {states}"
     assert airflow_runs.models_after_drifted == 1  # span 1's model only
 

@@ -12,7 +12,7 @@ from e2e_support import small_config, write_sample
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from components.example_gen import arrow_csv, csv_example_gen, csv_ingest
+from components.example_gen import arrow_csv, csv_ingest, csv_options, driver
 from tfxp.local.runner import run_local
 
 # The first test of a module also pays for its module fixture's whole runs.
@@ -58,7 +58,7 @@ def _ingest(tmp: Path, name: str, **changes) -> tuple[dict[str, Counter], dict]:
 @pytest.fixture(scope="module")
 def theirs(sample) -> dict[str, Counter]:
     splits, properties = _ingest(sample, "tfx", csv_reader="tfx")
-    assert properties[csv_example_gen.CSV_READER] == "tfx"
+    assert properties[csv_options.CSV_READER] == "tfx"
     return splits
 
 
@@ -71,9 +71,9 @@ def _assert_same(ours: dict[str, Counter], theirs: dict[str, Counter]) -> None:
 
 def test_arrow_executor_is_the_default_and_matches_csv_example_gen(sample, theirs):
     ours, properties = _ingest(sample, "arrow")  # the default reader
-    assert properties[csv_example_gen.CSV_READER] == "arrow", "the Arrow reader was not used"
-    assert properties[csv_example_gen.ROW_COUNT] == 3000
-    assert properties[csv_example_gen.TFRECORD_SHARDS] == 2
+    assert properties[csv_options.CSV_READER] == "arrow", "the Arrow reader was not used"
+    assert properties[driver.ROW_COUNT] == 3000
+    assert properties[driver.TFRECORD_SHARDS] == 2
     _assert_same(ours, theirs)
 
 
@@ -89,7 +89,7 @@ def test_byte_ranges_many_blocks_and_a_wrong_empty_column_guess(sample, theirs, 
     blocks = []
     monkeypatch.setattr(arrow_csv, "example_parts", lambda *a: blocks.append(1) or encode(*a))
     ours, properties = _ingest(sample, "ranges", num_shards=3)
-    assert properties[csv_example_gen.CSV_READER] == "arrow"
-    assert properties[csv_example_gen.TFRECORD_SHARDS] == 6
+    assert properties[csv_options.CSV_READER] == "arrow"
+    assert properties[driver.TFRECORD_SHARDS] == 6
     assert len(reruns) == 2 and len(blocks) > 2 * 6
     _assert_same(ours, theirs)

@@ -132,7 +132,7 @@ def test_a_span_whose_dates_changed_format_is_blocked(cars, tmp_path):
     """Span 2 writes the model year as dd/mm/yyyy: the gate blocks before Transform."""
     from test_tabular_e2e import tfxp
 
-    from pipeline import definition
+    from pipeline import node_ids
     from tfxp.local.runner import ValidationBlockedError, run_local
 
     drop = tmp_path / "span2.csv"
@@ -145,7 +145,7 @@ def test_a_span_whose_dates_changed_format_is_blocked(cars, tmp_path):
     code, _, err = tfxp(cars.home, "data", "add", "cars", str(drop))
     assert code == 0, err
     with pytest.raises(ValidationBlockedError) as blocked:
-        run_local(cars.config, to_nodes=[definition.VALIDATION_GATE], printer=lambda _: None)
+        run_local(cars.config, to_nodes=[node_ids.VALIDATION_GATE], printer=lambda _: None)
     message = str(blocked.value)
     assert "schema Year: share parsed 0 < threshold 0.95" in message, message
     assert "the date format changed" in message

@@ -48,7 +48,7 @@ def test_a_failing_split_publishes_nothing(taxi_transform, tmp_path):  # noqa: F
     inputs, properties, _ = evaluator_inputs(config, node="Transform")
     examples = standard_artifacts.Examples()
     examples.uri = str(tmp_path / "transformed_examples")
-    jobs = fast._jobs(inputs, {"transformed_examples": [examples]}, properties)  # noqa: SLF001
+    jobs = fast._jobs(inputs, {"transformed_examples": [examples]}, properties)
     broken = tmp_path / "broken.gz"
     broken.write_bytes(b"not a TFRecord file")
     jobs[-1] = type(jobs[-1])(jobs[-1].name, [str(broken)], jobs[-1].tfxio, jobs[-1].output_dir)

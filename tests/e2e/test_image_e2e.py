@@ -22,7 +22,7 @@ from ml_metadata.proto import metadata_store_pb2
 from components.example_gen import image_example_gen as ieg
 from data.images import encode_png
 from metadata.summary import RunSummary
-from pipeline import definition as d
+from pipeline import node_ids
 from pipeline.config import PROJECT_ROOT, PipelineConfig
 from pipeline.datasets import DATASETS
 
@@ -72,7 +72,9 @@ def image_runs(tmp_path_factory) -> ImageRuns:
     _imbalanced_span(own_files, tmp / "data" / "span-3")
     with pytest.raises(ValidationBlockedError) as blocked:
         # Stopped at the gate: nothing after it would run anyway.
-        run_local(config, run_id="span3", to_nodes=[d.VALIDATION_GATE], printer=lambda _: None)
+        run_local(
+            config, run_id="span3", to_nodes=[node_ids.VALIDATION_GATE], printer=lambda _: None
+        )
     return ImageRuns(config, first, own, own_files, blocked.value)
 
 
@@ -104,7 +106,13 @@ def _ingested(config: PipelineConfig) -> list[metadata_store_pb2.Artifact]:
 def test_digits_default_blesses_and_pushes(image_runs):
     s = image_runs.first
     states = _states(s)
-    for node in (d.IMAGE_EXAMPLE_GEN, d.STATISTICS_GEN, d.TRANSFORM, d.TRAINER, d.EVALUATOR):
+    for node in (
+        node_ids.IMAGE_EXAMPLE_GEN,
+        node_ids.STATISTICS_GEN,
+        node_ids.TRANSFORM,
+        node_ids.TRAINER,
+        node_ids.EVALUATOR,
+    ):
         assert states.get(node) == "COMPLETE", (node, states)
     assert s.metrics["sparse_categorical_accuracy"] > 0.9
     assert s.metrics["example_count"] > 400  # the eval split: about a third of 1,797
@@ -201,7 +209,12 @@ def test_pushed_model_classifies_png_bytes(image_runs):
 def test_own_images_as_a_new_span(image_runs):
     s = image_runs.own
     states = _states(s)
-    for node in (d.IMAGE_EXAMPLE_GEN, d.TRANSFORM, d.TRAINER, d.EVALUATOR):
+    for node in (
+        node_ids.IMAGE_EXAMPLE_GEN,
+        node_ids.TRANSFORM,
+        node_ids.TRAINER,
+        node_ids.EVALUATOR,
+    ):
         assert states.get(node) == "COMPLETE", (node, states)
     # The blocked span-3 run ingested after it: pick span 2's ingestion by its span.
     spans = [a.custom_properties["span"].int_value for a in _ingested(image_runs.config)]
@@ -232,7 +245,7 @@ def _gate_findings(config: PipelineConfig, run_id: str) -> dict:
 
 
 def test_gate_passes_digits_and_says_skew_is_not_checked(image_runs):
-    assert _states(image_runs.first)[d.VALIDATION_GATE] == "COMPLETE"
+    assert _states(image_runs.first)[node_ids.VALIDATION_GATE] == "COMPLETE"
     assert image_runs.first.validation == "PASS"
     found = _gate_findings(image_runs.config, "span1")
     assert found["findings"] == []

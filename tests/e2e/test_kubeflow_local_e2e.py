@@ -18,7 +18,7 @@ Runner: every job forks its tasks from a warm server (`--runner forked`: the
 same commands in the same environment and working directory, without a fresh
 interpreter's ~10 s of imports per task). The default runner's handler (a fresh
 subprocess per task) is tested on the spec's entrypoint command in
-tests/unit/test_kubeflow_local.py.
+tests/unit/kubeflow/local/test_kubeflow_local.py.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from e2e_support import write_scaled_fares
 from kubeflow.local import job_runner
 from kubeflow.local.job import LocalRun
 from kubeflow.local.job_runner import run_local_job
-from pipeline import definition as d
+from pipeline import node_ids
 
 # The first taxi test may also pay for the session's `taxi_runs` (four LocalDagRunner
 # runs) when no test before it did.
@@ -140,21 +140,21 @@ def _check_complete_run(run: LocalRun) -> None:
             assert artifact["uri"] == str(Path(run.run_root) / task.name / key)
             files = [p for p in Path(artifact["uri"]).rglob("*") if p.is_file()]
             assert files, f"{task.name}.{key}: no files at {artifact['uri']}"
-    blessing = run.output(d.EVALUATOR, "blessing")
+    blessing = run.output(node_ids.EVALUATOR, "blessing")
     assert blessing["metadata"]["blessed"] == 1
     assert (Path(blessing["uri"]) / "BLESSED").is_file()
-    pushed = run.output(d.PUSHER, "pushed_model")
+    pushed = run.output(node_ids.PUSHER, "pushed_model")
     assert pushed["metadata"]["pushed"] == 1
     destination = Path(pushed["metadata"]["pushed_destination"])
     assert destination.parent == Path(run.pipeline_root) / "serving"
     assert (destination / "saved_model.pb").is_file()
     # The serving check passed in its fresh process, and the card sits beside the push.
-    check = run.output(d.SERVING_CHECK, "blessing")
+    check = run.output(node_ids.SERVING_CHECK, "blessing")
     assert check["metadata"]["blessed"] == 1, check["metadata"]
     assert check["metadata"]["verdict"] == "passed"
     assert check["metadata"]["latency_batch_64_p99_ms"] > 0
     assert (destination / "model_card.html").is_file()
-    card = Path(run.output(d.MODEL_CARD, "card")["uri"]) / "card.html"
+    card = Path(run.output(node_ids.MODEL_CARD, "card")["uri"]) / "card.html"
     assert "slice-metrics" in card.read_text()
 
 
@@ -183,7 +183,7 @@ def test_taxi_job_runs_every_task_to_a_pushed_model(taxi):
     for task in taxi.run.tasks.values():
         if task.kind == "resolver":
             assert all(v == [] for v in task.outputs.values()), task.name
-    examples = taxi.run.output(d.EXAMPLE_GEN, "examples")
+    examples = taxi.run.output(node_ids.EXAMPLE_GEN, "examples")
     # From the ExampleGen driver (preCacheCheck), a custom property as TFX's V2 driver sets it.
     assert examples["metadata"]["custom:span"] == 1
     assert json.loads(examples["metadata"]["split_names"]) == ["train", "eval"]
@@ -192,18 +192,20 @@ def test_taxi_job_runs_every_task_to_a_pushed_model(taxi):
 def test_taxi_job_matches_a_local_dag_runner_run(taxi, local_root):
     from metadata.summary import read_eval_metrics
 
-    kfp_examples = Path(taxi.run.output(d.EXAMPLE_GEN, "examples")["uri"])
-    local_examples = _local_artifact(local_root, d.EXAMPLE_GEN, "examples")
+    kfp_examples = Path(taxi.run.output(node_ids.EXAMPLE_GEN, "examples")["uri"])
+    local_examples = _local_artifact(local_root, node_ids.EXAMPLE_GEN, "examples")
     for split in ("train", "eval"):
         kfp_count = _count_examples(kfp_examples / f"Split-{split}")
         assert kfp_count == _count_examples(local_examples / f"Split-{split}"), split
         assert kfp_count > 0
-    kfp_schema = Path(taxi.run.output(d.SCHEMA_IMPORTER, "schema")["uri"]) / "schema.pbtxt"
-    local_schema = _local_artifact(local_root, d.SCHEMA_IMPORTER, "schema") / "schema.pbtxt"
+    kfp_schema = Path(taxi.run.output(node_ids.SCHEMA_IMPORTER, "schema")["uri"]) / "schema.pbtxt"
+    local_schema = _local_artifact(local_root, node_ids.SCHEMA_IMPORTER, "schema") / "schema.pbtxt"
     assert kfp_schema.read_text() == local_schema.read_text()
 
-    kfp_metrics = read_eval_metrics(taxi.run.output(d.EVALUATOR, "evaluation")["uri"])
-    local_metrics = read_eval_metrics(str(_local_artifact(local_root, d.EVALUATOR, "evaluation")))
+    kfp_metrics = read_eval_metrics(taxi.run.output(node_ids.EVALUATOR, "evaluation")["uri"])
+    local_metrics = read_eval_metrics(
+        str(_local_artifact(local_root, node_ids.EVALUATOR, "evaluation"))
+    )
     assert kfp_metrics["example_count"] == local_metrics["example_count"]
     # Same data, steps and code; training is not seeded: within noise.
     for metric in ("binary_accuracy", "auc"):
@@ -214,15 +216,15 @@ def test_drifted_span_blocks_the_gate_and_nothing_downstream_runs(taxi, drifted)
     run = drifted
     assert run.arguments["data_root"] == str(taxi.tmp / "drifted")
     # The runtime parameter reached ExampleGen: the newest span of that folder.
-    assert run.output(d.EXAMPLE_GEN, "examples")["metadata"]["custom:span"] == 2
+    assert run.output(node_ids.EXAMPLE_GEN, "examples")["metadata"]["custom:span"] == 2
     # The drift baseline: the first run's statistics, found in the pipeline root's registry.
-    [baseline] = run.tasks[d.PREVIOUS_STATISTICS_RESOLVER].outputs["statistics"]
-    assert baseline["uri"] == taxi.run.output(d.STATISTICS_GEN, "statistics")["uri"]
-    assert run.failed_task == d.VALIDATION_GATE
-    log = Path(run.tasks[d.VALIDATION_GATE].log).read_text()
+    [baseline] = run.tasks[node_ids.PREVIOUS_STATISTICS_RESOLVER].outputs["statistics"]
+    assert baseline["uri"] == taxi.run.output(node_ids.STATISTICS_GEN, "statistics")["uri"]
+    assert run.failed_task == node_ids.VALIDATION_GATE
+    log = Path(run.tasks[node_ids.VALIDATION_GATE].log).read_text()
     assert "validation gate blocked the run" in log
     assert "drift fare: Jensen-Shannon" in log
-    for node in (d.TRANSFORM, d.TRAINER, d.EVALUATOR, d.PUSHER):
+    for node in (node_ids.TRANSFORM, node_ids.TRAINER, node_ids.EVALUATOR, node_ids.PUSHER):
         assert run.tasks[node].state == "not run"
         assert not (Path(run.run_root) / node).exists()
 
@@ -261,24 +263,26 @@ def test_digits_job_runs_every_task_to_a_pushed_model(tmp_path, monkeypatch, cap
     assert f"pushed model: {root}/serving/" in out
     assert "previous_span_statistics_resolver" in out and "statistics: nothing" in out
     assert run.arguments["data_root"] == "/pipeline/data/digits"  # the image's, by default
-    examples = run.output(d.IMAGE_EXAMPLE_GEN, "examples")
+    examples = run.output(node_ids.IMAGE_EXAMPLE_GEN, "examples")
     assert json.loads(examples["metadata"]["split_names"]) == ["train", "eval"]
     _check_tuned(run)
 
 
 def _check_tuned(run: LocalRun) -> None:
     """The Tuner's two trials ran in two worker processes; the Trainer read its best values."""
-    best = run.output(d.TUNER, "best_hyperparameters")
+    best = run.output(node_ids.TUNER, "best_hyperparameters")
     values = json.loads((Path(best["uri"]) / "best_hyperparameters.txt").read_text())["values"]
     trials = json.loads(
-        (Path(run.output(d.TUNER, "tuner_results")["uri"]) / "tuner_results.json").read_text()
+        (
+            Path(run.output(node_ids.TUNER, "tuner_results")["uri"]) / "tuner_results.json"
+        ).read_text()
     )
     assert sorted(t["dropout"] for t in trials) == [0.1, 0.2], trials
     assert values["dropout"] == trials[0]["dropout"], (values, trials)
-    tuner_log = Path(run.tasks[d.TUNER].log).read_text()
+    tuner_log = Path(run.tasks[node_ids.TUNER].log).read_text()
     pids = set(re.findall(r"trial \d+ scored \S+ in worker-\d \(pid (\d+)\)", tuner_log))
     assert len(pids) == 2, tuner_log[-3000:]
     assert (
         f"tuned hyperparameters: {{'dropout': {values['dropout']}}}"
-        in Path(run.tasks[d.TRAINER].log).read_text()
+        in Path(run.tasks[node_ids.TRAINER].log).read_text()
     )

@@ -9,7 +9,7 @@ SQLite's side is covered elsewhere without three more runs: the same commands
 on real SQLite runs (tests/e2e/test_image_e2e.py: `lineage data` per span and
 `runs list` over two spans; tests/e2e/test_reproducible_retrain.py: `runs diff`),
 and opening a SQLite store that is missing, empty, garbage or of another
-pipeline (tests/unit/test_lineage.py). The SQLite variant of this module cost ~64
+pipeline (tests/unit/metadata/lineage/test_lineage.py). The SQLite variant of this module cost ~64
 CPU-s of the suite (three runs).
 """
 
@@ -26,10 +26,10 @@ import pytest
 from e2e_support import small_config, write_scaled_fares, write_span
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from mariadb_server import mariadb_server  # noqa: E402, F401
+from mariadb_server import mariadb_server  # noqa: F401
 
-from metadata.summary import RunSummary  # noqa: E402
-from pipeline.config import PipelineConfig  # noqa: E402
+from metadata.summary import RunSummary
+from pipeline.config import PipelineConfig
 
 # The first test of a module also pays for its module fixture's whole runs.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]

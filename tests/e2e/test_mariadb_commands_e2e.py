@@ -18,7 +18,7 @@ import pytest
 from e2e_support import small_config, write_span
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from mariadb_server import MariaDB, running_mariadb  # noqa: E402
+from mariadb_server import MariaDB, running_mariadb
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 

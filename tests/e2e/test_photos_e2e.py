@@ -19,7 +19,7 @@ from ml_metadata.proto import metadata_store_pb2
 from components.example_gen import image_example_gen as ieg
 from data import photos
 from metadata.summary import RunSummary
-from pipeline import definition as d
+from pipeline import node_ids
 from pipeline.config import EvalThresholds, ImageOptions
 from pipeline.datasets import DATASETS
 
@@ -66,7 +66,12 @@ def photo_run(tmp_path_factory) -> PhotoRun:
 def test_the_model_beats_the_majority_class_and_is_pushed(photo_run):
     s = photo_run.summary
     states = {c.node_id: c.state for c in s.components}
-    for node in (d.IMAGE_EXAMPLE_GEN, d.TRANSFORM, d.TRAINER, d.EVALUATOR):
+    for node in (
+        node_ids.IMAGE_EXAMPLE_GEN,
+        node_ids.TRANSFORM,
+        node_ids.TRAINER,
+        node_ids.EVALUATOR,
+    ):
         assert states.get(node) == "COMPLETE", (node, states)
     per_class = json.loads(photo_run.examples.custom_properties[ieg.CLASS_COUNTS].string_value)
     majority = max(per_class["eval"].values()) / sum(per_class["eval"].values())

@@ -12,22 +12,22 @@ from e2e_support import EMBEDDED_CSV
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from pipeline import definition as d
+from pipeline import node_ids
 
 # The first test of a module also pays for its module fixture's whole runs.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 WORK_NODES = [
-    d.EXAMPLE_GEN,
-    d.SCHEMA_IMPORTER,
-    d.STATISTICS_GEN,
-    d.EXAMPLE_VALIDATOR,
-    d.TRANSFORM,
-    d.TRAINER,
-    d.EVALUATOR,
-    d.SERVING_CHECK,
-    d.PUSHER,
-    d.MODEL_CARD,
+    node_ids.EXAMPLE_GEN,
+    node_ids.SCHEMA_IMPORTER,
+    node_ids.STATISTICS_GEN,
+    node_ids.EXAMPLE_VALIDATOR,
+    node_ids.TRANSFORM,
+    node_ids.TRAINER,
+    node_ids.EVALUATOR,
+    node_ids.SERVING_CHECK,
+    node_ids.PUSHER,
+    node_ids.MODEL_CARD,
 ]
 
 
@@ -95,9 +95,14 @@ def test_second_run_is_fully_cached(taxi_runs):
 
 def test_trainer_code_change_reruns_only_trainer_and_downstream(taxi_runs):
     states = _states(taxi_runs.trainer_code_changed)
-    for node in (d.EXAMPLE_GEN, d.SCHEMA_IMPORTER, d.STATISTICS_GEN, d.TRANSFORM):
+    for node in (
+        node_ids.EXAMPLE_GEN,
+        node_ids.SCHEMA_IMPORTER,
+        node_ids.STATISTICS_GEN,
+        node_ids.TRANSFORM,
+    ):
         assert states[node] == "CACHED", (node, states)
-    for node in (d.TRAINER, d.EVALUATOR, d.PUSHER):
+    for node in (node_ids.TRAINER, node_ids.EVALUATOR, node_ids.PUSHER):
         assert states[node] == "COMPLETE", (node, states)
 
 

@@ -22,14 +22,14 @@ from serving_log_files import T0, served_records, typed_rows, write_log
 from components.validation.schema_importer import load_schema, schema_column_types
 from data.generate import generate
 from metadata.summary import RunSummary
-from pipeline import definition as d
+from pipeline import node_ids
 from pipeline.config import PipelineConfig, serving_log_dir
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 ROWS = 1500
 LOGGED = 400
 QUIET = {"printer": lambda _: None}
-TO_GATE = {"to_nodes": [d.VALIDATION_GATE], **QUIET}
+TO_GATE = {"to_nodes": [node_ids.VALIDATION_GATE], **QUIET}
 
 
 def generated_rows(tmp: Path, rows: int, seed: int) -> Path:
@@ -120,7 +120,7 @@ def test_without_logs_the_gate_checks_skew_on_the_static_csv(loop):
 def test_clean_logged_requests_pass_and_the_window_is_named(loop):
     states = {c.node_id: c.state for c in loop.logged.components}
     # A published log file changed the gate's cache key: it ran again.
-    assert states[d.VALIDATION_GATE] == "COMPLETE"
+    assert states[node_ids.VALIDATION_GATE] == "COMPLETE"
     assert loop.logged.validation == "PASS"
     [note] = [n for n in _findings(loop.config, "logged")["notes"] if n.startswith("skew:")]
     assert f"compared with {LOGGED} serving requests" in note

@@ -13,7 +13,7 @@ from ml_metadata.proto import metadata_store_pb2
 
 from components.io.content_fingerprint import files_sha256
 from metadata.summary import RunSummary
-from pipeline import definition as d
+from pipeline import node_ids
 from pipeline.config import PipelineConfig
 
 # The first test of a module also pays for its module fixture's whole runs.
@@ -75,7 +75,7 @@ def span_runs(tmp_path_factory) -> SpanRuns:
     span2 = write_span(tmp / "data", 2, start=ROWS, rows=ROWS)
     config = small_config(tmp, train_steps=20)
     quiet = {"printer": lambda _: None}
-    ingest = {"to_nodes": [d.EXAMPLE_GEN], **quiet}
+    ingest = {"to_nodes": [node_ids.EXAMPLE_GEN], **quiet}
     first = run_local(config, **ingest)
     pinned = run_local(config.replace(span=1), **ingest)
     again = run_local(config, **ingest)
@@ -115,10 +115,10 @@ def span_runs(tmp_path_factory) -> SpanRuns:
 
 def test_latest_span_then_pinned_older_span_are_ingested(span_runs):
     store = _store(span_runs.config)
-    (latest,) = _outputs(store, span_runs.first.run_id, d.EXAMPLE_GEN)
-    (older,) = _outputs(store, span_runs.pinned.run_id, d.EXAMPLE_GEN)
-    assert _state(span_runs.first, d.EXAMPLE_GEN) == "COMPLETE"
-    assert _state(span_runs.pinned, d.EXAMPLE_GEN) == "COMPLETE"
+    (latest,) = _outputs(store, span_runs.first.run_id, node_ids.EXAMPLE_GEN)
+    (older,) = _outputs(store, span_runs.pinned.run_id, node_ids.EXAMPLE_GEN)
+    assert _state(span_runs.first, node_ids.EXAMPLE_GEN) == "COMPLETE"
+    assert _state(span_runs.pinned, node_ids.EXAMPLE_GEN) == "COMPLETE"
     assert (_prop(latest, "span"), _prop(older, "span")) == (2, 1)
     assert _prop(latest, "row_count") == ROWS and _prop(older, "row_count") == ROWS
     span1 = Path(span_runs.config.data_root) / "span-1" / "data.csv"
@@ -130,10 +130,10 @@ def test_latest_span_then_pinned_older_span_are_ingested(span_runs):
 
 def test_identical_data_is_cached_even_when_touched(span_runs):
     store = _store(span_runs.config)
-    (latest,) = _outputs(store, span_runs.first.run_id, d.EXAMPLE_GEN)
+    (latest,) = _outputs(store, span_runs.first.run_id, node_ids.EXAMPLE_GEN)
     for summary in (span_runs.again, span_runs.touched):
-        assert _state(summary, d.EXAMPLE_GEN) == "CACHED"
-        (same,) = _outputs(store, summary.run_id, d.EXAMPLE_GEN)
+        assert _state(summary, node_ids.EXAMPLE_GEN) == "CACHED"
+        (same,) = _outputs(store, summary.run_id, node_ids.EXAMPLE_GEN)
         assert same.id == latest.id
 
 
@@ -141,9 +141,9 @@ def test_changed_bytes_with_same_size_and_mtime_are_reingested(span_runs):
     assert span_runs.sizes[0] == span_runs.sizes[1]
     assert span_runs.mtimes[0] == span_runs.mtimes[1]
     store = _store(span_runs.config)
-    (old,) = _outputs(store, span_runs.first.run_id, d.EXAMPLE_GEN)
-    (new,) = _outputs(store, span_runs.edited.run_id, d.EXAMPLE_GEN)
-    assert _state(span_runs.edited, d.EXAMPLE_GEN) == "COMPLETE"
+    (old,) = _outputs(store, span_runs.first.run_id, node_ids.EXAMPLE_GEN)
+    (new,) = _outputs(store, span_runs.edited.run_id, node_ids.EXAMPLE_GEN)
+    assert _state(span_runs.edited, node_ids.EXAMPLE_GEN) == "COMPLETE"
     assert new.id != old.id and _prop(new, "span") == 2
     assert _prop(new, "content_sha256") != _prop(old, "content_sha256")
     assert _prop(new, "raw_bytes") == _prop(old, "raw_bytes")
@@ -152,15 +152,15 @@ def test_changed_bytes_with_same_size_and_mtime_are_reingested(span_runs):
 def test_window_trains_on_both_spans(span_runs):
     s = span_runs.window
     states = {c.node_id: c.state for c in s.components}
-    assert states[d.EXAMPLE_GEN] == "CACHED"  # span 2 (edited) was ingested already
-    assert states[d.SPAN_WINDOW_RESOLVER] == "RESOLVED"
-    for node in (d.SPAN_WINDOW_EXAMPLES, d.TRANSFORM, d.TRAINER):
+    assert states[node_ids.EXAMPLE_GEN] == "CACHED"  # span 2 (edited) was ingested already
+    assert states[node_ids.SPAN_WINDOW_RESOLVER] == "RESOLVED"
+    for node in (node_ids.SPAN_WINDOW_EXAMPLES, node_ids.TRANSFORM, node_ids.TRAINER):
         assert states[node] == "COMPLETE", (node, states)
     store = _store(span_runs.config)
-    (window,) = _outputs(store, s.run_id, d.SPAN_WINDOW_EXAMPLES)
+    (window,) = _outputs(store, s.run_id, node_ids.SPAN_WINDOW_EXAMPLES)
     assert _prop(window, "window_spans") == "1,2"
     assert _prop(window, "row_count") == 2 * ROWS
-    (edited,) = _outputs(store, span_runs.edited.run_id, d.EXAMPLE_GEN)
+    (edited,) = _outputs(store, span_runs.edited.run_id, node_ids.EXAMPLE_GEN)
     # The window took span 2's newest (edited) ingestion.
     events = store.get_events_by_artifact_ids([edited.id])
     assert any(e.type == metadata_store_pb2.Event.INPUT for e in events)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from e2e_support import small_config, write_sample
 
-from pipeline import definition as d
+from pipeline import node_ids
 from pipeline.config import TuningOptions
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
@@ -51,7 +51,7 @@ def _one(pattern: str) -> Path:
 
 def test_every_trial_is_recorded_and_the_tiny_rate_loses(tuned):
     config, first, _ = tuned
-    assert d.TUNER in first.executed
+    assert node_ids.TUNER in first.executed
     trials = json.loads(
         _one(f"{config.pipeline_root}/Tuner/tuner_results/*/tuner_results.json").read_text()
     )
@@ -91,8 +91,8 @@ def test_the_two_trials_ran_in_two_worker_processes(tuned):
 def test_an_unchanged_rerun_is_cached_tuner_included(tuned):
     _, _, again = tuned
     states = {c.node_id: c.state for c in again.components}
-    assert states[d.TUNER] == "CACHED", states
-    assert states[d.TRAINER] == "CACHED", states
+    assert states[node_ids.TUNER] == "CACHED", states
+    assert states[node_ids.TRAINER] == "CACHED", states
     assert again.executed == []
 
 
@@ -137,7 +137,7 @@ def test_a_tfxp_init_dataset_is_tuned_by_the_generic_trainer(tmp_path):
     with dataset_path(home):
         config = dataset_config("wine").replace(run_dir=str(tmp_path / "run"))
     run = run_local(config, printer=lambda _: None)
-    assert {d.TUNER, d.TRAINER} <= set(run.executed)
+    assert {node_ids.TUNER, node_ids.TRAINER} <= set(run.executed)
     trials = json.loads(
         _one(f"{config.pipeline_root}/Tuner/tuner_results/*/tuner_results.json").read_text()
     )

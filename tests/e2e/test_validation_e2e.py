@@ -20,14 +20,14 @@ from ml_metadata.proto import metadata_store_pb2
 
 from data.generate import Drift, generate
 from metadata.summary import RunSummary
-from pipeline import definition as d
+from pipeline import node_ids
 from pipeline.config import PipelineConfig
 
 # The first test of a module also pays for its module fixture's whole runs.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 ROWS = 2000
 QUIET = {"printer": lambda _: None}
-TO_GATE = {"to_nodes": [d.VALIDATION_GATE], **QUIET}
+TO_GATE = {"to_nodes": [node_ids.VALIDATION_GATE], **QUIET}
 
 
 def write_generated(folder: Path, rows: int, seed: int, drift: Drift | None = None, *, label=True):
@@ -96,7 +96,7 @@ def runs(tmp_path_factory) -> ValidationRuns:
         # The drifted span also differs from the serving requests: skew too.
         config.replace(span=3, warn_only=("drift", "skew")),
         run_id="span3-downgraded",
-        to_nodes=[d.TRANSFORM],
+        to_nodes=[node_ids.TRANSFORM],
         printer=printed.append,
     )
     skewed_dir = tmp / "skewed"
@@ -129,7 +129,7 @@ def _states(summary: RunSummary) -> dict[str, str]:
 
 
 def test_first_span_passes_and_records_no_baseline(runs):
-    assert _states(runs.first)[d.VALIDATION_GATE] == "COMPLETE"
+    assert _states(runs.first)[node_ids.VALIDATION_GATE] == "COMPLETE"
     assert runs.first.validation == "PASS"
     found = _findings(runs.config, "span1")
     assert found["baseline_span"] is None and found["findings"] == []
@@ -151,7 +151,7 @@ def test_clean_span_passes_with_drift_measured_against_previous_span(runs):
 
 
 def test_cached_gate_still_gives_the_run_its_report(runs):
-    assert _states(runs.again)[d.VALIDATION_GATE] == "CACHED"
+    assert _states(runs.again)[node_ids.VALIDATION_GATE] == "CACHED"
     assert runs.again.validation == "PASS"
     report = Path(runs.again.report_path)
     assert report.name == "span2-again.html"
@@ -181,17 +181,17 @@ def test_block_stops_transform_and_is_recorded_in_metadata(runs):
         for c in store.get_contexts_by_execution(ex.id):
             if c.name.startswith("taxi."):
                 by_node[c.name.removeprefix("taxi.")] = ex
-    gate = by_node[d.VALIDATION_GATE]
+    gate = by_node[node_ids.VALIDATION_GATE]
     assert gate.last_known_state == metadata_store_pb2.Execution.FAILED
     assert gate.custom_properties["gate_decision"].string_value == "BLOCK"
     assert "drift fare" in gate.custom_properties["gate_findings"].string_value
-    assert d.TRANSFORM not in by_node and d.TRAINER not in by_node
+    assert node_ids.TRANSFORM not in by_node and node_ids.TRAINER not in by_node
 
 
 def test_downgraded_drift_lets_the_run_through_with_a_warning(runs):
     states = _states(runs.downgraded)
-    assert states[d.VALIDATION_GATE] == "COMPLETE"
-    assert states[d.TRANSFORM] == "COMPLETE"
+    assert states[node_ids.VALIDATION_GATE] == "COMPLETE"
+    assert states[node_ids.TRANSFORM] == "COMPLETE"
     assert runs.downgraded.validation == "WARN"
     warned = "\n".join(runs.printed)
     assert "validation gate passed with" in warned

@@ -161,7 +161,7 @@ def test_every_span_ran_exactly_once(story) -> None:
     from ml_metadata.proto import metadata_store_pb2 as pb
 
     from metadata.lineage import Lineage
-    from tfxp.monitor.watch import handled_spans
+    from metadata.watch_records import handled_spans
 
     store = _store(story.config)
     handled = handled_spans(store, story.config)

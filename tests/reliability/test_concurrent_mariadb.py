@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from mariadb_server import mariadb_server  # noqa: E402, F401
-from reliability_support import write_sample  # noqa: E402
+from mariadb_server import mariadb_server  # noqa: F401
+from reliability_support import write_sample
 
-from pipeline.config import PROJECT_ROOT  # noqa: E402
+from pipeline.config import PROJECT_ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 

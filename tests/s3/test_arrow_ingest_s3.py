@@ -23,7 +23,8 @@ import pytest
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from components.example_gen import csv_example_gen, csv_ingest
+from components import example_gen
+from components.example_gen import csv_ingest, csv_options, driver
 from components.io import object_storage
 from pipeline.config import PROJECT_ROOT
 
@@ -110,11 +111,11 @@ def test_bucket_span_is_ingested_by_the_arrow_reader(ingests):
     [local] = _examples_artifacts(tmp / "run-local")
     [remote] = _examples_artifacts(tmp / "run-s3")
     props = {k: v.string_value or v.int_value for k, v in remote.custom_properties.items()}
-    assert props[csv_example_gen.CSV_READER] == "arrow", "the bucket span fell back to TFX"
-    assert props[csv_example_gen.INPUT_BASE] == f"s3://{BUCKET}/taxi"
-    assert props[csv_example_gen.ROW_COUNT] == 3000
-    assert props[csv_example_gen.TFRECORD_SHARDS] == 6  # 3 tasks x 2 splits
-    assert local.custom_properties[csv_example_gen.CSV_READER].string_value == "arrow"
+    assert props[csv_options.CSV_READER] == "arrow", "the bucket span fell back to TFX"
+    assert props[driver.INPUT_BASE] == f"s3://{BUCKET}/taxi"
+    assert props[driver.ROW_COUNT] == 3000
+    assert props[driver.TFRECORD_SHARDS] == 6  # 3 tasks x 2 splits
+    assert local.custom_properties[csv_options.CSV_READER].string_value == "arrow"
     logs = "".join(p.read_text() for p in (tmp / "run-s3" / "logs").glob("*.log"))
     assert "Arrow CSV reader declined" not in logs
 
@@ -184,7 +185,7 @@ def test_byte_ranges_of_an_object_are_the_files_and_reads_stay_bounded(
 
     monkeypatch.setattr(object_storage, "open_ranges", recording)
     size = local.stat().st_size
-    start = csv_ingest.arrow_csv.data_start(remote)
+    start = example_gen.arrow_csv.data_start(remote)
     with EMBEDDED_CSV.open("rb") as f:
         assert start == len(BOM) + len(f.readline())
     block = 64 * 1024

@@ -59,7 +59,7 @@ def test_watch_runs_each_published_span_of_a_bucket_once(seaweedfs, tmp_path, fo
     assert "nothing left to run" in again.stdout
 
     from metadata.store import StoreLocation, open_store
-    from tfxp.monitor.watch import handled_spans
+    from metadata.watch_records import handled_spans
 
     config = dataset_config("taxi").replace(data_root=data, run_dir=f"s3://{BUCKET}/runs/taxi")
     store = open_store(StoreLocation(sqlite_path=str(state / "metadata.sqlite")))

@@ -1,4 +1,4 @@
-"""A stand-in for `python -m trainer.parallel_trials` (tests/unit/test_parallel_trials.py): the
+"""A stand-in for `python -m trainer.parallel_trials` (tests/unit/trainer/test_parallel_trials.py): the
 same protocol, no TensorFlow. A trial's score is its learning_rate; the set-up's
 fn_args.custom_config["fake"] says which learning rate crashes the worker, hangs, or
 raises, and how long each trial takes. Each trial's start and end go to a log file."""

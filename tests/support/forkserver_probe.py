@@ -1,4 +1,4 @@
-"""Imported by the fork server in tests/unit/test_forkserver.py: state a preloaded module leaves behind."""
+"""Imported by the fork server in tests/unit/runtime/test_forkserver.py: state a preloaded module leaves behind."""
 
 import tempfile
 

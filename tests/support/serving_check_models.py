@@ -1,4 +1,4 @@
-"""Tiny SavedModels for tests/unit/test_serving_check.py: one a server can run, and broken ones.
+"""Tiny SavedModels for tests/unit/components/release/serving_check/test_serving_check.py: one a server can run, and broken ones.
 
 Each takes serialized tf.Examples with a float feature `x` (and `label`) through
 `serving_default`, as the project's models do.

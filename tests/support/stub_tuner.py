@@ -1,4 +1,4 @@
-"""A tuner_fn for the real worker processes of tests/unit/test_parallel_trials.py: no data, no
+"""A tuner_fn for the real worker processes of tests/unit/trainer/test_parallel_trials.py: no data, no
 model. A trial's score is its learning rate; each worker notes the cores and TensorFlow
 threads it runs with in its working dir."""
 

@@ -23,8 +23,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from metadata.examples import examples_ingested_from
-from metadata.lineage import Lineage, ModelUse
-from metadata.lineage.records import SpanIngestion
+from metadata.lineage import Lineage
+from metadata.lineage.records import ModelUse, SpanIngestion
 from metadata.store import (
     LineageError,
     MetadataStoreError,
@@ -142,7 +142,7 @@ def describe_dataset(
 # Commands.
 
 
-def _human(n: int | None) -> str:
+def _human(n: float | None) -> str:
     if n is None:
         return "-"
     for unit in ("B", "KB", "MB", "GB"):

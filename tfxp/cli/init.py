@@ -11,12 +11,13 @@ import sys
 
 from pipeline.dataset_sections import TASKS
 from tfxp.init import command as dataset_init
+from tfxp.init import profile
 
 
 def cmd_init(args: argparse.Namespace) -> int:
     try:
         return dataset_init.run_init(args)
-    except dataset_init.InitError as e:
+    except profile.InitError as e:
         print(f"ERROR: {e}\nnothing was written", file=sys.stderr)
         return 1
 

@@ -8,12 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from metadata.diff import SECTIONS
-from metadata.lineage import (
-    ComponentRun,
-    ModelLineage,
-    RunInfo,
-    SpanLineage,
-)
+from metadata.lineage.records import ComponentRun, ModelLineage, RunInfo, SpanLineage
 from tfxp.presentation.lineage_report import model_title
 
 

@@ -93,7 +93,7 @@ def _record_bucket_ref(config, location) -> None:
 
     try:
         found = record_bucket_ref(config, location)
-    except Exception as e:  # the run succeeded; a missing record is worth a line, not a failure
+    except Exception as e:  # noqa: BLE001 - the run succeeded; a missing record is worth a line, not a failure
         print(f"(could not record the data root's branch: {e})")
         return
     if found is not None:

@@ -22,7 +22,7 @@ import sys
 
 from tfxp.cli.common import add_config_flags, config_from_args
 
-TOKEN_ENV = "TFXP_SERVE_TOKEN"
+TOKEN_ENV = "TFXP_SERVE_TOKEN"  # noqa: S105 - the variable's name, not a token
 
 
 def _port_free(host: str, port: int) -> str | None:
@@ -59,7 +59,8 @@ def options_from_args(args: argparse.Namespace):
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from serving.security import PROXY_HELP, is_loopback, new_token
+    from runtime.access import is_loopback, new_token
+    from serving.security import PROXY_HELP
     from serving.server import Server
     from serving.service import Split
 

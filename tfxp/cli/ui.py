@@ -20,7 +20,7 @@ from pipeline.datasets import DEFAULT_DATASET, dataset_config
 from tfxp.cli.common import add_store_flags, store_location
 
 DEFAULT_PORT = 8765
-TOKEN_ENV = "TFXP_UI_TOKEN"
+TOKEN_ENV = "TFXP_UI_TOKEN"  # noqa: S105 - the variable's name, not a token
 
 
 def _default_run_dir() -> str:
@@ -36,7 +36,8 @@ def _import_tfma() -> None:
 def cmd_ui(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from tfxp.ui.app import create_app, is_loopback, new_token
+    from runtime.access import is_loopback, new_token
+    from tfxp.ui.app import create_app
     from tfxp.ui.browse import StoreBrowser
 
     try:
@@ -67,7 +68,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     # it now, so the first page that shows metrics does not wait for all of it.
     threading.Thread(target=_import_tfma, daemon=True).start()
     # Every address (0.0.0.0, ::): print one another machine can open.
-    shown = socket.gethostname() if args.host in ("0.0.0.0", "::") else args.host
+    shown = socket.gethostname() if args.host in ("0.0.0.0", "::") else args.host  # noqa: S104 - reads the user's choice
     shown = f"[{shown}]" if ":" in shown else shown
     address = f"http://{shown}:{args.port}/"
     print(f"tfxp console over {location.describe()}")

@@ -108,7 +108,7 @@ def _tags(repo: str) -> list[str]:
         from scmrepo.git import Git
 
         return sorted(r.rsplit("/", 1)[-1] for r in Git(repo).iter_refs(base="refs/tags/"))
-    except Exception:  # a URL, or no git: the message then lists none
+    except Exception:  # noqa: BLE001 - a URL, or no git: the message then lists none
         return []
 
 
@@ -220,7 +220,7 @@ def _git(root, *argv: str) -> str:
     """git in the repository; its own message on failure (no identity, a hook refusing)."""
     import subprocess
 
-    done = subprocess.run(["git", *argv], cwd=root, capture_output=True, text=True)
+    done = subprocess.run(["git", *argv], cwd=root, capture_output=True, text=True)  # noqa: S603, S607 - the user's git (from PATH), arguments built here, no shell
     if done.returncode:
         detail = (done.stderr or done.stdout).strip().splitlines()
         raise DvcError(
@@ -236,7 +236,7 @@ def _git_changes(r) -> list[str]:
 
 def _describe(changes) -> str:
     """DVC status entries ({'changed outs': {'data/t.csv': 'modified'}}) as words."""
-    words = []
+    words: list[str] = []
     for change in changes if isinstance(changes, list) else [changes]:
         details = change.values() if isinstance(change, dict) else [change]
         for detail in details:
@@ -303,7 +303,7 @@ def _add_commit_tag(
         [stage] = r.add(str(target))
         _git(root, "add", f"{rel}.dvc", os.path.relpath(gitignore, root))
         _git(root, "commit", "-q", "-m", message)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - any failure undoes the half-made add, then is reported as a DvcError
         shutil.rmtree(target, ignore_errors=True)
         Path(f"{target}.dvc").unlink(missing_ok=True)
         if had_gitignore is None:
@@ -317,7 +317,7 @@ def _add_commit_tag(
     if remote:
         try:
             r.push(targets=[str(target)])
-        except Exception as e:  # DVC's own errors: an unreachable or read-only remote
+        except Exception as e:  # noqa: BLE001 - DVC's own errors: an unreachable or read-only remote
             raise DvcError(
                 f"{rel} is committed ({commit[:12]}) and tagged {tag} in {root}, but pushing it "
                 f"to the DVC remote {remote} failed ({e}); run `dvc push` there"

@@ -54,7 +54,7 @@ def copy_files(sources: Sequence[str | os.PathLike], dest: Path) -> None:
 
 def publish_span(
     data_root: str | os.PathLike,
-    fill: Callable[[Path], None],
+    fill: Callable[[Path], object],
     *,
     columns: dict[str, str] | None = None,
     check: bool = True,

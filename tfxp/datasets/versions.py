@@ -16,6 +16,7 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from components.io.content_fingerprint import files_sha256
 from metadata import sources
@@ -101,6 +102,7 @@ def add_from_dvc(
 
     span = publish_span(config.data_root, fill, **_publish_options(config))
     digest = span_sha256(config, span)
+    origin_facts: dict[str, Any] = {k: v for k, v in origin.to_dict().items() if k != "files"}
     try:
         source_id = sources.record(
             store,
@@ -110,7 +112,7 @@ def add_from_dvc(
             span=span.span,
             content_sha256=digest,
             uri=str(span.path),
-            **{k: v for k, v in origin.to_dict().items() if k != "files"},
+            **origin_facts,
             files=",".join(f.name for f in span.files),
         )
     except Exception:
@@ -241,8 +243,8 @@ def _manifest(
             entries[rel] = hashlib.file_digest(f, "sha256").hexdigest()
     folder = Path(tempfile.mkdtemp(prefix="tfxp-tag-")) / "manifest"
     folder.mkdir()
-    path = folder / MANIFEST
-    path.write_text(
+    manifest = folder / MANIFEST
+    manifest.write_text(
         json.dumps(
             {
                 "dataset": config.pipeline_name,
@@ -256,7 +258,7 @@ def _manifest(
         )
         + "\n"
     )
-    return str(path)
+    return str(manifest)
 
 
 # ---------------------------------------------------------------------------
@@ -304,7 +306,9 @@ def record_bucket_ref(config: PipelineConfig, location: StoreLocation) -> source
     span, digest = prop(examples, "span"), prop(examples, "content_sha256")
     files = sorted(remote_span_files(config.data_root).get(span, []))
     ref = branches.bucket_ref(config.data_root, files[0] if files else None)
-    facts = {"repo": ref.repo, "branch": ref.branch, "commit": ref.commit or None}
+    if ref is None:  # parsed above, so never: for the type checker
+        return None
+    facts: dict[str, Any] = {"repo": ref.repo, "branch": ref.branch, "commit": ref.commit or None}
     for s in sources.of_content(store, config.data_root, span, digest):
         if s.kind == "s3" and all(s.facts.get(k) == v for k, v in facts.items() if v):
             return s

@@ -18,6 +18,7 @@ target on all three small tables (wine, diabetes, cars), the benchmark's figures
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 GBT_MIN_ROWS = 500
 # An imbalanced binary label (class weights written) below this many rows keeps the MLP: with
@@ -31,7 +32,7 @@ MLP_BATCH_SIZE = 64
 SMALL_TABLE_BATCH_SIZE = 32
 
 # The hyperparameters each model's block starts with in a new dataset file.
-MLP_HYPERPARAMETERS = {"learning_rate": 0.003, "hidden_units": [64, 32]}
+MLP_HYPERPARAMETERS: dict[str, Any] = {"learning_rate": 0.003, "hidden_units": [64, 32]}
 GBT_HYPERPARAMETERS = {
     "learning_rate": 0.1,
     "max_iter": 100,

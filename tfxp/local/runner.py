@@ -12,14 +12,19 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from pipeline.beam import BeamOptions, runs_multi_process
+from pipeline.beam import BeamOptions
 from pipeline.config import PipelineConfig
 from pipeline.node_ids import VALIDATION_GATE
 from pipeline.plan import RunPlan
 from pipeline.run_id import new_run_id
 from runtime import alerts
 from tfxp.local import notify
-from tfxp.local.process import program_name_only_argv, return_freed_memory
+from tfxp.local.process import (
+    logging_to,
+    program_name_only_argv,
+    return_freed_memory,
+    worker_output_to,
+)
 from tfxp.local.run_guard import run_lock
 from tfxp.local.warm_workers import warm_workers
 from tfxp.preflight import PreflightError, check_locations, preflight
@@ -65,7 +70,8 @@ class _ProgressHandler(logging.Handler):
                 # The interrupt was swallowed inside the last component: stop here.
                 raise KeyboardInterrupt
             self._index += 1
-            self.current = str(record.args[0]) if record.args else "?"
+            args = record.args if isinstance(record.args, tuple) else ()
+            self.current = str(args[0]) if args else "?"
             self._start = time.perf_counter()
             self._cached = False
             self._printer(f"[{self._index}/{self._total}] {self.current} ...")
@@ -114,7 +120,10 @@ def _check_failed(
     error.run_id = run_id
     send = notify.notifier(config, None)  # no run log yet: undelivered goes to stderr
     if send and alert:
-        send.send(alerts.failed(config.pipeline_name, run_id, error.component, str(e)))
+        # Before the run has an id (its config was refused), the alert says so.
+        send.send(
+            alerts.failed(config.pipeline_name, run_id or "(not started)", error.component, str(e))
+        )
     return error
 
 
@@ -215,7 +224,7 @@ def _run(
     run_id: str,
     log_path: str,
     partial: tuple[Sequence[str], Sequence[str]],
-    output: tuple[Printer, bool],
+    output: tuple[Printer, bool, alerts.Notifier | None],
     metadata_connection_config: Any | None,
 ):
     """run_local's run once the run id and log are set: compile, execute, summarize."""
@@ -227,7 +236,7 @@ def _run(
     config = plan.config
     ir, run_options = _compiled(plan, run_id, *partial, metadata_connection_config)
     progress = _ProgressHandler(len(ir.nodes), printer)
-    with _logging_to(log_path, progress, verbose):
+    with logging_to(log_path, progress, verbose):
         printer(f"run {run_id}: pipeline '{config.pipeline_name}', data {config.data_root}")
         if config.data_version:
             printer(
@@ -236,7 +245,7 @@ def _run(
             )
         printer(f"  log: {log_path}")
         started = time.perf_counter()
-        with _worker_output_to(log_path, config.beam_args, verbose):
+        with worker_output_to(log_path, config.beam_args, verbose):
             _execute(
                 config,
                 run_id,
@@ -279,63 +288,6 @@ def _compiled(plan: RunPlan, run_id, from_nodes, to_nodes, metadata_connection_c
         run_options.partial_run.to_nodes.extend(to_nodes)
         run_options.partial_run.snapshot_settings.latest_pipeline_run_strategy.SetInParent()
     return ir, run_options
-
-
-@contextlib.contextmanager
-def _logging_to(log_path: str, progress: logging.Handler, verbose: bool) -> Iterator[None]:
-    """TFX's full log to `log_path`, one progress line per component to the terminal."""
-    from absl import logging as absl_logging
-
-    absl_logging.set_verbosity(absl_logging.INFO)
-    root = logging.getLogger()
-    file_handler = logging.FileHandler(log_path)
-    file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    file_handler.setLevel(logging.INFO)
-    # absl's own stderr handler would flood the terminal; the file keeps it all.
-    absl_handler = absl_logging.get_absl_handler()
-    # Handlers someone else put on the root logger (absl's, basicConfig's) would
-    # flood the terminal with TFX's INFO lines; the log file keeps them all.
-    tf_handlers = logging.getLogger("tensorflow").handlers
-    muted = [h for h in [*root.handlers, *tf_handlers, absl_handler] if not verbose]
-    saved_levels = [h.level for h in muted]
-    for h in muted:
-        h.setLevel(logging.ERROR)
-    root.addHandler(file_handler)
-    root.addHandler(progress)
-    try:
-        yield
-    finally:
-        root.removeHandler(file_handler)
-        root.removeHandler(progress)
-        file_handler.close()
-        for h, level in zip(muted, saved_levels, strict=True):
-            h.setLevel(level)
-
-
-@contextlib.contextmanager
-def _worker_output_to(log_path: str, beam_args: Sequence[str], verbose: bool) -> Iterator[None]:
-    """Within the block, this process's fd 2 appends to the run's log when Beam runs
-    multi-process.
-
-    Beam's SDK worker subprocesses inherit fd 2 and log to it themselves (their
-    start-up INFO lines, Beam's and TensorFlow's warnings: ~400 lines on a
-    1M-row run), out of reach of this process's log handlers. In-process runs
-    need nothing: everything logs through the handlers `_logging_to` set.
-    """
-    if verbose or not runs_multi_process(beam_args):
-        yield
-        return
-    sys.stderr.flush()
-    saved = os.dup(2)
-    log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    os.dup2(log, 2)
-    os.close(log)
-    try:
-        yield
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
 
 
 @contextlib.contextmanager
@@ -414,7 +366,7 @@ def _record_block(
     try:
         with metadata.Metadata(connection) as m:
             record_block(m.store, config, run_id, message)
-    except Exception as e:  # recording must never hide the block itself
+    except Exception as e:  # noqa: BLE001 - recording must never hide the block itself
         logging.warning("could not record the gate's block in ML Metadata: %s", e)
 
 
@@ -424,7 +376,7 @@ def _gate_outcome(store, config: PipelineConfig, summary, printer: Printer) -> N
 
     try:
         outcome = finish_report(store, config, summary.run_id)
-    except Exception as e:  # the run itself succeeded; say what is missing, don't fail it
+    except Exception as e:  # noqa: BLE001 - the run itself succeeded; say what is missing, don't fail it
         printer(f"(could not read the validation gate's result: {e})")
         return
     summary.validation = outcome.decision
@@ -473,7 +425,7 @@ def _diagnose_corrupt_input(
                     art.id, art.uri, recorded_counts(m.store, art.id)
                 ).bad_shards
             ]
-    except Exception as e:  # the diagnosis must never hide the original error
+    except Exception as e:  # noqa: BLE001 - the diagnosis must never hide the original error
         return f"\n  (could not check the input shards: {e})"
     if not lines:
         return ""
@@ -488,9 +440,10 @@ def _diagnose_corrupt_input(
 def _root_cause(e: BaseException) -> str:
     """The innermost exception's message: Beam wraps user errors several times."""
     seen = set()
-    while (e.__cause__ or e.__context__) and id(e) not in seen:
+    inner = e.__cause__ or e.__context__
+    while inner is not None and id(e) not in seen:
         seen.add(id(e))
-        e = e.__cause__ or e.__context__
+        e, inner = inner, inner.__cause__ or inner.__context__
     text = str(e).strip()
     # Beam appends "[while running '...']" tails; keep the user's message.
     return text.split(" [while running")[0] if text else type(e).__name__

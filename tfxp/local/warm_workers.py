@@ -129,7 +129,7 @@ def main(argv: Sequence[str]) -> None:
     except ForkServerError as e:
         # A run goes on without it, at the cost of the imports this module saves.
         print(f"WARNING: {FRESH_WARNING}{e}", file=sys.stderr, flush=True)
-        os.execv(sys.executable, worker)
+        os.execv(sys.executable, worker)  # noqa: S606 - becomes this interpreter's Beam worker, argv built here
     print(f"Beam SDK worker: forked from the zygote {argv[0]}", file=sys.stderr, flush=True)
     try:
         zygote.exec(worker)

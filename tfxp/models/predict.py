@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from components.batch_inference import serving
-from components.batch_inference.serving import SIGNATURE, tabular_columns
+from components.batch_inference.serving import tabular_columns
 from components.example_gen import csv_checks
 from components.io import csv_text
 from components.validation.schema_importer import (
@@ -25,7 +25,7 @@ from components.validation.schema_importer import (
 from pipeline.config import PipelineConfig
 
 BATCH_SIZE = 1024
-__all__ = ["SIGNATURE", "PredictError", "PredictResult", "predict_csv", "tabular_columns"]
+__all__ = ["PredictError", "PredictResult", "predict_csv"]
 
 
 class PredictError(RuntimeError):

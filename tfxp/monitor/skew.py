@@ -67,11 +67,13 @@ def check_serving_skew(config: PipelineConfig, store: Any, now: dt.datetime | No
     from tfx.types import standard_artifacts
 
     from components.io.native_stderr import native_stderr_to_log
-    from components.validation.checks import BLOCK, SKEW, evaluate, load_settings
+    from components.validation.checks import evaluate
+    from components.validation.findings import BLOCK, SKEW
     from components.validation.gate import load_statistics
     from components.validation.schema_importer import load_schema
     from components.validation.serving_data import load_serving_data
     from components.validation.serving_log import ServingLogError
+    from components.validation.settings import load_settings
     from metadata.gate_report import latest_statistics
 
     when = (now or dt.datetime.now(dt.UTC)).isoformat(timespec="seconds")

@@ -373,8 +373,9 @@ def _quiet_absl() -> None:
 def _run_id(e: BaseException) -> str | None:
     import re
 
-    if getattr(e, "run_id", None):
-        return e.run_id
+    run_id = getattr(e, "run_id", None)
+    if run_id:
+        return run_id
     m = re.search(r"run (\d{8}T\d{6}-[0-9a-f]{6})", str(e))
     if m:
         return m.group(1)

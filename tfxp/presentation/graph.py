@@ -80,7 +80,7 @@ def layout(
     for key, node in g.nodes.items():
         columns[rank[key]].append(node)
     boxes: list[Box] = []
-    x = PAD * 2
+    x: float = PAD * 2
     height = 0.0
     top = 40.0  # room for the title
     for col in sorted(columns):

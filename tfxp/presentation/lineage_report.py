@@ -12,7 +12,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from metadata.lineage import DataVersion, Lineage, ModelLineage, SpanLineage
+from metadata.lineage import Lineage
+from metadata.lineage.records import DataVersion, ModelLineage, SpanLineage
 from metadata.properties import prop
 from pipeline.node_ids import EVALUATOR, PUSHER, SCHEMA_IMPORTER, TRAINER, TRANSFORM, TUNER
 from tfxp.presentation.graph import Graph
@@ -92,7 +93,7 @@ def tuning_facts(lin: Lineage, tuner_execution_id: int) -> dict[str, Any]:
         path = os.path.join(art.uri, "tuner_results.json")
         try:
             trials = json.loads(io_utils.read_string_file(path))
-        except Exception as e:  # a report must not hide the run's other facts
+        except Exception as e:  # noqa: BLE001 - a report must not hide the run's other facts
             return {"unreadable": f"{path}: {e}"}
         return {"trials": trials, "best": trials[0] if trials else None}
     return {}
@@ -193,7 +194,7 @@ def model_graph(lin: Lineage, lineage: ModelLineage) -> Graph:
                     + [f"{len(d.files)} file(s) on disk now"],
                 )
                 g.edge(raw_key, f"e{ex.id}")
-            g.add(f"a{aid}", "artifact", type_name, lines, highlight=aid == model.id)
+            g.add(f"a{aid}", "artifact", type_name, lines, highlight=aid == lineage.model_id)
     b = lineage.blessing
     if b is not None:
         verdict = "blessed" if b.blessed else "NOT blessed"
@@ -206,7 +207,7 @@ def model_graph(lin: Lineage, lineage: ModelLineage) -> Graph:
             "ModelBlessing",
             [f"#{b.blessing_id} {verdict}", base, *metric_lines],
         )
-        g.edge(f"a{model.id}", "eval")
+        g.edge(f"a{lineage.model_id}", "eval")
         g.edge("eval", f"a{b.blessing_id}")
         for p in lineage.pushes:
             g.add(f"push{p.pushed_model_id}", "execution", PUSHER, [f"run {p.run_id}"])

@@ -123,7 +123,7 @@ class S3Relay:
                 preload_content=True,
                 redirect=False,
             )
-        except Exception as e:  # upstream down: a 503 the SDK retries, then reports
+        except Exception as e:  # noqa: BLE001 - upstream down: a 503 the SDK retries, then reports
             _plain_reply(h, 503, f"s3 relay: {self.upstream} unreachable: {e}".encode())
             return
         status, data = response.status, response.data
@@ -204,7 +204,7 @@ def signature_matches(h: BaseHTTPRequestHandler, body: bytes, secret_key: str) -
 
 
 def _read_chunked(h: BaseHTTPRequestHandler) -> bytes:
-    parts = []
+    parts: list[bytes] = []
     while True:
         size = int(h.rfile.readline().split(b";")[0].strip() or b"0", 16)
         if size == 0:
@@ -244,7 +244,7 @@ def start_relay(upstream: str, region: str) -> str:
         return _endpoint
     if not urlsplit(upstream).scheme:
         raise ValueError(f"S3 endpoint {upstream!r} needs a scheme (http:// or https://)")
-    _relay = subprocess.Popen(
+    _relay = subprocess.Popen(  # noqa: S603 - this interpreter on the relay's own module, no shell
         [sys.executable, "-m", "tfxp.storage.s3_shim", upstream, region],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,

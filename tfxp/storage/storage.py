@@ -100,7 +100,7 @@ def prepare_s3_environment(env: MutableMapping[str, str] = os.environ) -> None:
             import boto3
 
             region = boto3.session.Session().region_name  # ~/.aws/config, AWS_PROFILE
-        except Exception:  # a broken config file is reported by the probe
+        except Exception:  # noqa: BLE001 - a broken config file is reported by the probe
             region = None
     region = region or "us-east-1"  # both SDKs' default; S3-compatible stores ignore it
     env.setdefault("AWS_REGION", region)
@@ -204,7 +204,7 @@ def _with_deadline(fn: Callable[[], None], seconds: float, what: str) -> None:
         try:
             fn()
             outcome.append(None)
-        except BaseException as e:  # handed to the caller
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
             outcome.append(e)
 
     thread = threading.Thread(target=target, name="storage-probe", daemon=True)
@@ -296,7 +296,7 @@ def _check_s3(loc: Location) -> None:
         _with_deadline(probe, PROBE_TIMEOUT_S * 2, f"{loc.what} {loc.uri}")
     except StorageError:
         raise
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - boto3's many error types become one StorageError naming the location
         raise _s3_error(loc, e) from None
 
 
@@ -333,7 +333,7 @@ def _check_gs(loc: Location) -> None:
         )
 
     def probe() -> None:
-        from google.cloud import storage as gcs
+        from google.cloud import storage as gcs  # type: ignore[attr-defined]  # google-cloud-storage: untyped
 
         client = gcs.Client()
         if not client.bucket(bucket).exists(timeout=PROBE_TIMEOUT_S):
@@ -343,7 +343,7 @@ def _check_gs(loc: Location) -> None:
         _with_deadline(probe, PROBE_TIMEOUT_S * 2, f"{loc.what} {loc.uri} (Google Cloud Storage)")
     except StorageError:
         raise
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - the GCS client's many error types become one StorageError naming the location
         first = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
         raise StorageError(
             f"{loc.what} {loc.uri}: Google Cloud Storage is unusable with the credentials from "
@@ -474,7 +474,7 @@ def upload_span(
             client.put_object(Bucket=bucket, Key=marker, Body=b"")
         except StorageError:
             raise
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - boto3's many error types become one StorageError naming the location
             raise _s3_error(loc, e) from None
         return Uploaded(number, tuple(uris), nbytes, created)
     check_location(loc)

@@ -27,13 +27,13 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from runtime.access import LOOPBACK_NAMES, is_loopback, new_token, token_matches
+from runtime.access import LOOPBACK_NAMES, token_matches
 from tfxp.ui.browse import StoreBrowser
 
-__all__ = ["LOOPBACK_NAMES", "create_app", "is_loopback", "new_token", "token_matches"]
+__all__ = ["create_app"]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TOKEN_COOKIE = "tfxp_ui_token"
+TOKEN_COOKIE = "tfxp_ui_token"  # noqa: S105 - the cookie's name, not a token
 # Scripts and styles from the app only; plotly.js needs inline style attributes.
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "

@@ -18,7 +18,8 @@ from typing import Any
 
 from ml_metadata.proto import metadata_store_pb2 as pb
 
-from metadata.lineage import Lineage, RunInfo
+from metadata.lineage import Lineage
+from metadata.lineage.records import RunInfo
 from metadata.properties import event_key, prop
 from metadata.store import LineageError, StoreLocation, open_store
 from metadata.store_changes import (
@@ -68,7 +69,7 @@ def dataset_of_pipelines() -> dict[str, str]:
     for name in dataset_names():
         try:
             out[dataset_config(name).pipeline_name] = name
-        except Exception:  # a broken dataset file must not take the console down
+        except Exception:  # noqa: BLE001, S112 - a broken dataset file must not take the console down
             continue
     return out
 

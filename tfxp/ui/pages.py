@@ -81,7 +81,7 @@ def run_page(request: Request) -> Response:
         graph=graph,
         gate=browser.gate(lin, run_id),
         log=browser.log_path(run_id),
-        log_exists=bool(browser.log_path(run_id) and os.path.exists(browser.log_path(run_id))),
+        log_exists=os.path.exists(browser.log_path(run_id) or ""),
     )
 
 
@@ -294,7 +294,7 @@ def plotly_js(request: Request) -> Response:
 def _error_page(request: Request, status: int, title: str, message: str) -> Response:
     try:
         return _render(request, "error.html", status=status, title=title, message=message)
-    except Exception:  # the error page itself must not fail
+    except Exception:  # noqa: BLE001 - the error page itself must not fail
         return HTMLResponse(f"<h1>{status}</h1>", status_code=status)
 
 

@@ -10,7 +10,8 @@ from typing import Any
 
 from ml_metadata.proto import metadata_store_pb2 as pb
 
-from metadata.lineage import Lineage, RunInfo
+from metadata.lineage import Lineage
+from metadata.lineage.records import RunInfo
 from metadata.properties import prop
 from pipeline.node_ids import EVALUATOR, PUSHER
 from tfxp.presentation.graph import Graph, layout
@@ -33,7 +34,7 @@ def number(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def size(n: int) -> str:
+def size(n: float) -> str:
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1024 or unit == "GB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -96,9 +97,9 @@ def run_graph(browser: StoreBrowser, lin: Lineage, info: RunInfo) -> dict[str, A
         key_of[node] = f"skipped-{node}"
         g.add(key_of[node], "execution", node, ["skipped"])
         state[key_of[node]] = "skipped"
-    for a, b in edges:
-        if a in key_of and b in key_of:
-            g.edge(key_of[a], key_of[b])
+    for before, after in edges:
+        if before in key_of and after in key_of:
+            g.edge(key_of[before], key_of[after])
     return _drawn(
         g,
         lambda key: f"/execution/{key[1:]}" if key[1:].isdigit() else None,
@@ -157,7 +158,7 @@ def statistics_charts(uri: str) -> list[dict[str, Any]]:
 
     from components.validation.html_report import feature_figure
 
-    out = []
+    out: list[dict[str, Any]] = []
     if "://" in uri or not os.path.isdir(uri):
         return out
     for split in sorted(os.listdir(uri)):

@@ -44,7 +44,7 @@ FAST, TFMA = "fast", "tfma"
 # The project's own extractors module (components/evaluation/extractors.py: TFMA's extractors
 # minus unread features, plus slice buckets; no overall metric changes). Named, not
 # imported: the sliced Evaluator's executor builds on this one, and that module
-# imports the slicing rules (tests/unit/test_fast_eval.py checks the name).
+# imports the slicing rules (tests/unit/components/evaluation/fast/test_fast_eval.py checks the name).
 OWN_EXTRACTORS_MODULE = "components.evaluation.extractors"
 
 
@@ -75,7 +75,7 @@ def _module_refusal(exec_properties: dict[str, Any]) -> str | None:
     """The Evaluator's module may only be components.evaluation.extractors (extractors that drop
     unread features, which change no metric)."""
     module_path, extra = udf_utils.decode_user_module_key(
-        exec_properties.get(standard_component_specs.MODULE_PATH_KEY)
+        exec_properties.get(standard_component_specs.MODULE_PATH_KEY) or ""
     )
     if extra or exec_properties.get(standard_component_specs.MODULE_FILE_KEY):
         return "a module file or extra packages"
@@ -87,7 +87,7 @@ def _module_refusal(exec_properties: dict[str, Any]) -> str | None:
 class Executor(tfx_evaluator.Executor):
     """TFX's Evaluator executor with the fast path in front of it."""
 
-    def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 (TFX's name)
+    def Do(self, input_dict, output_dict, exec_properties) -> None:  # TFX's name
         started = time.perf_counter()
         refusal = (
             runner_refusal(self._beam_pipeline_args, single_process=False)

@@ -32,6 +32,8 @@ from tensorflow_model_analysis.metrics import (
 
 from compat import tfma as tfma_internals
 
+read = tfma_internals.attribute  # TFMA's private attributes, registered in compat/tfma.py
+
 HISTOGRAM = tfma_internals.CalibrationHistogramCombiner
 EXAMPLE_COUNT = tfma_internals.ExampleCountCombiner
 CONFUSION = tfma_internals.BinaryConfusionMatrixCombiner
@@ -93,20 +95,20 @@ def _computation_refusal(c: Any, eval_config: Any) -> str | None:
     if isinstance(combiner, KERAS):
         return _keras_refusal(combiner, eval_config)
     if isinstance(combiner, REGRESSION_ERRORS) and (
-        combiner._aggregation_type is not None  # noqa: SLF001
-        or combiner._class_weights  # noqa: SLF001
-        or combiner._metric_key.sub_key  # noqa: SLF001
+        read(combiner, "_aggregation_type") is not None
+        or read(combiner, "_class_weights")
+        or read(combiner, "_metric_key").sub_key
     ):
         return "regression errors with sub keys, aggregation or class weights"
     if isinstance(combiner, (HISTOGRAM, CONFUSION)):
-        if combiner._aggregation_type is not None or combiner._class_weights:  # noqa: SLF001
+        if read(combiner, "_aggregation_type") is not None or read(combiner, "_class_weights"):
             return "aggregation or class weights"
-        sub_key = combiner._key.sub_key  # noqa: SLF001
+        sub_key = read(combiner, "_key").sub_key
         if sub_key and (sub_key.k is not None or sub_key.top_k is not None):
             return "top-k sub keys"
     if isinstance(combiner, CONFUSION) and (
-        combiner._example_id_key  # noqa: SLF001
-        or combiner._extract_label_prediction_and_weight  # noqa: SLF001
+        read(combiner, "_example_id_key")
+        or read(combiner, "_extract_label_prediction_and_weight")
         is not metric_util.to_label_prediction_example_weight
     ):
         return "example ids or a custom extraction"
@@ -116,14 +118,18 @@ def _computation_refusal(c: Any, eval_config: Any) -> str | None:
 def _keras_refusal(combiner: Any, eval_config: Any) -> str | None:
     """Keras' own metrics by name on the model's one output, without sub keys, losses
     or padding (then TFMA hands each batch to `update_state` as is)."""
-    if combiner._output_names != [""]:  # noqa: SLF001
+    if read(combiner, "_output_names") != [""]:
         return "keras metrics on named outputs"
-    if combiner._sub_key or combiner._aggregation_type or combiner._class_weights:  # noqa: SLF001
+    if (
+        read(combiner, "_sub_key")
+        or read(combiner, "_aggregation_type")
+        or read(combiner, "_class_weights")
+    ):
         return "keras metrics with sub keys, aggregation or class weights"
-    if any(combiner._loss_configs):  # noqa: SLF001
+    if any(read(combiner, "_loss_configs")):
         return "keras losses"
     # TFMA names the module of every metric class, Keras' own ones too.
-    for module, name in combiner._custom_objects:  # noqa: SLF001
+    for module, name in read(combiner, "_custom_objects"):
         if module.split(".")[0] not in ("tf_keras", "keras"):
             return f"the custom keras metric {module}.{name}"
     if any(spec.HasField("padding_options") for spec in eval_config.model_specs):
@@ -169,11 +175,11 @@ def _triples(
 
 def _confusion(combiner: Any, columns: Columns) -> dict[Any, Any]:
     """`_BinaryConfusionMatrixCombiner` (exact thresholds) over all examples at once."""
-    fractional = combiner._enable_fractional_labels  # noqa: SLF001
-    labels, predictions, weights = _triples(columns, fractional, combiner._key.sub_key)  # noqa: SLF001
-    matrices = combiner._binary_confusion_matrices  # noqa: SLF001
+    fractional = read(combiner, "_enable_fractional_labels")
+    labels, predictions, weights = _triples(columns, fractional, read(combiner, "_key").sub_key)
+    matrices = read(combiner, "_binary_confusion_matrices")
     accumulator = {}
-    for threshold in matrices._thresholds:  # noqa: SLF001
+    for threshold in read(matrices, "_thresholds"):
         positive = labels == 1.0 if fractional else labels > threshold
         predicted = predictions > threshold
         accumulator[threshold] = tfma_internals.ThresholdEntry(
@@ -195,12 +201,12 @@ def _histogram(combiner: Any, columns: Columns) -> dict[Any, Any]:
     """`_CalibrationHistogramCombiner` over all examples at once."""
     labels, predictions, weights = _triples(
         columns,
-        combiner._fractional_labels,  # noqa: SLF001
-        combiner._key.sub_key,  # noqa: SLF001
+        read(combiner, "_fractional_labels"),
+        read(combiner, "_key").sub_key,
     )
-    n = combiner._num_buckets  # noqa: SLF001
-    values = predictions if combiner._prediction_based_bucketing else labels  # noqa: SLF001
-    index = (values - combiner._left) / combiner._range * n + 1  # noqa: SLF001
+    n = read(combiner, "_num_buckets")
+    values = predictions if read(combiner, "_prediction_based_bucketing") else labels
+    index = (values - read(combiner, "_left")) / read(combiner, "_range") * n + 1
     buckets = np.where(index < 0, 0, np.where(index >= n + 1, n + 1, np.floor(index)))
     buckets = buckets.astype(np.int64)
     size = n + 2
@@ -236,12 +242,12 @@ def _keras(combiner: Any, columns: Columns) -> dict[Any, Any]:
         predictions.reshape(n, -1),
         np.ones((n, 1), np.float32),
     )
-    size = accumulator._desired_batch_size  # noqa: SLF001
-    inputs = accumulator._inputs[0]  # noqa: SLF001 (labels, predictions, weights lists)
+    size = read(accumulator, "_desired_batch_size")
+    inputs = read(accumulator, "_inputs")[0]  # (labels, predictions, weights lists)
     for start in range(0, n, size):
         for values, column in zip(inputs, stacked, strict=True):
             values.extend(column[start : start + size])
-        combiner._process_batch(accumulator)  # noqa: SLF001
+        read(combiner, "_process_batch")(accumulator)
     return combiner.extract_output(accumulator)
 
 

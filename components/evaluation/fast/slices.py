@@ -36,7 +36,7 @@ from components.example_gen.layout import Layout, RecordBatchDecoder
 
 OVERALL: tuple = ()
 # The schema-less decoder's value types, as a schema names them.
-_SCHEMA_TYPES = {
+_SCHEMA_TYPES: dict[Any, Any] = {
     "int64": schema_pb2.INT,
     "float": schema_pb2.FLOAT,
     "large_binary": schema_pb2.BYTES,
@@ -100,7 +100,7 @@ class SliceFeatures:
         )
         # Schema-less until every slicing feature's type is known, then only those
         # features (the same columns, without decoding the others).
-        self._decoder = example_coder.ExamplesToRecordBatchDecoder() if self.raw else None
+        self._decoder: Any = example_coder.ExamplesToRecordBatchDecoder() if self.raw else None
         self._narrow = False
         # Examples of a layout the ingest recorded: TensorFlow parses just these
         # features into the same columns (untyped ones have no values to slice by).

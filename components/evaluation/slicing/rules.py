@@ -156,7 +156,9 @@ def check_slices(
         value = candidate.get(rules.metric)
         if examples < rules.min_examples or value is None or math.isnan(value):
             continue
-        common = dict(slice=name, examples=examples, metric=rules.metric, value=value)
+        common: dict[str, Any] = dict(
+            slice=name, examples=examples, metric=rules.metric, value=value
+        )
         if rules.lower_bound is not None and value < rules.lower_bound:
             failures.append(SliceFailure(**common, rule="floor", against=rules.lower_bound))
         if rules.upper_bound is not None and value > rules.upper_bound:

@@ -124,7 +124,7 @@ def _check_exact(statistics: statistics_pb2.DatasetFeatureStatisticsList) -> Non
 class Executor(tfx_statistics.Executor):
     """TFX's StatisticsGen executor with the in-process pass in front of it."""
 
-    def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 (TFX's name)
+    def Do(self, input_dict, output_dict, exec_properties) -> None:  # TFX's name
         started = time.perf_counter()
         examples = artifact_utils.get_single_instance(
             input_dict[standard_component_specs.EXAMPLES_KEY]

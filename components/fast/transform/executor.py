@@ -125,8 +125,8 @@ def _analysis_reading_by(layout: Layout | None) -> Iterator[None]:
         return
     used: list[str] = []
 
-    class LayoutProcessor(stock_processor):
-        def _CreateTFXIO(self, dataset, schema):  # noqa: N802 (TFX's name)
+    class LayoutProcessor(stock_processor):  # type: ignore[valid-type,misc]  # found at run time
+        def _CreateTFXIO(self, dataset, schema):  # TFX's name
             tfxio = super()._CreateTFXIO(dataset, schema)
             if type(tfxio) is not tf_example_record.TFExampleRecord:
                 return tfxio
@@ -139,11 +139,11 @@ def _analysis_reading_by(layout: Layout | None) -> Iterator[None]:
                 dataset.file_pattern, schema, layout, tfxio.telemetry_descriptors
             )
 
-    tfx_transform.TransformProcessor = LayoutProcessor
+    tfx_transform.TransformProcessor = LayoutProcessor  # type: ignore[misc]  # swapped for this call
     try:
         yield
     finally:
-        tfx_transform.TransformProcessor = stock_processor
+        tfx_transform.TransformProcessor = stock_processor  # type: ignore[misc]
     if used:
         logging.info("Transform: the analysis read the examples by their layout")
 
@@ -151,7 +151,7 @@ def _analysis_reading_by(layout: Layout | None) -> Iterator[None]:
 class Executor(tfx_transform.Executor):
     """TFX's Transform executor, with the transformed examples written in-process."""
 
-    def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 (TFX's name)
+    def Do(self, input_dict, output_dict, exec_properties) -> None:  # TFX's name
         started = time.perf_counter()
         refusal = runner_refusal(self._beam_pipeline_args, single_process=False) or _refusal(
             input_dict, output_dict, exec_properties

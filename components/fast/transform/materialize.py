@@ -104,7 +104,7 @@ class Transformer:
         fetched = self._graph.callable_get_outputs(*feed)
         outputs = dict(zip(self._graph.outputs_tensor_keys, fetched, strict=True))
         batch = _scalar_batch(outputs, self._scalars) if self._scalars else None
-        if batch is not None:
+        if batch is not None and self._scalars:
             return tfrecord_shards.framed_buffer(batch, self._scalars), batch.num_rows
         examples = self._encoded(outputs)
         return tfrecord_shards.frame_records(examples), len(examples)

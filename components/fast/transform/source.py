@@ -57,7 +57,7 @@ class LayoutTFExampleRecord(tf_example_record.TFExampleRecord):
             return "schema types that differ from the examples'"
         return None
 
-    def _ProjectImpl(self, tensor_names):  # noqa: N802 (TFXIO's name)
+    def _ProjectImpl(self, tensor_names):  # TFXIO's name
         projected = super()._ProjectImpl(tensor_names)
         return LayoutTFExampleRecord(
             self._file_pattern,
@@ -66,7 +66,7 @@ class LayoutTFExampleRecord(tf_example_record.TFExampleRecord):
             self.telemetry_descriptors,
         )
 
-    def BeamSource(self, batch_size=None) -> beam.PTransform:  # noqa: N802 (TFXIO's name)
+    def BeamSource(self, batch_size=None) -> beam.PTransform:  # TFXIO's name
         del batch_size  # None from TFX: Beam's adaptive batches, up to BATCH_SIZE
         schema = self.ArrowSchema()
         patterns = list(self._file_pattern)

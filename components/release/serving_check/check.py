@@ -67,7 +67,7 @@ def python_ops(model_dir: str) -> list[str]:
     saved = saved_model_pb2.SavedModel()
     try:
         saved.ParseFromString(Path(model_dir, "saved_model.pb").read_bytes())
-    except Exception as e:  # unreadable (e.g. a DecodeError): loading will say more
+    except Exception as e:  # noqa: BLE001 - unreadable (e.g. a DecodeError): loading will say more
         logging.warning("cannot read %s/saved_model.pb: %s", model_dir, e)
         return []
     found = set()
@@ -142,7 +142,7 @@ class Child:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
         env["TF_CPP_MIN_LOG_LEVEL"] = "2"
         with open(log_path, "w") as log:
-            self._process = subprocess.Popen(
+            self._process = subprocess.Popen(  # noqa: S603 - this interpreter, isolated, on the check's own child script
                 [sys.executable, "-I", "-S", str(CHILD), start_path],
                 cwd=out_dir,  # an empty folder: nothing importable by accident
                 env=env,
@@ -280,7 +280,7 @@ def check_model(
         ops = python_ops(model_dir)
         try:
             input_name, reference = reference_outputs(model_dir, signature, rows)
-        except Exception as e:  # not even this process can: no server will
+        except Exception as e:  # noqa: BLE001 - not even this process can: no server will
             return CheckResult(CANNOT_LOAD, f"cannot load: {type(e).__name__}: {e}", python_ops=ops)
         examples = os.path.join(work_dir, "requests.tfrecord")
         with tf.io.TFRecordWriter(examples) as writer:
@@ -298,7 +298,7 @@ def check_model(
     finally:
         _end_child(fresh, work_dir)
     stage, error = child.get("stage"), child.get("error", "")
-    common = dict(rows=len(rows), python_ops=ops)
+    common: dict[str, Any] = dict(rows=len(rows), python_ops=ops)
     if stage != "done":
         if _needs_project_code(error, ops):
             why = f"its graph calls Python ({', '.join(ops)})" if ops else _last_line(error)
