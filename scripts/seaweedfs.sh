@@ -13,6 +13,10 @@
 #       Volume data is encrypted (AES-256-GCM, one random key per chunk, kept
 #       in the filer's metadata store under DIR/data) unless SEAWEEDFS_ENCRYPT=0
 #       is set at the first start of DIR; a restart keeps DIR's choice.
+#       S3 server-side encryption requests (x-amz-server-side-encryption: AES256,
+#       SSE-S3) are honoured with a key made at the first start (DIR/sse.key,
+#       owner-only; WEED_S3_SSE_KEY overrides it), as AWS does; SSE-KMS needs a
+#       KMS SeaweedFS is not given here, so aws:kms requests fail.
 #   scripts/seaweedfs.sh stop DIR      stop it (SIGINT: weed ignores SIGTERM) and wait
 #   scripts/seaweedfs.sh status DIR    exit 0 if its S3 gateway answers
 #   scripts/seaweedfs.sh env DIR       print the AWS_* variables for it
@@ -88,6 +92,10 @@ launch() {  # DIR: start weed in the background on DIR/ports' ports
   # volume server (docs/protecting-data.md says what this protects and what not).
   local encrypt=()
   [[ "${ENCRYPT:-1}" == 0 ]] || encrypt=(-s3.encryptVolumeData -filer.encryptVolumeData)
+  if [[ ! -s "$1/sse.key" ]]; then
+    (umask 077 && python3 -c 'import secrets; print(secrets.token_hex(32))' >"$1/sse.key")
+  fi
+  WEED_S3_SSE_KEY="${WEED_S3_SSE_KEY:-$(cat "$1/sse.key")}" \
   "$(weed_bin)" server -dir="$1/data" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
     -master.port="$MASTER_PORT" -master.port.grpc="$MASTER_GRPC" \
     -volume.port="$VOLUME_PORT" -volume.port.grpc="$VOLUME_GRPC" \
@@ -124,6 +132,7 @@ cmd_start() {
     die "already running (pid $(cat "$dir/weed.pid")); stop it first: $0 stop $dir"
   fi
   mkdir -p "$dir/data"
+  umask 077  # the credentials file and everything weed writes: owner-only
   cat >"$dir/s3.json" <<EOF
 {"identities": [{"name": "tfxp", "credentials": [{"accessKey": "$ACCESS_KEY", "secretKey": "$SECRET_KEY"}],
   "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}

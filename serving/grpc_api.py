@@ -11,17 +11,21 @@ answered.
 from __future__ import annotations
 
 import functools
+import logging
 import time
 from concurrent import futures
 
 import grpc
 import numpy as np
 
+from runtime.access import log_refused
 from serving.codec import ClientError, model_error
 from serving.repository import NotFound
 from serving.security import bearer_matches
 from serving.service import Service, classify_results, regress_results
 from serving.status import signature_def_map
+
+log = logging.getLogger("serving")
 
 DEFAULT_WORKERS = 32
 
@@ -42,6 +46,7 @@ def _api(name: str):
                     meta = dict(context.invocation_metadata())
                     if not bearer_matches(meta.get("authorization"), self.token):
                         code = 401
+                        log_refused(log, code, "gRPC", name, context.peer())
                         context.abort(
                             grpc.StatusCode.UNAUTHENTICATED, "this server needs its token"
                         )

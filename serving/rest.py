@@ -25,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from runtime.access import log_refused
 from serving import security
 from serving.codec import (
     ClientError,
@@ -121,6 +122,8 @@ class RestApp:
             return (200 if ready else 503), {"ready": ready}, [], JSON
         problem = security.check(request_headers, self.token, self.loopback)
         if problem:
+            client = scope.get("client") or ("?", 0)
+            log_refused(log, problem[0], method, path, str(client[0]))
             raise Answer(*problem)
         if path == "/monitoring/prometheus/metrics":
             return 200, self.service.metrics.render(), [], CONTENT_TYPE.encode()

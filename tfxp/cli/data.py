@@ -39,7 +39,7 @@ from pipeline.datasets import dataset_names
 from pipeline.headers import rename_header
 from pipeline.overrides import pipeline_config
 from pipeline.spans import SpanError, list_spans
-from tfxp.cli.common import store_location
+from tfxp.cli.common import add_storage_flags, storage_from_args, store_location
 from tfxp.cli.data_dvc import add_dvc_flags, register_tag
 from tfxp.datasets.publish import copy_files, leftover_incoming, publish_span
 
@@ -367,9 +367,15 @@ def cmd_upload(args: argparse.Namespace) -> int:
     """Copies a local span (default: the embedded dataset's latest) into a bucket."""
     import time
 
+    from components.io.encryption import export_env
     from tfxp.storage.storage import StorageError, upload_span
 
     config = pipeline_config(args.dataset)
+    try:
+        export_env(storage_from_args(args, config))  # upload_span's writers read it
+    except ValueError as e:
+        print(f"ERROR: {e}", file=sys.stderr)
+        return 2
     source_root = args.source_root or config.data_root
     spans = [s for s in list_spans(source_root) if s.files]
     if args.source_span is not None:
@@ -463,6 +469,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--source-root", help="local dataset folder (default: the dataset's)")
     up.add_argument("--source-span", type=int, help="local span to copy (default: the latest)")
     up.add_argument("--span", type=int, help="span number in the bucket (default: next free)")
+    add_storage_flags(up)
     up.add_argument(
         "--create-bucket",
         action=argparse.BooleanOptionalAction,
