@@ -70,4 +70,6 @@ def read_token_file(path: str | os.PathLike, what: str = "--token-file") -> str:
 
 def log_refused(logger: logging.Logger, status: int, method: str, path: str, client: str) -> None:
     """One line per refused request: who and what, never the body or the token sent."""
-    logger.warning("refused %s %s from %s: %d (no valid access token)", method, path, client, status)
+    logger.warning(
+        "refused %s %s from %s: %d (no valid access token)", method, path, client, status
+    )

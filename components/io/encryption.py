@@ -112,8 +112,9 @@ def from_env(env: Mapping[str, str] = os.environ) -> StorageEncryption:
     )
 
 
-def export_env(setting: StorageEncryption, env: os._Environ | dict = os.environ) -> None:
+def export_env(setting: StorageEncryption, env: os._Environ | dict | None = None) -> None:
     """Makes `setting` the one every writer started from now on reads."""
+    env = os.environ if env is None else env
     for name, value in setting.to_env().items():
         if value:
             env[name] = value

@@ -97,7 +97,9 @@ def read_policy(raw: Any, where: str) -> LogPolicy | None:
         raise LogPolicyError(f"{where}: a mapping of {sorted(POLICY_KEYS)}, not {raw!r}")
     unknown = set(raw) - POLICY_KEYS
     if unknown:
-        raise LogPolicyError(f"{where}: unknown key(s) {sorted(unknown)}; known: {sorted(POLICY_KEYS)}")
+        raise LogPolicyError(
+            f"{where}: unknown key(s) {sorted(unknown)}; known: {sorted(POLICY_KEYS)}"
+        )
     lists: dict[str, tuple[str, ...]] = {}
     for action in ACTIONS:
         value = raw.get(action) or []
@@ -145,7 +147,9 @@ def load_key(policy: LogPolicy, env: Mapping[str, str] = os.environ) -> bytes:
             "or set request_log.key_file to a file only you can read; never commit the key"
         )
     if len(key) < MIN_KEY_BYTES:
-        raise LogPolicyError(f"the request-log key from {source} is shorter than {MIN_KEY_BYTES} bytes")
+        raise LogPolicyError(
+            f"the request-log key from {source} is shorter than {MIN_KEY_BYTES} bytes"
+        )
     return key
 
 

@@ -290,7 +290,9 @@ def test_volume_files_hold_no_plaintext_of_spans_artifacts_or_models(bucket_runs
     client = seaweedfs.client()
     keys = seaweedfs.keys("tfxp-e2e")
     shard = next(k for k in keys if "CsvExampleGen/examples/" in k and k.endswith(".gz"))
-    model = next(k for k in keys if k.startswith("runs/taxi/serving/") and k.endswith(".pb"))
+    model = next(
+        k for k in keys if k.startswith("runs/taxi/serving/") and k.endswith("/saved_model.pb")
+    )
     objects = {
         "csv": ("main/taxi/span-1/data.csv", b"Chicago Elite Cab Corp. (Chicago Carriag"),
         "tfrecord": (shard, b"dropoff_census_tract"),

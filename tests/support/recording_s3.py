@@ -57,7 +57,9 @@ class RecordingS3:
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
                 with lock:
                     recorder.requests.append(
-                        Recorded(self.command, self.path, {k.lower(): v for k, v in headers.items()})
+                        Recorded(
+                            self.command, self.path, {k.lower(): v for k, v in headers.items()}
+                        )
                     )
                 conn = http.client.HTTPConnection(target.hostname, target.port, timeout=60)
                 try:

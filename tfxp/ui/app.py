@@ -16,7 +16,6 @@ Security model (docs/console.md):
 from __future__ import annotations
 
 import logging
-
 import os
 import time
 from urllib.parse import urlencode
