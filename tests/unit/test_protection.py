@@ -8,6 +8,7 @@ import gzip
 import os
 import stat
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -55,7 +56,7 @@ def test_the_dataset_file_and_flags_make_one_setting(tmp_path):
     src = (dataset_config("taxi").schema_file).replace("schema.pbtxt", "dataset.yaml")
     folder = tmp_path / "taxi"
     folder.mkdir()
-    text = open(src).read()
+    text = Path(src).read_text()
     (folder / "dataset.yaml").write_text(text + "\nstorage:\n  sse: AES256\n")
     config = load_dataset_file(folder / "dataset.yaml")
     assert config.storage == enc.StorageEncryption(sse="AES256")
@@ -289,7 +290,7 @@ def test_the_request_log_writes_the_policy_into_owner_only_files(tmp_path):
     [path] = log.published
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
-    data = gzip.decompress(open(path, "rb").read())
+    data = gzip.decompress(Path(path).read_bytes())
     assert b"Grace Hopper" not in data and b"g@navy.mil" not in data
     assert applier.hashed([b"Grace Hopper"])[0] in data
     assert applier.fingerprint.encode() in data  # the __policy feature
