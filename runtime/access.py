@@ -73,3 +73,31 @@ def log_refused(logger: logging.Logger, status: int, method: str, path: str, cli
     logger.warning(
         "refused %s %s from %s: %d (no valid access token)", method, path, client, status
     )
+
+
+# The umasks Linux distributions set by default: a user who kept one made no choice.
+DISTRIBUTION_UMASKS = (0o022, 0o002)
+UMASK_ENV = "TFXP_UMASK"
+
+
+def owner_only_umask(env: dict[str, str] | None = None) -> int:
+    """Makes what this process creates owner-only (umask 077) unless the user chose.
+
+    Serving logs, validation reports, model cards and predictions hold data.
+    A umask other than the distributions' defaults, or `TFXP_UMASK` (octal,
+    e.g. 027 for a group that shares the runs), is the user's choice and kept.
+    Returns the umask in effect.
+    """
+    env = os.environ if env is None else env
+    current = os.umask(0o077)
+    chosen = env.get(UMASK_ENV)
+    if chosen:
+        try:
+            wanted = int(chosen, 8)
+        except ValueError:
+            os.umask(current)
+            raise ValueError(f"{UMASK_ENV}={chosen!r} is not an octal umask (e.g. 077)") from None
+    else:
+        wanted = 0o077 if current in DISTRIBUTION_UMASKS else current
+    os.umask(wanted)
+    return wanted

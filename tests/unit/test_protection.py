@@ -326,3 +326,48 @@ def test_serve_and_ui_refuse_a_readable_token_file(tmp_path, capsys):
         code = main([*command, "--token-file", str(token), "--run-dir", str(tmp_path)])
         err = capsys.readouterr().err
         assert code == 2 and "chmod 600" in err, err
+
+
+MODES = """
+import os, stat, sys
+os.umask(int(sys.argv[2], 8))
+from runtime.access import owner_only_umask
+print(oct(owner_only_umask()))
+from components.validation.gate import _write_atomic
+report = os.path.join(sys.argv[1], "reports", "run.json")
+_write_atomic(report, "{}")
+print(oct(stat.S_IMODE(os.stat(report).st_mode)))
+print(oct(stat.S_IMODE(os.stat(os.path.dirname(report)).st_mode)))
+"""
+
+
+@pytest.mark.parametrize(
+    ("umask", "env", "expected"),
+    [("022", "", ("0o77", "0o600", "0o700")), ("027", "", ("0o27", "0o640", "0o750")),
+     ("022", "022", ("0o22", "0o644", "0o755"))],
+)  # fmt: skip
+def test_reports_are_owner_only_unless_the_user_chose_a_umask(tmp_path, umask, env, expected):
+    import subprocess
+    import sys
+
+    from pipeline.config import PROJECT_ROOT
+
+    done = subprocess.run(
+        [sys.executable, "-c", MODES, str(tmp_path), umask],
+        env={**os.environ, "TFXP_UMASK": env},
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert tuple(done.stdout.split()[-3:]) == expected
+
+
+def test_every_tfxp_command_sets_the_umask(monkeypatch, tmp_path):
+    import tfxp.cli as cli
+
+    called = []
+    monkeypatch.setattr(cli, "owner_only_umask", lambda: called.append(True))
+    assert cli.main(["ui", "--token-file", str(tmp_path / "none"), "--run-dir", str(tmp_path)])
+    assert called == [True]
