@@ -133,7 +133,8 @@ class PredictionsWriter:
     def publish(self, summary: dict[str, Any]) -> str:
         """Writes summary.json and moves everything into the destination; returns it."""
         self.close()
-        summary = {**summary, "request_log_policy": self.policy.fingerprint}
+        if self.policy.policy is not None:
+            summary = {**summary, "request_log_policy": self.policy.fingerprint}
         with open(os.path.join(self.tmp, SUMMARY_JSON), "w", encoding="utf-8") as f:
             json.dump(summary, f, indent=2, sort_keys=True)
             f.write("\n")

@@ -186,6 +186,9 @@ class Applier:
         self.key = load_key(policy, env) if policy is not None and policy.hash else None
         self.fingerprint = fingerprint(policy, self.key)
 
+    def action(self, column: str) -> str:
+        return self.policy.action(column) if self.policy is not None else "keep"
+
     @property
     def changes_anything(self) -> bool:
         p = self.policy
@@ -207,7 +210,7 @@ class Applier:
             return b""
         features = ex.features.feature
         for name in list(features):
-            action = self.policy.action(name) if self.policy else "keep"
+            action = self.action(name)
             if action == "drop":
                 del features[name]
             elif action == "hash":
@@ -220,7 +223,7 @@ class Applier:
 
     def column(self, name: str, values: Iterable[Any]) -> list[Any] | None:
         """A column as it may be written out: hashed, None to drop it, or as given."""
-        action = self.policy.action(name) if self.policy else "keep"
+        action = self.action(name)
         if action == "drop":
             return None
         if action == "hash":

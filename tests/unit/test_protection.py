@@ -371,3 +371,26 @@ def test_every_tfxp_command_sets_the_umask(monkeypatch, tmp_path):
     monkeypatch.setattr(cli, "owner_only_umask", lambda: called.append(True))
     assert cli.main(["ui", "--token-file", str(tmp_path / "none"), "--run-dir", str(tmp_path)])
     assert called == [True]
+
+
+def test_infer_outputs_hash_and_drop_the_input_columns_they_echo(tmp_path):
+    import csv
+
+    from components.batch_inference.output import PREDICTIONS_CSV, SUMMARY_JSON, PredictionsWriter
+
+    policy = lp.LogPolicy(hash=("name",), drop=("email",))
+    applier = lp.Applier(policy, env={"TFXP_LOG_HASH_KEY": KEY})
+    destination = tmp_path / "predictions"
+    with PredictionsWriter(
+        str(destination), ("name", "email", "trip"), ("probability",), policy=applier
+    ) as writer:
+        writer.write(
+            str(tmp_path / "data.csv"), 2, ["Ada Lovelace", "ada@example.org", "t1"], ["0.5"]
+        )
+        writer.publish({"span": 1})
+    text = (destination / PREDICTIONS_CSV).read_text()
+    assert "Ada Lovelace" not in text and "ada@example.org" not in text
+    [row] = list(csv.DictReader(text.splitlines()))
+    assert list(row) == ["file", "line", "name", "trip", "probability"]
+    assert row["name"] == applier.hashed(["Ada Lovelace"])[0].decode() and row["trip"] == "t1"
+    assert applier.fingerprint in (destination / SUMMARY_JSON).read_text()
