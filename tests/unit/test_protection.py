@@ -394,3 +394,24 @@ def test_infer_outputs_hash_and_drop_the_input_columns_they_echo(tmp_path):
     assert list(row) == ["file", "line", "name", "trip", "probability"]
     assert row["name"] == applier.hashed(["Ada Lovelace"])[0].decode() and row["trip"] == "t1"
     assert applier.fingerprint in (destination / SUMMARY_JSON).read_text()
+
+
+def test_a_refused_console_request_is_logged_without_what_it_sent(tmp_path, caplog):
+    import logging
+
+    from starlette.testclient import TestClient
+
+    from metadata.store import location_from
+    from tfxp.ui.app import create_app
+    from tfxp.ui.browse import StoreBrowser
+
+    app = create_app(StoreBrowser(location_from(run_dir=str(tmp_path))), token="t0ken-of-ours")
+    client = TestClient(app, base_url="http://127.0.0.1")
+    with caplog.at_level(logging.WARNING, logger="tfxp.ui"):
+        answer = client.get(
+            "/runs?token=guessed-token", headers={"Authorization": "Bearer other-guess"}
+        )
+    assert answer.status_code == 401
+    [line] = [r.getMessage() for r in caplog.records if r.name == "tfxp.ui"]
+    assert line.startswith("refused GET /runs from ") and "401" in line
+    assert "guessed-token" not in line and "other-guess" not in line
