@@ -316,8 +316,11 @@ def test_token_files_must_be_owner_only_and_not_empty(tmp_path):
         check_owner_only(tmp_path / "missing", "--token-file")
 
 
-def test_serve_and_ui_refuse_a_readable_token_file(tmp_path, capsys):
+def test_serve_and_ui_refuse_a_readable_token_file(tmp_path, capsys, monkeypatch):
+    import tfxp.cli
     from tfxp.cli import main
+
+    monkeypatch.setattr(tfxp.cli, "owner_only_umask", lambda: 0o022)  # keep pytest's umask
 
     token = tmp_path / "token"
     token.write_text("s3cret-token\n")
