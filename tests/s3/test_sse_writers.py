@@ -59,7 +59,8 @@ def test_our_helpers_and_beams_filesystem_send_sse_on_every_write(
     from apache_beam.io.filesystems import FileSystems
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from tfxp.storage.storage import share_beam_s3_clients, upload_span
+    from tfxp.storage.storage import share_beam_s3_clients
+    from tfxp.storage.upload import upload_span
 
     drop = tmp_path / "data.csv"
     drop.write_text("a,b\n1,2\n")

@@ -368,7 +368,8 @@ def cmd_upload(args: argparse.Namespace) -> int:
     import time
 
     from components.io.encryption import export_env
-    from tfxp.storage.storage import StorageError, upload_span
+    from tfxp.storage.storage import StorageError
+    from tfxp.storage.upload import upload_span
 
     config = pipeline_config(args.dataset)
     try:
