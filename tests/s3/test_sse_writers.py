@@ -28,10 +28,14 @@ BUCKET = "tfxp-sse"
 SSE = "x-amz-server-side-encryption"
 
 
-@pytest.fixture(scope="module")
-def recorder(seaweedfs):
+def _bucket(seaweedfs) -> None:
     if BUCKET not in {b["Name"] for b in seaweedfs.client().list_buckets()["Buckets"]}:
         seaweedfs.create_bucket(BUCKET)
+
+
+@pytest.fixture(scope="module")
+def recorder(seaweedfs):
+    _bucket(seaweedfs)
     proxy = RecordingS3(seaweedfs.endpoint)
     yield proxy
     proxy.close()
@@ -116,6 +120,7 @@ def test_tensorflow_writes_get_sse_from_the_relay(seaweedfs, recorder, sse):
 def test_a_store_that_garbles_ranged_sse_reads_is_refused(seaweedfs, monkeypatch):
     """SeaweedFS 4.48 returns ciphertext for a ranged GET of an SSE-S3 object, and
     TensorFlow reads in ranges: the pre-flight finds out and refuses, one line."""
+    _bucket(seaweedfs)
     for name, value in seaweedfs.env(TFXP_S3_SSE="AES256").items():
         monkeypatch.setenv(name, value)
     from tfxp.storage.storage import Location, StorageError, check_location
