@@ -418,3 +418,26 @@ def test_a_refused_console_request_is_logged_without_what_it_sent(tmp_path, capl
     [line] = [r.getMessage() for r in caplog.records if r.name == "tfxp.ui"]
     assert line.startswith("refused GET /runs from ") and "401" in line
     assert "guessed-token" not in line and "other-guess" not in line
+
+
+def test_init_proposes_hashing_ids_and_personal_names():
+    from types import SimpleNamespace
+
+    import yaml
+
+    from tfxp.init.inference import request_log_lines
+
+    def col(name, treatment="vocabulary", note=""):
+        return SimpleNamespace(name=name, treatment=treatment, note=note)
+
+    columns = [
+        col("order_ref", "excluded", "values look like UUIDs (an id)"),
+        col("customer_name"),
+        col("Email"),
+        col("fare", "zscore"),
+        col("username_length", "zscore"),
+    ]
+    lines = request_log_lines(columns, lambda s: s)
+    policy = lp.read_policy(yaml.safe_load("\n".join(lines))["request_log"], "init")
+    assert policy.hash == ("order_ref", "customer_name", "Email")
+    assert request_log_lines([col("fare", "zscore")], str) == []
