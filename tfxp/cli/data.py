@@ -373,7 +373,9 @@ def cmd_upload(args: argparse.Namespace) -> int:
 
     config = pipeline_config(args.dataset)
     try:
-        export_env(storage_from_args(args, config))  # upload_span's writers read it
+        setting = storage_from_args(args, config)
+        if setting.active:  # else the environment's own TFXP_S3_SSE, if any, stands
+            export_env(setting)  # upload_span's writers read it
     except ValueError as e:
         print(f"ERROR: {e}", file=sys.stderr)
         return 2

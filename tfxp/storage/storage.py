@@ -467,7 +467,10 @@ def apply_encryption(setting: StorageEncryption, locations: Iterable[Location]) 
 def check_remote_locations(config) -> None:
     """Pre-flight for every remote location of `config`; raises StorageError."""
     locations = config_locations(config)
-    apply_encryption(getattr(config, "storage", StorageEncryption()), locations)
+    setting = getattr(config, "storage", StorageEncryption())
+    # A config without `storage:` keeps what the environment already says (an
+    # Airflow worker's or a pod's TFXP_S3_SSE), rather than clearing it.
+    apply_encryption(setting if setting.active else from_env(), locations)
     for loc in locations:
         check_location(loc)
     enable_filesystems(loc.uri for loc in locations)
