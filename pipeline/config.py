@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from components.io.encryption import StorageEncryption
+from components.io.log_policy import LogPolicy
 from components.validation.serving_log import FOLDER as SERVING_LOG_FOLDER
 from components.validation.serving_log import WindowOptions
 
@@ -312,6 +314,12 @@ class PipelineConfig:
     # Alerts (runtime/alerts.py): names of environment variables holding webhook
     # URLs. Only the names live in files; the URLs are secrets.
     alert_webhook_env: tuple[str, ...] = ()
+    # `storage:` (components/io/encryption.py): server-side encryption every
+    # object-storage writer applies, and whether to refuse writers that cannot.
+    storage: StorageEncryption = StorageEncryption()
+    # `request_log:` (components/io/log_policy.py): which request columns the
+    # serving log and `tfxp infer` outputs drop, hash or keep; None: all kept.
+    request_log: LogPolicy | None = None
 
     @property
     def local_dir(self) -> str:

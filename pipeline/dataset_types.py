@@ -45,6 +45,8 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "class_weights": (dict,),
     "model": (str,),
     "source": (dict,),
+    "storage": (dict,),
+    "request_log": (dict,),
 }
 _WORDS = {list: "a list", dict: "a mapping", int: "a whole number", str: "text", float: "a number"}
 # Keys whose value may be left empty (`exclude:`), read as the empty default.

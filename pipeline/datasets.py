@@ -27,6 +27,8 @@ from typing import Any
 import yaml
 
 from components.io.csv_text import CsvTextError, check_encoding
+from components.io.encryption import EncryptionSettingError, read_storage
+from components.io.log_policy import LogPolicyError, read_policy
 from pipeline import dataset_types, table_options
 from pipeline.config import (
     GENERIC_PREPROCESSING_FN,
@@ -98,6 +100,8 @@ _KEYS = {
     "tuning",
     "source",
     "model",
+    "storage",
+    "request_log",
 } | table_options.TOP_KEYS
 
 
@@ -199,6 +203,13 @@ def _optional_settings(raw: dict[str, Any], path: Path) -> dict[str, Any]:
         changes["csv_encoding"] = str(raw["csv_encoding"])
     if "hyperparameters" in raw:
         changes["hyperparameters"] = dict(raw["hyperparameters"] or {})
+    try:  # the protection settings (docs/protecting-data.md)
+        if "storage" in raw:
+            changes["storage"] = read_storage(raw["storage"], f"{path}: storage")
+        if "request_log" in raw:
+            changes["request_log"] = read_policy(raw["request_log"], f"{path}: request_log")
+    except (EncryptionSettingError, LogPolicyError) as e:
+        raise DatasetFileError(str(e)) from e
     return changes
 
 

@@ -300,6 +300,7 @@ def _validation(plan: RunPlan, example_gen, schema_importer, statistics_gen, orc
         serving_sha256=plan.serving_sha256,
         serving_log=serving_log_dir(config),
         serving_log_window=config.serving_log_window,
+        log_policy=config.request_log.to_json() if config.request_log else "",
         report_dir=config.report_dir,
     ).with_id(VALIDATION_GATE)
     return previous_statistics, validation_gate

@@ -37,6 +37,8 @@ OVERRIDABLE = (
     # A BeamOptions (pipeline/beam.py): its mode's arguments become beam_args.
     "beam",
     "trainer_cluster",
+    # A StorageEncryption (components/io/encryption.py): `--sse` and friends.
+    "storage",
 )
 
 

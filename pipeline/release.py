@@ -119,5 +119,6 @@ def batch_inference(plan: RunPlan, trainer, evaluator) -> list:
                 else None
             ),
             batch_size=config.inference.batch_size,
+            log_policy=config.request_log.to_json() if config.request_log else "",
         ).with_id(BATCH_INFERENCE)
     ]

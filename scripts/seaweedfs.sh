@@ -10,6 +10,13 @@
 #       gRPC) are free ones, kept in DIR/ports so a restart of the same DIR
 #       reuses them. If another process takes one of a new server's ports
 #       before weed binds it, it picks others (3 tries).
+#       Volume data is encrypted (AES-256-GCM, one random key per chunk, kept
+#       in the filer's metadata store under DIR/data) unless SEAWEEDFS_ENCRYPT=0
+#       is set at the first start of DIR; a restart keeps DIR's choice.
+#       S3 server-side encryption requests (x-amz-server-side-encryption: AES256,
+#       SSE-S3) are honoured with a key made at the first start (DIR/sse.key,
+#       owner-only; WEED_S3_SSE_KEY overrides it), as AWS does; SSE-KMS needs a
+#       KMS SeaweedFS is not given here, so aws:kms requests fail.
 #   scripts/seaweedfs.sh stop DIR      stop it (SIGINT: weed ignores SIGTERM) and wait
 #   scripts/seaweedfs.sh status DIR    exit 0 if its S3 gateway answers
 #   scripts/seaweedfs.sh env DIR       print the AWS_* variables for it
@@ -52,7 +59,7 @@ export AWS_REGION=us-east-1
 EOF
 }
 
-pick_ports() {  # DIR S3_PORT|auto ACCESS_KEY SECRET_KEY: write DIR/ports
+pick_ports() {  # DIR S3_PORT|auto ACCESS_KEY SECRET_KEY [ENCRYPT]: write DIR/ports
   [[ "$2" == auto || "$2" =~ ^[0-9]+$ ]] || die "S3_PORT must be a port number or 'auto', got '$2'"
   # Picked below the kernel's ephemeral range (trainer/ports.py says why), all at once.
   local picked ports
@@ -66,6 +73,7 @@ S3_PORT=$s3
 S3_PORT_ARG=$2
 ACCESS_KEY=$3
 SECRET_KEY=$4
+ENCRYPT=${5:-${SEAWEEDFS_ENCRYPT:-1}}
 MASTER_PORT=${ports[0]}
 VOLUME_PORT=${ports[1]}
 FILER_PORT=${ports[2]}
@@ -80,12 +88,20 @@ EOF
 launch() {  # DIR: start weed in the background on DIR/ports' ports
   # shellcheck disable=SC1091
   source "$1/ports"
+  # Both flags: S3 PUTs and filer writes each encrypt the chunks they hand to the
+  # volume server (docs/protecting-data.md says what this protects and what not).
+  local encrypt=()
+  [[ "${ENCRYPT:-1}" == 0 ]] || encrypt=(-s3.encryptVolumeData -filer.encryptVolumeData)
+  if [[ ! -s "$1/sse.key" ]]; then
+    (umask 077 && python3 -c 'import secrets; print(secrets.token_hex(32))' >"$1/sse.key")
+  fi
+  WEED_S3_SSE_KEY="${WEED_S3_SSE_KEY:-$(cat "$1/sse.key")}" \
   "$(weed_bin)" server -dir="$1/data" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
     -master.port="$MASTER_PORT" -master.port.grpc="$MASTER_GRPC" \
     -volume.port="$VOLUME_PORT" -volume.port.grpc="$VOLUME_GRPC" \
     -filer.port="$FILER_PORT" -filer.port.grpc="$FILER_GRPC" \
     -s3 -s3.port="$S3_PORT" -s3.port.grpc="$S3_GRPC" -s3.port.iceberg=0 -s3.port.lance=0 \
-    -s3.config="$1/s3.json" -s3.autoCreateBucket=false \
+    -s3.config="$1/s3.json" -s3.autoCreateBucket=false "${encrypt[@]}" \
     -master.volumeSizeLimitMB=64 -volume.max=0 -volume.preStopSeconds=0 \
     >"$1/weed.log" 2>&1 &
   echo $! >"$1/weed.pid"
@@ -107,6 +123,7 @@ cmd_start() {
   # A server without data yet may move to other ports; one with data keeps them.
   local fresh=""
   [[ -n "$(ls -A "$dir/data" 2>/dev/null)" ]] || fresh=1
+  ENCRYPT=1  # absent from a ports file written before encryption was the default
   S3_PORT_ARG=""  # absent from a ports file written before `auto` existed
   # shellcheck disable=SC1091
   source "$dir/ports"
@@ -115,6 +132,7 @@ cmd_start() {
     die "already running (pid $(cat "$dir/weed.pid")); stop it first: $0 stop $dir"
   fi
   mkdir -p "$dir/data"
+  umask 077  # the credentials file and everything weed writes: owner-only
   cat >"$dir/s3.json" <<EOF
 {"identities": [{"name": "tfxp", "credentials": [{"accessKey": "$ACCESS_KEY", "secretKey": "$SECRET_KEY"}],
   "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}
@@ -124,7 +142,7 @@ EOF
     launch "$dir"
     status=0; wait_up "$dir" || status=$?
     if [[ $status == 0 ]]; then
-      log "S3 on http://127.0.0.1:$S3_PORT (pid $(cat "$dir/weed.pid"), data and log in $dir)"
+      log "S3 on http://127.0.0.1:$S3_PORT, volume data $([[ "$ENCRYPT" == 0 ]] && echo "NOT encrypted" || echo encrypted) (pid $(cat "$dir/weed.pid"), data and log in $dir)"
       print_env "$dir"
       return 0
     fi
@@ -138,7 +156,7 @@ EOF
     log "${busy%%: bind*} is taken (attempt $attempt); picking other ports"
     rm -rf "$dir/data"
     mkdir -p "$dir/data"
-    pick_ports "$dir" "$S3_PORT_ARG" "$ACCESS_KEY" "$SECRET_KEY"
+    pick_ports "$dir" "$S3_PORT_ARG" "$ACCESS_KEY" "$SECRET_KEY" "$ENCRYPT"
   done
   rm -f "$dir/weed.pid"
   die "weed exited; see $dir/weed.log:

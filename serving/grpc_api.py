@@ -12,17 +12,21 @@ REST API gives (one mapping, `client_fault`), and every response's
 from __future__ import annotations
 
 import functools
+import logging
 import time
 from concurrent import futures
 
 import grpc
 import numpy as np
 
+from runtime.access import log_refused
 from serving.codec import ClientError
 from serving.repository import Resolved
 from serving.security import bearer_matches
 from serving.service import CLASSIFY, PREDICT, REGRESS, Answer, Payload, Service, client_fault
 from serving.status import signature_def_map
+
+log = logging.getLogger("serving")
 
 DEFAULT_WORKERS = 32
 # The one fault mapping (serving/service.py client_fault) gives HTTP statuses;
@@ -45,6 +49,7 @@ def _api(name: str):
                     meta = dict(context.invocation_metadata())
                     if not bearer_matches(meta.get("authorization"), self.token):
                         code = 401
+                        log_refused(log, code, "gRPC", name, context.peer())
                         context.abort(
                             grpc.StatusCode.UNAUTHENTICATED, "this server needs its token"
                         )

@@ -5,8 +5,10 @@ Format (docs/serving.md, shared with the validation gate's skew check):
 GZIP TFRecord files of one serialized tf.Example per scored example: the raw
 request features under the dataset's column names (never the label), plus
 `__request_id`, `__logged_at` (Unix microseconds), `__model`, `__version`,
-`__label`, `__role` (`served` or `shadow`) and `__output` (the model's main
-output for the example).
+`__label`, `__role` (`served` or `shadow`), `__output` (the model's main
+output for the example) and `__policy` (the fingerprint of the dataset's
+`request_log:` policy the features were written under: components/io/log_policy.py;
+columns it drops are absent, columns it hashes hold `h:<hmac>` categories).
 
 A file is written under a hidden name (`.requests-....tmp`) and renamed when
 it is complete (by size or age), so a published file is always whole. The
@@ -35,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from components.io.log_policy import Applier
 from serving import records
 
 log = logging.getLogger("serving")
@@ -78,17 +81,18 @@ def main_output(outputs: dict[str, np.ndarray], rows: int) -> np.ndarray:
     return np.asarray(outputs[names[0]], dtype=np.float64).reshape(rows, -1)
 
 
-def metadata_features(e: Entry, scores: np.ndarray, row: int) -> bytes:
+def metadata_features(e: Entry, scores: np.ndarray, row: int, policy: str = "none") -> bytes:
     """The `__*` features of one logged example, as a serialized tf.Example."""
     p = _PREFIXES
     constant = p.constant(
-        (e.model, e.version, e.label, e.role),
+        (e.model, e.version, e.label, e.role, policy),
         lambda: b"".join(
             (
                 records.bytes_feature("__model", [e.model.encode()]),
                 records.int64_feature("__version", [e.version]),
                 records.bytes_feature("__label", [e.label.encode()]),
                 records.bytes_feature("__role", [e.role.encode()]),
+                records.bytes_feature("__policy", [policy.encode()]),
             )
         ),
     )
@@ -115,9 +119,20 @@ class RequestLog:
         max_seconds: float = DEFAULT_MAX_SECONDS,
         on_written: Callable[[int], None] | None = None,
         on_dropped: Callable[[int], None] | None = None,
+        policy: Applier | None = None,
     ) -> None:
         if not 0.0 <= fraction <= 1.0:
             raise ValueError(f"--log-fraction must be between 0 and 1, not {fraction}")
+        if "://" in folder:
+            # The writer appends to local files (and fsyncs them); a bucket takes whole
+            # objects only, and no object-storage writer here would apply `storage:`.
+            raise ValueError(
+                f"request log folder {folder}: the request log is written to a local folder; "
+                "give `tfxp serve --log-dir` a local path (and copy published files to the "
+                "bucket with a tool that sets its encryption)"
+            )
+        # The dataset's request_log: policy with its key (checked by the caller, at start).
+        self.policy = policy or Applier(None)
         self.folder = folder
         self.fraction = fraction
         self.label_key = label_key
@@ -136,7 +151,7 @@ class RequestLog:
         self._tmp = self._final = ""
         self._opened = self._synced = 0.0
         self._bytes = 0
-        os.makedirs(folder, exist_ok=True)
+        os.makedirs(folder, mode=0o700, exist_ok=True)
         self._thread = threading.Thread(target=self._loop, name="request-log", daemon=True)
         self._thread.start()
 
@@ -194,7 +209,9 @@ class RequestLog:
         name = f"{PREFIX}{stamp}-{os.getpid()}-{self._seq:06d}{SUFFIX}"
         self._final = os.path.join(self.folder, name)
         self._tmp = os.path.join(self.folder, f".{name}.tmp")
-        self._file = open(self._tmp, "wb")  # noqa: SIM115 - kept open across batches
+        # Owner-only from the first byte: the log holds what clients sent.
+        fd = os.open(self._tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        self._file = os.fdopen(fd, "wb")
         self._gzip = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31)  # 31: a gzip stream
         self._opened = self._synced = time.time()
         self._bytes = 0
@@ -207,7 +224,9 @@ class RequestLog:
             scores = main_output(e.outputs, len(e.raw))
             for i, raw in enumerate(e.raw):
                 raw = records.without_feature(raw, self.label_key) if self.label_key else raw
-                out.append(records.tfrecord(raw + metadata_features(e, scores, i)))
+                raw = self.policy.example(raw)
+                meta = metadata_features(e, scores, i, self.policy.fingerprint)
+                out.append(records.tfrecord(raw + meta))
                 pending += len(out[-1])
             if self._bytes + pending >= self.max_bytes:  # rotate by size, between requests
                 self._append(out, pending)
@@ -285,6 +304,7 @@ def salvage(folder: str) -> list[str]:
             with tf.io.TFRecordWriter(tmp, options="GZIP") as w:
                 for r in records:
                     w.write(r)
+            os.chmod(tmp, 0o600)
             os.replace(tmp, os.path.join(folder, final_name))
             out.append(os.path.join(folder, final_name))
         os.remove(path)

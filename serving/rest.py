@@ -25,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from runtime.access import log_refused
 from serving import security
 from serving.codec import (
     ClientError,
@@ -133,6 +134,8 @@ class RestApp:
             return Reply(200 if ready else 503, {"ready": ready})
         problem = security.check(request_headers, self.token, self.loopback)
         if problem:
+            client = scope.get("client") or ("?", 0)
+            log_refused(log, problem[0], method, path, str(client[0]))
             raise EarlyReply(*problem)
         if path == "/monitoring/prometheus/metrics":
             return Reply(200, self.service.metrics.render(), content_type=CONTENT_TYPE.encode())

@@ -13,6 +13,7 @@ import logging
 import os
 from dataclasses import dataclass, field
 
+from components.io.log_policy import Applier
 from pipeline.config import PipelineConfig, serving_log_dir
 from serving.batching import DEFAULT_MAX_BATCH_SIZE, DEFAULT_TIMEOUT_MS
 from serving.codec import ExampleEncoder
@@ -93,6 +94,8 @@ class Server:
         self.request_log = None
         if options.log_fraction > 0:
             folder = options.log_dir or serving_log_dir(config)
+            # The dataset's request_log: policy; without its key this refuses to start.
+            policy = Applier(config.request_log)
             salvaged = salvage(folder)
             if salvaged:
                 log.warning(
@@ -106,6 +109,7 @@ class Server:
                 max_seconds=options.log_max_seconds,
                 on_written=lambda n: self.metrics.logged.labels(model).inc(n),
                 on_dropped=lambda n: self.metrics.log_dropped.labels(model).inc(n),
+                policy=policy,
             )
         types = schema_types(config)
         self.service = Service(

@@ -31,6 +31,7 @@ from components.batch_inference import serving
 from components.batch_inference.output import PredictionsWriter
 from components.batch_inference.scoring import RowSpec, score_files
 from components.io.content_fingerprint import files_sha256
+from components.io.log_policy import Applier, LogPolicy
 
 MODEL_KEY = "model"
 BLESSING_KEY = "model_blessing"
@@ -55,6 +56,9 @@ class BatchInferenceSpec(component_spec.ComponentSpec):
         # A tabular model's task and classes (JSON), or "" for a single-output model.
         "tabular": component_spec.ExecutionParameter(type=str),
         "batch_size": component_spec.ExecutionParameter(type=int),
+        # The dataset's request_log: policy (LogPolicy JSON, "" = none): echoed key
+        # columns are hashed or dropped as the request log does.
+        "log_policy": component_spec.ExecutionParameter(type=str, optional=True),
     }
     INPUTS = {
         MODEL_KEY: component_spec.ChannelParameter(type=standard_artifacts.Model),
@@ -102,8 +106,14 @@ class BatchInferenceExecutor(component.Executor):
         )
         serve = serving.load_serving_signature(model_dir)
         span_dir = os.path.dirname(files[0])
+        policy = Applier(LogPolicy.from_json(exec_properties.get("log_policy") or ""))
         with PredictionsWriter(
-            out.uri, spec.key_columns, serving.prediction_columns(tabular), tabular, base=span_dir
+            out.uri,
+            spec.key_columns,
+            serving.prediction_columns(tabular),
+            tabular,
+            base=span_dir,
+            policy=policy,
         ) as writer:
             report = score_files(
                 serve,
@@ -147,6 +157,7 @@ class BatchInference(component.Component):
         "encoding": "utf-8",
         "tabular": None,
         "batch_size": 1024,
+        "log_policy": "",
     }
     # Lists and mappings as the JSON parameters the Spec declares (sorted where
     # order carries no meaning, so the cache key does not depend on it).

@@ -25,6 +25,7 @@ from typing import Any
 from components.batch_inference.scoring import SkippedRow
 from components.batch_inference.serving import RowEncoder
 from components.example_gen.csv_checks import BYTES, FLOAT, INT
+from components.io.log_policy import Applier
 
 PREDICTIONS_CSV = "predictions.csv"
 PREDICTIONS_TFRECORD = "predictions.tfrecord.gz"
@@ -60,9 +61,16 @@ class PredictionsWriter:
         tabular: Any = None,
         *,
         base: str | None = None,
+        policy: Applier | None = None,
     ) -> None:
         self.destination = destination.rstrip("/")
-        self.key_columns = tuple(key_columns)
+        # The dataset's request_log: policy applies to the input columns echoed here:
+        # a dropped key column is not written, a hashed one holds its HMAC category.
+        self.policy = policy or Applier(None)
+        self._key_actions = [self.policy.action(k) for k in key_columns]
+        self.key_columns = tuple(
+            k for k, a in zip(key_columns, self._key_actions, strict=True) if a != "drop"
+        )
         self.prediction_columns = tuple(prediction_columns)
         self.columns = (*LOCATION_COLUMNS, *self.key_columns, *self.prediction_columns)
         # The TFRecords hold the CSV's cells as a tf.Example: file, key columns and class
@@ -102,6 +110,12 @@ class PredictionsWriter:
         return os.path.relpath(path, self._base) if self._base else os.path.basename(path)
 
     def write(self, path: str, line: int, keys: Sequence[str], cells: Sequence[str]) -> None:
+        if self.policy.changes_anything:
+            keys = [
+                self.policy.hashed([k])[0].decode() if a == "hash" else k
+                for k, a in zip(keys, self._key_actions, strict=True)
+                if a != "drop"
+            ]
         row = (self._name(path), str(line), *keys, *cells)
         self._csv.writerow(row)
         self._records.write(self._encode(row))
@@ -119,6 +133,8 @@ class PredictionsWriter:
     def publish(self, summary: dict[str, Any]) -> str:
         """Writes summary.json and moves everything into the destination; returns it."""
         self.close()
+        if self.policy.policy is not None:
+            summary = {**summary, "request_log_policy": self.policy.fingerprint}
         with open(os.path.join(self.tmp, SUMMARY_JSON), "w", encoding="utf-8") as f:
             json.dump(summary, f, indent=2, sort_keys=True)
             f.write("\n")

@@ -12,7 +12,8 @@ findings.py (import them from there), the thresholds file in settings.py.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeAlias
 
 from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
 
@@ -34,6 +35,8 @@ from components.validation.findings import (
     measurements_of,
 )
 from components.validation.settings import ValidationSettings
+
+Stats: TypeAlias = statistics_pb2.DatasetFeatureStatisticsList
 
 # ---------------------------------------------------------------------------
 # Comparators
@@ -235,6 +238,7 @@ def evaluate(
     no_serving: str = "no serving data found",
     longest_cells: Mapping[str, int] | None = None,
     extra_findings: Sequence[Finding] = (),
+    skew_view: Callable[[Stats, schema_pb2.Schema], tuple[Stats, schema_pb2.Schema]] | None = None,
 ) -> GateResult:
     """Runs the schema, drift and skew checks; returns every finding and the decision.
 
@@ -244,6 +248,8 @@ def evaluate(
     there are none, for the notes). `longest_cells` (BYTES column -> characters
     of its longest cell, recorded by ExampleGen) adds a warning per absurd cell.
     `extra_findings` (components/validation/table_checks.py) join the others.
+    `skew_view` shows training statistics and schema as a request log written
+    under a `request_log:` policy holds them (components/validation/hashed_columns.py).
     """
     schema = with_comparators(schema, settings)
     training, serving_env = _declared_environments(schema)
@@ -256,9 +262,12 @@ def evaluate(
     findings += found
     notes = [note]
     # 3. Skew: training data vs serving requests (SERVING environment: no label).
+    skew_compared, skew_schema = (
+        skew_view(compared, schema) if skew_view and serving is not None else (compared, schema)
+    )
     found, measured, note = _skew(
-        compared,
-        schema,
+        skew_compared,
+        skew_schema,
         training,
         serving_env,
         serving,

@@ -37,11 +37,13 @@ from tfx.utils import io_utils
 
 from components.base import component
 from components.base.custom_properties import custom_int, custom_str
+from components.io.log_policy import Applier, LogPolicy
 from components.io.native_stderr import native_stderr_to_log
 from components.validation.checks import evaluate, split_statistics
 from components.validation.findings import BLOCK, GateResult
+from components.validation.hashed_columns import skew_view
 from components.validation.serving_data import load_serving_data
-from components.validation.serving_log import WindowOptions
+from components.validation.serving_log import WindowOptions, published_files
 from components.validation.settings import ValidationSettings
 
 STATISTICS_KEY = "statistics"
@@ -83,6 +85,9 @@ class ValidationGateSpec(component_spec.ComponentSpec):
         # the folder holds published files, skew is checked on them instead.
         "serving_log": component_spec.ExecutionParameter(type=str, optional=True),
         "serving_log_window": component_spec.ExecutionParameter(type=str, optional=True),
+        # The dataset's request_log: policy (LogPolicy JSON, "" = none): how logged
+        # columns were written, and the fingerprint every log file must carry.
+        "log_policy": component_spec.ExecutionParameter(type=str, optional=True),
         # Where `<run id>.html` and `<run id>.json` go, blocked runs included.
         "report_dir": component_spec.ExecutionParameter(type=str),
     }
@@ -160,12 +165,19 @@ def _check(
     baselines = list(input_dict.get(BASELINE_KEY) or [])
     baseline_artifact = baselines[0] if baselines else None
     baseline = load_statistics(baseline_artifact) if baseline_artifact else None
+    log_dir = exec_properties.get("serving_log") or ""
+    policy = LogPolicy.from_json(exec_properties.get("log_policy") or "")
+    # The policy's key is needed only to read a log it hashed: loaded when there is one.
+    applier = Applier(policy) if policy is not None and published_files(log_dir) else None
     serving = load_serving_data(
         schema,
         exec_properties.get("serving_data") or "",
-        exec_properties.get("serving_log") or "",
+        log_dir,
         WindowOptions.from_json(exec_properties.get("serving_log_window") or ""),
+        policy=applier,
     )
+    policy_notes: list[str] = []
+    view = skew_view(applier, policy_notes) if applier and serving.window else None
     image_found, image_notes = _image_findings(current, baseline, settings, input_dict)
     with native_stderr_to_log("TFDV"):
         result = evaluate(
@@ -184,8 +196,9 @@ def _check(
                 current, serving.statistics, settings, input_dict, serving.source
             )
             + image_found,
+            skew_view=view,
         )
-    result.notes.extend(image_notes)
+    result.notes.extend(image_notes + policy_notes)
     return result, current, baseline, serving.statistics
 
 
@@ -288,6 +301,7 @@ class ValidationGate(component.Component):
         "serving_sha256": "",
         "serving_log": "",
         "serving_log_window": None,
+        "log_policy": "",
         "report_dir": "",
     }
     ENCODE = {

@@ -15,8 +15,10 @@ import pyarrow as pa
 from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
 from tfx.dsl.io import fileio
 
+from components.io.log_policy import NO_POLICY, Applier
 from components.io.native_stderr import native_stderr_to_log
 from components.validation.findings import SERVING
+from components.validation.hashed_columns import log_schema
 from components.validation.serving_log import (
     Window,
     WindowOptions,
@@ -133,15 +135,25 @@ def log_statistics(
 
 
 def load_serving_data(
-    schema: schema_pb2.Schema, pattern: str, log_dir: str, window: WindowOptions
+    schema: schema_pb2.Schema,
+    pattern: str,
+    log_dir: str,
+    window: WindowOptions,
+    policy: Applier | None = None,
 ) -> ServingData:
-    """The serving side of the skew check (the gate's and `tfxp watch --skew-every`'s)."""
-    found = served_window(log_dir, window) if log_dir else None
+    """The serving side of the skew check (the gate's and `tfxp watch --skew-every`'s).
+
+    `policy`: the dataset's request_log: policy with its key; log files written
+    under another are refused, and logged records are typed as the policy wrote them.
+    """
+    expected = policy.fingerprint if policy is not None else NO_POLICY
+    found = served_window(log_dir, window, expected) if log_dir else None
     too_few = ""
     if found is not None and found[1].examples >= window.needed:
         table, described = found
+        logged = log_schema(schema, policy) if policy is not None else schema
         with native_stderr_to_log("TFDV"):
-            stats = log_statistics(table, schema)
+            stats = log_statistics(table, logged)
         return ServingData(stats, described.examples, described.describe(), "", described)
     if found is not None:
         too_few = (

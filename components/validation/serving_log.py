@@ -41,6 +41,7 @@ VERSION = "__version"
 LABEL = "__label"
 ROLE = "__role"
 OUTPUT = "__output"
+POLICY = "__policy"  # the request_log: policy's fingerprint (components/io/log_policy.py)
 SERVED, SHADOW = "served", "shadow"
 _NAME = re.compile(r"^requests-(\d{8}T\d{6})-(\d+)-(\d{6})\.tfrecord\.gz$")
 _STAMP = "%Y%m%dT%H%M%S"
@@ -262,9 +263,26 @@ def _micros(value: int | None) -> dt.datetime | None:
     return dt.datetime.fromtimestamp(value / 1e6, tz=dt.UTC)
 
 
-def served_window(folder: str, options: WindowOptions) -> tuple[pa.Table, Window] | None:
+def check_policy(path: str, table: pa.Table, expected: str) -> None:
+    """Refuses a log file written under another request-log policy (or key)."""
+    found = {v or "none" for v in first_values(table, POLICY)} or {"none"}
+    if found != {expected}:
+        got = ", ".join(sorted(found))
+        raise ServingLogError(
+            f"{path} was written under request-log policy {got}, but the dataset's "
+            f"request_log: policy (with its key) is {expected}: its columns were dropped, "
+            "hashed or kept differently, so it cannot be compared with training data. "
+            "Move the files written before the policy (or key) changed out of "
+            f"{os.path.dirname(path)}, or restore the policy they were written under"
+        )
+
+
+def served_window(
+    folder: str, options: WindowOptions, policy: str | None = None
+) -> tuple[pa.Table, Window] | None:
     """The latest window's served records (features only) and its description, or None
-    when the folder holds no published file with a served record."""
+    when the folder holds no published file with a served record. With `policy` (a
+    fingerprint), a file written under another one is a ServingLogError."""
     import pyarrow as pa
 
     files = window_files(published_files(folder), options)
@@ -276,6 +294,8 @@ def served_window(folder: str, options: WindowOptions) -> tuple[pa.Table, Window
         table = read_table([f])
         if not table.num_rows:
             continue
+        if policy is not None:
+            check_policy(f.path, table, policy)
         served = pa.array([r == SERVED for r in first_values(table, ROLE)], pa.bool_())
         table = table.filter(served)
         # A file's records are in the order they were logged: keep its newest.

@@ -275,3 +275,55 @@ def test_tfxp_exit_status_survives_the_tensorflow_io_teardown_abort(seaweedfs, t
     upload = _run(["data", "upload", "s3://no-such-bucket-tfxp/x", "--no-create-bucket"], env)
     assert upload.returncode == 1
     assert "does not exist" in upload.stderr
+
+
+def test_volume_files_hold_no_plaintext_of_spans_artifacts_or_models(bucket_runs, seaweedfs):
+    """The store the runs used encrypts volume data (scripts/seaweedfs.sh's default): its
+    raw volume files hold none of a CSV value, a feature name of an Examples TFRecord or
+    an op name of the pushed SavedModel. The same objects, read back through S3 and put
+    into a store started with SEAWEEDFS_ENCRYPT=0 (one bucket each: SeaweedFS keeps a
+    bucket's objects in volume files named after it), are found by the same scan."""
+    from seaweedfs_server import SeaweedFS
+    from volume_scan import found_in
+
+    assert bucket_runs.run.returncode == 0  # the rerun read its span and artifacts back
+    client = seaweedfs.client()
+    keys = seaweedfs.keys("tfxp-e2e")
+    shard = next(k for k in keys if "CsvExampleGen/examples/" in k and k.endswith(".gz"))
+    model = next(
+        k for k in keys if k.startswith("runs/taxi/serving/") and k.endswith("/saved_model.pb")
+    )
+    objects = {
+        "csv": ("main/taxi/span-1/data.csv", b"Chicago Elite Cab Corp. (Chicago Carriag"),
+        "tfrecord": (shard, b"dropoff_census_tract"),
+        "model": (model, b"ParseExampleV2"),
+    }
+    bodies = {}
+    for name, (key, needle) in objects.items():
+        bodies[name] = client.get_object(Bucket="tfxp-e2e", Key=key)["Body"].read()
+        # The needle is in the object's content (a TFRecord shard is GZIP: inflated here).
+        assert found_in_bytes(bodies[name], needle), (name, key)
+
+    needles = [needle for _, needle in objects.values()]
+    assert seaweedfs.volume_files()
+    leaked = {n: files for n, files in found_in(seaweedfs.volume_files(), needles).items() if files}
+    assert not leaked, f"plaintext in the encrypted store's volume files: {leaked}"
+
+    plain = SeaweedFS(bucket_runs.tmp / "seaweedfs-plain", encrypt=False)
+    plain.start()
+    try:
+        plain_client = plain.client()
+        for name, (key, _) in objects.items():
+            plain_client.create_bucket(Bucket=f"plain-{name}")
+            plain_client.put_object(Bucket=f"plain-{name}", Key=key, Body=bodies[name])
+        hits = found_in(plain.volume_files(), needles)
+    finally:
+        plain.stop()
+    for name, (_, needle) in objects.items():
+        assert any(f.startswith(f"plain-{name}_") for f in hits[needle]), (name, hits)
+
+
+def found_in_bytes(data: bytes, needle: bytes) -> bool:
+    import gzip
+
+    return needle in data or (data[:2] == b"\x1f\x8b" and needle in gzip.decompress(data))

@@ -33,6 +33,7 @@ def ports(directory: Path) -> dict[str, str]:
 class SeaweedFS:
     directory: Path
     port: int = 0  # S3's: the script picks a free one at the first start
+    encrypt: bool = True  # the script's default: volume data encrypted
 
     @property
     def endpoint(self) -> str:
@@ -91,10 +92,15 @@ class SeaweedFS:
             capture_output=True,
             text=True,
             timeout=120,
+            env={**os.environ, "SEAWEEDFS_ENCRYPT": "1" if self.encrypt else "0"},
         )
         if done.returncode != 0:
             pytest.fail(f"could not start SeaweedFS:\n{done.stderr[-3000:]}", pytrace=False)
         self.port = int(ports(self.directory)["S3_PORT"])
+
+    def volume_files(self) -> list[Path]:
+        """The volume servers' data files: what a stolen disk of a volume server holds."""
+        return sorted((self.directory / "data").rglob("*.dat"))
 
     def stop(self) -> None:
         subprocess.run([str(SCRIPT), "stop", str(self.directory)], capture_output=True, timeout=60)

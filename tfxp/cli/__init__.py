@@ -18,6 +18,7 @@ import sys
 import warnings
 from collections.abc import Sequence
 
+from runtime.access import owner_only_umask
 from tfxp.cli import (
     beam,
     data,
@@ -69,6 +70,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     warnings.filterwarnings("ignore", category=FutureWarning)
     args = build_parser().parse_args(argv)
+    # Logs, reports, model cards and predictions hold data: owner-only unless the
+    # user chose a umask (runtime/access.py says how).
+    owner_only_umask()
     return args.func(args)
 
 

@@ -7,6 +7,7 @@ import os
 import sys
 from typing import Any
 
+from components.io.encryption import SSE_MODES, StorageEncryption, read_storage
 from metadata.store import (
     PASSWORD_ENV,
     MetadataStoreError,
@@ -40,6 +41,7 @@ def add_config_flags(p: argparse.ArgumentParser, *, store: bool = False) -> None
         help="local dir for ML Metadata, logs and the run lock (default: the run dir, or "
         "runs/remote/... when the run dir is s3:// or gs://)",
     )
+    add_storage_flags(p)
     if store:
         add_mysql_flags(
             p.add_argument_group(
@@ -74,6 +76,35 @@ def add_mysql_flags(group: argparse.ArgumentParser | argparse._ArgumentGroup) ->
         help=f"env MLMD_MYSQL_USER; the password is read from {PASSWORD_ENV}",
         metavar="USER",
     )
+
+
+def add_storage_flags(p: argparse.ArgumentParser) -> None:
+    """The dataset file's `storage:` settings, per command (docs/protecting-data.md)."""
+    g = p.add_argument_group("encryption of what is written to s3:// and gs://")
+    g.add_argument("--sse", choices=SSE_MODES, help="S3 server-side encryption (storage.sse)")
+    g.add_argument("--kms-key-id", help="S3 SSE-KMS key id or ARN (storage.kms_key_id)")
+    g.add_argument("--gcs-kms-key", help="GCS CMEK key name the bucket must use by default")
+    g.add_argument(
+        "--require-encryption",
+        action="store_true",
+        default=None,
+        help="refuse to start where a writer could write in the clear",
+    )
+
+
+def storage_from_args(args: argparse.Namespace, config: PipelineConfig) -> StorageEncryption:
+    """The dataset's `storage:` with the flags given on top (ValueError when invalid)."""
+    merged = config.storage.to_dict()
+    for flag, key in (
+        ("sse", "sse"),
+        ("kms_key_id", "kms_key_id"),
+        ("gcs_kms_key", "gcs_kms_key"),
+        ("require_encryption", "require_encryption"),
+    ):
+        value = getattr(args, flag, None)
+        if value is not None:
+            merged[key] = value
+    return read_storage(merged, "storage (dataset file and flags)")
 
 
 def add_beam_flags(p: argparse.ArgumentParser) -> argparse._ArgumentGroup:
@@ -173,6 +204,7 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
     bytes its record names (read from ML Metadata). Beam is the run plan's to choose
     (`beam_from_args`, pipeline/plan.py)."""
     config = pipeline_config(args.dataset, **overrides_from_args(args))
+    config = config.replace(storage=storage_from_args(args, config))
     name = getattr(args, "data_version", None)
     if name:
         from tfxp.datasets.versions import resolve_version

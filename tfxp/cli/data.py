@@ -36,7 +36,13 @@ from pipeline.datasets import DEFAULT_DATASET, dataset_names
 from pipeline.headers import rename_header
 from pipeline.overrides import pipeline_config
 from pipeline.spans import SpanError, list_spans
-from tfxp.cli.common import add_mysql_flags, add_run_dir_flag, store_location
+from tfxp.cli.common import (
+    add_mysql_flags,
+    add_run_dir_flag,
+    add_storage_flags,
+    storage_from_args,
+    store_location,
+)
 from tfxp.cli.data_dvc import add_dvc_flags, register_tag
 from tfxp.datasets.publish import copy_files, leftover_incoming, publish_span
 
@@ -355,9 +361,18 @@ def cmd_upload(args: argparse.Namespace) -> int:
     """Copies a local span (default: the embedded dataset's latest) into a bucket."""
     import time
 
-    from tfxp.storage.storage import StorageError, upload_span
+    from components.io.encryption import export_env
+    from tfxp.storage.storage import StorageError
+    from tfxp.storage.upload import upload_span
 
     config = pipeline_config(args.dataset)
+    try:
+        setting = storage_from_args(args, config)
+        if setting.active:  # else the environment's own TFXP_S3_SSE, if any, stands
+            export_env(setting)  # upload_span's writers read it
+    except ValueError as e:
+        print(f"ERROR: {e}", file=sys.stderr)
+        return 2
     source_root = args.source_root or config.data_root
     spans = [s for s in list_spans(source_root) if s.files]
     if args.source_span is not None:
@@ -451,6 +466,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--source-root", help="local dataset folder (default: the dataset's)")
     up.add_argument("--source-span", type=int, help="local span to copy (default: the latest)")
     up.add_argument("--span", type=int, help="span number in the bucket (default: next free)")
+    add_storage_flags(up)
     up.add_argument(
         "--create-bucket",
         action=argparse.BooleanOptionalAction,

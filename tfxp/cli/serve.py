@@ -7,8 +7,8 @@
 Serves `<serving>/<version>` as the Pusher wrote it, the champion and
 challenger labels as `tfxp models` sets them, and follows pushes, promotes and
 rollbacks without a restart (docs/serving.md). Binds 127.0.0.1 by default;
-any other address needs an access token (--token, env TFXP_SERVE_TOKEN, or
-one generated and printed).
+any other address needs an access token (--token, --token-file FILE readable
+by its owner only, env TFXP_SERVE_TOKEN, or one generated and printed).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def options_from_args(args: argparse.Namespace):
         host=args.host,
         port=args.port,
         grpc_port=None if args.grpc_port == 0 else args.grpc_port,
-        token=args.token or os.environ.get(TOKEN_ENV),
+        token=args.token or os.environ.get(TOKEN_ENV),  # --token-file: cmd_serve reads it
         max_batch_size=args.max_batch_size,
         batch_timeout_ms=args.batch_timeout_ms,
         poll_seconds=args.poll_seconds,
@@ -59,6 +59,7 @@ def options_from_args(args: argparse.Namespace):
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from components.io.log_policy import LogPolicyError
     from runtime.access import is_loopback, new_token
     from serving.security import PROXY_HELP
     from serving.server import Server
@@ -66,8 +67,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     # Beam warns about crcmod at import although it uses google-crc32c instead.
     logging.getLogger().addFilter(lambda r: not str(r.msg).startswith("crcmod package not found"))
+    from runtime.access import SecretFileError, read_token_file
+
     config = config_from_args(args)
     options = options_from_args(args)
+    try:
+        if args.token_file:
+            options.token = read_token_file(args.token_file)
+    except SecretFileError as e:
+        print(f"ERROR: {e}", file=sys.stderr)
+        return 2
     if not is_loopback(options.host) and options.token is None:
         if args.no_token:
             print(f"ERROR: --no-token is refused off loopback; {PROXY_HELP}", file=sys.stderr)
@@ -88,7 +97,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
             return 2
     model = args.model_name or args.dataset
     print(f"tfxp serve: loading {model} from {config.serving_dir} ...", flush=True)
-    server = Server(config, options, model)
+    try:
+        server = Server(config, options, model)
+    except (LogPolicyError, ValueError) as e:  # the request log's policy, key or folder
+        print(f"ERROR: {e}", file=sys.stderr)
+        return 2
     server.load()
     state = server.repository.state
     if not state.versions:
@@ -107,7 +120,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     print(f"  metrics http://{shown}:{options.port}/monitoring/prometheus/metrics")
     if server.request_log is not None:
         print(f"  request log ({options.log_fraction:g} of requests): {server.request_log.folder}")
-    if options.token and not args.token and not os.environ.get(TOKEN_ENV):
+        if config.request_log is not None:
+            p = config.request_log
+            print(
+                f"  request-log policy {server.request_log.policy.fingerprint}: hash "
+                f"{list(p.hash)}, drop {list(p.drop)}, other columns: {p.others}"
+            )
+    if options.token and not (args.token or args.token_file or os.environ.get(TOKEN_ENV)):
         print(f"  access token (generated): {options.token}  (Authorization: Bearer ...)")
     print("  Ctrl-C stops it", flush=True)
     uv = uvicorn.Server(server.uvicorn_config())
@@ -140,6 +159,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model-name", help="the name clients use (default: the dataset's name)")
     p.add_argument(
         "--token", help=f"access token required off loopback (env {TOKEN_ENV}; default: generated)"
+    )
+    p.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="read the access token from FILE (owner-only: refused if group or others may read it)",
     )
     p.add_argument(
         "--no-token",

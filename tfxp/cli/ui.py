@@ -3,7 +3,7 @@
     tfxp ui [--run-dir DIR | --mysql-host H ...] [--host 127.0.0.1] [--port 8765]
 
 Binds 127.0.0.1 by default. Any other address needs an access token: one is
-generated and printed (or give --token / TFXP_UI_TOKEN); requests without it get 401.
+generated and printed (or give --token, --token-file FILE or TFXP_UI_TOKEN); requests without it get 401.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def _import_tfma() -> None:
 def cmd_ui(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from runtime.access import is_loopback, new_token
+    from runtime.access import SecretFileError, is_loopback, new_token, read_token_file
     from tfxp.ui.app import create_app
     from tfxp.ui.browse import StoreBrowser
 
@@ -57,7 +57,12 @@ def cmd_ui(args: argparse.Namespace) -> int:
         )
         return 2
     loopback = is_loopback(args.host)
-    token = args.token or os.environ.get(TOKEN_ENV) or (None if loopback else new_token())
+    try:
+        given = read_token_file(args.token_file) if args.token_file else args.token
+    except SecretFileError as e:
+        print(f"ERROR: {e}", file=sys.stderr)
+        return 2
+    token = given or os.environ.get(TOKEN_ENV) or (None if loopback else new_token())
     browser = StoreBrowser(location)
     try:
         browser.refresh()  # say now, not on the first page, if the store cannot be read
@@ -73,7 +78,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     address = f"http://{shown}:{args.port}/"
     print(f"tfxp console over {location.describe()}")
     print(f"  open {address}" + (f"?token={token}" if token else ""))
-    if token and not args.token and not os.environ.get(TOKEN_ENV):
+    if token and not given and not os.environ.get(TOKEN_ENV):
         print(f"  access token (generated): {token}")
     print("  read-only; Ctrl-C stops it", flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
@@ -87,6 +92,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--token",
         help=f"access token for non-loopback addresses (env {TOKEN_ENV}; default: generated)",
+    )
+    p.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="read the access token from FILE (owner-only: refused if group or others may read it)",
     )
     add_store_flags(p, default_run_dir_help=f" (default: runs/{DEFAULT_DATASET})")
     p.set_defaults(func=cmd_ui)

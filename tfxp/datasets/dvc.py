@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from components.io.encryption import StorageEncryption, from_env
+
 # DVC's CLI reports usage and looks for updates over the network; the Python API
 # honours the same switches. Tests and CI have no network to give it.
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
@@ -257,8 +259,50 @@ class Published:
     pushed_to: str  # the remote, "" when none is configured
 
 
+def remote_encryption_problem(dvc_repo, setting: StorageEncryption) -> str | None:
+    """Why a push to the default remote could store data unencrypted under `setting`.
+
+    DVC's S3 remotes send SSE themselves when their config says so (`dvc remote
+    modify NAME sse AES256|aws:kms`, `sse_kms_key_id`); nothing of ours is in
+    their path, so the remote's own config must carry it. GCS remotes use the
+    bucket's default key (storage.gcs_kms_key, checked by `tfxp run`'s
+    pre-flight for the run's buckets, not for DVC's).
+    """
+    config = dvc_repo.config
+    name = config["core"].get("remote")
+    if not name or name == "auto-generated-upstream" or not (setting.sse or setting.require):
+        return None
+    remote = dict(config.get("remote", {}).get(name, {}))
+    url = str(remote.get("url", ""))
+    kind = url.split("://", 1)[0].lower() if "://" in url else ""
+    if kind == "s3":
+        wanted = setting.sse or "AES256 or aws:kms"
+        if remote.get("sse") is None or (setting.sse and remote.get("sse") != setting.sse):
+            return (
+                f"DVC remote {name!r} ({url}) does not set sse {wanted}: run `dvc remote "
+                f"modify {name} sse {setting.sse or 'AES256'}` in the repository and commit it"
+            )
+        if setting.kms_key_id and remote.get("sse_kms_key_id") != setting.kms_key_id:
+            return (
+                f"DVC remote {name!r} ({url}) does not use KMS key {setting.kms_key_id}: run "
+                f"`dvc remote modify {name} sse_kms_key_id {setting.kms_key_id}`"
+            )
+        return None
+    if kind and setting.require and not (kind == "gs" and setting.gcs_kms_key):
+        return (
+            f"DVC remote {name!r} ({url}): storage.require_encryption is set and this "
+            "project cannot make DVC encrypt what it pushes there"
+        )
+    return None
+
+
 def publish(
-    repo: str, files: Sequence[tuple[str, str]], dest: str, tag: str, message: str
+    repo: str,
+    files: Sequence[tuple[str, str]],
+    dest: str,
+    tag: str,
+    message: str,
+    encryption: StorageEncryption | None = None,
 ) -> Published:
     """Adds `files` ((source, path under `dest`) pairs, copied into the repository) to DVC,
     commits the `.dvc` file, tags the commit and pushes to the default remote if any.
@@ -277,6 +321,9 @@ def publish(
             )
         if tag in _tags(str(root)):
             raise DvcError(f"tag {tag!r} already exists in {root}; pass another --tag")
+        problem = remote_encryption_problem(r, encryption or from_env())
+        if problem:  # before anything is copied, committed or pushed
+            raise DvcError(f"{problem}; nothing was published")
         target = root / dest
         if target.exists() or Path(f"{target}.dvc").exists():
             raise DvcError(f"{target} already exists in {root}; pass another --path")

@@ -200,6 +200,7 @@ def tag_span(
             name,
             f"tfxp: {config.pipeline_name} span {span}, Examples #{examples.id} "
             f"(raw sha256 {digest})",
+            encryption=config.storage,
         )
         shutil.rmtree(os.path.dirname(manifest), ignore_errors=True)
     facts = {}

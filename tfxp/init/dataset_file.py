@@ -82,6 +82,7 @@ def dataset_yaml(inferred: Inferred, data_root: str | None) -> str:
     else:
         lines.append("exclude: []")
     lines += init_inference.table_option_lines(inferred, _yaml_str)
+    lines += init_inference.request_log_lines(inferred.columns, _yaml_str)
     lines += [
         "",
         f"# About {TRAIN_EPOCHS} passes over the training split (2/3 of the rows).",

@@ -280,3 +280,40 @@ def imbalanced_evaluation_lines(inferred, classes: int) -> list[str]:
         f"  extra_metrics: {extra}",
         "  per_class: true  # each class's recall and precision-recall AUC",
     ]
+
+
+# Column names that say a value identifies a person (or an account of one).
+_PERSONAL_NAME = re.compile(
+    r"(^|_)(name|first_?name|last_?name|full_?name|surname|email|e_?mail|phone|mobile|ssn|"
+    r"passport|address|street|customer|client|user|patient|account|iban|card_?number)(_|$)",
+    re.IGNORECASE,
+)
+
+
+def personal_columns(columns) -> list[tuple[str, str]]:
+    """(name, why) of the columns `tfxp init` proposes to hash in the request log:
+    those it excluded as ids, and those whose name says they name a person."""
+    found = []
+    for col in columns:
+        if col.treatment == "excluded" and "id" in (col.note or ""):
+            found.append((col.name, "an id"))
+        elif _PERSONAL_NAME.search(col.name):
+            found.append((col.name, "its name says it identifies a person"))
+    return found
+
+
+def request_log_lines(columns, q) -> list[str]:
+    """The dataset file's `request_log:` block when some columns look personal."""
+    found = personal_columns(columns)
+    if not found:
+        return []
+    return [
+        "",
+        "# What `tfxp serve` logs and `tfxp infer` echoes of these columns: keyed hashes",
+        "# (HMAC-SHA256), never the values. The key comes from $TFXP_LOG_HASH_KEY (e.g.",
+        "# `export TFXP_LOG_HASH_KEY=$(openssl rand -hex 32)`, kept out of the repository);",
+        "# `tfxp serve` refuses to start without it. drop: [...] never logs a column.",
+        "request_log:",
+        "  hash:",
+        *[f"    - {q(name)}  # {why}" for name, why in found],
+    ]

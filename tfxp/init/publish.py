@@ -74,7 +74,7 @@ def place_data(
         # Spans already there (kept data, or a --force rerun) are the data: add nothing.
         return f"kept the {len(spans)} span(s) already in {data_root} (nothing copied)"
     if remote:
-        from tfxp.storage.storage import upload_span
+        from tfxp.storage.upload import upload_span
 
         done = upload_span([str(f) for f in files], data_root, span=1)
         return f"uploaded {len(done.uris)} file(s) to {data_root}/span-1/"

@@ -29,6 +29,7 @@ from components.batch_inference import serving
 from components.batch_inference.output import PredictionsWriter
 from components.batch_inference.scoring import RowSpec, ScoringReport, score_files
 from components.io.content_fingerprint import files_sha256
+from components.io.log_policy import Applier
 from components.validation.schema_importer import (
     load_schema,
     schema_column_types,
@@ -266,6 +267,7 @@ def _score_and_publish(
         serving.prediction_columns(config.tabular),
         config.tabular,
         base=str(span.path),
+        policy=Applier(config.request_log),  # key columns echo inputs: the log's policy
     ) as writer:
         started = time.perf_counter()
         report = score_files(

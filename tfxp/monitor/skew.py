@@ -66,10 +66,12 @@ def check_serving_skew(config: PipelineConfig, store: Any, now: dt.datetime | No
     """Runs the gate's skew check on the latest log window; a SkewResult (not yet recorded)."""
     from tfx.types import standard_artifacts
 
+    from components.io.log_policy import Applier, LogPolicyError
     from components.io.native_stderr import native_stderr_to_log
     from components.validation.checks import evaluate
     from components.validation.findings import BLOCK, SKEW
     from components.validation.gate import load_statistics
+    from components.validation.hashed_columns import skew_view
     from components.validation.schema_importer import load_schema
     from components.validation.serving_data import load_serving_data
     from components.validation.serving_log import ServingLogError
@@ -91,8 +93,9 @@ def check_serving_skew(config: PipelineConfig, store: Any, now: dt.datetime | No
     schema = load_schema(config.schema_file)
     try:
         # "" for the CSV: only logged traffic is checked here.
-        serving = load_serving_data(schema, "", log_dir, config.serving_log_window)
-    except ServingLogError as e:
+        applier = Applier(config.request_log) if config.request_log else None
+        serving = load_serving_data(schema, "", log_dir, config.serving_log_window, applier)
+    except (ServingLogError, LogPolicyError) as e:
         raise SkewCheckError(str(e)) from e
     result = SkewResult(NO_LOG, when, span, found.uri, log_dir)
     if serving.window is None:
@@ -111,6 +114,7 @@ def check_serving_skew(config: PipelineConfig, store: Any, now: dt.datetime | No
             current_span=span,
             serving_rows=serving.rows,
             serving_source=serving.source,
+            skew_view=skew_view(applier, []) if applier else None,
         )
     skew = [f for f in gate.findings if f.kind == SKEW]
     result.window = serving.window.to_dict()

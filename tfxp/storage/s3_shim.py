@@ -14,8 +14,10 @@ against SeaweedFS; tests/s3/test_storage_s3.py keeps them honest.
 The relay listens on 127.0.0.1 and forwards every request of TensorFlow's
 client to the configured endpoint, re-signed (SigV4) with boto3's credentials
 for that endpoint's host, so it works for any S3 endpoint, https included.
-It changes exactly one thing: a 416 becomes an empty 206, which the plugin
-reads as a clean end of file. Beam and our own code talk to the store
+It changes two things: a 416 becomes an empty 206, which the plugin reads
+as a clean end of file; and an object write (PUT, CopyObject, the start of a
+multipart upload) gets the server-side encryption headers of `storage:`
+(components/io/encryption.py), which tensorflow-io's client cannot send. Beam and our own code talk to the store
 directly through boto3.
 
 The relay adds credentials, so it must not serve anyone else on the machine:
@@ -63,8 +65,12 @@ class S3Relay:
         import boto3
         import urllib3
 
+        from components.io.encryption import from_env
+
         self.upstream = upstream.rstrip("/")
         self.region = region
+        # Read once: the parent exported it before starting the relay (storage.py).
+        self.sse_headers = from_env().s3_headers()
         self._session = boto3.session.Session()
         self._pool = urllib3.PoolManager(maxsize=32, retries=False, timeout=urllib3.Timeout(300))
         relay = self
@@ -110,6 +116,9 @@ class S3Relay:
             )
             return
         headers = {k: v for k, v in h.headers.items() if k.lower() not in _DROP}
+        if self.sse_headers and writes_object(h.command, h.path):
+            present = {k.lower() for k in headers}
+            headers.update({k: v for k, v in self.sse_headers.items() if k not in present})
         url = self.upstream + h.path
         request = AWSRequest(method=h.command, url=url, data=body, headers=headers)
         try:
@@ -145,6 +154,18 @@ class S3Relay:
         h.send_header("Content-Length", str(len(data)))
         h.end_headers()
         h.wfile.write(data)
+
+
+def writes_object(method: str, path: str) -> bool:
+    """PutObject and CopyObject (PUT without partNumber) or CreateMultipartUpload
+    (POST ?uploads): the requests that decide how an object is stored."""
+    from urllib.parse import parse_qs
+
+    query = parse_qs(path.partition("?")[2], keep_blank_values=True)
+    if method == "PUT":
+        subresource = {"partNumber", "tagging", "acl", "retention", "legal-hold"} & set(query)
+        return not subresource and "/" in path.partition("?")[0].lstrip("/")
+    return method == "POST" and "uploads" in query
 
 
 def _plain_reply(h: BaseHTTPRequestHandler, status: int, message: bytes) -> None:

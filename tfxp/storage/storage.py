@@ -22,6 +22,11 @@ client from the pipeline's (empty) S3 options, and boto3 falls back to the
 same environment. Passing `--s3_*` flags instead would make TFX build an sdist
 of itself for every Beam component (see pipeline/config.py).
 
+Server-side encryption (`storage:` in the dataset file, components/io/encryption.py)
+reaches every writer through the environment: `apply_encryption` exports it
+before anything is written; boto3 clients made here and Beam's get a hook
+that adds it to every object write, and the relay adds it to TensorFlow's.
+
 `check_remote_locations` is the pre-flight: before any component runs it asks each
 remote location's store, with short timeouts and few retries, whether the
 bucket exists and the credentials may read (data) or write (pipeline root,
@@ -41,8 +46,17 @@ from dataclasses import dataclass
 from urllib.parse import urlparse
 
 # The one mapping of the endpoint variables, shared with the Arrow ingest's S3 client.
+from components.io.encryption import (
+    ENV_KMS_KEY_ID,
+    ENV_SSE,
+    EncryptionRequiredError,
+    StorageEncryption,
+    add_sse_to_client,
+    export_env,
+    from_env,
+    refuse_unencrypted,
+)
 from components.io.object_storage import s3_endpoint
-from pipeline.spans import PUBLISHED_MARKER
 
 REMOTE_SCHEMES = ("s3", "gs")
 # Retries of both S3 clients unless the user chose otherwise: the SDK defaults
@@ -154,7 +168,7 @@ class _SharedBoto3:
     """
 
     _ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
-            "AWS_REGION", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")  # fmt: skip
+            "AWS_REGION", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", ENV_SSE, ENV_KMS_KEY_ID)  # fmt: skip
 
     def __init__(self, boto3) -> None:
         import types
@@ -168,7 +182,11 @@ class _SharedBoto3:
         key = repr((sorted(kwargs.items()), [os.environ.get(n) for n in self._ENV]))
         with self._lock:
             if key not in self._clients:
-                self._clients[key] = self._boto3.session.Session().client(**kwargs)
+                client = self._boto3.session.Session().client(**kwargs)
+                if kwargs.get("service_name", "s3") == "s3":
+                    # Beam's S3 filesystem has no SSE option: the hook adds `storage:`'s.
+                    add_sse_to_client(client)
+                self._clients[key] = client
             return self._clients[key]
 
     def __getattr__(self, name: str):
@@ -223,7 +241,7 @@ def s3_client():
     import boto3
     from botocore.config import Config
 
-    return boto3.session.Session().client(
+    client = boto3.session.Session().client(
         "s3",
         config=Config(
             connect_timeout=PROBE_TIMEOUT_S / 2,
@@ -231,9 +249,10 @@ def s3_client():
             retries={"max_attempts": 1, "mode": "standard"},
         ),
     )
+    return add_sse_to_client(client)  # `storage:` on every object this client writes
 
 
-def _s3_error(loc: Location, e: BaseException) -> StorageError:
+def s3_error(loc: Location, e: BaseException) -> StorageError:
     from botocore import exceptions as bex
 
     bucket, _ = split_uri(loc.uri)
@@ -275,6 +294,26 @@ def _s3_error(loc: Location, e: BaseException) -> StorageError:
     return StorageError(f"{loc.what} {loc.uri}: {type(e).__name__}: {e}")
 
 
+SSE_PROBE = b"tfxp write test: 0123456789abcdef"
+
+
+def check_sse_ranged_read(client, bucket: str, key: str, loc: Location) -> None:
+    """A ranged read of an object written with `storage.sse` gives the bytes written.
+
+    TensorFlow reads objects in ranges. SeaweedFS 4.48 stores SSE-S3 objects but
+    answers a ranged GET of one with ciphertext (a full GET is right): every
+    artifact TensorFlow read back would be silently wrong.
+    """
+    got = client.get_object(Bucket=bucket, Key=key, Range="bytes=5-14")["Body"].read()
+    if got != SSE_PROBE[5:15]:
+        raise StorageError(
+            f"{loc.what} {loc.uri}: {s3_endpoint() or 'the S3 store'} returns wrong bytes for "
+            "a ranged read of an object written with server-side encryption (storage.sse), "
+            "and TensorFlow reads in ranges; unset storage.sse for this store (a local "
+            "SeaweedFS encrypts its volumes itself: docs/protecting-data.md)"
+        )
+
+
 def _check_s3(loc: Location) -> None:
     bucket, prefix = split_uri(loc.uri)
     if not bucket:
@@ -287,8 +326,12 @@ def _check_s3(loc: Location) -> None:
         if loc.write:
             # Proves write and delete permission where the pipeline will write.
             key = join(prefix, f".tfxp-write-test-{uuid.uuid4().hex[:8]}").lstrip("/")
-            client.put_object(Bucket=bucket, Key=key, Body=b"ok")
-            client.delete_object(Bucket=bucket, Key=key)
+            client.put_object(Bucket=bucket, Key=key, Body=SSE_PROBE)
+            try:
+                if from_env().sse:
+                    check_sse_ranged_read(client, bucket, key, loc)
+            finally:
+                client.delete_object(Bucket=bucket, Key=key)
         else:
             client.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1)
 
@@ -297,7 +340,7 @@ def _check_s3(loc: Location) -> None:
     except StorageError:
         raise
     except Exception as e:  # noqa: BLE001 - boto3's many error types become one StorageError naming the location
-        raise _s3_error(loc, e) from None
+        raise s3_error(loc, e) from None
 
 
 def _gcp_credentials_hint() -> str | None:
@@ -338,6 +381,8 @@ def _check_gs(loc: Location) -> None:
         client = gcs.Client()
         if not client.bucket(bucket).exists(timeout=PROBE_TIMEOUT_S):
             raise StorageError(f"{loc.what} {loc.uri}: bucket '{bucket}' does not exist")
+        if loc.write:
+            check_gcs_default_key(client.get_bucket(bucket, timeout=PROBE_TIMEOUT_S), loc)
 
     try:
         _with_deadline(probe, PROBE_TIMEOUT_S * 2, f"{loc.what} {loc.uri} (Google Cloud Storage)")
@@ -349,6 +394,26 @@ def _check_gs(loc: Location) -> None:
             f"{loc.what} {loc.uri}: Google Cloud Storage is unusable with the credentials from "
             f"{source} ({first}); check the network and the credentials"
         ) from None
+
+
+def check_gcs_default_key(bucket, loc: Location) -> None:
+    """With storage.gcs_kms_key: the bucket's default key must be that key.
+
+    TensorFlow's and Beam's GCS clients send no per-object key, so what they
+    write is encrypted with the bucket's default key: that is where CMEK is set
+    (`gcloud storage buckets update gs://B --default-encryption-key=KEY`).
+    """
+    wanted = from_env().gcs_kms_key
+    if not wanted:
+        return
+    actual = bucket.default_kms_key_name or ""
+    # Google appends /cryptoKeyVersions/N to a key it reports; the key is what matters.
+    if actual.split("/cryptoKeyVersions/")[0] != wanted:
+        raise StorageError(
+            f"{loc.what} {loc.uri}: storage.gcs_kms_key is {wanted}, but the bucket's default "
+            f"encryption key is {actual or 'none (Google-managed)'}; set it with `gcloud storage "
+            f"buckets update gs://{bucket.name} --default-encryption-key={wanted}`"
+        )
 
 
 def check_location(loc: Location) -> None:
@@ -374,124 +439,38 @@ def config_locations(config) -> list[Location]:
     return [loc for loc in found if is_remote(loc.uri)]
 
 
+def apply_encryption(setting: StorageEncryption, locations: Iterable[Location]) -> None:
+    """Exports `setting` to every writer, or refuses (StorageError) under
+    `require_encryption` when a location's writers could write in the clear."""
+    export_env(setting)
+    if not setting.require:
+        return
+    for loc in locations:
+        if not loc.write:
+            continue
+        kind = scheme(loc.uri)
+        try:
+            if kind == "s3" and not setting.sse:
+                refuse_unencrypted(
+                    f"{loc.what} {loc.uri}", "has no storage.sse (AES256 or aws:kms) to send"
+                )
+            if kind == "gs" and not setting.gcs_kms_key:
+                refuse_unencrypted(
+                    f"{loc.what} {loc.uri}",
+                    "has no storage.gcs_kms_key: Google Cloud Storage objects are "
+                    "encrypted only with Google's key unless the bucket's default CMEK key is set",
+                )
+        except EncryptionRequiredError as e:
+            raise StorageError(str(e)) from None
+
+
 def check_remote_locations(config) -> None:
     """Pre-flight for every remote location of `config`; raises StorageError."""
     locations = config_locations(config)
+    setting = getattr(config, "storage", StorageEncryption())
+    # A config without `storage:` keeps what the environment already says (an
+    # Airflow worker's or a pod's TFXP_S3_SSE), rather than clearing it.
+    apply_encryption(setting if setting.active else from_env(), locations)
     for loc in locations:
         check_location(loc)
     enable_filesystems(loc.uri for loc in locations)
-
-
-# ---------------------------------------------------------------------------
-# Putting a local drop into a bucket (`tfxp data upload`).
-
-
-@dataclass(frozen=True)
-class Uploaded:
-    span: int
-    uris: tuple[str, ...]
-    nbytes: int
-    created_bucket: bool
-
-
-def _s3_span_numbers(client, bucket: str, prefix: str) -> list[int]:
-    import re
-
-    base = f"{prefix.rstrip('/')}/" if prefix else ""
-    numbers = []
-    paginator = client.get_paginator("list_objects_v2")
-    for page in paginator.paginate(Bucket=bucket, Prefix=base, Delimiter="/"):
-        for common in page.get("CommonPrefixes", []):
-            m = re.fullmatch(r"span-(\d+)/", common["Prefix"][len(base) :])
-            if m:
-                numbers.append(int(m.group(1)))
-    return sorted(numbers)
-
-
-def _ensure_s3_bucket(client, loc: Location, create: bool) -> bool:
-    """True when the bucket had to be created."""
-    from botocore import exceptions as bex
-
-    bucket, _ = split_uri(loc.uri)
-    try:
-        client.head_bucket(Bucket=bucket)
-        return False
-    except bex.ClientError as e:
-        missing = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 404
-        if not (create and missing):
-            raise _s3_error(loc, e) from None
-    region = os.environ.get("AWS_REGION", "us-east-1")
-    kwargs = {}
-    if region != "us-east-1" and not s3_endpoint():  # AWS wants the region spelled out
-        kwargs["CreateBucketConfiguration"] = {"LocationConstraint": region}
-    try:
-        client.create_bucket(Bucket=bucket, **kwargs)
-    except bex.ClientError as e:
-        raise StorageError(f"could not create bucket '{bucket}': {e}") from None
-    return True
-
-
-def upload_span(
-    files: Iterable[str | os.PathLike],
-    dest_root: str,
-    *,
-    span: int | None = None,
-    create_bucket: bool = True,
-) -> Uploaded:
-    """Copies one local drop (CSV files) to `dest_root/span-<N>/` in a bucket.
-
-    N is `span`, or the next number after the spans already there (1 in an empty
-    bucket). Each file is one object PUT, which S3 makes visible whole or not at
-    all, so a run never reads half a file. s3:// creates a missing bucket when
-    `create_bucket`; gs:// buckets must exist.
-    """
-    files = [os.fspath(f) for f in files]
-    kind = scheme(dest_root)
-    loc = Location(dest_root, "upload destination", write=True)
-    if kind not in REMOTE_SCHEMES:
-        raise StorageError(f"{dest_root}: upload takes an s3:// or gs:// URI")
-    bucket, prefix = split_uri(dest_root)
-    if not bucket:
-        raise StorageError(f"{dest_root}: no bucket in the URI ({kind}://BUCKET/path)")
-    nbytes = sum(os.path.getsize(f) for f in files)
-    if kind == "s3":
-        prepare_s3_environment()
-        client = s3_client()
-        try:
-            created = _ensure_s3_bucket(client, loc, create_bucket)
-            number = span or max(_s3_span_numbers(client, bucket, prefix), default=0) + 1
-            uris = []
-            for f in files:
-                key = "/".join(
-                    p for p in (prefix.strip("/"), f"span-{number}", os.path.basename(f)) if p
-                )
-                client.upload_file(f, bucket, key)
-                uris.append(f"s3://{bucket}/{key}")
-            # Last: the span is whole (watchers wait for it; tfxp/monitor/watch.py).
-            marker = "/".join(
-                p for p in (prefix.strip("/"), f"span-{number}", PUBLISHED_MARKER) if p
-            )
-            client.put_object(Bucket=bucket, Key=marker, Body=b"")
-        except StorageError:
-            raise
-        except Exception as e:  # noqa: BLE001 - boto3's many error types become one StorageError naming the location
-            raise _s3_error(loc, e) from None
-        return Uploaded(number, tuple(uris), nbytes, created)
-    check_location(loc)
-    import tensorflow as tf
-
-    root = dest_root.rstrip("/")
-    existing = [
-        int(name.strip("/").split("-", 1)[1])
-        for name in (tf.io.gfile.listdir(root) if tf.io.gfile.exists(root) else [])
-        if name.strip("/").startswith("span-") and name.strip("/")[5:].isdigit()
-    ]
-    number = span or max(existing, default=0) + 1
-    uris = []
-    for f in files:
-        uri = f"{root}/span-{number}/{os.path.basename(f)}"
-        tf.io.gfile.copy(f, uri, overwrite=False)
-        uris.append(uri)
-    with tf.io.gfile.GFile(f"{root}/span-{number}/{PUBLISHED_MARKER}", "w") as marker:
-        marker.write("")
-    return Uploaded(number, tuple(uris), nbytes, False)

@@ -15,6 +15,7 @@ Security model (docs/console.md):
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from urllib.parse import urlencode
@@ -27,7 +28,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from runtime.access import LOOPBACK_NAMES, token_matches
+from runtime.access import LOOPBACK_NAMES, log_refused, token_matches
 from tfxp.ui.browse import StoreBrowser
 
 __all__ = ["create_app"]
@@ -103,6 +104,8 @@ class Guard:
             response = RedirectResponse(target, status_code=303)
             response.set_cookie(TOKEN_COOKIE, self.token, httponly=True, samesite="strict")
             return response
+        client = request.client.host if request.client else "?"
+        log_refused(logging.getLogger("tfxp.ui"), 401, request.method, request.url.path, client)
         return PlainTextResponse(
             "401: this console needs its access token (printed by `tfxp ui` at start): "
             "open the address it printed, with ?token=...\n",
