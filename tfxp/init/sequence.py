@@ -263,6 +263,7 @@ def infer_sequence_schema(seq: SequenceInferred, files: list[Path], model: str):
     from tensorflow_data_validation.api import validation_api
     from tensorflow_data_validation.statistics import stats_impl, stats_options
     from tfx_bsl.coders import sequence_example_coder
+    from tfx_bsl.tfxio import tensor_representation_util
 
     from components.example_gen.sequence_records import (
         Layout,
@@ -289,6 +290,11 @@ def infer_sequence_schema(seq: SequenceInferred, files: list[Path], model: str):
         if feature.name == seq.table.label.name:
             feature.not_in_environment.append("SERVING")
     schema.default_environment.extend(["TRAINING", "SERVING"])
+    # Written out, the tensor representations make TFX's Transform read SequenceExamples
+    # natively (ragged feature lists); without them it falls back to raw records.
+    tensor_representation_util.SetTensorRepresentationsInSchema(
+        schema, tensor_representation_util.InferTensorRepresentationsFromSchema(schema)
+    )
     return schema
 
 
