@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
 import shutil
 import sys
 import time
@@ -109,20 +110,27 @@ def sessions(keys: int, seed: int = 0) -> list[Session]:
     return [session(i, rng) for i in range(keys)]
 
 
-def rows_of(s: Session) -> list[list]:
-    return [
+def rows_of(s: Session, keep: float = 1.0) -> list[list]:
+    """The session's rows; `keep` < 1 keeps only that share of its first events (a
+    tracker that stops sending late events: the drift the gate must catch)."""
+    rows = [
         [s.key, t, a, m, d, s.device, s.tenure, s.label]
         for t, a, m, d in zip(s.times, s.actions, s.amounts, s.dwell, strict=True)
     ]
+    return rows[: max(1, math.ceil(len(rows) * keep))]
 
 
-def write_events(out: Path, keys: int, seed: int = 0, files: int = 3, progress=None) -> dict:
+def write_events(
+    out: Path, keys: int, seed: int = 0, files: int = 3, progress=None, keep: float = 1.0
+) -> dict:
     """The event table as `files` CSV files under `out`; returns counts for the caller."""
     if keys < 1 or files < 1:
         raise ValueError(f"--keys and --files must be at least 1 (got {keys}, {files})")
+    if not 0 < keep <= 1:
+        raise ValueError(f"--keep-events is a share in (0, 1], not {keep}")
     rng = np.random.default_rng(seed + 1)
     all_sessions = sessions(keys, seed)
-    rows = [r for s in all_sessions for r in rows_of(s)]
+    rows = [r for s in all_sessions for r in rows_of(s, keep)]
     order = rng.permutation(len(rows))  # rows of a key over every file, out of order
     out.mkdir(parents=True, exist_ok=True)
     chunk = -(-len(rows) // files)
@@ -140,6 +148,12 @@ def write_events(out: Path, keys: int, seed: int = 0, files: int = 3, progress=N
 def add_sequence_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--keys", type=int, help="sequences: sessions to generate")
     p.add_argument("--files", type=int, default=3, help="sequences: CSV files (default 3)")
+    p.add_argument(
+        "--keep-events",
+        type=float,
+        default=1.0,
+        help="sequences: keep only this share of each session's first events (drift)",
+    )
 
 
 def generate_sequences(args: argparse.Namespace, out: Path, stream=None) -> int:
@@ -155,7 +169,9 @@ def generate_sequences(args: argparse.Namespace, out: Path, stream=None) -> int:
     shutil.rmtree(staging, ignore_errors=True)
     started = time.perf_counter()
     try:
-        done = write_events(staging, args.keys, seed=args.seed, files=args.files)
+        done = write_events(
+            staging, args.keys, seed=args.seed, files=args.files, keep=args.keep_events
+        )
     except (ValueError, OSError) as e:
         shutil.rmtree(staging, ignore_errors=True)
         print(f"ERROR: {e}", file=sys.stderr)

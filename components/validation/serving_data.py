@@ -136,7 +136,9 @@ def load_serving_data(
     schema: schema_pb2.Schema, pattern: str, log_dir: str, window: WindowOptions
 ) -> ServingData:
     """The serving side of the skew check (the gate's and `tfxp watch --skew-every`'s)."""
-    found = served_window(log_dir, window) if log_dir else None
+    # A sequence model's requests are SequenceExamples (its schema has feature lists).
+    sequence = any(f.type == schema_pb2.STRUCT for f in schema.feature)
+    found = served_window(log_dir, window, sequence) if log_dir else None
     too_few = ""
     if found is not None and found[1].examples >= window.needed:
         table, described = found

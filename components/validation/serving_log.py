@@ -44,6 +44,8 @@ OUTPUT = "__output"
 SERVED, SHADOW = "served", "shadow"
 _NAME = re.compile(r"^requests-(\d{8}T\d{6})-(\d+)-(\d{6})\.tfrecord\.gz$")
 _STAMP = "%Y%m%dT%H%M%S"
+# tfx_bsl's column of a SequenceExample's feature lists (what StatisticsGen reads).
+SEQUENCE_STRUCT = "##SEQUENCE##"
 
 
 class ServingLogError(ValueError):
@@ -141,14 +143,22 @@ def files_key(files: list[LogFile]) -> str:
     return h.hexdigest()
 
 
-def read_batches(files: list[LogFile], batch_size: int = 8192) -> Iterator[pa.RecordBatch]:
-    """Every record of `files`, in the given order, as tfx_bsl's schema-less record batches."""
+def read_batches(
+    files: list[LogFile], batch_size: int = 8192, sequence: bool = False
+) -> Iterator[pa.RecordBatch]:
+    """Every record of `files`, in the given order, as tfx_bsl's schema-less record batches
+    (`sequence`: the records are SequenceExamples, decoded as StatisticsGen reads them:
+    context features as columns, feature lists under `##SEQUENCE##`)."""
     import tensorflow as tf
-    from tfx_bsl.coders import example_coder
+    from tfx_bsl.coders import example_coder, sequence_example_coder
 
     from components.example_gen.layout import sequential_records
 
-    decoder = example_coder.ExamplesToRecordBatchDecoder()
+    decoder = (
+        sequence_example_coder.SequenceExamplesToRecordBatchDecoder(SEQUENCE_STRUCT)
+        if sequence
+        else example_coder.ExamplesToRecordBatchDecoder()
+    )
     for f in files:
         try:
             for serialized in sequential_records([f.path], "GZIP").batch(batch_size):
@@ -161,11 +171,11 @@ def read_batches(files: list[LogFile], batch_size: int = 8192) -> Iterator[pa.Re
             ) from e
 
 
-def read_table(files: list[LogFile]) -> pa.Table:
+def read_table(files: list[LogFile], sequence: bool = False) -> pa.Table:
     """All records of `files` as one table (columns: features and `__*` metadata)."""
     import pyarrow as pa
 
-    batches = [b for b in read_batches(files) if b.num_rows]
+    batches = [b for b in read_batches(files, sequence=sequence) if b.num_rows]
     if not batches:
         return pa.table({})
     tables = [pa.Table.from_batches([b]) for b in batches]
@@ -262,9 +272,12 @@ def _micros(value: int | None) -> dt.datetime | None:
     return dt.datetime.fromtimestamp(value / 1e6, tz=dt.UTC)
 
 
-def served_window(folder: str, options: WindowOptions) -> tuple[pa.Table, Window] | None:
+def served_window(
+    folder: str, options: WindowOptions, sequence: bool = False
+) -> tuple[pa.Table, Window] | None:
     """The latest window's served records (features only) and its description, or None
-    when the folder holds no published file with a served record."""
+    when the folder holds no published file with a served record (`sequence`: the
+    model takes SequenceExamples; the metadata is in their context)."""
     import pyarrow as pa
 
     files = window_files(published_files(folder), options)
@@ -273,7 +286,7 @@ def served_window(folder: str, options: WindowOptions) -> tuple[pa.Table, Window
     times: list[int] = []
     count = 0
     for f in files:
-        table = read_table([f])
+        table = read_table([f], sequence)
         if not table.num_rows:
             continue
         served = pa.array([r == SERVED for r in first_values(table, ROLE)], pa.bool_())
