@@ -91,7 +91,7 @@ def test_init_tells_context_from_per_event_columns(shop):
 
 def test_example_gen_writes_one_sequence_example_per_key_split_by_key(shop):
     import tensorflow as tf
-    from tfx.components.util import examples_utils
+    from tfx.components.example_gen import utils as example_gen_utils
     from tfx.proto import example_gen_pb2
 
     from metadata.store import location_from, open_store
@@ -100,7 +100,7 @@ def test_example_gen_writes_one_sequence_example_per_key_split_by_key(shop):
     examples = [a for a in store.get_artifacts_by_type("Examples") if "SequenceExampleGen" in a.uri]
     assert examples
     artifact = examples[0]
-    payload = artifact.custom_properties[examples_utils.PAYLOAD_FORMAT_PROPERTY_NAME].string_value
+    payload = artifact.custom_properties[example_gen_utils.PAYLOAD_FORMAT_PROPERTY_NAME].string_value
     assert payload == example_gen_pb2.PayloadFormat.Name(
         example_gen_pb2.PayloadFormat.FORMAT_TF_SEQUENCE_EXAMPLE
     )
