@@ -28,6 +28,7 @@ from rendering.data import render_csv_ingest, render_generator, render_input_pip
 from rendering.evaluation import (  # noqa: E402
     render_digits_eval,
     render_slicing_cost,
+    render_sequence_quality,
     render_tabular_quality,
     render_tuning,
 )
@@ -61,6 +62,10 @@ RENDERERS: dict[str, tuple[str, Callable[[dict], list[str]]]] = {
     "tabular_quality": (
         "Model quality on tables against HistGradientBoosting",
         render_tabular_quality,
+    ),
+    "sequence_quality": (
+        "Sequence models against HistGradientBoosting on aggregates (docs/sequences.md)",
+        render_sequence_quality,
     ),
     "serving": ("Serving online (`tfxp serve`, docs/serving.md)", render_serving),
     "image_scale": ("Images at scale (docs/images.md)", render_image_scale),
