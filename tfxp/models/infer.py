@@ -76,7 +76,12 @@ class InferResult:
         if r.rows_skipped > len(r.skipped):
             lines.append(f"    ... {r.rows_skipped - len(r.skipped)} more")
         lines += [
-            f"predictions: {self.output}/predictions.csv and predictions.tfrecord.gz",
+            f"predictions: {self.output}/predictions.csv"
+            + (
+                " and predictions.tfrecord.gz"
+                if os.path.exists(os.path.join(self.output, "predictions.tfrecord.gz"))
+                else " (one row per sequence)"
+            ),
             f"recorded in ML Metadata: run {self.run_id}, predictions #{self.predictions_id} "
             f"(`tfxp lineage scored --dataset {self.dataset} --span {self.span.span}`)",
         ]
