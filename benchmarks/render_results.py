@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from rendering.data import render_csv_ingest, render_generator, render_input_pipeline  # noqa: E402
 from rendering.evaluation import (  # noqa: E402
     render_digits_eval,
-    render_slicing_cost,
     render_sequence_quality,
+    render_slicing_cost,
     render_tabular_quality,
     render_tuning,
 )

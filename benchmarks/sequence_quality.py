@@ -97,7 +97,9 @@ def aggregates(examples, options, vocab: dict[str, list]) -> tuple[np.ndarray, n
             if value is None:
                 row.append(np.nan)
             else:
-                row.append(codes[name].get(value, np.nan) if treatment == "vocabulary" else float(value))
+                row.append(
+                    codes[name].get(value, np.nan) if treatment == "vocabulary" else float(value)
+                )
         rows.append(row)
         label = _values(example.context.feature[options.label])[0]
         label = label.decode() if isinstance(label, bytes) else str(label)
@@ -164,7 +166,9 @@ def input_rate(config, run_dir: Path) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
     parser.add_argument("--keys", type=int, default=4000, help="sessions to generate")
     parser.add_argument("--seed", type=int, default=3)
     parser.add_argument("--models", default="conv,gru")
@@ -204,14 +208,18 @@ def main(argv: list[str] | None = None) -> int:
         examples = sorted(glob.glob(str(tmp / f"run-{name}" / "pipeline_root" / "SequenceExampleGen" / "examples" / "*")))[-1]  # fmt: skip
         train_records = _records(os.path.join(examples, "Split-train"))
         eval_records = _records(os.path.join(examples, "Split-eval"))
-        _, labels = aggregates(_decoded(eval_records), config.sequence, vocabularies([], config.sequence))
+        _, labels = aggregates(
+            _decoded(eval_records), config.sequence, vocabularies([], config.sequence)
+        )
         model_dir = sorted(glob.glob(os.path.join(config.serving_dir, "[0-9]*")))[-1]
         scores = quality(ours_scores(model_dir, eval_records), labels)
         from metadata.properties import prop
         from metadata.store import location_from, open_store
 
         store = open_store(location_from(run_dir=config.local_dir))
-        ingest = [a for a in store.get_artifacts_by_type("Examples") if "SequenceExampleGen" in a.uri]
+        ingest = [
+            a for a in store.get_artifacts_by_type("Examples") if "SequenceExampleGen" in a.uri
+        ]
         result["models"][name] = {
             **scores,
             "blessed": bool(summary.blessed),

@@ -19,7 +19,7 @@ import csv
 import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import tensorflow as tf
@@ -86,11 +86,13 @@ def parse_order(value: str, order_format: str, where: str) -> float:
         if order_format == "timestamp":
             stamp = datetime.fromisoformat(text.replace("Z", "+00:00"))
             if stamp.tzinfo is None:
-                stamp = stamp.replace(tzinfo=timezone.utc)
+                stamp = stamp.replace(tzinfo=UTC)
             return stamp.timestamp()
         number = float(text)
     except ValueError:
-        what = "an ISO timestamp (2026-03-01 10:15:30)" if order_format == "timestamp" else "a number"
+        what = (
+            "an ISO timestamp (2026-03-01 10:15:30)" if order_format == "timestamp" else "a number"
+        )
         raise SequenceInputError(f"{where}: order value {value!r} is not {what}") from None
     if not math.isfinite(number):
         raise SequenceInputError(f"{where}: order value {value!r} is not finite")
@@ -131,7 +133,9 @@ def read_events(
         if not row:
             continue
         if len(row) != len(header):
-            raise SequenceInputError(f"{where}: has {len(row)} fields, the header has {len(header)}")
+            raise SequenceInputError(
+                f"{where}: has {len(row)} fields, the header has {len(header)}"
+            )
         cells = tuple(row[i] for i in at)
         key = cells[0]
         if not key.strip():

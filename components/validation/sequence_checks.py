@@ -87,15 +87,30 @@ def length_findings(
     if ratio < shrink_ratio:
         return [
             Finding(
-                kind, LENGTH_FEATURE, SHORTENED,
-                f"sequences shortened: {said}", ratio, shrink_ratio, RATIO, where, BLOCK, "<",
+                kind,
+                LENGTH_FEATURE,
+                SHORTENED,
+                f"sequences shortened: {said}",
+                ratio,
+                shrink_ratio,
+                RATIO,
+                where,
+                BLOCK,
+                "<",
             )  # fmt: skip
         ]
     if ratio > 1 / shrink_ratio:
         return [
             Finding(
-                kind, LENGTH_FEATURE, LENGTHENED,
-                f"sequences lengthened: {said}", ratio, 1 / shrink_ratio, RATIO, where, WARN,
+                kind,
+                LENGTH_FEATURE,
+                LENGTHENED,
+                f"sequences lengthened: {said}",
+                ratio,
+                1 / shrink_ratio,
+                RATIO,
+                where,
+                WARN,
             )  # fmt: skip
         ]
     return []

@@ -100,7 +100,9 @@ def test_example_gen_writes_one_sequence_example_per_key_split_by_key(shop):
     examples = [a for a in store.get_artifacts_by_type("Examples") if "SequenceExampleGen" in a.uri]
     assert examples
     artifact = examples[0]
-    payload = artifact.custom_properties[example_gen_utils.PAYLOAD_FORMAT_PROPERTY_NAME].string_value
+    payload = artifact.custom_properties[
+        example_gen_utils.PAYLOAD_FORMAT_PROPERTY_NAME
+    ].string_value
     assert payload == example_gen_pb2.PayloadFormat.Name(
         example_gen_pb2.PayloadFormat.FORMAT_TF_SEQUENCE_EXAMPLE
     )

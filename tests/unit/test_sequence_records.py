@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from components.example_gen.sequence_example_gen import bucket_of, split_of
 from components.example_gen.sequence_records import (
     Layout,
     SequenceInputError,
     examples_of_files,
     parse_order,
 )
-from components.example_gen.sequence_example_gen import bucket_of, split_of
 from pipeline.dataset_sections import DatasetFileError
 from pipeline.dataset_sequence import read_sequence
 
@@ -107,7 +107,9 @@ def _file(sequence: dict, **top) -> dict:
 
 def test_the_sequence_section_is_read_and_checked():
     options = read_sequence(
-        _file({"key": "k", "order_by": "t", "context": {"c": "zscore"}, "features": {"x": "zscore"}}),
+        _file(
+            {"key": "k", "order_by": "t", "context": {"c": "zscore"}, "features": {"x": "zscore"}}
+        ),
         "d.yaml",
     )
     assert (options.max_length, options.truncate, options.model) == (64, "keep_last", "gru")
@@ -147,7 +149,9 @@ def test_init_refuses_a_label_that_varies_within_a_key_naming_rows(tmp_path):
     rows = [[f"s{i % 6}", i, "yes" if i % 6 < 3 else "no", i % 6, i * 0.5, "v"] for i in range(30)]
     rows[7][2] = "yes" if rows[7][2] == "no" else "no"
     path = _events(tmp_path, rows)
-    with pytest.raises(InitError, match=r"label 'y' varies within the sequence 's1'.*events\.csv:3"):
+    with pytest.raises(
+        InitError, match=r"label 'y' varies within the sequence 's1'.*events\.csv:3"
+    ):
         infer_sequences(_init_args([path]), "ev")
 
 
@@ -155,7 +159,9 @@ def test_init_refuses_repeated_order_values_naming_rows(tmp_path):
     from tfxp.init.profile import InitError
     from tfxp.init.sequence import infer_sequences
 
-    rows = [[f"s{i % 6}", i // 6, "yes" if i % 6 < 3 else "no", i % 6, i * 0.5, "v"] for i in range(30)]
+    rows = [
+        [f"s{i % 6}", i // 6, "yes" if i % 6 < 3 else "no", i % 6, i * 0.5, "v"] for i in range(30)
+    ]
     rows[8][1] = rows[2][1]  # s2: a second event at the same time
     path = _events(tmp_path, rows)
     with pytest.raises(InitError, match=r"repeats within key k='s2': rows .*events\.csv:4"):

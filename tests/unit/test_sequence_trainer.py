@@ -49,7 +49,11 @@ def test_cut_steps_keeps_the_last_max_length_steps_of_each_sequence():
 
 def test_length_buckets_and_trimming_keep_padding_small():
     assert bucket_boundaries(64) == [5, 9, 17, 33]
-    features = {"x_xf": tf.zeros([2, 8]), LENGTH_XF: tf.constant([3, 5], tf.int64), "c_xf": tf.ones([2])}
+    features = {
+        "x_xf": tf.zeros([2, 8]),
+        LENGTH_XF: tf.constant([3, 5], tf.int64),
+        "c_xf": tf.ones([2]),
+    }
     trimmed = trim_to_longest(features, ["x_xf"])
     assert trimmed["x_xf"].shape == (2, 5) and trimmed["c_xf"].shape == (2,)
 
@@ -59,7 +63,10 @@ def test_the_model_ignores_padding_beyond_each_length(kind):
     spec = SequenceSpec(**{**SPEC.__dict__, "model": kind})
     model = build_model(spec, {"a": 3, "d": 2})
     rng = np.random.default_rng(0)
-    steps = {"x_xf": rng.normal(size=(2, 6)).astype("float32"), "a_xf": np.array([[1, 2, 3, 0, 0, 0]] * 2)}
+    steps = {
+        "x_xf": rng.normal(size=(2, 6)).astype("float32"),
+        "a_xf": np.array([[1, 2, 3, 0, 0, 0]] * 2),
+    }
     base = {
         **steps,
         LENGTH_XF: np.array([3, 3]),
@@ -73,7 +80,9 @@ def test_the_model_ignores_padding_beyond_each_length(kind):
     np.testing.assert_allclose(model(noisy).numpy(), out, atol=1e-6)
 
 
-def _stats(avg: float, low: int, high: int, n: int = 100) -> statistics_pb2.DatasetFeatureStatisticsList:
+def _stats(
+    avg: float, low: int, high: int, n: int = 100
+) -> statistics_pb2.DatasetFeatureStatisticsList:
     stats = statistics_pb2.DatasetFeatureStatisticsList()
     feature = stats.datasets.add().features.add()
     feature.path.step.extend(["##SEQUENCE##", "x"])
@@ -87,7 +96,9 @@ def test_shortened_sequences_block_and_similar_lengths_pass():
     before = length_summary(_stats(15.0, 4, 60))
     assert before == LengthSummary(100, 15.0, 4, 60)
     found = length_findings(length_summary(_stats(7.5, 2, 30)), before, "drift", "span 2 vs 1")
-    assert [(f.feature, f.anomaly, f.severity) for f in found] == [(LENGTH_FEATURE, SHORTENED, BLOCK)]
+    assert [(f.feature, f.anomaly, f.severity) for f in found] == [
+        (LENGTH_FEATURE, SHORTENED, BLOCK)
+    ]
     assert "mean 7.5 steps" in found[0].description
     assert length_findings(length_summary(_stats(14.0, 4, 60)), before, "drift", "") == []
     assert length_summary(statistics_pb2.DatasetFeatureStatisticsList()) is None
@@ -96,11 +107,16 @@ def test_shortened_sequences_block_and_similar_lengths_pass():
 def test_the_serving_encoder_builds_sequence_examples_and_names_bad_values():
     from serving.codec import ClientError, SequenceExampleEncoder
 
-    encode = SequenceExampleEncoder({"k": "BYTES", "y": "BYTES", "c": "FLOAT"}, {"x": "FLOAT", "a": "BYTES"}, "y")
+    encode = SequenceExampleEncoder(
+        {"k": "BYTES", "y": "BYTES", "c": "FLOAT"}, {"x": "FLOAT", "a": "BYTES"}, "y"
+    )
     raw = encode({"k": "s", "y": "yes", "c": 2, "x": [1.0, None], "a": ["v", "w"]}, "examples[0]")
     example = tf.train.SequenceExample.FromString(raw)
     assert "y" not in example.context.feature  # the label is never an input
-    assert [list(f.float_list.value) for f in example.feature_lists.feature_list["x"].feature] == [[1.0], []]
+    assert [list(f.float_list.value) for f in example.feature_lists.feature_list["x"].feature] == [
+        [1.0],
+        [],
+    ]
     assert encode({"b64": "AAE="}, "examples[1]") == b"\x00\x01"
     with pytest.raises(ClientError, match=r"examples\[0\]\.x: a per-step feature is a list"):
         encode({"x": 1.0}, "examples[0]")

@@ -274,9 +274,7 @@ def infer_sequence_schema(seq: SequenceInferred, files: list[Path], model: str):
 
     layout = Layout.of(options_dict(seq, model), kinds(seq))
     try:
-        built = examples_of_files(
-            [str(f) for f in files], layout, renamed=seq.table.renamed
-        )
+        built = examples_of_files([str(f) for f in files], layout, renamed=seq.table.renamed)
     except SequenceInputError as e:
         raise InitError(str(e)) from e
     decoder = sequence_example_coder.SequenceExamplesToRecordBatchDecoder(SEQUENCE_STRUCT)
@@ -422,13 +420,17 @@ def render_table(seq: SequenceInferred) -> str:
     role.update({id(c): "context" for c in seq.context})
     role.update({id(c): "feature" for c in seq.features})
     width = max(len("column"), *(len(c.name) for c in columns))
-    lines = [f"  {'column':<{width}}  {'role':<8} {'type':<6} {'treatment':<11} {'missing':>7}  note"]
+    lines = [
+        f"  {'column':<{width}}  {'role':<8} {'type':<6} {'treatment':<11} {'missing':>7}  note"
+    ]
     for c in columns:
         missing = f"{100 * c.missing / t.rows:.1f}%"
         r = role.get(id(c), "unused")
         treatment = c.treatment if r in ("context", "feature") else "-"
         note = c.note if r != "label" else f"{t.task} label, one per sequence"
-        lines.append(f"  {c.name:<{width}}  {r:<8} {c.kind:<6} {treatment:<11} {missing:>7}  {note}")
+        lines.append(
+            f"  {c.name:<{width}}  {r:<8} {c.kind:<6} {treatment:<11} {missing:>7}  {note}"
+        )
     return "\n".join(lines)
 
 

@@ -116,7 +116,10 @@ def build_model(
     if spec.task == "binary":
         loss, metrics = "binary_crossentropy", [keras.metrics.BinaryAccuracy(), keras.metrics.AUC()]
     elif spec.task == "multiclass":
-        loss, metrics = "sparse_categorical_crossentropy", [keras.metrics.SparseCategoricalAccuracy()]
+        loss, metrics = (
+            "sparse_categorical_crossentropy",
+            [keras.metrics.SparseCategoricalAccuracy()],
+        )
     else:
         loss, metrics = "mse", [keras.metrics.RootMeanSquaredError()]
     model.compile(optimizer=optimizer, loss=loss, metrics=metrics)

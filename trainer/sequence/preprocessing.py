@@ -42,10 +42,7 @@ def cut_steps(
     positions = tf.ragged.range(lengths)
     at = positions.flat_values
     row = positions.value_rowids()
-    if keep_last:
-        keep = at >= tf.gather(lengths - max_length, row)
-    else:
-        keep = at < max_length
+    keep = at >= tf.gather(lengths - max_length, row) if keep_last else at < max_length
     return tf.ragged.boolean_mask(x.values, keep), tf.minimum(lengths, max_length)
 
 
@@ -94,7 +91,10 @@ def _column(x, default: Any) -> tuple[tf.Tensor, tf.Tensor]:
         ones = tf.SparseTensor(x.indices, tf.ones_like(x.values, tf.bool), shaped.dense_shape)
         present = tf.sparse.to_dense(ones, False)[:, 0]
     elif isinstance(x, tf.RaggedTensor):
-        values, present = x.to_tensor(default_value=default, shape=[None, 1])[:, 0], x.row_lengths() > 0
+        values, present = (
+            x.to_tensor(default_value=default, shape=[None, 1])[:, 0],
+            x.row_lengths() > 0,
+        )
     else:
         values = tf.reshape(x, [-1])
         present = tf.ones_like(values, tf.bool)
