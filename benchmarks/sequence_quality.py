@@ -123,8 +123,10 @@ def ours_scores(model_dir: str, eval_: list[bytes]) -> np.ndarray:
     import tensorflow as tf
 
     serve = tf.saved_model.load(model_dir).signatures["serving_default"]
-    out = [serve(examples=tf.constant(eval_[i : i + 512]))["logistic"].numpy().reshape(-1)
-           for i in range(0, len(eval_), 512)]  # fmt: skip
+    out = [
+        serve(examples=tf.constant(eval_[i : i + 512]))["logistic"].numpy().reshape(-1)
+        for i in range(0, len(eval_), 512)
+    ]
     return np.concatenate(out)
 
 
@@ -205,7 +207,8 @@ def main(argv: list[str] | None = None) -> int:
         seconds = time.perf_counter() - started
         if not summary.pushed:
             print(summary.render())
-        examples = sorted(glob.glob(str(tmp / f"run-{name}" / "pipeline_root" / "SequenceExampleGen" / "examples" / "*")))[-1]  # fmt: skip
+        ingested = tmp / f"run-{name}" / "pipeline_root" / "SequenceExampleGen" / "examples"
+        examples = sorted(glob.glob(str(ingested / "*")), key=lambda p: int(Path(p).name))[-1]
         train_records = _records(os.path.join(examples, "Split-train"))
         eval_records = _records(os.path.join(examples, "Split-eval"))
         _, labels = aggregates(

@@ -97,7 +97,7 @@ def length_findings(
                 where,
                 BLOCK,
                 "<",
-            )  # fmt: skip
+            )
         ]
     if ratio > 1 / shrink_ratio:
         return [
@@ -111,7 +111,7 @@ def length_findings(
                 RATIO,
                 where,
                 WARN,
-            )  # fmt: skip
+            )
         ]
     return []
 

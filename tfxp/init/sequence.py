@@ -339,8 +339,8 @@ def dataset_yaml(seq: SequenceInferred, data_root: str | None, model: str) -> st
         f"  model: {model}",
     ]
     if seq.excluded:
-        lines.append("# Columns not used: " + ", ".join(f"{c.name} ({c.note or c.treatment})"
-                                                       for c in seq.excluded))  # fmt: skip
+        unused = ", ".join(f"{c.name} ({c.note or c.treatment})" for c in seq.excluded)
+        lines.append(f"# Columns not used: {unused}")
     lines += [
         "",
         f"# About {TRAIN_EPOCHS} passes over the training split (2/3 of the sequences).",

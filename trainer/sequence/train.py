@@ -102,8 +102,8 @@ def dataset(
     record_shard: tuple[int, int] | None = None,
 ) -> tf.data.Dataset:
     """(features, label) batches of transformed examples, bucketed by sequence length."""
-    files = sorted(f for p in ([patterns] if isinstance(patterns, str) else patterns)
-                   for f in tf.io.gfile.glob(p))  # fmt: skip
+    listed = [patterns] if isinstance(patterns, str) else list(patterns)
+    files = sorted(f for p in listed for f in tf.io.gfile.glob(p))
     if not files:
         raise ValueError(f"no transformed examples match {patterns}")
     records = tf.data.TFRecordDataset(files, compression_type="GZIP")
