@@ -5,8 +5,8 @@
 One invocation:
   1. generates shopping sessions (`data/sequences.py`: the label depends on order
      and on late events), runs `tfxp init --sequence-key --order-by` (no edit) and
-     the whole pipeline once per sequence model (`ours`: conv and gru; ExampleGen
-     is cached, so every model sees the same sequences in each split);
+     the whole pipeline once per sequence model (`ours`: conv and gru; the split is
+     by a hash of the key, so every model sees the same sequences in each split);
   2. reads back the SequenceExamples ExampleGen put in the train and eval splits
      and fits scikit-learn's HistGradientBoostingClassifier with default settings
      (the `anchor`) on the train sequences' aggregates: length; mean, std, min,
