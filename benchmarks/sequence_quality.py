@@ -74,10 +74,21 @@ def vocabularies(examples, options) -> dict[str, list]:
     return {name: sorted(values) for name, values in seen.items()}
 
 
+def labels_of(examples, options) -> np.ndarray:
+    """Each sequence's label as its index in the dataset file's classes."""
+    out = []
+    for example in examples:
+        label = _values(example.context.feature[options.label])[0]
+        out.append(
+            options.classes.index(label.decode() if isinstance(label, bytes) else str(label))
+        )
+    return np.array(out)
+
+
 def aggregates(examples, options, vocab: dict[str, list]) -> tuple[np.ndarray, np.ndarray]:
     """(X, y): per-sequence aggregates, as the anchor sees them."""
     codes = {name: {v: float(i) for i, v in enumerate(values)} for name, values in vocab.items()}
-    rows, labels = [], []
+    rows = []
     for example in examples:
         steps = example.feature_lists.feature_list
         row: list[float] = [len(steps[next(iter(options.features))].feature)]
@@ -101,10 +112,7 @@ def aggregates(examples, options, vocab: dict[str, list]) -> tuple[np.ndarray, n
                     codes[name].get(value, np.nan) if treatment == "vocabulary" else float(value)
                 )
         rows.append(row)
-        label = _values(example.context.feature[options.label])[0]
-        label = label.decode() if isinstance(label, bytes) else str(label)
-        labels.append(options.classes.index(label))
-    return np.array(rows, dtype=float), np.array(labels)
+    return np.array(rows, dtype=float), labels_of(examples, options)
 
 
 def anchor_scores(train: list[bytes], eval_: list[bytes], options) -> tuple[np.ndarray, np.ndarray]:
@@ -211,9 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         examples = sorted(glob.glob(str(ingested / "*")), key=lambda p: int(Path(p).name))[-1]
         train_records = _records(os.path.join(examples, "Split-train"))
         eval_records = _records(os.path.join(examples, "Split-eval"))
-        _, labels = aggregates(
-            _decoded(eval_records), config.sequence, vocabularies([], config.sequence)
-        )
+        labels = labels_of(_decoded(eval_records), config.sequence)
         model_dir = sorted(glob.glob(os.path.join(config.serving_dir, "[0-9]*")))[-1]
         scores = quality(ours_scores(model_dir, eval_records), labels)
         from metadata.properties import prop
