@@ -230,9 +230,20 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def _columns(config: PipelineConfig) -> dict[str, str]:
     from components.example_gen.labels import label_as_text
-    from components.validation.schema_importer import load_schema, schema_column_types
+    from components.validation.schema_importer import (
+        load_schema,
+        schema_column_types,
+        sequence_column_types,
+    )
 
-    columns = schema_column_types(load_schema(config.schema_file))
+    schema = load_schema(config.schema_file)
+    if config.sequence is not None:
+        # An event table: context and per-event columns, and the order column as read.
+        columns = sequence_column_types(schema)
+        timestamps = config.sequence.order_format == "timestamp"
+        columns[config.sequence.order_by] = "BYTES" if timestamps else "FLOAT"
+        return columns
+    columns = schema_column_types(schema)
     if config.tabular is not None and config.tabular.unlabelled_rows == "drop":
         # As ExampleGen: a label that does not parse drops its row, it does not refuse the drop.
         columns = label_as_text(columns, config.label_key)
