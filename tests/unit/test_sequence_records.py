@@ -180,3 +180,18 @@ def test_init_tells_context_from_per_event_columns(tmp_path):
     assert [c.name for c in seq.features] == ["x", "a"]
     assert seq.order_format == "number" and seq.sequences == 6
     assert [c.treatment for c in seq.features] == ["zscore", "vocabulary"]
+
+
+def test_the_generator_spreads_a_sessions_rows_over_files_and_labels_by_late_events(tmp_path):
+    from data.sequences import KEY, converts, write_events
+
+    done = write_events(tmp_path, 200, seed=4, files=3)
+    files = sorted(tmp_path.glob("*.csv"))
+    keys_by_file = [{row[KEY] for row in csv.DictReader(f.open())} for f in files]
+    assert len(files) == 3 and done["keys"] == 200
+    assert keys_by_file[0] & keys_by_file[1] & keys_by_file[2]  # sessions straddle the files
+    # Order matters: the same events, a cart late or early, give different labels.
+    amounts = [10.0, 10.0, 10.0, 10.0, 20.0, 20.0, 20.0]
+    late = ["view", "view", "view", "view", "view", "cart", "view"]
+    assert converts(late, amounts) and not converts(late[::-1], amounts)
+    assert not converts(["view", "cart", "remove", "view"], [1.0, 1.0, 5.0, 5.0, 5.0])
