@@ -24,6 +24,7 @@ from components.example_gen.sequence_records import (
 )
 from components.validation.schema_importer import load_schema, sequence_column_types
 from pipeline.config import PipelineConfig
+from tfxp.models.predict import PredictError, latest_pushed_model, with_feature_names
 
 BATCH_SIZE = 512
 
@@ -87,12 +88,24 @@ def serialized_examples(
         if not os.path.isfile(path):
             raise SequencePredictError(f"{path}: no such file")
     kinds = {c: layout.kinds[c] for c in layout.columns(with_label=False)}
+    # Headers `tfxp init` renamed (invalid feature names) are read under their new names.
+    copies = {p: with_feature_names(p, layout.kinds, config.csv_encoding) for p in paths}
+    readable = [copies[p] or p for p in paths]
     try:
         # The tables' checks (file, line, column) for the columns a request carries.
-        events = check_csv_files(paths, kinds, required=list(kinds), encoding=config.csv_encoding)
-        built = examples_of_files(paths, layout, config.csv_encoding, with_label=False)
+        events = check_csv_files(
+            readable, kinds, required=list(kinds), encoding=config.csv_encoding
+        )
+        built = examples_of_files(readable, layout, config.csv_encoding, with_label=False)
     except (CsvInputError, SequenceInputError) as e:
-        raise SequencePredictError(str(e)) from e
+        message = str(e)
+        for path, copy in copies.items():
+            message = message.replace(copy, path) if copy else message  # the user's file
+        raise SequencePredictError(message) from e
+    finally:
+        for copy in copies.values():
+            if copy:
+                os.remove(copy)
     return [(key, example.SerializeToString()) for key, example in built], events
 
 
@@ -121,8 +134,6 @@ def predict_events(
     model_dir: str | None = None,
 ) -> SequencePredictions:
     """One prediction per key of the event CSV(s), written to `output` when given."""
-    from tfxp.models.predict import PredictError, latest_pushed_model
-
     built, events = serialized_examples(config, csv_paths)
     if not built:
         raise SequencePredictError(f"{', '.join(csv_paths)}: no events to score")
