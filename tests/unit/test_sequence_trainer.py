@@ -122,3 +122,25 @@ def test_the_serving_encoder_builds_sequence_examples_and_names_bad_values():
         encode({"x": 1.0}, "examples[0]")
     with pytest.raises(ClientError, match=r"examples\[0\]\.x\[1\]: 'a' is not a number"):
         encode({"x": [1.0, "a"]}, "examples[0]")
+
+
+def test_the_gate_blocks_served_sequences_shorter_than_training_ones():
+    from components.validation.findings import SKEW
+    from components.validation.sequence_checks import gate_findings
+
+    current = {"train": _stats(15.0, 4, 60), "eval": _stats(15.0, 4, 60)}
+    found, notes = gate_findings(
+        current,
+        None,
+        _stats(6.0, 1, 20),
+        current_span=3,
+        baseline_span=None,
+        serving_source="serving log",
+    )
+    assert [(f.kind, f.anomaly) for f in found] == [(SKEW, SHORTENED)]
+    assert "mean 15.0 steps" in notes[0]
+    # Data without feature lists: nothing to say.
+    empty = {"train": statistics_pb2.DatasetFeatureStatisticsList()}
+    assert gate_findings(
+        empty, None, None, current_span=1, baseline_span=None, serving_source=""
+    ) == ([], [])
