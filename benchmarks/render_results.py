@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from rendering.data import render_csv_ingest, render_generator, render_input_pipeline
 from rendering.evaluation import (
     render_digits_eval,
+    render_sequence_quality,
     render_slicing_cost,
     render_tabular_quality,
     render_tuning,
@@ -61,6 +62,10 @@ RENDERERS: dict[str, tuple[str, Callable[[dict], list[str]]]] = {
     "tabular_quality": (
         "Model quality on tables against HistGradientBoosting",
         render_tabular_quality,
+    ),
+    "sequence_quality": (
+        "Sequence models against HistGradientBoosting on aggregates (docs/sequences.md)",
+        render_sequence_quality,
     ),
     "serving": ("Serving online (`tfxp serve`, docs/serving.md)", render_serving),
     "image_scale": ("Images at scale (docs/images.md)", render_image_scale),

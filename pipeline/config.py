@@ -280,9 +280,12 @@ class PipelineConfig:
     thresholds: EvalThresholds = EvalThresholds()
     beam_args: tuple[str, ...] = LOCAL_BEAM_ARGS
     enable_cache: bool = True
-    # "csv" (CsvExampleGen) or "image" (class folders of image files, `image` options).
+    # "csv" (CsvExampleGen), "image" (class folders of image files, `image` options)
+    # or "sequence" (event tables, `sequence` options).
     example_gen: str = "csv"
     image: ImageOptions | None = None
+    # An event table's options (pipeline.dataset_sequence.SequenceOptions), or None.
+    sequence: Any = None
     # The SavedModel signature the Evaluator feeds serialized tf.Examples to.
     eval_signature: str = "serving_default"
     # The generic tabular trainer's options (pipeline.dataset_sections.TabularOptions), or None.

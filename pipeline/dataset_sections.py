@@ -235,6 +235,11 @@ def read_inference(raw: Any, where: str, kind: str) -> InferenceOptions:
     if not isinstance(raw, dict):
         raise DatasetFileError(f"{where}: expected a mapping of {sorted(_INFERENCE_KEYS)}")
     check_keys(raw, _INFERENCE_KEYS, where)
+    if kind == "sequence":
+        raise DatasetFileError(
+            f"{where}: the pipeline's batch inference scores table rows; score an event "
+            "table's spans with `tfxp infer` (one prediction per key)"
+        )
     if kind != "tabular":
         raise DatasetFileError(
             f"{where}: batch inference scores CSV rows; an {kind} dataset has none"

@@ -33,6 +33,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "evaluation": (dict,),
     "eval_signature": (str,),
     "image": (dict,),
+    "sequence": (dict,),
     "slicing": (dict,),
     "intended_use": _TEXT,
     "limitations": _TEXT,

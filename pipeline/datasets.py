@@ -54,6 +54,7 @@ from pipeline.dataset_sections import (
     resolve_path,
     schema_columns,
 )
+from pipeline.dataset_sequence import read_sequence
 from pipeline.dataset_tuning import read_tuning
 from pipeline.models import tabular_model
 
@@ -64,6 +65,12 @@ SCHEMA_FILE = "schema.pbtxt"
 VALIDATION_FILE = "validation.yaml"
 DATASET_PATH_ENV = "TFXP_DATASET_PATH"
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+KINDS = ("tabular", "image", "sequence")
+# The sequence trainer (trainer/sequence/), for `kind: sequence` without its own code.
+SEQUENCE_FNS = (
+    "trainer.sequence.preprocessing.preprocessing_fn",
+    "trainer.sequence.train.run_fn",
+)
 
 
 _KEYS = {
@@ -90,6 +97,7 @@ _KEYS = {
     "evaluation",
     "eval_signature",
     "image",
+    "sequence",
     "slicing",
     "intended_use",
     "limitations",
@@ -230,12 +238,15 @@ def _load_dataset_file(path: Path) -> PipelineConfig:
     if not label:
         raise DatasetFileError(f"{path}: `label:` (the label column) is required")
     kind = raw.get("kind", "tabular")
-    if kind not in ("tabular", "image"):
-        raise DatasetFileError(f"{path}: kind must be tabular or image, not {kind!r}")
+    if kind not in KINDS:
+        raise DatasetFileError(f"{path}: kind must be one of {list(KINDS)}, not {kind!r}")
 
     generic = kind == "tabular" and "preprocessing_fn" not in raw and "run_fn" not in raw
     tabular = read_tabular(raw, str(path)) if generic else None
     image = _image(raw, path) if kind == "image" else None
+    sequence = read_sequence(raw, str(path)) if kind == "sequence" else None
+    if sequence is None and "sequence" in raw:
+        raise DatasetFileError(f"{path}: `sequence:` belongs to `kind: sequence` datasets")
 
     changes: dict[str, Any] = {
         "pipeline_name": name,
@@ -246,10 +257,13 @@ def _load_dataset_file(path: Path) -> PipelineConfig:
         "label_key": str(label),
         "transformed_label_key": str(raw.get("transformed_label", f"{label}_xf")),
         "thresholds": read_thresholds(
-            raw.get("evaluation"), f"{path}: evaluation", tabular.task if tabular else None
+            raw.get("evaluation"),
+            f"{path}: evaluation",
+            tabular.task if tabular else sequence.task if sequence else None,
         ),
-        "example_gen": "image" if kind == "image" else "csv",
+        "example_gen": {"image": "image", "sequence": "sequence"}.get(kind, "csv"),
         "image": image,
+        "sequence": sequence,
         "tabular": tabular,
         "slicing": read_slicing(raw.get("slicing"), f"{path}: slicing"),
         "inference": read_inference(raw.get("batch_inference"), f"{path}: batch_inference", kind),
@@ -268,8 +282,9 @@ def _load_dataset_file(path: Path) -> PipelineConfig:
     changes["tuning"] = read_tuning(raw.get("tuning"), f"{path}: tuning", tunable)
     changes["on_push"] = read_on_push(raw, str(path))
     changes["alert_webhook_env"] = read_alert_env(raw.get("alerts"), f"{path}: alerts")
-    changes["preprocessing_fn"] = raw.get("preprocessing_fn", GENERIC_PREPROCESSING_FN)
-    changes["run_fn"] = raw.get("run_fn", model.run_fn if model else GENERIC_RUN_FN)
+    generic_fns = SEQUENCE_FNS if sequence else (GENERIC_PREPROCESSING_FN, GENERIC_RUN_FN)
+    changes["preprocessing_fn"] = raw.get("preprocessing_fn", generic_fns[0])
+    changes["run_fn"] = raw.get("run_fn", model.run_fn if model else generic_fns[1])
     return PipelineConfig(**changes)
 
 

@@ -22,6 +22,7 @@ from tfx.types import Channel, standard_artifacts
 
 from components.example_gen.csv_example_gen import checked_csv_example_gen
 from components.example_gen.image_example_gen import image_example_gen
+from components.example_gen.sequence_example_gen import sequence_example_gen
 from components.fast.stats import executor as fast_statistics
 from components.fast.transform import executor as fast_transform
 from components.resolvers.baseline import BaselineModelStrategy
@@ -32,6 +33,7 @@ from components.validation.schema_importer import (
     CuratedSchemaImporter,
     schema_column_types,
     schema_nan_free_columns,
+    sequence_column_types,
 )
 from pipeline import release
 from pipeline.beam import in_process_override
@@ -164,14 +166,19 @@ def _unlabelled_label(config: PipelineConfig) -> str:
 
 
 def _example_gen(plan: RunPlan):
-    """The dataset's ExampleGen (CSV or image class folders) for the span(s) the plan took."""
+    """The dataset's ExampleGen (CSV, image class folders or event tables) for the
+    span(s) the plan took."""
     config, schema = plan.config, plan.schema
-    if config.example_gen not in ("csv", "image"):
-        raise ValueError(f"example_gen must be 'csv' or 'image', not {config.example_gen!r}")
+    if config.example_gen not in ("csv", "image", "sequence"):
+        raise ValueError(
+            f"example_gen must be 'csv', 'image' or 'sequence', not {config.example_gen!r}"
+        )
     image = config.image
     if config.example_gen == "image" and image is None:
         raise ValueError("an image dataset needs `image` options (ImageOptions)")
-    make_example_gen = (
+    if config.example_gen == "sequence" and config.sequence is None:
+        raise ValueError("a sequence dataset needs `sequence` options (SequenceOptions)")
+    make_example_gen = _sequence_example_gen(config, schema) or (
         functools.partial(
             image_example_gen,
             class_names=image.class_names,
@@ -224,6 +231,22 @@ def _example_gen(plan: RunPlan):
         if override:
             example_gen.with_beam_pipeline_args(list(override))
     return example_gen
+
+
+def _sequence_example_gen(config: PipelineConfig, schema: Any):
+    """The SequenceExampleGen's maker for an event table, else None."""
+    if config.example_gen != "sequence":
+        return None
+    sequence = config.sequence
+    columns = sequence_column_types(schema)
+    # The order column is read, not stored: numbers, or timestamps parsed from text.
+    columns[sequence.order_by] = "BYTES" if sequence.order_format == "timestamp" else "FLOAT"
+    return functools.partial(
+        sequence_example_gen,
+        sequence=sequence.to_dict(),
+        columns=columns,
+        encoding=config.csv_encoding,
+    )
 
 
 def _span_window(config: PipelineConfig, example_gen, orchestrator: str) -> tuple[list, Any]:
@@ -314,6 +337,9 @@ def _training(plan: RunPlan, training_examples, schema_importer):
     # So do a tabular dataset's feature treatments (the generic trainer, trainer/tabular).
     if config.tabular is not None:
         image_config["tabular"] = config.tabular.to_dict()
+    # And an event table's columns and model (the sequence trainer, trainer/sequence).
+    if config.sequence is not None:
+        image_config["sequence"] = config.sequence.to_dict()
     transform = Transform(
         examples=training_examples,
         schema=schema_importer.outputs["schema"],

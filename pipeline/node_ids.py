@@ -11,6 +11,7 @@ from pipeline.config import PipelineConfig
 
 EXAMPLE_GEN = "CsvExampleGen"
 IMAGE_EXAMPLE_GEN = "ImageExampleGen"  # instead of EXAMPLE_GEN for image datasets
+SEQUENCE_EXAMPLE_GEN = "SequenceExampleGen"  # instead of EXAMPLE_GEN for event tables
 STATISTICS_GEN = "StatisticsGen"
 SCHEMA_IMPORTER = "CuratedSchemaImporter"
 EXAMPLE_VALIDATOR = "ExampleValidator"
@@ -34,8 +35,10 @@ BATCH_INFERENCE = "BatchInference"
 
 
 # Either ingests a dataset's raw data, by its kind (config.example_gen).
-EXAMPLE_GENS = (EXAMPLE_GEN, IMAGE_EXAMPLE_GEN)
+EXAMPLE_GENS = (EXAMPLE_GEN, IMAGE_EXAMPLE_GEN, SEQUENCE_EXAMPLE_GEN)
 
 
 def example_gen_id(config: PipelineConfig) -> str:
-    return IMAGE_EXAMPLE_GEN if config.example_gen == "image" else EXAMPLE_GEN
+    return {"image": IMAGE_EXAMPLE_GEN, "sequence": SEQUENCE_EXAMPLE_GEN}.get(
+        config.example_gen, EXAMPLE_GEN
+    )

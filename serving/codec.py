@@ -6,6 +6,8 @@
   the dataset's schema types.
 - `:classify` and `:regress` take TF Serving's JSON Example format: `examples`,
   a list of feature dicts, and an optional `context` merged into each.
+- A sequence model's examples are SequenceExamples (SequenceExampleEncoder): `{"b64":
+  ...}`, or context values with one list per per-step feature.
 Every error names what is wrong and where (`instances[3].trip_miles`).
 """
 
@@ -68,6 +70,56 @@ class ExampleEncoder:
             else:
                 fmap[name].bytes_list.value.extend(_bytes(values, at))
         return example.SerializeToString()
+
+
+class SequenceExampleEncoder:
+    """A sequence model's requests -> serialized tf.train.SequenceExamples.
+
+    An example is `{"b64": ...}` (a serialized SequenceExample, passed as it is), or an
+    object of context values and per-step lists (`"action": ["view", "cart"]`; null for
+    a step without a value), typed by the dataset's schema.
+    """
+
+    def __init__(self, context: dict[str, str], steps: dict[str, str], label: str | None) -> None:
+        self.types = {**context, **steps}
+        self.context = dict(context)
+        self.steps = dict(steps)
+        self.label = label
+
+    def __call__(self, features: Any, where: str) -> bytes:
+        from tensorflow.core.example import example_pb2
+
+        if isinstance(features, dict) and "b64" in features:
+            return decode_b64(features, where)
+        if not isinstance(features, dict):
+            raise ClientError(f"{where}: a sequence is an object of context values and step lists")
+        example = example_pb2.SequenceExample()
+        for name, value in features.items():
+            at = f"{where}.{name}"
+            if name in self.steps:
+                if not isinstance(value, list):
+                    raise ClientError(f"{at}: a per-step feature is a list, one value per step")
+                steps = example.feature_lists.feature_list[name].feature
+                for i, v in enumerate(value):
+                    _fill(steps.add(), [] if v is None else [v], self.steps[name], f"{at}[{i}]")
+            elif name in self.context:
+                if value is None or name == self.label:
+                    continue  # missing; the label is never an input
+                values = value if isinstance(value, list) else [value]
+                _fill(example.context.feature[name], values, self.context[name], at)
+            else:
+                known = ", ".join(sorted(n for n in self.types if n != self.label))
+                raise ClientError(f"{where}: unknown feature {name!r} (the model takes: {known})")
+        return example.SerializeToString()
+
+
+def _fill(feature, values: list, kind: str, where: str) -> None:
+    if kind == INT:
+        feature.int64_list.value.extend(_ints(values, where))
+    elif kind == FLOAT:
+        feature.float_list.value.extend(_floats(values, where))
+    else:
+        feature.bytes_list.value.extend(_bytes(values, where))
 
 
 def _ints(values: list, where: str) -> list[int]:
@@ -139,8 +191,12 @@ def _array(values: list, dtype: str, where: str) -> np.ndarray:
         raise ClientError(f"{where}: the values do not form a {dtype} tensor ({e})") from None
 
 
+# What turns a request's examples into serialized records: tf.Examples or SequenceExamples.
+Encoder = ExampleEncoder | SequenceExampleEncoder
+
+
 def predict_inputs(
-    body: Any, signature, encode: ExampleEncoder | None
+    body: Any, signature, encode: Encoder | None
 ) -> tuple[dict[str, np.ndarray], int, bool]:
     """(inputs, rows, row format?) of a :predict body for `signature`."""
     if not isinstance(body, dict):
@@ -218,7 +274,7 @@ def _columns(inputs: Any, signature) -> tuple[dict[str, np.ndarray], int]:
     return arrays, rows or 0
 
 
-def example_list(body: Any, encode: ExampleEncoder) -> list[bytes]:
+def example_list(body: Any, encode: Encoder) -> list[bytes]:
     """The serialized tf.Examples of a :classify / :regress body (JSON Example format)."""
     if not isinstance(body, dict):
         raise ClientError("the request body must be a JSON object")

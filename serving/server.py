@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from components.io.log_policy import Applier
 from pipeline.config import PipelineConfig, serving_log_dir
 from serving.batching import DEFAULT_MAX_BATCH_SIZE, DEFAULT_TIMEOUT_MS
-from serving.codec import ExampleEncoder
+from serving.codec import ExampleEncoder, SequenceExampleEncoder
 from serving.metrics import Metrics
 from serving.repository import DEFAULT_POLL_SECONDS, Repository
 from serving.request_log import (
@@ -54,6 +54,24 @@ class ServeOptions:
     loopback: bool = field(init=False, default=True)
 
 
+def encoder(config: PipelineConfig) -> ExampleEncoder | SequenceExampleEncoder | None:
+    """What turns request JSON into the model's serialized examples (None: no schema)."""
+    types = schema_types(config)
+    if not types:
+        return None
+    if config.example_gen == "sequence":
+        from components.validation.schema_importer import load_schema, sequence_column_types
+
+        steps = set(config.sequence.features)
+        every = sequence_column_types(load_schema(config.schema_file))
+        return SequenceExampleEncoder(
+            {n: t for n, t in every.items() if n not in steps},
+            {n: t for n, t in every.items() if n in steps},
+            config.label_key,
+        )
+    return ExampleEncoder(types, config.label_key)
+
+
 def schema_types(config: PipelineConfig) -> dict[str, str] | None:
     """Feature -> INT/FLOAT/BYTES from the dataset's curated schema (None: no schema)."""
     from components.validation.schema_importer import load_schema, schema_column_types
@@ -66,9 +84,9 @@ def schema_types(config: PipelineConfig) -> dict[str, str] | None:
 def class_names(config: PipelineConfig) -> list[str] | None:
     if config.image is not None and getattr(config.image, "class_names", None):
         return list(config.image.class_names)
-    tabular = config.tabular
-    if tabular is not None and getattr(tabular, "classes", None):
-        return [str(c) for c in tabular.classes]
+    for options in (config.tabular, config.sequence):
+        if options is not None and getattr(options, "classes", None):
+            return [str(c) for c in options.classes]
     return None
 
 
@@ -111,16 +129,15 @@ class Server:
                 on_dropped=lambda n: self.metrics.log_dropped.labels(model).inc(n),
                 policy=policy,
             )
-        types = schema_types(config)
         self.service = Service(
             self.repository,
             self.metrics,
-            ExampleEncoder(types, config.label_key) if types else None,
+            encoder(config),
             request_log=self.request_log,
             shadow=options.shadow,
             split=Split.parse(options.split) if options.split else None,
             class_names=class_names(config),
-            log_inputs={"image_bytes": "image"} if config.example_gen != "csv" else None,
+            log_inputs={"image_bytes": "image"} if config.example_gen == "image" else None,
         )
         self.app = RestApp(
             self.service,

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from serving.batching import Batcher
-from serving.codec import ClientError, ExampleEncoder, model_error
+from serving.codec import ClientError, ExampleEncoder, SequenceExampleEncoder, model_error
 from serving.metrics import Metrics
 from serving.models import LoadedVersion, Signature
 from serving.pointers import CHALLENGER
@@ -128,7 +128,7 @@ class Service:
         self,
         repository: Repository,
         metrics: Metrics,
-        encoder: ExampleEncoder | None,
+        encoder: ExampleEncoder | SequenceExampleEncoder | None,
         *,
         request_log: RequestLog | None = None,
         shadow: bool = False,

@@ -235,6 +235,20 @@ def transform_signature(model: keras.Model, tf_transform_output: tft.TFTransform
     return transform
 
 
+def label_index(label: tf.Tensor, classes: tuple[str, ...]) -> tf.Tensor:
+    """The index of each label value in `classes` (0 when it is none of them).
+
+    Numbers are compared as numbers (so 1, 1.0 and "1" agree), text as text.
+    """
+    if label.dtype == tf.string:
+        table = tf.constant(list(classes))
+        hits = tf.equal(tf.expand_dims(label, 1), tf.expand_dims(table, 0))
+    else:
+        table = tf.constant([float(c) for c in classes], tf.float64)
+        hits = tf.equal(tf.expand_dims(tf.cast(label, tf.float64), 1), tf.expand_dims(table, 0))
+    return tf.argmax(tf.cast(hits, tf.int64), axis=1)
+
+
 class EpochTimer(keras.callbacks.Callback):
     """Logs wall time per epoch so slow training shows up in the run log."""
 

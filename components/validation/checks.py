@@ -65,21 +65,31 @@ def with_comparators(schema: schema_pb2.Schema, settings: ValidationSettings) ->
     """A copy of `schema` with drift and skew comparators from the thresholds."""
     out = copy.deepcopy(schema)
     for feature in out.feature:
-        categorical = is_categorical(feature)
-        for thresholds, comparator in (
-            (settings.drift, feature.drift_comparator),
-            (settings.skew, feature.skew_comparator),
-        ):
-            t = thresholds.for_feature(feature.name, categorical)
-            if t is None:
-                comparator.Clear()
-            else:
-                _set_comparator(comparator, categorical, t)
-        if not feature.drift_comparator.ListFields():
-            feature.ClearField("drift_comparator")
-        if not feature.skew_comparator.ListFields():
-            feature.ClearField("skew_comparator")
+        if feature.type == schema_pb2.STRUCT:
+            # A SequenceExample's feature lists: each step's values are compared like a
+            # feature's (the thresholds file names them by their column name).
+            for child in feature.struct_domain.feature:
+                _set_comparators(child, settings)
+        else:
+            _set_comparators(feature, settings)
     return out
+
+
+def _set_comparators(feature: schema_pb2.Feature, settings: ValidationSettings) -> None:
+    categorical = is_categorical(feature)
+    for thresholds, comparator in (
+        (settings.drift, feature.drift_comparator),
+        (settings.skew, feature.skew_comparator),
+    ):
+        t = thresholds.for_feature(feature.name, categorical)
+        if t is None:
+            comparator.Clear()
+        else:
+            _set_comparator(comparator, categorical, t)
+    if not feature.drift_comparator.ListFields():
+        feature.ClearField("drift_comparator")
+    if not feature.skew_comparator.ListFields():
+        feature.ClearField("skew_comparator")
 
 
 def split_statistics(

@@ -179,6 +179,9 @@ def _check(
     policy_notes: list[str] = []
     view = skew_view(applier, policy_notes) if applier and serving.window else None
     image_found, image_notes = _image_findings(current, baseline, settings, input_dict)
+    sequence_found, sequence_notes = _sequence_findings(
+        current, baseline, serving.statistics, input_dict, serving.source
+    )
     with native_stderr_to_log("TFDV"):
         result = evaluate(
             current,
@@ -195,10 +198,11 @@ def _check(
             extra_findings=_table_findings(
                 current, serving.statistics, settings, input_dict, serving.source
             )
-            + image_found,
+            + image_found
+            + sequence_found,
             skew_view=view,
         )
-    result.notes.extend(image_notes + policy_notes)
+    result.notes.extend(image_notes + policy_notes + sequence_notes)
     return result, current, baseline, serving.statistics
 
 
@@ -227,6 +231,21 @@ def _image_findings(current, baseline, settings, input_dict) -> tuple[list, list
         current_span=_span(input_dict.get(EXAMPLES_KEY)),
         baseline_span=_span(input_dict.get(BASELINE_EXAMPLES_KEY)),
         limits=settings.images,
+    )
+
+
+def _sequence_findings(current, baseline, serving, input_dict, serving_source: str):
+    """Sequence datasets: sequences shortened since the previous span or at serving
+    (sequence_checks.py); nothing for data without feature lists."""
+    from components.validation import sequence_checks
+
+    return sequence_checks.gate_findings(
+        current,
+        baseline,
+        serving,
+        current_span=_span(input_dict.get(EXAMPLES_KEY)),
+        baseline_span=_span(input_dict.get(BASELINE_EXAMPLES_KEY)),
+        serving_source=serving_source,
     )
 
 

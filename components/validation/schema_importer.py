@@ -39,6 +39,18 @@ def schema_column_types(schema: schema_pb2.Schema) -> dict:
     return {feat.name: schema_pb2.FeatureType.Name(feat.type) for feat in schema.feature}
 
 
+def sequence_column_types(schema: schema_pb2.Schema) -> dict:
+    """Like schema_column_types, with a SequenceExample schema's feature lists (the
+    children of its STRUCT feature) beside its context features."""
+    types = {}
+    for feat in schema.feature:
+        if feat.type == schema_pb2.STRUCT:
+            types.update(schema_column_types(feat.struct_domain))
+        else:
+            types[feat.name] = schema_pb2.FeatureType.Name(feat.type)
+    return types
+
+
 def schema_nan_free_columns(schema: schema_pb2.Schema) -> list[str]:
     """FLOAT features whose schema refuses NaN (float_domain { disallow_nan: true })."""
     return sorted(

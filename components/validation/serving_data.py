@@ -147,7 +147,9 @@ def load_serving_data(
     under another are refused, and logged records are typed as the policy wrote them.
     """
     expected = policy.fingerprint if policy is not None else NO_POLICY
-    found = served_window(log_dir, window, expected) if log_dir else None
+    # A sequence model's requests are SequenceExamples (its schema has feature lists).
+    sequence = any(f.type == schema_pb2.STRUCT for f in schema.feature)
+    found = served_window(log_dir, window, expected, sequence) if log_dir else None
     too_few = ""
     if found is not None and found[1].examples >= window.needed:
         table, described = found

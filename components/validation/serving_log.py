@@ -45,6 +45,8 @@ POLICY = "__policy"  # the request_log: policy's fingerprint (components/io/log_
 SERVED, SHADOW = "served", "shadow"
 _NAME = re.compile(r"^requests-(\d{8}T\d{6})-(\d+)-(\d{6})\.tfrecord\.gz$")
 _STAMP = "%Y%m%dT%H%M%S"
+# tfx_bsl's column of a SequenceExample's feature lists (what StatisticsGen reads).
+SEQUENCE_STRUCT = "##SEQUENCE##"
 
 
 class ServingLogError(ValueError):
@@ -142,14 +144,22 @@ def files_key(files: list[LogFile]) -> str:
     return h.hexdigest()
 
 
-def read_batches(files: list[LogFile], batch_size: int = 8192) -> Iterator[pa.RecordBatch]:
-    """Every record of `files`, in the given order, as tfx_bsl's schema-less record batches."""
+def read_batches(
+    files: list[LogFile], batch_size: int = 8192, sequence: bool = False
+) -> Iterator[pa.RecordBatch]:
+    """Every record of `files`, in the given order, as tfx_bsl's schema-less record batches
+    (`sequence`: the records are SequenceExamples, decoded as StatisticsGen reads them:
+    context features as columns, feature lists under `##SEQUENCE##`)."""
     import tensorflow as tf
-    from tfx_bsl.coders import example_coder
+    from tfx_bsl.coders import example_coder, sequence_example_coder
 
     from components.example_gen.layout import sequential_records
 
-    decoder = example_coder.ExamplesToRecordBatchDecoder()
+    decoder = (
+        sequence_example_coder.SequenceExamplesToRecordBatchDecoder(SEQUENCE_STRUCT)
+        if sequence
+        else example_coder.ExamplesToRecordBatchDecoder()
+    )
     for f in files:
         try:
             for serialized in sequential_records([f.path], "GZIP").batch(batch_size):
@@ -162,11 +172,11 @@ def read_batches(files: list[LogFile], batch_size: int = 8192) -> Iterator[pa.Re
             ) from e
 
 
-def read_table(files: list[LogFile]) -> pa.Table:
+def read_table(files: list[LogFile], sequence: bool = False) -> pa.Table:
     """All records of `files` as one table (columns: features and `__*` metadata)."""
     import pyarrow as pa
 
-    batches = [b for b in read_batches(files) if b.num_rows]
+    batches = [b for b in read_batches(files, sequence=sequence) if b.num_rows]
     if not batches:
         return pa.table({})
     tables = [pa.Table.from_batches([b]) for b in batches]
@@ -278,11 +288,12 @@ def check_policy(path: str, table: pa.Table, expected: str) -> None:
 
 
 def served_window(
-    folder: str, options: WindowOptions, policy: str | None = None
+    folder: str, options: WindowOptions, policy: str | None = None, sequence: bool = False
 ) -> tuple[pa.Table, Window] | None:
     """The latest window's served records (features only) and its description, or None
     when the folder holds no published file with a served record. With `policy` (a
-    fingerprint), a file written under another one is a ServingLogError."""
+    fingerprint), a file written under another one is a ServingLogError (`sequence`:
+    the model takes SequenceExamples; the metadata is in their context)."""
     import pyarrow as pa
 
     files = window_files(published_files(folder), options)
@@ -291,7 +302,7 @@ def served_window(
     times: list[int] = []
     count = 0
     for f in files:
-        table = read_table([f])
+        table = read_table([f], sequence)
         if not table.num_rows:
             continue
         if policy is not None:

@@ -4,6 +4,7 @@
     tfxp data add taxi new/*.csv
     tfxp data generate taxi --rows 1000000 [--seed 7] [--scale fare=1.3 ...]
     tfxp data generate photos OUT --images 100000 [--size 224] [--classes 10] [--no-broken]
+    tfxp data generate sequences OUT --keys 5000 [--seed 7] [--files 3]
     tfxp data add taxi --dvc REPO --path data/trips.csv --rev v1   (tfxp/cli/data_dvc.py)
     tfxp data tag taxi 1 --tag v1-examples [--dvc REPO]
 
@@ -223,9 +224,20 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def _columns(config: PipelineConfig) -> dict[str, str]:
     from components.example_gen.labels import label_as_text
-    from components.validation.schema_importer import load_schema, schema_column_types
+    from components.validation.schema_importer import (
+        load_schema,
+        schema_column_types,
+        sequence_column_types,
+    )
 
-    columns = schema_column_types(load_schema(config.schema_file))
+    schema = load_schema(config.schema_file)
+    if config.sequence is not None:
+        # An event table: context and per-event columns, and the order column as read.
+        columns = sequence_column_types(schema)
+        timestamps = config.sequence.order_format == "timestamp"
+        columns[config.sequence.order_by] = "BYTES" if timestamps else "FLOAT"
+        return columns
+    columns = schema_column_types(schema)
     if config.tabular is not None and config.tabular.unlabelled_rows == "drop":
         # As ExampleGen: a label that does not parse drops its row, it does not refuse the drop.
         columns = label_as_text(columns, config.label_key)
@@ -325,6 +337,18 @@ def cmd_generate(args: argparse.Namespace) -> int:
             )
             return 1
         return generate_photos(args, Path(args.out))
+    if args.dataset == "sequences":
+        from pathlib import Path
+
+        from data.sequences import generate_sequences
+
+        if not args.out:
+            print(
+                "ERROR: sequences need an output folder: tfxp data generate sequences OUT",
+                file=sys.stderr,
+            )
+            return 1
+        return generate_sequences(args, Path(args.out))
     if args.rows is None or args.out:
         print(f"ERROR: {args.dataset} takes --rows N (and no output folder)", file=sys.stderr)
         return 1
@@ -408,6 +432,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Adds `data list|add|generate` to the `tfxp` parser."""
     from data.generate import add_generate_flags
     from data.photos import add_photo_flags
+    from data.sequences import add_sequence_flags
 
     data = sub.add_parser("data", help="list, add and generate data versions (spans)")
     dsub = data.add_subparsers(dest="data_command", required=True)
@@ -439,12 +464,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     gen = dsub.add_parser(
         "generate",
         help="generate a span of any size: taxi-like trips, another table's rows resampled, "
-        "or photo-like images (photos OUT --images N)",
+        "photo-like images (photos OUT --images N) or event tables (sequences OUT --keys N)",
     )
-    gen.add_argument("dataset", choices=[*dataset_names(), "photos"])
-    gen.add_argument("out", nargs="?", help="photos only: the span folder to write")
+    gen.add_argument("dataset", choices=[*dataset_names(), "photos", "sequences"])
+    gen.add_argument("out", nargs="?", help="photos and sequences: the folder to write")
     add_generate_flags(gen, rows_required=False)
     add_photo_flags(gen.add_argument_group("photos"))
+    add_sequence_flags(gen.add_argument_group("sequences (event tables)"))
     gen.add_argument(
         "--check",
         action=argparse.BooleanOptionalAction,

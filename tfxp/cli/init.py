@@ -40,6 +40,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="refuse rows with a blank label instead of dropping them (and keep them in runs)",
     )
+    g = p.add_argument_group(
+        "event tables (one row per event): one SequenceExample per key, a sequence model"
+    )
+    g.add_argument("--sequence-key", metavar="COLUMN", help="the column naming each sequence")
+    g.add_argument(
+        "--order-by", metavar="COLUMN", help="orders a key's events (numbers or ISO timestamps)"
+    )
+    g.add_argument(
+        "--max-length", type=int, help="steps kept per sequence (default: from the data)"
+    )
+    g.add_argument("--sequence-model", choices=("gru", "conv"), help="default: gru")
     p.add_argument("--link", action="store_true", help="link the files instead of copying them")
     p.add_argument("--data-root", help="keep the spans here (local or s3://) instead of data/NAME")
     p.add_argument(

@@ -111,11 +111,73 @@ def _print_summary(name: str, target: Path, inferred: Inferred, published: str, 
     print(f"next: tfxp run --dataset {name}", file=out)
 
 
+def _data_root(args: argparse.Namespace, name: str) -> tuple[str, bool]:
+    data_root = args.data_root or str(PROJECT_ROOT / "data" / name)
+    remote = "://" in data_root
+    return (data_root if remote else str(Path(data_root).resolve())), remote
+
+
+def run_sequence_init(args: argparse.Namespace, target: Path, out) -> int:
+    """An event table (--sequence-key, --order-by): tfxp/init/sequence.py."""
+    from tfxp.init import sequence as init_sequence
+
+    if not (args.sequence_key and args.order_by):
+        raise InitError("an event table needs both --sequence-key and --order-by")
+    name = args.name
+    seq, files, header = init_sequence.infer_sequences(args, name)
+    inferred = seq.table
+    if args.link and inferred.renamed:
+        raise InitError("--link: a link cannot rename the data's header; copy the files")
+    data_root, remote = _data_root(args, name)
+    model = args.sequence_model or "gru"
+    # Every check before any write.
+    check_csv(files, inferred)
+    schema = init_sequence.infer_sequence_schema(seq, files, model)
+    from pipeline.spans import list_spans
+
+    spans = [] if remote else [s for s in list_spans(data_root) if s.files]
+    _print_renames(inferred, out)
+    published = place_data(files, header, inferred, data_root, remote, spans, args.link)
+    relative = None if data_root == str(PROJECT_ROOT / "data" / name) else data_root
+    texts = (init_sequence.validation_yaml(seq), init_sequence.dataset_yaml(seq, relative, model))
+    write_dataset_files(name, target, inferred, schema, data_root, texts)
+    lo, median, hi = seq.lengths
+    print(
+        f"dataset {name}: {inferred.rows} events in {seq.sequences} sequences of {lo} to {hi} "
+        f"events (median {median}), {len(inferred.columns)} columns",
+        file=out,
+    )
+    print(init_sequence.render_table(seq), file=out)
+    print(
+        f"sequence: key {seq.key.name!r}, ordered by {seq.order.name!r} ({seq.order_format}); "
+        f"{len(seq.context)} context, {len(seq.features)} per-event feature(s); "
+        f"max_length {seq.max_length} (keep_last)",
+        file=out,
+    )
+    if inferred.task == "regression":
+        base = f"predicting the mean has RMSE {inferred.label_std:.4g}"
+    else:
+        base = (
+            f"{len(inferred.classes)} classes {inferred.classes[:10]}; the most frequent is "
+            f"{seq.majority:.1%} of sequences"
+        )
+    print(f"task: {inferred.task} on {inferred.label.name!r} ({base})", file=out)
+    print(f"model: {model} over masked steps + context (trainer/sequence)", file=out)
+    print(f"data: {published}", file=out)
+    print(f"wrote {target / SCHEMA_FILE}", file=out)
+    print(f"      {target / VALIDATION_FILE}", file=out)
+    print(f"      {target / DATASET_FILE}   <- edit this, not code", file=out)
+    print(f"next: tfxp run --dataset {name}", file=out)
+    return 0
+
+
 def run_init(args: argparse.Namespace, out=None) -> int:
     # sys.stdout looked up per call, not bound at import: callers (and tests) redirect it.
     out = out or sys.stdout
     name = args.name
     target = _check_target(name, args.force)
+    if getattr(args, "sequence_key", None) or getattr(args, "order_by", None):
+        return run_sequence_init(args, target, out)
     files, header = check_files(args.csv)
     keep = getattr(args, "keep_unlabelled", False)
     inferred, arrays = infer(

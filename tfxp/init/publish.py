@@ -83,8 +83,16 @@ def place_data(
     return f"{how} {len(span.files)} file(s) to {span.path}"
 
 
-def write_dataset_files(name: str, target: Path, inferred: Inferred, schema, data_root: str):
-    """schema.pbtxt, validation.yaml and dataset.yaml into `target`.
+def write_dataset_files(
+    name: str,
+    target: Path,
+    inferred: Inferred,
+    schema,
+    data_root: str,
+    texts: tuple[str, str] | None = None,
+):
+    """schema.pbtxt, validation.yaml and dataset.yaml into `target` (`texts`: the last two's
+    text when not a table's, e.g. a sequence dataset's, given the dataset file's data root).
 
     Written to a sibling folder first and then moved in, so a failure while writing
     (a full disk, a bad schema) leaves `target` as it was.
@@ -103,8 +111,9 @@ def write_dataset_files(name: str, target: Path, inferred: Inferred, schema, dat
             f"{inferred.label.name!r}; SERVING requests do not.\n"
             + text_format.MessageToString(schema)
         )
-        (incoming / VALIDATION_FILE).write_text(validation_yaml(inferred))
-        (incoming / DATASET_FILE).write_text(dataset_yaml(inferred, relative))
+        validation, dataset = texts or (None, None)
+        (incoming / VALIDATION_FILE).write_text(validation or validation_yaml(inferred))
+        (incoming / DATASET_FILE).write_text(dataset or dataset_yaml(inferred, relative))
         target.mkdir(parents=True, exist_ok=True)
         for f in incoming.iterdir():
             os.replace(f, target / f.name)

@@ -77,7 +77,12 @@ class InferResult:
         if r.rows_skipped > len(r.skipped):
             lines.append(f"    ... {r.rows_skipped - len(r.skipped)} more")
         lines += [
-            f"predictions: {self.output}/predictions.csv and predictions.tfrecord.gz",
+            f"predictions: {self.output}/predictions.csv"
+            + (
+                " and predictions.tfrecord.gz"
+                if os.path.exists(os.path.join(self.output, "predictions.tfrecord.gz"))
+                else " (one row per sequence)"
+            ),
             f"recorded in ML Metadata: run {self.run_id}, predictions #{self.predictions_id} "
             f"(`tfxp lineage scored --dataset {self.dataset} --span {self.span.span}`)",
         ]
@@ -175,7 +180,7 @@ def run_infer(
     from metadata.scorings import ScoringRecord
     from pipeline.run_id import new_run_id
 
-    if config.example_gen != "csv":
+    if config.example_gen not in ("csv", "sequence"):
         raise InferError(
             f"`tfxp infer` scores CSV rows; {config.pipeline_name!r} is an image dataset"
         )
@@ -215,9 +220,8 @@ def run_infer(
     published = None
     try:
         printer(f"scoring {chosen.label} ({chosen.path}) with {model_dir}")
-        report, published = _score_and_publish(
-            config, chosen, model_dir, destination, summary, printer
-        )
+        score = _score_sequences if config.example_gen == "sequence" else _score_and_publish
+        report, published = score(config, chosen, model_dir, destination, summary, printer)
         properties.update(rows_scored=report.rows_scored, rows_skipped=report.rows_skipped)
         predictions_id = record.complete(os.path.abspath(published), properties)
     except BaseException as e:
@@ -286,6 +290,44 @@ def _score_and_publish(
         }
         report.seconds = time.perf_counter() - started
         return report, writer.publish({**summary, **counts})
+
+
+def _score_sequences(
+    config: PipelineConfig,
+    span: SpanDir,
+    model_dir: str,
+    destination: str,
+    summary: dict,
+    printer: Callable[[str], None],
+) -> tuple[ScoringReport, str]:
+    """An event table's span: one prediction per key (tfxp/models/predict_sequences.py) in
+    predictions.csv, published whole by a rename like the tables' predictions."""
+    import json
+
+    from tfxp.models.predict_sequences import SequencePredictError, predict_events
+
+    files = [str(f) for f in span.files]
+    tmp = destination + ".incomplete"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    started = time.perf_counter()
+    try:
+        result = predict_events(
+            config, files, output=os.path.join(tmp, "predictions.csv"), model_dir=model_dir
+        )
+        report = ScoringReport(files=files, rows_read=result.events, rows_scored=result.events)
+        report.seconds = time.perf_counter() - started
+        printer(f"  {len(result.rows)} sequences of {result.events} events scored")
+        with open(os.path.join(tmp, "summary.json"), "w", encoding="utf-8") as f:
+            json.dump({**summary, "sequences": len(result.rows), "events": result.events}, f)
+        os.rename(tmp, destination)
+    except SequencePredictError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise InferError(str(e)) from e
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return report, destination
 
 
 def _same_examples(lineage, span: SpanDir, digest: str) -> list:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from components.batch_inference import serving
@@ -90,7 +90,7 @@ def predict_csv(
         raise PredictError(f"{csv_path}: no such file")
     schema = load_schema(config.schema_file)
     types = schema_column_types(schema)
-    renamed = _with_feature_names(csv_path, types, config.csv_encoding)
+    renamed = with_feature_names(csv_path, types, config.csv_encoding)
     nan_free = schema_nan_free_columns(schema)
     try:
         return _predict(
@@ -105,7 +105,7 @@ def predict_csv(
             os.remove(renamed)
 
 
-def _with_feature_names(csv_path: str, types: dict[str, str], encoding: str) -> str | None:
+def with_feature_names(csv_path: str, types: Mapping[str, str], encoding: str) -> str | None:
     """A copy of the file with `tfxp init`'s renamed column names (pipeline.datasets.feature_name)
     in the header, when its header still has the original ones; else None."""
     import io

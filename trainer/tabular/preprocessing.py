@@ -17,6 +17,7 @@ from typing import Any
 import tensorflow as tf
 import tensorflow_transform as tft
 
+from trainer.base import label_index
 from trainer.tabular import treatments
 from trainer.tabular.features import (
     Feature,
@@ -72,20 +73,6 @@ def _vocabulary(feature: Feature, x, outputs: dict[str, tf.Tensor]) -> None:
         num_oov_buckets=feature.oov_buckets,
         vocab_filename=feature.name,
     )
-
-
-def label_index(label: tf.Tensor, classes: tuple[str, ...]) -> tf.Tensor:
-    """The index of each label value in `classes` (0 when it is none of them).
-
-    Numbers are compared as numbers (so 1, 1.0 and "1" agree), text as text.
-    """
-    if label.dtype == tf.string:
-        table = tf.constant(list(classes))
-        hits = tf.equal(tf.expand_dims(label, 1), tf.expand_dims(table, 0))
-    else:
-        table = tf.constant([float(c) for c in classes], tf.float64)
-        hits = tf.equal(tf.expand_dims(tf.cast(label, tf.float64), 1), tf.expand_dims(table, 0))
-    return tf.argmax(tf.cast(hits, tf.int64), axis=1)
 
 
 def transform_label(spec: TabularSpec, raw: tf.Tensor | tf.SparseTensor) -> tf.Tensor:

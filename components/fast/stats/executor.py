@@ -40,6 +40,7 @@ from tensorflow_data_validation.statistics import stats_impl
 from tensorflow_metadata.proto.v0 import statistics_pb2
 from tfx.components.statistics_gen import executor as tfx_statistics
 from tfx.components.util import examples_utils
+from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, json_utils, stats_utils
 from tfx_bsl.coders import example_coder
@@ -67,6 +68,10 @@ def _refusal(input_dict, exec_properties) -> str | None:
     examples = artifact_utils.get_single_instance(input_dict[keys.EXAMPLES_KEY])
     if examples.has_custom_property(examples_utils.CUSTOM_SPLIT_PATTERN_PROPERTY_NAME):
         return "custom split patterns"
+    # The in-process decoder reads tf.Examples; SequenceExamples go through TFX's TFXIO.
+    payload = examples_utils.get_payload_format(examples)
+    if payload != example_gen_pb2.PayloadFormat.FORMAT_TF_EXAMPLE:
+        return f"payload format {example_gen_pb2.PayloadFormat.Name(payload)}"
     return None
 
 

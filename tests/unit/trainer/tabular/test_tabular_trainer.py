@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from trainer.base import label_index
 from trainer.tabular.features import TabularSpec, tabular_spec
 from trainer.tabular.model import build_model
-from trainer.tabular.preprocessing import label_index
 from trainer.tabular.train import serving_outputs
 
 FEATURES = {
