@@ -29,6 +29,11 @@ MeanAbsoluteErrorCombiner = private(
 MeanSquaredErrorCombiner = private(
     LIBRARY, f"{_METRICS}.mean_regression_error._MeanSquaredErrorCombiner", _FILLED
 )
+MultiClassConfusionMatrixCombiner = private(
+    LIBRARY,
+    f"{_METRICS}.multi_class_confusion_matrix_metrics._MultiClassConfusionMatrixCombiner",
+    _FILLED,
+)
 ThresholdEntry = private(
     LIBRARY,
     "tensorflow_model_analysis.contrib.aggregates.binary_confusion_matrices._ThresholdEntry",

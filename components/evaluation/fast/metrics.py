@@ -31,6 +31,7 @@ from tensorflow_model_analysis.metrics import (
 )
 
 from compat import tfma as tfma_internals
+from components.evaluation.fast import plots
 
 HISTOGRAM = tfma_internals.CalibrationHistogramCombiner
 EXAMPLE_COUNT = tfma_internals.ExampleCountCombiner
@@ -42,7 +43,16 @@ KERAS = tfma_internals.CompilableMetricsCombiner
 ABSOLUTE_ERROR = tfma_internals.MeanAbsoluteErrorCombiner
 SQUARED_ERROR = tfma_internals.MeanSquaredErrorCombiner
 REGRESSION_ERRORS = (ABSOLUTE_ERROR, SQUARED_ERROR)
-SUPPORTED_COMBINERS = (HISTOGRAM, EXAMPLE_COUNT, CONFUSION, KERAS, *REGRESSION_ERRORS)
+# A multiclass model's confusion matrix plot (components/evaluation/fast/plots.py).
+MULTICLASS_CONFUSION = plots.MULTICLASS_CONFUSION
+SUPPORTED_COMBINERS = (
+    HISTOGRAM,
+    EXAMPLE_COUNT,
+    CONFUSION,
+    KERAS,
+    *REGRESSION_ERRORS,
+    MULTICLASS_CONFUSION,
+)
 
 
 class Unsupported(Exception):
@@ -92,6 +102,8 @@ def _computation_refusal(c: Any, eval_config: Any) -> str | None:
         return "multi-output models"
     if isinstance(combiner, KERAS):
         return _keras_refusal(combiner, eval_config)
+    if isinstance(combiner, MULTICLASS_CONFUSION):
+        return plots.multiclass_refusal(combiner)
     if isinstance(combiner, REGRESSION_ERRORS) and (
         combiner._aggregation_type is not None  # noqa: SLF001
         or combiner._class_weights  # noqa: SLF001
@@ -263,8 +275,16 @@ def _regression_error(combiner: Any, columns: Columns) -> dict[Any, Any]:
     return combiner.extract_output(accumulator)
 
 
+def _multiclass_confusion(combiner: Any, columns: Columns) -> dict[Any, Any]:
+    try:
+        return plots.multiclass_confusion(combiner, columns.labels, columns.predictions)
+    except ValueError as error:
+        raise Unsupported(str(error)) from error
+
+
 def _fill(combiner: Any) -> Any:
     for kind, fill in (
+        (MULTICLASS_CONFUSION, _multiclass_confusion),
         (HISTOGRAM, _histogram),
         (CONFUSION, _confusion),
         (KERAS, _keras),
