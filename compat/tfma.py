@@ -11,7 +11,7 @@ check_version(LIBRARY, WRITTEN_FOR)
 
 _METRICS = "tensorflow_model_analysis.metrics"
 _EVALUATOR = "tensorflow_model_analysis.evaluators.metrics_plots_and_validations_evaluator"
-_FILLED = "the fast Evaluator fills this combiner from whole columns"
+_FILLED = "the fast Evaluator fills this combiner from columns, batch by batch"
 
 CalibrationHistogramCombiner = private(
     LIBRARY, f"{_METRICS}.calibration_histogram._CalibrationHistogramCombiner", _FILLED

@@ -1,4 +1,4 @@
-"""TFMA's slice keys of the evaluated examples, from whole feature columns.
+"""TFMA's slice keys of the evaluated examples, from decoded feature columns.
 
 TFMA decodes each batch of serialized examples without a schema (tfx_bsl's
 `ExamplesToRecordBatchDecoder`, as TFX's Evaluator reads the split), splits it
@@ -9,7 +9,9 @@ feature with no value puts the example in no slice of that spec, and a feature
 with several values puts it in several. The project's extractors
 (components/evaluation/extractors.py) add `<name>_bucket` before that, from the first value of
 `<name>` ("missing" without one). Here the same keys come from the decoded columns:
-(example, value) pairs per feature, joined per spec, grouped with numpy.
+(example, value) pairs per feature, joined per spec, grouped with numpy. The Evaluator
+takes them a batch at a time (`SliceFeatures.batch_slices`: the batch's rows of each
+slice, nothing kept); `SliceFeatures.add` then `slices` gives those of every example.
 
 What the fast path does not cover raises Unsupported (TFMA then runs): value
 matches, SQL slicing, cross slicing, a slicing feature that is also a transformed
@@ -82,7 +84,8 @@ class Pairs:
 
 
 class SliceFeatures:
-    """The slicing features of every example, batch by batch (`add`), then the slices."""
+    """The slicing features of examples batch by batch: each batch's slices
+    (`batch_slices`), or every batch's features kept (`add`), then all slices (`slices`)."""
 
     def __init__(
         self, eval_config: Any, buckets: dict[str, tuple[float, ...]], layout: Layout | None = None
@@ -138,9 +141,7 @@ class SliceFeatures:
         empty = (np.zeros(0, np.int64), np.zeros(0))
         pairs = {}
         for name in self.names:
-            rows, values = found.get(
-                name.removesuffix(BUCKET_SUFFIX) if name in self.buckets else name, empty
-            )
+            rows, values = found.get(self._raw(name), empty)
             pairs[name] = self._pairs(name, rows.astype(np.int64), values, count)
         self.examples += count
         sliced: dict[tuple, np.ndarray] = {}
@@ -246,8 +247,11 @@ class SliceFeatures:
     def pairs(self, name: str) -> Pairs:
         """A slicing feature's pairs over every added example (a bucket feature: one
         pair for every example)."""
-        raw = name.removesuffix(BUCKET_SUFFIX) if name in self.buckets else name
-        return self._pairs(name, *self._flat(raw), self.examples)
+        return self._pairs(name, *self._flat(self._raw(name)), self.examples)
+
+    def _raw(self, name: str) -> str:
+        """The decoded feature a slicing feature comes from (a bucket feature's number)."""
+        return name.removesuffix(BUCKET_SUFFIX) if name in self.buckets else name
 
     def _pairs(self, name: str, rows: np.ndarray, values: np.ndarray, examples: int) -> Pairs:
         """`name`'s pairs from the (example, value) pairs of its raw feature."""
