@@ -76,7 +76,7 @@ def test_fast_path_equals_tfma(two_runs, baseline, tmp_path, caplog):
     assert plots.keys() == their_plots.keys()
     # TFMA writes its default plots under one unnamed key per model, by field.
     fields = {key[2].split(".")[1] for key in plots}
-    assert {"binaryConfusionMatricesFromRegression", "calibrationHistogramBuckets"} <= fields
+    assert {"confusionMatrixAtThresholds", "calibrationHistogramBuckets"} <= fields
     assert any("baseline" in key[1] for key in plots) == baseline
     for key, value in their_plots.items():
         assert plots[key] == pytest.approx(value, abs=1e-6), key
