@@ -34,7 +34,10 @@ def _area(xs: list[float], ys: list[float]) -> float | None:
     if len(points) < 2:
         return None
     return float(
-        sum((x1 - x0) * (y0 + y1) / 2 for (x0, y0), (x1, y1) in zip(points, points[1:]))
+        sum(
+            (x1 - x0) * (y0 + y1) / 2
+            for (x0, y0), (x1, y1) in zip(points, points[1:], strict=False)
+        )
     )
 
 
@@ -84,9 +87,7 @@ def multiclass(matrices: Any) -> dict[str, Any]:
     if not matrices.matrices:
         return {"classes": [], "matrix": []}
     entries = matrices.matrices[0].entries
-    classes = sorted(
-        {e.actual_class_id for e in entries} | {e.predicted_class_id for e in entries}
-    )
+    classes = sorted({e.actual_class_id for e in entries} | {e.predicted_class_id for e in entries})
     index = {c: i for i, c in enumerate(classes)}
     matrix = [[0.0] * len(classes) for _ in classes]
     for e in entries:
