@@ -31,6 +31,7 @@ from tfxp.cli import (
     runs,
     schema,
     serve,
+    tensorboard,
     train,
     ui,
     verify,
@@ -57,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
         models,
         watch,
         ui,
+        tensorboard,
         serve,
         beam,
     ):

@@ -359,6 +359,21 @@ class StoreBrowser:
                 continue
         return None
 
+    def training_curves(self, lin: Lineage, model_id: int) -> dict[str, Any]:
+        """The Trainer's TensorBoard scalars (its ModelRun's tensorboard/ folder):
+        {run folder: {tag: [(epoch, value)]}}, empty when it wrote none."""
+        from runtime.training_curves import read_curves
+        from trainer.base import TENSORBOARD_DIR
+
+        ex = self.trainer_of(lin, model_id)
+        if ex is None:
+            return {}
+        for run in lin.outputs(ex.id, "ModelRun"):
+            curves = read_curves(os.path.join(run.uri, TENSORBOARD_DIR))
+            if curves:
+                return curves
+        return {}
+
     def model_read_by(self, lin: Lineage, artifact_id: int, node: str) -> int | None:
         """The Model that `node` (the Evaluator, the Pusher) read when it wrote this artifact."""
         ex = lin.producer(artifact_id)
