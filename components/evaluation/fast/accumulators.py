@@ -84,6 +84,8 @@ def _triples(
         return labels, predictions, weights
     if np.any((labels < 0.0) | (labels > 1.0)):
         raise Unsupported("labels outside [0, 1] (TFMA raises on them)")
+    if np.all((labels == 0.0) | (labels == 1.0)):
+        return labels, predictions, weights  # the split below keeps each example as it is
     # Each example splits into (0, p, w*(1-l)) then (1, p, w*l), in TFMA's order (so
     # that sums in example order do not depend on where batches split); zero weights
     # dropped.
@@ -128,11 +130,10 @@ class Histogram:
             _add_in_order(sums, buckets, values)
 
     def result(self) -> dict[Any, Any]:
+        filled = np.flatnonzero(self.count)
         accumulator = {
-            int(b): calibration_histogram.Bucket(
-                int(b), float(self.sums[0][b]), float(self.sums[1][b]), float(self.sums[2][b])
-            )
-            for b in np.flatnonzero(self.count)
+            b: calibration_histogram.Bucket(b, *sums)
+            for b, sums in zip(filled.tolist(), self.sums[:, filled].T.tolist(), strict=True)
         }
         return self.combiner.extract_output(accumulator)
 
