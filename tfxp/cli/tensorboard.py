@@ -80,7 +80,11 @@ def cmd_tensorboard(args: argparse.Namespace) -> int:
     command += ["--host", HOST, "--port", str(port)]
     # TensorBoard logs to stderr as long as it runs: into a file (a pipe nobody reads
     # would fill and stop it), shown when it fails to start.
-    errors = tempfile.TemporaryFile()
+    with tempfile.TemporaryFile() as errors:
+        return _serve(command, address, errors)
+
+
+def _serve(command: list[str], address: str, errors) -> int:
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors)
     # A SIGTERM (kill, timeout) ends TensorBoard too, through the finally below.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -101,7 +105,6 @@ def cmd_tensorboard(args: argparse.Namespace) -> int:
         if process.poll() is None:
             process.terminate()
             process.wait(timeout=10)
-        errors.close()
 
 
 def register(sub: argparse._SubParsersAction) -> None:
