@@ -25,6 +25,7 @@ from tfxp.cli.common import open_lineage
 
 HOST = "127.0.0.1"
 START_SECONDS = 120  # TensorBoard imports TensorFlow: tens of seconds on a busy machine
+STOP_SECONDS = 30
 
 
 def run_log_dir(lin, ref: str) -> tuple[str, str]:
@@ -90,8 +91,7 @@ def _serve(command: list[str], address: str, errors) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         if not _wait_until_up(process, address):
-            process.terminate()
-            process.wait(timeout=10)
+            _stop(process)
             errors.seek(0)
             error = errors.read().decode(errors="replace")
             print(f"ERROR: TensorBoard did not start:\n{error[-2000:]}", file=sys.stderr)
@@ -102,9 +102,20 @@ def _serve(command: list[str], address: str, errors) -> int:
     except KeyboardInterrupt:
         return 0
     finally:
-        if process.poll() is None:
-            process.terminate()
-            process.wait(timeout=10)
+        _stop(process)
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """SIGTERM (TensorBoard runs its exit handlers: seconds on a busy machine), then
+    SIGKILL if it is still there after STOP_SECONDS."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=STOP_SECONDS)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=STOP_SECONDS)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
