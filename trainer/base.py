@@ -58,7 +58,12 @@ import tensorflow_transform as tft
 import tf_keras as keras
 from absl import logging
 
+from trainer.curves import TENSORBOARD_DIR, TrainingCurves, training_curves
 from trainer.input import DATA_SERVICE_MODES, BatchFn, InputOptions
+
+# The TensorBoard logs every trainer writes (trainer/curves.py, through
+# trainer.distribution.train_and_export): named here with the rest of the shared base.
+__all__ = ["TENSORBOARD_DIR", "TrainingCurves", "training_curves"]
 
 SERVING_SIGNATURE = "serving_default"
 TRANSFORM_SIGNATURE = "transform_features"
@@ -243,63 +248,6 @@ class EpochTimer(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         logging.info("epoch %d took %.2fs: %s", epoch, time.perf_counter() - self._start, logs)
-
-
-# Inside the model-run folder (fn_args.model_run_dir, which TFX's Trainer gives every
-# run and KFP's UI links): TensorBoard's logs, `train/` and `validation/` as Keras names them.
-TENSORBOARD_DIR = "tensorboard"
-TRAIN_LOGS, EVAL_LOGS = "train", "validation"
-
-
-class TrainingCurves(keras.callbacks.Callback):
-    """TensorBoard event files, one point per epoch: each metric and the loss as
-    `epoch_<name>` in train/ and validation/ (Keras' val_ metrics), and the learning
-    rate in train/. Keras' own TensorBoard callback logs the rate only under a
-    schedule; this logs what the optimizer used, constant or not."""
-
-    def __init__(self, log_dir: str) -> None:
-        super().__init__()
-        self.log_dir = log_dir
-        self._writers: dict[str, Any] = {}
-
-    def on_train_begin(self, logs: dict | None = None) -> None:
-        self._writers = {
-            kind: tf.summary.create_file_writer(f"{self.log_dir}/{kind}")
-            for kind in (TRAIN_LOGS, EVAL_LOGS)
-        }
-
-    def _learning_rate(self) -> float | None:
-        optimizer = getattr(self.model, "optimizer", None)
-        rate = getattr(optimizer, "learning_rate", None)
-        if rate is None:
-            return None
-        if callable(rate):  # a schedule: the rate at the current step
-            rate = rate(optimizer.iterations)
-        return float(keras.backend.get_value(rate))
-
-    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
-        logs = dict(logs or {})
-        rate = self._learning_rate()
-        by_kind = {
-            TRAIN_LOGS: {k: v for k, v in logs.items() if not k.startswith("val_")},
-            EVAL_LOGS: {k.removeprefix("val_"): v for k, v in logs.items() if k.startswith("val_")},
-        }
-        if rate is not None:
-            by_kind[TRAIN_LOGS]["learning_rate"] = rate
-        for kind, values in by_kind.items():
-            with self._writers[kind].as_default():
-                for name, value in values.items():
-                    tf.summary.scalar(f"epoch_{name}", float(value), step=epoch)
-            self._writers[kind].flush()
-
-    def on_train_end(self, logs: dict | None = None) -> None:
-        for writer in self._writers.values():
-            writer.close()
-
-
-def training_curves(run_dir: str | None) -> list[keras.callbacks.Callback]:
-    """The TensorBoard callback for a model-run folder (none without one)."""
-    return [TrainingCurves(f"{run_dir}/{TENSORBOARD_DIR}")] if run_dir else []
 
 
 def import_augment(dotted_path: str | None) -> BatchFn | None:

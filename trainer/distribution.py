@@ -43,8 +43,8 @@ import tensorflow as tf
 import tf_keras as keras
 from absl import logging
 
-from trainer.base import training_curves
 from trainer.checkpoints import resumable_backup
+from trainer.curves import training_curves
 from trainer.input_wait import InputWaitMonitor
 
 TF_CONFIG = "TF_CONFIG"

@@ -19,11 +19,10 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Callable
 from typing import Any
 
 from tfx.utils import io_utils
-
-from components.evaluation.slicing.rules import slice_name
 
 PICTURES_FILE = "plots.json"
 
@@ -106,7 +105,12 @@ def _model_plots(plot_data: Any) -> dict[str, Any]:
     return found
 
 
-def read_pictures(evaluation_uri: str) -> dict[str, Any]:
+# A slice key (TFMA's tuple of (feature, value)) -> its name, the slicing rules'
+# `slice_name` (passed in: the slicing package writes this file, and imports it).
+SliceNamer = Callable[[tuple], str]
+
+
+def read_pictures(evaluation_uri: str, slice_name: SliceNamer) -> dict[str, Any]:
     """{"slices": {slice name: {"models": {model: plots}, "examples": n}}} from TFMA's
     output; the model is "candidate", "baseline", or "" without a baseline."""
     import tensorflow_model_analysis as tfma
@@ -145,10 +149,11 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def write_pictures(evaluation_uri: str) -> str:
+def write_pictures(evaluation_uri: str, slice_name: SliceNamer) -> str:
     """`plots.json` in the evaluation artifact; returns its path."""
     path = os.path.join(evaluation_uri, PICTURES_FILE)
-    io_utils.write_string_file(path, json.dumps(_finite(read_pictures(evaluation_uri))))
+    pictures = read_pictures(evaluation_uri, slice_name)
+    io_utils.write_string_file(path, json.dumps(_finite(pictures)))
     return path
 
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 
@@ -23,6 +25,7 @@ from tfxp.cli.common import open_lineage
 
 HOST = "127.0.0.1"
 START_SECONDS = 120  # TensorBoard imports TensorFlow: tens of seconds on a busy machine
+STOP_SECONDS = 30
 
 
 def run_log_dir(lin, ref: str) -> tuple[str, str]:
@@ -73,13 +76,24 @@ def cmd_tensorboard(args: argparse.Namespace) -> int:
     address = f"http://{HOST}:{port}/"
     print(f"run {run_id}: training curves in {log_dir}")
     print(f"starting TensorBoard on {address} ...", flush=True)
-    command = [sys.executable, "-m", "tensorboard.main", "--logdir", log_dir]
+    # compat.tensorboard: TensorBoard 2.16 with setuptools 81+ (no pkg_resources).
+    command = [sys.executable, "-m", "compat.tensorboard", "--logdir", log_dir]
     command += ["--host", HOST, "--port", str(port)]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # TensorBoard logs to stderr as long as it runs: into a file (a pipe nobody reads
+    # would fill and stop it), shown when it fails to start.
+    with tempfile.TemporaryFile() as errors:
+        return _serve(command, address, errors)
+
+
+def _serve(command: list[str], address: str, errors) -> int:
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors)
+    # A SIGTERM (kill, timeout) ends TensorBoard too, through the finally below.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         if not _wait_until_up(process, address):
-            process.terminate()
-            error = (process.communicate(timeout=10)[1] or b"").decode(errors="replace")
+            _stop(process)
+            errors.seek(0)
+            error = errors.read().decode(errors="replace")
             print(f"ERROR: TensorBoard did not start:\n{error[-2000:]}", file=sys.stderr)
             return 1
         print(f"  open {address}")
@@ -88,9 +102,20 @@ def cmd_tensorboard(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 0
     finally:
-        if process.poll() is None:
-            process.terminate()
-            process.wait(timeout=10)
+        _stop(process)
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """SIGTERM (TensorBoard runs its exit handlers: seconds on a busy machine), then
+    SIGKILL if it is still there after STOP_SECONDS."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=STOP_SECONDS)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=STOP_SECONDS)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

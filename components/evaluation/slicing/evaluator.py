@@ -159,7 +159,7 @@ class Executor(component.Executor, fast_executor.Executor):
         blessing = execution.output(specs.BLESSING_KEY)
         evaluation_uri = execution.output(specs.EVALUATION_KEY).uri
         # The plots as the console and the model card draw them (plots.json).
-        write_pictures(evaluation_uri)
+        write_pictures(evaluation_uri, slice_name)
         if (
             blessing.mlmd_artifact.custom_properties.get(constants.ARTIFACT_PROPERTY_BLESSED_KEY)
             is None

@@ -239,7 +239,7 @@ def _plots(data: CardData) -> str:
         return "<p class=muted>No plots in this evaluation.</p>"
     models = overall["models"]
     charts = []
-    unit = ((0.0, 1.0), (0.0, 1.02))
+    unit = ((0.0, 1.0), (0.0, 1.0))
     for chart_id, kind, title, x, y, xl, yl, diagonal in (
         ("roc", "roc", "ROC", "fpr", "tpr", "false positive rate", "true positive rate", "chance"),
         ("pr", "pr", "Precision-recall", "recall", "precision", "recall", "precision", None),
