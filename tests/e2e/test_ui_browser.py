@@ -308,12 +308,14 @@ def _walk(
         driver.find_element(By.XPATH, "//tr[td[text()='ModelEvaluation']]//a").click()
         _wait(driver, "#evaluation")
         check_evaluation_charts(driver, baseline=True)
+        driver.execute_script("document.getElementById('evaluation-charts').scrollIntoView()")
         _screenshot(driver, "evaluation")
 
         # Its model's page: the training curves from the Trainer's TensorBoard logs.
         driver.find_element(By.ID, "evaluated-model").click()
         _wait(driver, "#model")
         check_training_curves(driver)
+        driver.execute_script("document.getElementById('training-curves').scrollIntoView()")
         _screenshot(driver, "model")
 
         # Lineage: from the pushed model back to its span.

@@ -280,6 +280,7 @@ def training_charts(curves: dict[str, dict[str, list]]) -> list[dict[str, Any]]:
                     }
                 )
         name = tag.removeprefix("epoch_")
+        values = [v for trace in data for v in trace["y"]]
         layout_ = {
             "title": {"text": name, "font": {"size": 13}},
             "height": 260,
@@ -287,6 +288,9 @@ def training_charts(curves: dict[str, dict[str, list]]) -> list[dict[str, Any]]:
             "margin": {"l": 56, "r": 10, "t": 36, "b": 40},
             "xaxis": {"title": {"text": "epoch"}, "dtick": 1},
         }
+        if values and min(values) == max(values) > 0:
+            # A constant (the learning rate without a schedule): from 0, not around it.
+            layout_["yaxis"] = {"range": [0, 2 * values[0]]}
         charts.append({"id": f"curve-{name}", "data": data, "layout": layout_})
     return charts
 
