@@ -186,7 +186,7 @@ def test_evaluate_streams_batches_to_the_same_results_as_one_batch():
 
     examples = _taxi_examples(700)
     config = _defaults(eval_config(dataset_config("taxi")), baseline=True)
-    config.slicing_specs.extend(SLICING[3:])
+    config.slicing_specs.append(SLICING[4])  # crossed, with several values per example
     rng = np.random.default_rng(5)
     columns = {spec.name: _binary_columns(rng, 700, False) for spec in config.model_specs}
     results = []
@@ -202,6 +202,6 @@ def test_evaluate_streams_batches_to_the_same_results_as_one_batch():
         results.append(executor.evaluate(config, batches, features.ordered))
     one, many = results
     assert [key for key, _ in many.sliced] == [key for key, _ in one.sliced]
-    assert many.counts == one.counts and len(one.counts) > 10
+    assert many.counts == one.counts and len(one.counts) > 8
     assert one.counts[()] == 700
     assert _plain(dict(many.sliced)) == _plain(dict(one.sliced))
