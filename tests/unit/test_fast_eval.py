@@ -273,14 +273,11 @@ def _tfma_slice_rows(examples: list[bytes], config: tfma.EvalConfig, buckets) ->
     return found
 
 
-def test_slice_keys_match_tfmas_slicer_with_missing_and_multiple_values():
-    import tensorflow as tf
-
-    from components.evaluation.fast import slices
-
+def slicing_examples(n: int = 300) -> list[bytes]:
+    """Examples with missing, absent and repeated values of the slicing features."""
     rng = np.random.default_rng(1)
     examples = []
-    for i in range(300):
+    for i in range(n):
         kind = i % 7
         payment = [] if kind == 0 else [b"Cash"] if kind < 4 else [b"Card", b"Cash", b"Card"]
         miles = [] if kind == 1 else [float(rng.choice([0.5, 1.0, 2.5, 3.0, 12.25]))]
@@ -291,16 +288,27 @@ def test_slice_keys_match_tfmas_slicer_with_missing_and_multiple_values():
         if kind == 6:
             features.pop("payment_type")  # absent, not empty
         examples.append(_example(**features))
-    config = tfma.EvalConfig(
-        slicing_specs=[
-            tfma.SlicingSpec(),
-            tfma.SlicingSpec(feature_keys=["payment_type"]),
-            tfma.SlicingSpec(feature_keys=["trip_miles_bucket"]),
-            tfma.SlicingSpec(feature_keys=["trip_miles"]),
-            tfma.SlicingSpec(feature_keys=["payment_type", "hour"]),
-            tfma.SlicingSpec(feature_keys=["trip_miles_bucket", "payment_type", "hour"]),
-        ]
-    )
+    return examples
+
+
+# Single, bucketed, multi-valued and crossed slicing, for slicing_examples.
+SLICING_SPECS = [
+    tfma.SlicingSpec(),
+    tfma.SlicingSpec(feature_keys=["payment_type"]),
+    tfma.SlicingSpec(feature_keys=["trip_miles_bucket"]),
+    tfma.SlicingSpec(feature_keys=["trip_miles"]),
+    tfma.SlicingSpec(feature_keys=["payment_type", "hour"]),
+    tfma.SlicingSpec(feature_keys=["trip_miles_bucket", "payment_type", "hour"]),
+]
+
+
+def test_slice_keys_match_tfmas_slicer_with_missing_and_multiple_values():
+    import tensorflow as tf
+
+    from components.evaluation.fast import slices
+
+    examples = slicing_examples()
+    config = tfma.EvalConfig(slicing_specs=SLICING_SPECS)
     expected = _tfma_slice_rows(examples, config, TAXI_BUCKETS)
     features = slices.SliceFeatures(config, TAXI_BUCKETS)
     for start in range(0, len(examples), 128):  # batches that split the kinds unevenly

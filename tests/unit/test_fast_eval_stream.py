@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow_model_analysis as tfma
 from google.protobuf import json_format, message
-from test_fast_eval import TAXI_BUCKETS, _example
+from test_fast_eval import SLICING_SPECS, TAXI_BUCKETS, slicing_examples
 
 from components.evaluation.fast import executor, metrics, slices
 from components.evaluation.fast.accumulators import SliceAccumulators
@@ -129,41 +129,13 @@ def test_one_batch_or_many_give_identical_combiner_outputs(case):
     assert _plain(streamed[1]) == _plain(one_step[1])
 
 
-def _taxi_examples(n: int) -> list[bytes]:
-    """Examples with missing, absent and repeated values of the slicing features."""
-    rng = np.random.default_rng(1)
-    examples = []
-    for i in range(n):
-        kind = i % 7
-        payment = [] if kind == 0 else [b"Cash"] if kind < 4 else [b"Card", b"Cash", b"Card"]
-        miles = [] if kind == 1 else [float(rng.choice([0.5, 1.0, 2.5, 3.0, 12.25]))]
-        if kind == 5:
-            miles = [20.0, 0.5]
-        hour = [int(rng.integers(0, 3))] if kind != 2 else [1, 2]
-        features = {"payment_type": payment, "trip_miles": miles, "hour": hour}
-        if kind == 6:
-            features.pop("payment_type")
-        examples.append(_example(**features))
-    return examples
-
-
-SLICING = [
-    tfma.SlicingSpec(),
-    tfma.SlicingSpec(feature_keys=["payment_type"]),
-    tfma.SlicingSpec(feature_keys=["trip_miles_bucket"]),
-    tfma.SlicingSpec(feature_keys=["trip_miles"]),
-    tfma.SlicingSpec(feature_keys=["payment_type", "hour"]),
-    tfma.SlicingSpec(feature_keys=["trip_miles_bucket", "payment_type", "hour"]),
-]
-
-
 def test_batch_slices_are_the_slices_of_every_example_in_the_same_order():
     """Each batch's slices, offset by the batch's start, add up to the slices of all
     examples at once; `ordered` lists the keys in the order `slices` does."""
     import tensorflow as tf
 
-    examples = _taxi_examples(300)
-    config = tfma.EvalConfig(slicing_specs=SLICING)
+    examples = slicing_examples(300)
+    config = tfma.EvalConfig(slicing_specs=SLICING_SPECS)
     whole = slices.SliceFeatures(config, TAXI_BUCKETS)
     whole.add(tf.constant(examples))
     expected = whole.slices()
@@ -184,9 +156,9 @@ def test_evaluate_streams_batches_to_the_same_results_as_one_batch():
     the same counts and the same metrics and plots, bit for bit."""
     import tensorflow as tf
 
-    examples = _taxi_examples(700)
+    examples = slicing_examples(700)
     config = _defaults(eval_config(dataset_config("taxi")), baseline=True)
-    config.slicing_specs.append(SLICING[4])  # crossed, with several values per example
+    config.slicing_specs.append(SLICING_SPECS[4])  # crossed, with several values per example
     rng = np.random.default_rng(5)
     columns = {spec.name: _binary_columns(rng, 700, False) for spec in config.model_specs}
     results = []
