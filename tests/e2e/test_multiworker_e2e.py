@@ -16,8 +16,8 @@ import pytest
 from transform_output import TRAIN_SHARDS, TaxiTransform, taxi_transform  # noqa: F401
 
 from tfxp.local.workers import WorkerResult, launch, trainer_args
-from trainer.distribution import INPUT_WAIT_FILE, WORKER_INPUT_WAIT_FILE
 from trainer.curves import TENSORBOARD_DIR
+from trainer.distribution import INPUT_WAIT_FILE, WORKER_INPUT_WAIT_FILE
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
