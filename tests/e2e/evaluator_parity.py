@@ -44,9 +44,9 @@ def assert_same_evaluation(ours: tuple, theirs: tuple) -> dict:
             assert values[key] == pytest.approx(value, abs=1e-6, nan_ok=True), key
         else:
             assert values[key] == value, key
+    # (Regression models have none: pipeline/eval_config.py's plot_specs.)
     plots, expected_plots = plot_values(ours_uri), plot_values(tfma_uri)
     assert plots.keys() == expected_plots.keys()
-    assert plots, "no plots written"
     for key, value in expected_plots.items():
         if isinstance(value, (int, float)):
             assert plots[key] == pytest.approx(value, abs=1e-6, nan_ok=True), key
