@@ -13,7 +13,7 @@ check_version(LIBRARY, WRITTEN_FOR)
 
 _METRICS = "tensorflow_model_analysis.metrics"
 _EVALUATOR = "tensorflow_model_analysis.evaluators.metrics_plots_and_validations_evaluator"
-_FILLED = "the fast Evaluator fills this combiner from whole columns"
+_FILLED = "the fast Evaluator fills this combiner from columns, batch by batch"
 
 CalibrationHistogramCombiner = private(
     LIBRARY, f"{_METRICS}.calibration_histogram._CalibrationHistogramCombiner", _FILLED
@@ -30,6 +30,11 @@ MeanAbsoluteErrorCombiner = private(
 )
 MeanSquaredErrorCombiner = private(
     LIBRARY, f"{_METRICS}.mean_regression_error._MeanSquaredErrorCombiner", _FILLED
+)
+MultiClassConfusionMatrixCombiner = private(
+    LIBRARY,
+    f"{_METRICS}.multi_class_confusion_matrix_metrics._MultiClassConfusionMatrixCombiner",
+    _FILLED,
 )
 ThresholdEntry = private(
     LIBRARY,

@@ -110,6 +110,35 @@ def _per_class_specs(config: PipelineConfig) -> list[tfma.MetricsSpec]:
     ]
 
 
+# The pictures (docs/trust.md): a binary model's confusion matrices at this many
+# thresholds (ROC and precision-recall curves) and its calibration in this many
+# buckets of the prediction; a multiclass model's confusion matrix (argmax). Every
+# slice gets them, the baseline too. A hundred points draw a smooth curve and keep
+# the plots file small at dozens of slices (TFMA's default is 1,000 and 10,000).
+PLOT_THRESHOLDS = 100
+CALIBRATION_BUCKETS = 20
+
+
+def plot_specs(config: PipelineConfig) -> list[tfma.MetricsSpec]:
+    """TFMA's plot metrics for the task; regression has none of TFMA's (its
+    calibration plot needs the label's range, which the dataset file does not give)."""
+    kind = task(config)
+    if kind == "binary":
+        plots = [
+            tfma.MetricConfig(
+                class_name="ConfusionMatrixPlot", config=f'"num_thresholds": {PLOT_THRESHOLDS}'
+            ),
+            tfma.MetricConfig(
+                class_name="CalibrationPlot", config=f'"num_buckets": {CALIBRATION_BUCKETS}'
+            ),
+        ]
+    elif kind == "multiclass":
+        plots = [tfma.MetricConfig(class_name="MultiClassConfusionMatrixPlot")]
+    else:
+        return []
+    return [tfma.MetricsSpec(metrics=plots)]
+
+
 def _overall_threshold(config: PipelineConfig) -> tfma.MetricThreshold:
     t = config.thresholds
     return tfma.MetricThreshold(
@@ -206,5 +235,6 @@ def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
             *_blessing_specs(config),
             *_error_rate_specs(config),
             *_per_class_specs(config),
+            *plot_specs(config),
         ],
     )

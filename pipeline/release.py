@@ -66,6 +66,7 @@ def model_card(config: PipelineConfig, **nodes: Any) -> ModelCard:
     t = config.thresholds
     return ModelCard(
         model=nodes["trainer"].outputs["model"],
+        model_run=nodes["trainer"].outputs["model_run"],
         examples=nodes["example_gen"].outputs["examples"],
         statistics=nodes["statistics_gen"].outputs["statistics"],
         schema=nodes["schema_importer"].outputs["schema"],

@@ -58,7 +58,12 @@ import tensorflow_transform as tft
 import tf_keras as keras
 from absl import logging
 
+from trainer.curves import TENSORBOARD_DIR, TrainingCurves, training_curves
 from trainer.input import DATA_SERVICE_MODES, BatchFn, InputOptions
+
+# The TensorBoard logs every trainer writes (trainer/curves.py, through
+# trainer.distribution.train_and_export): named here with the rest of the shared base.
+__all__ = ["TENSORBOARD_DIR", "TrainingCurves", "training_curves"]
 
 SERVING_SIGNATURE = "serving_default"
 TRANSFORM_SIGNATURE = "transform_features"

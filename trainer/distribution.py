@@ -44,6 +44,7 @@ import tf_keras as keras
 from absl import logging
 
 from trainer.checkpoints import resumable_backup
+from trainer.curves import training_curves
 from trainer.input_wait import InputWaitMonitor
 
 TF_CONFIG = "TF_CONFIG"
@@ -238,7 +239,13 @@ def train_and_export(fn_args: Any, job: TrainingJob) -> keras.Model:
             strategy, cluster, job, fn_args.eval_files, job.eval_batch_size, False
         ),
         validation_steps=max(1, int(fn_args.eval_steps)),
-        callbacks=[*job.callbacks, input_wait, *([backup] if backup else [])],
+        callbacks=[
+            *job.callbacks,
+            input_wait,
+            *([backup] if backup else []),
+            # The chief's curves only: every worker sees the same epoch's metrics.
+            *training_curves(getattr(fn_args, "model_run_dir", None) if cluster.is_chief else None),
+        ],
         verbose=0,
     )
     _record_input_wait(input_wait, getattr(fn_args, "model_run_dir", None), cluster)

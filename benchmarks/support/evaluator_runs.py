@@ -77,6 +77,32 @@ def metric_values(uri: str) -> dict:
     return values
 
 
+def plot_values(uri: str) -> dict:
+    """(slice key, plot key, field path) -> number of every written plot: each
+    confusion matrix's counts at each threshold, each calibration bucket's sums."""
+    import tensorflow_model_analysis as tfma
+    from google.protobuf import json_format
+
+    def flat(value, path: str, into: dict) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                flat(v, f"{path}.{k}", into)
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                flat(v, f"{path}[{i}]", into)
+        else:
+            into[path] = value
+
+    values: dict = {}
+    for per_slice in tfma.load_plots(uri):
+        for key_and_value in per_slice.plot_keys_and_values:
+            found: dict = {}
+            flat(json_format.MessageToDict(key_and_value.value), "", found)
+            for path, number in found.items():
+                values[(str(per_slice.slice_key), str(key_and_value.key), path)] = number
+    return values
+
+
 def file_names(uri: str) -> list[str]:
     return sorted(p.name for p in Path(uri).iterdir())
 

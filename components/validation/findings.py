@@ -50,6 +50,28 @@ class Finding:
         return f"[{verdict}] {self.kind} {self.feature}:{value} {self.description} ({self.where})"
 
 
+# The findings as a table (the console's run page): one row per finding, the
+# compared data named once above it instead of in every row.
+TABLE_COLUMNS = ("feature", "check", "measure", "measured", "threshold", "verdict")
+
+
+def table_row(f: Finding) -> dict[str, str]:
+    return {
+        "feature": f.feature,
+        "check": f"{f.kind}: {f.anomaly}" if f.anomaly else f.kind,
+        "measure": f.measure or "",
+        "measured": "" if f.measured is None else f"{f.measured:.4g}",
+        "threshold": "" if f.threshold is None else f"{f.op} {f.threshold:g}",
+        "verdict": "blocks" if f.severity == BLOCK else "warning",
+        "description": f.description,
+    }
+
+
+def compared_data(findings: list[Finding]) -> list[str]:
+    """The data the findings compared (each finding's `where`), each named once."""
+    return list(dict.fromkeys(f.where for f in findings if f.where))
+
+
 @dataclass
 class Measurement:
     """A drift or skew distance for one feature, anomalous or not (for the report)."""

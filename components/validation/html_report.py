@@ -163,7 +163,8 @@ def _chart(
     if fig is None:
         return ""
     div = fig.to_html(full_html=False, include_plotlyjs=False, config={"displayModeBar": False})
-    return f'<div class=chart data-feature="{_e(feature)}">{div}</div>'
+    # The id: the console's findings table links each feature to its chart here.
+    return f'<div class=chart id="feature-{_e(feature)}" data-feature="{_e(feature)}">{div}</div>'
 
 
 def _findings_table(result: GateResult) -> str:

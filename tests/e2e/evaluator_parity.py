@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evaluator_runs import file_names, metric_values, run_executor, validation_result
+from evaluator_runs import file_names, metric_values, plot_values, run_executor, validation_result
 
 
 def fast_and_tfma(inputs, properties, out: Path, caplog) -> tuple[tuple, tuple]:
@@ -29,8 +29,9 @@ def fast_and_tfma(inputs, properties, out: Path, caplog) -> tuple[tuple, tuple]:
 
 
 def assert_same_evaluation(ours: tuple, theirs: tuple) -> dict:
-    """Every metric of every slice to 1e-6 (TFMA's error records verbatim), the same
-    validation result, blessing, blessing message and files. Returns our metrics."""
+    """Every metric and plot of every slice to 1e-6 (TFMA's error records verbatim; a
+    plot's every count and sum), the same validation result, blessing, blessing message
+    and files. Returns our metrics."""
     import pytest
 
     from components.evaluation.slicing import evaluator as sliced
@@ -43,6 +44,14 @@ def assert_same_evaluation(ours: tuple, theirs: tuple) -> dict:
             assert values[key] == pytest.approx(value, abs=1e-6, nan_ok=True), key
         else:
             assert values[key] == value, key
+    # (Regression models have none: pipeline/eval_config.py's plot_specs.)
+    plots, expected_plots = plot_values(ours_uri), plot_values(tfma_uri)
+    assert plots.keys() == expected_plots.keys()
+    for key, value in expected_plots.items():
+        if isinstance(value, (int, float)):
+            assert plots[key] == pytest.approx(value, abs=1e-6, nan_ok=True), key
+        else:
+            assert plots[key] == value, key
     assert str(validation_result(ours_uri)) == str(validation_result(tfma_uri))
     for name in ("blessed", sliced.MESSAGE_PROPERTY):
         assert ours_blessing.get_custom_property(name) == tfma_blessing.get_custom_property(name)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from e2e_support import small_config, write_sample
-from evaluator_runs import evaluator_inputs, file_names, metric_values, run_executor
+from evaluator_runs import evaluator_inputs, file_names, metric_values, plot_values, run_executor
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -71,6 +71,15 @@ def test_fast_path_equals_tfma(two_runs, baseline, tmp_path, caplog):
             assert ours[key] == pytest.approx(value, abs=1e-6), key
         else:
             assert ours[key] == value, key
+    # The plots (ROC, PR and calibration): every count and sum, candidate and baseline.
+    plots, their_plots = plot_values(ours_uri), plot_values(tfma_uri)
+    assert plots.keys() == their_plots.keys()
+    # TFMA writes its default plots under one unnamed key per model, by field.
+    fields = {key[2].split(".")[1] for key in plots}
+    assert {"confusionMatrixAtThresholds", "calibrationHistogramBuckets"} <= fields
+    assert any("baseline" in key[1] for key in plots) == baseline
+    for key, value in their_plots.items():
+        assert plots[key] == pytest.approx(value, abs=1e-6), key
     assert tfma.load_validation_result(ours_uri) == tfma.load_validation_result(tfma_uri)
     assert ours_blessing.get_int_custom_property(
         "blessed"

@@ -16,6 +16,7 @@ import pytest
 from transform_output import TRAIN_SHARDS, TaxiTransform, taxi_transform  # noqa: F401
 
 from tfxp.local.workers import WorkerResult, launch, trainer_args
+from trainer.curves import TENSORBOARD_DIR
 from trainer.distribution import INPUT_WAIT_FILE, WORKER_INPUT_WAIT_FILE
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
@@ -118,7 +119,8 @@ def test_each_worker_recorded_its_input_wait(two_workers: Trained):
 
 
 def test_one_worker_writes_one_input_wait_file(one_worker: Trained):
-    assert sorted(p.name for p in one_worker.model_run_dir.iterdir()) == [INPUT_WAIT_FILE]
+    found = sorted(p.name for p in one_worker.model_run_dir.iterdir())
+    assert found == [INPUT_WAIT_FILE, TENSORBOARD_DIR]  # and the training curves
     assert "multi-worker training" not in one_worker.results[0].log.read_text()
 
 

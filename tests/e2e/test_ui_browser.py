@@ -188,6 +188,74 @@ def graph_nodes(driver) -> set[str]:
     )
 
 
+def _drawn(driver, chart_id: str) -> list[dict]:
+    """The traces plotly drew in `chart_id` (its div's `data`), once its SVG is there."""
+    _wait(driver, f"#{chart_id} svg.main-svg")
+    traces = driver.execute_script(
+        "return document.getElementById(arguments[0]).data"
+        ".map(t => ({name: t.name, x: t.x, y: t.y, z: t.z, type: t.type}))",
+        chart_id,
+    )
+    assert traces, chart_id
+    return traces
+
+
+def check_evaluation_charts(driver, baseline: bool) -> None:
+    """Every chart of the evaluation page drew, with the numbers of the artifact's
+    plots.json and slices.json, and each data link serves that file."""
+    import json
+
+    from selenium.webdriver.common.by import By
+
+    uri = Path(driver.find_element(By.ID, "uri").text)
+    plots = json.loads((uri / "plots.json").read_text())["slices"]["overall"]["models"]
+    models = ["candidate", "baseline"] if baseline else [""]
+    assert sorted(plots) == sorted(models)
+    for chart, xs, ys in (("roc", "fpr", "tpr"), ("pr", "recall", "precision")):
+        traces = {t["name"].split(" (")[0]: t for t in _drawn(driver, f"chart-{chart}")}
+        for model in models:
+            drawn = traces[model or "model"]
+            assert "AUC" in drawn["name"]  # the legend's
+            assert drawn["x"] == plots[model][chart][xs] and drawn["y"] == plots[model][chart][ys]
+    calibration = _drawn(driver, "chart-calibration")
+    assert calibration[0]["x"] == [0, 1] and calibration[0]["y"] == [0, 1]  # the diagonal
+    for model, trace in zip(models, calibration[1:], strict=True):
+        assert trace["x"] == plots[model]["calibration"]["predicted"]
+        assert trace["y"] == plots[model]["calibration"]["observed"]
+    slices = json.loads((uri / "slices.json").read_text())
+    bars = _drawn(driver, "chart-slices")
+    metric = slices["rules"]["metric"]
+    expected = {
+        name: (m.get("candidate") or m.get("") or {}).get(metric)
+        for name, m in slices["metrics"].items()
+    }
+    drawn = {x.rsplit(" (", 1)[0]: y for x, y in zip(bars[0]["x"], bars[0]["y"], strict=True)}
+    assert drawn == expected
+    assert (len(bars) == 2) == baseline
+    for link in driver.find_elements(By.CSS_SELECTOR, "a.data-link"):
+        name = link.get_attribute("href").rsplit("/", 1)[1]
+        text = driver.execute_script(
+            "const r = new XMLHttpRequest(); r.open('GET', arguments[0], false); r.send(null);"
+            "return r.responseText;",
+            link.get_attribute("href"),
+        )
+        assert json.loads(text) == json.loads((uri / name).read_text())
+    assert not console_errors(driver)
+
+
+def check_training_curves(driver) -> None:
+    """The model page's curves drew, one per TensorBoard tag, train and validation."""
+    from selenium.webdriver.common.by import By
+
+    charts = driver.find_elements(By.CSS_SELECTOR, "#training-curves .chart")
+    ids = {c.get_attribute("id") for c in charts}
+    assert {"chart-curve-loss", "chart-curve-learning_rate"} <= ids, ids
+    loss = {t["name"]: t for t in _drawn(driver, "chart-curve-loss")}
+    assert set(loss) == {"train", "validation"}
+    assert len(loss["train"]["y"]) >= 1 and all(v > 0 for v in loss["train"]["y"])
+    assert not console_errors(driver)
+
+
 def walk(t: TaxiRuns) -> None:
     """The user's path over four taxi runs on one store."""
     with serving(Path(t.config.run_dir)) as base:
@@ -229,7 +297,27 @@ def _walk(
         assert "blessed" in driver.find_element(By.ID, "blessing").text.lower()
         assert driver.find_elements(By.CSS_SELECTOR, "#metrics td.num")
         assert not console_errors(driver)
+        check_evaluation_charts(driver, baseline=False)
+
+        # The retrained run's evaluation has a baseline: both overlaid on every curve.
+        _open(driver, base + f"/run?pipeline=taxi&id={retrained}")
+        _wait(driver, "svg.graph")
+        driver.find_element(
+            By.XPATH, "//*[local-name()='a'][.//*[local-name()='text' and text()='Evaluator']]"
+        ).click()
+        _wait(driver, "#artifacts")
+        driver.find_element(By.XPATH, "//tr[td[text()='ModelEvaluation']]//a").click()
+        _wait(driver, "#evaluation")
+        check_evaluation_charts(driver, baseline=True)
+        driver.execute_script("document.getElementById('evaluation-charts').scrollIntoView()")
         _screenshot(driver, "evaluation")
+
+        # Its model's page: the training curves from the Trainer's TensorBoard logs.
+        driver.find_element(By.ID, "evaluated-model").click()
+        _wait(driver, "#model")
+        check_training_curves(driver)
+        driver.execute_script("document.getElementById('training-curves').scrollIntoView()")
+        _screenshot(driver, "model")
 
         # Lineage: from the pushed model back to its span.
         _open(driver, base + f"/run?pipeline=taxi&id={first}")

@@ -101,7 +101,7 @@ def open_report(path: Path, timeout: float = 60.0) -> RenderedPage:
 class RenderedCard:
     errors: list[str]
     verdict: str
-    chart_svgs: int
+    chart_svgs: int  # the card's SVG pictures shown
     slice_rows: dict[str, list[str]]  # slice name -> visible cells of its metrics row
     headers: list[str]  # the per-slice table's column names
     serving_check: str  # the serving check table's text ("" when none)
@@ -116,12 +116,13 @@ def open_model_card(path: Path, timeout: float = 60.0) -> RenderedCard:
     try:
         driver.get(path.resolve().as_uri())
         WebDriverWait(driver, timeout).until(
-            lambda drv: drv.find_elements(By.CSS_SELECTOR, "#slice-chart svg.main-svg")
+            lambda drv: drv.find_elements(By.CSS_SELECTOR, "#slice-chart svg.card-chart")
         )
+        # The card's pictures are static SVG (no script): each one that is shown.
         drawn = sum(
             1
             for c in driver.find_elements(By.CSS_SELECTOR, ".chart")
-            if c.find_elements(By.CSS_SELECTOR, "svg.main-svg") and c.is_displayed()
+            if c.find_elements(By.CSS_SELECTOR, "svg.card-chart") and c.is_displayed()
         )
         table = driver.find_element(By.ID, "slice-metrics")
         headers = [th.text for th in table.find_elements(By.TAG_NAME, "th")]

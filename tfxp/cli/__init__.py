@@ -32,6 +32,7 @@ from tfxp.cli import (
     runs,
     schema,
     serve,
+    tensorboard,
     train,
     ui,
     verify,
@@ -58,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
         models,
         watch,
         ui,
+        tensorboard,
         serve,
         beam,
     ):

@@ -74,6 +74,29 @@ def dataset_of_pipelines() -> dict[str, str]:
     return out
 
 
+def gate_table(path: str | None) -> dict[str, Any] | None:
+    """The gate's findings as a table: the compared data and spans named once, then a
+    row per finding (components/validation/findings.py); None without its JSON."""
+    from components.validation.findings import GateResult, compared_data, table_row
+
+    if not path or "://" in path or not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            result = GateResult.from_dict(json.load(f))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not result.findings:
+        return None
+    return {
+        "compared": compared_data(result.findings),
+        "current_span": result.current_span,
+        "baseline_span": result.baseline_span,
+        "serving_rows": result.serving_rows,
+        "rows": [table_row(f) for f in result.findings],
+    }
+
+
 class StoreBrowser:
     """Read-only questions the console asks, one store, every pipeline in it."""
 
@@ -234,11 +257,14 @@ class StoreBrowser:
             return None
         out: dict[str, Any] = {"execution_id": ex.id, "state": lin.state(ex)}
         if prop(ex, "gate_decision"):
+            report = prop(ex, "gate_report")
             out.update(
                 decision=prop(ex, "gate_decision"),
                 findings=prop(ex, "gate_findings"),
                 report=None,
-                report_execution=ex.id if prop(ex, "gate_report") else None,
+                report_execution=ex.id if report else None,
+                # The gate writes its result as JSON beside the report.
+                table=gate_table(report[: -len(".html")] + ".json" if report else None),
             )
             return out
         results = lin.outputs(ex.id)
@@ -253,6 +279,7 @@ class StoreBrowser:
                 report="report.html"
                 if os.path.isfile(os.path.join(a.uri, "report.html"))
                 else None,
+                table=gate_table(os.path.join(a.uri, "findings.json")),
             )
         return out
 
@@ -359,6 +386,21 @@ class StoreBrowser:
             except (OSError, ValueError):
                 continue
         return None
+
+    def training_curves(self, lin: Lineage, model_id: int) -> dict[str, Any]:
+        """The Trainer's TensorBoard scalars (its ModelRun's tensorboard/ folder):
+        {run folder: {tag: [(epoch, value)]}}, empty when it wrote none."""
+        from runtime.training_curves import read_curves
+        from trainer.base import TENSORBOARD_DIR
+
+        ex = self.trainer_of(lin, model_id)
+        if ex is None:
+            return {}
+        for run in lin.outputs(ex.id, "ModelRun"):
+            curves = read_curves(os.path.join(run.uri, TENSORBOARD_DIR))
+            if curves:
+                return curves
+        return {}
 
     def model_read_by(self, lin: Lineage, artifact_id: int, node: str) -> int | None:
         """The Model that `node` (the Evaluator, the Pusher) read when it wrote this artifact."""

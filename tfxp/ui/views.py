@@ -261,6 +261,41 @@ def _anomalies(browser, lin, art) -> dict[str, Any]:
     return {"splits": found}
 
 
+def training_charts(curves: dict[str, dict[str, list]]) -> list[dict[str, Any]]:
+    """One chart per TensorBoard tag (epoch_loss, epoch_auc, epoch_learning_rate ...),
+    its train and validation curves overlaid, x the epoch."""
+    tags = sorted({tag for tags in curves.values() for tag in tags})
+    charts = []
+    for tag in tags:
+        data = []
+        for run, tags_of_run in curves.items():
+            points = tags_of_run.get(tag)
+            if points:
+                data.append(
+                    {
+                        "type": "scatter",
+                        "mode": "lines+markers",
+                        "name": run,
+                        "x": [step + 1 for step, _ in points],
+                        "y": [value for _, value in points],
+                    }
+                )
+        name = tag.removeprefix("epoch_")
+        values = [v for trace in data for v in trace["y"]]
+        layout_ = {
+            "title": {"text": name, "font": {"size": 13}},
+            "height": 260,
+            "width": 420,
+            "margin": {"l": 56, "r": 10, "t": 36, "b": 40},
+            "xaxis": {"title": {"text": "epoch"}, "dtick": 1},
+        }
+        if values and min(values) == max(values) > 0:
+            # A constant (the learning rate without a schedule): from 0, not around it.
+            layout_["yaxis"] = {"range": [0, 2 * values[0]]}
+        charts.append({"id": f"curve-{name}", "data": data, "layout": layout_})
+    return charts
+
+
 def _model(browser, lin, art) -> dict[str, Any]:
     trainer = browser.trainer_of(lin, art.id)
     facts = lin.component_facts(trainer) if trainer is not None else {}
@@ -273,6 +308,7 @@ def _model(browser, lin, art) -> dict[str, Any]:
         "blessing": blessing,
         "pushes": lin.pushes(art.id),
         "metrics": browser.metrics(lin, art.id),
+        "training_charts": training_charts(browser.training_curves(lin, art.id)),
     }
 
 
@@ -288,7 +324,26 @@ def _evaluation(browser, lin, art) -> dict[str, Any]:
         "metrics": browser.metrics(lin, model_id) if model_id is not None else {},
         "blessing": blessing,
         "thresholds": thresholds,
+        "charts": _evaluation_charts(art.uri),
     }
+
+
+def _evaluation_charts(uri: str) -> list[dict[str, Any]]:
+    """The Evaluator's plots and slices (plots.json, slices.json) as plotly figures."""
+    from components.evaluation.pictures import load_pictures
+    from components.evaluation.slicing.evaluator import SLICES_FILE
+    from tfxp.ui.evaluation_charts import evaluation_charts
+
+    if "://" in uri or not os.path.isdir(uri):
+        return []
+    slices = None
+    text = _read_text(os.path.join(uri, SLICES_FILE))
+    if text:
+        try:
+            slices = json.loads(text)
+        except ValueError:
+            slices = None
+    return evaluation_charts(load_pictures(uri), slices)
 
 
 def _eval_thresholds(config_text: Any) -> list[dict[str, Any]]:

@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import apache_beam as beam
+import numpy as np
 import tensorflow_model_analysis as tfma
 from absl import logging
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
@@ -38,6 +40,8 @@ from tfx.utils import io_utils, json_utils, path_utils, proto_utils
 
 from components.base.local_beam import runner_refusal
 from components.evaluation.fast import metrics, scoring, slices
+from components.evaluation.fast.accumulators import SliceAccumulators
+from components.evaluation.fast.columns import Columns, subset
 from components.example_gen.layout import layout_of
 
 FAST, TFMA = "fast", "tfma"
@@ -153,14 +157,16 @@ class Executor(tfx_evaluator.Executor):
         files, compression = scoring.example_files(uris)
         layout = layout_of(examples[0]) if len(examples) == 1 else None
         features = slices.SliceFeatures(eval_config, buckets, layout)
-        columns = scoring.score(scorers, files, compression, features)
+        batches = (
+            (columns, features.batch_slices(serialized))
+            for serialized, columns in scoring.scored_batches(scorers, files, compression)
+        )
+        evaluated = evaluate(eval_config, batches, features.ordered)
         transformed = features.names & {k for s in scorers for k in s.transformed_keys}
         if transformed:
             # TFMA's slicer reads a transformed feature before the raw one of that name.
             raise metrics.Unsupported(f"slicing by transformed features {sorted(transformed)}")
-        write_results(
-            output_uri, eval_config, shared_models, evaluate(eval_config, columns, features)
-        )
+        write_results(output_uri, eval_config, shared_models, evaluated)
         _bless(input_dict, output_dict, exec_properties, eval_config, output_uri)
 
 
@@ -198,19 +204,29 @@ class Evaluated:
     counts: dict[tuple, int]
 
 
-def evaluate(eval_config, columns: dict, features: slices.SliceFeatures) -> Evaluated:
-    """TFMA's metrics of every slice of the scored examples."""
+def evaluate(
+    eval_config,
+    batches: Iterable[tuple[dict[str, Columns], dict[tuple, np.ndarray]]],
+    ordered: Callable[[Iterable[tuple]], list[tuple]] = sorted,
+) -> Evaluated:
+    """TFMA's metrics of every slice, its combiners fed one batch at a time. Each of
+    `batches` is every model's columns on some examples and their slices (slice key ->
+    the rows of the batch in that slice); only the slices' accumulators outlive a
+    batch. `ordered` puts the slice keys in the order they are written."""
     computations = metrics.computations(eval_config)
     baseline = tfma.utils.get_baseline_model_spec(eval_config)
     baseline_name = baseline.name if baseline else None
-    sliced, counts = [], {}
-    for key, rows in features.slices().items():
-        subset = {name: metrics.subset(c, rows) for name, c in columns.items()}
-        sliced.append(metrics.slice_metrics(computations, subset, baseline_name, key))
-        counts[key] = int(rows.size)
-    if not sliced:
+    found: dict[tuple, SliceAccumulators] = {}
+    for columns, batch_slices in batches:
+        for key, rows in batch_slices.items():
+            if key not in found:
+                found[key] = SliceAccumulators(computations)
+            found[key].add({name: subset(c, rows) for name, c in columns.items()})
+    if not found:
         raise metrics.Unsupported("no example in any slice")
-    return Evaluated(sliced, counts)
+    keys = ordered(found)
+    sliced = [metrics.finish(computations, found[k].results(), baseline_name, k) for k in keys]
+    return Evaluated(sliced, {key: found[key].examples for key in keys})
 
 
 def write_results(output_uri: str, eval_config, shared_models: list, evaluated: Evaluated) -> None:

@@ -1,66 +1,47 @@
-"""TFMA's metrics from whole columns: the per-example combiners replaced by array arithmetic.
+"""TFMA's metrics from numpy columns: the per-example combiners replaced by array arithmetic.
 
 TFMA computes every metric from "non-derived" computations (Beam combiners fed one
 example at a time) and "derived" ones (pure functions of other results: AUC and
 accuracy come from confusion matrices, which come from a calibration histogram).
-Here the combiners this module knows are filled from numpy columns in one step each,
+Here the combiners `accumulators` knows are filled batch by batch from numpy columns,
 and everything after them is TFMA's own code: the combiner's `extract_output`, the
 derived computations in TFMA's order, the baseline diffs, private-metric removal and
-the split into metrics, plots and attributions. So the only arithmetic of our own is
-the bucketing, counting and summing below, which repeats `_CalibrationHistogramCombiner`,
-`_BinaryConfusionMatrixCombiner`, the mean regression error combiners and
-`_ExampleCountCombiner` exactly (same bucket formula in float64, per-class labels as
-TFMA's `select_class_id`); sums differ from TFMA's one-by-one additions only in
-summation order. Keras metrics run TFMA's own batch step on batches of TFMA's size.
+the split into metrics, plots and attributions (`finish`). So the only arithmetic of
+our own is the bucketing, counting and summing in `accumulators`.
 """
 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from tensorflow_model_analysis.contrib.aggregates import binary_confusion_matrices as bcm
 from tensorflow_model_analysis.evaluators import metrics_plots_and_validations_evaluator as mpv
-from tensorflow_model_analysis.metrics import (
-    calibration_histogram,
-    metric_specs,
-    metric_types,
-    metric_util,
-)
+from tensorflow_model_analysis.metrics import metric_specs, metric_types, metric_util
 
 from compat import tfma as tfma_internals
+from components.evaluation.fast import plots
+from components.evaluation.fast.accumulators import (
+    CONFUSION,
+    EXAMPLE_COUNT,
+    HISTOGRAM,
+    KERAS,
+    MULTICLASS_CONFUSION,
+    REGRESSION_ERRORS,
+    SliceAccumulators,
+)
+from components.evaluation.fast.columns import Columns, Unsupported
 
 read = tfma_internals.attribute  # TFMA's private attributes, registered in compat/tfma.py
 
-HISTOGRAM = tfma_internals.CalibrationHistogramCombiner
-EXAMPLE_COUNT = tfma_internals.ExampleCountCombiner
-CONFUSION = tfma_internals.BinaryConfusionMatrixCombiner
-# Keras metrics by name (SparseCategoricalAccuracy, MeanSquaredError ...), which TFMA
-# updates a batch at a time and adds up (their weights are sums).
-KERAS = tfma_internals.CompilableMetricsCombiner
-# TFMA's MeanAbsoluteError and MeanSquaredError: sums of each example's error.
-ABSOLUTE_ERROR = tfma_internals.MeanAbsoluteErrorCombiner
-SQUARED_ERROR = tfma_internals.MeanSquaredErrorCombiner
-REGRESSION_ERRORS = (ABSOLUTE_ERROR, SQUARED_ERROR)
-SUPPORTED_COMBINERS = (HISTOGRAM, EXAMPLE_COUNT, CONFUSION, KERAS, *REGRESSION_ERRORS)
-
-
-class Unsupported(Exception):
-    """This evaluation needs something the fast path does not implement: use TFMA."""
-
-
-@dataclass
-class Columns:
-    """One model's labels (one per example) and predictions (one per example, or one
-    per class) on the evaluated examples, in float64, with the model's own dtypes
-    (which Keras metrics compute in)."""
-
-    labels: np.ndarray  # float64, shape (n,)
-    predictions: np.ndarray  # float64, shape (n,) or (n, classes)
-    label_dtype: np.dtype = np.dtype(np.float64)
-    prediction_dtype: np.dtype = np.dtype(np.float64)
+SUPPORTED_COMBINERS = (
+    HISTOGRAM,
+    EXAMPLE_COUNT,
+    CONFUSION,
+    KERAS,
+    *REGRESSION_ERRORS,
+    MULTICLASS_CONFUSION,
+)
 
 
 def computations(eval_config: Any) -> mpv.MetricComputations:
@@ -94,6 +75,8 @@ def _computation_refusal(c: Any, eval_config: Any) -> str | None:
         return "multi-output models"
     if isinstance(combiner, KERAS):
         return _keras_refusal(combiner, eval_config)
+    if isinstance(combiner, MULTICLASS_CONFUSION):
+        return plots.multiclass_refusal(combiner)
     if isinstance(combiner, REGRESSION_ERRORS) and (
         read(combiner, "_aggregation_type") is not None
         or read(combiner, "_class_weights")
@@ -137,151 +120,6 @@ def _keras_refusal(combiner: Any, eval_config: Any) -> str | None:
     return None
 
 
-def _binary(columns: Columns, sub_key: Any) -> tuple[np.ndarray, np.ndarray]:
-    """One label and one prediction per example, as to_label_prediction_example_weight
-    yields them to a binary combiner: a class_id sub key binarizes a multi-class model
-    (label == class_id, that class's prediction: TFMA's select_class_id on sparse labels)."""
-    labels, predictions = columns.labels, columns.predictions
-    class_id = sub_key.class_id if sub_key else None
-    if class_id is None:
-        if predictions.ndim > 1:
-            # TFMA then flattens every class into an example of its own (micro average).
-            raise Unsupported("a binary metric of a multi-class model without a class_id")
-        return labels, predictions
-    if predictions.ndim == 1:
-        raise Unsupported("a class_id sub key on a model with one prediction per example")
-    if not 0 <= class_id < predictions.shape[1]:
-        raise Unsupported(f"class_id {class_id} of a model with {predictions.shape[1]} classes")
-    return (labels == class_id).astype(np.float64), predictions[:, class_id]
-
-
-def _triples(
-    columns: Columns, fractional: bool, sub_key: Any = None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Labels, predictions and weights as to_label_prediction_example_weight yields them
-    (no example weights: every weight is 1.0, as TFMA uses when the spec names none)."""
-    labels, predictions = _binary(columns, sub_key)
-    weights = np.ones_like(labels)
-    if not fractional:
-        return labels, predictions, weights
-    if np.any((labels < 0.0) | (labels > 1.0)):
-        raise Unsupported("labels outside [0, 1] (TFMA raises on them)")
-    # Each example splits into (0, p, w*(1-l)) and (1, p, w*l); zero weights dropped.
-    both_weights = np.concatenate([weights * (1.0 - labels), weights * labels])
-    keep = both_weights != 0.0
-    labels = np.concatenate([np.zeros_like(labels), np.ones_like(labels)])[keep]
-    return labels, np.concatenate([predictions, predictions])[keep], both_weights[keep]
-
-
-def _confusion(combiner: Any, columns: Columns) -> dict[Any, Any]:
-    """`_BinaryConfusionMatrixCombiner` (exact thresholds) over all examples at once."""
-    fractional = read(combiner, "_enable_fractional_labels")
-    labels, predictions, weights = _triples(columns, fractional, read(combiner, "_key").sub_key)
-    matrices = read(combiner, "_binary_confusion_matrices")
-    accumulator = {}
-    for threshold in read(matrices, "_thresholds"):
-        positive = labels == 1.0 if fractional else labels > threshold
-        predicted = predictions > threshold
-        accumulator[threshold] = tfma_internals.ThresholdEntry(
-            bcm.Matrix(
-                tp=float(weights[positive & predicted].sum()),
-                tn=float(weights[~positive & ~predicted].sum()),
-                fp=float(weights[~positive & predicted].sum()),
-                fn=float(weights[positive & ~predicted].sum()),
-            ),
-            tp_examples=[],
-            tn_examples=[],
-            fp_examples=[],
-            fn_examples=[],
-        )
-    return combiner.extract_output(accumulator)
-
-
-def _histogram(combiner: Any, columns: Columns) -> dict[Any, Any]:
-    """`_CalibrationHistogramCombiner` over all examples at once."""
-    labels, predictions, weights = _triples(
-        columns,
-        read(combiner, "_fractional_labels"),
-        read(combiner, "_key").sub_key,
-    )
-    n = read(combiner, "_num_buckets")
-    values = predictions if read(combiner, "_prediction_based_bucketing") else labels
-    index = (values - read(combiner, "_left")) / read(combiner, "_range") * n + 1
-    buckets = np.where(index < 0, 0, np.where(index >= n + 1, n + 1, np.floor(index)))
-    buckets = buckets.astype(np.int64)
-    size = n + 2
-    count = np.bincount(buckets, minlength=size)
-    sums = [
-        np.bincount(buckets, weights=w, minlength=size)
-        for w in (labels * weights, predictions * weights, weights)
-    ]
-    accumulator = {
-        int(b): calibration_histogram.Bucket(
-            int(b), float(sums[0][b]), float(sums[1][b]), float(sums[2][b])
-        )
-        for b in np.flatnonzero(count)
-    }
-    return combiner.extract_output(accumulator)
-
-
-def _example_count(combiner: Any, columns: Columns) -> dict[Any, Any]:
-    return combiner.extract_output(np.float64(len(columns.labels)))
-
-
-def _keras(combiner: Any, columns: Columns) -> dict[Any, Any]:
-    """`_CompilableMetricsCombiner`: TFMA's own batch step (`_process_batch`: each
-    metric's `update_state`, its weights added to the accumulator) on batches of
-    TFMA's size, the arrays shaped as TFMA stacks its examples' (label (n, 1),
-    prediction (n, classes), weight (n, 1) of float32 ones) in the model's dtypes."""
-    combiner.setup()
-    accumulator = combiner.create_accumulator()
-    n = len(columns.labels)
-    predictions = columns.predictions.astype(columns.prediction_dtype)
-    stacked = (
-        columns.labels.astype(columns.label_dtype).reshape(n, 1),
-        predictions.reshape(n, -1),
-        np.ones((n, 1), np.float32),
-    )
-    size = read(accumulator, "_desired_batch_size")
-    inputs = read(accumulator, "_inputs")[0]  # (labels, predictions, weights lists)
-    for start in range(0, n, size):
-        for values, column in zip(inputs, stacked, strict=True):
-            values.extend(column[start : start + size])
-        read(combiner, "_process_batch")(accumulator)
-    return combiner.extract_output(accumulator)
-
-
-def _regression_error(combiner: Any, columns: Columns) -> dict[Any, Any]:
-    """`_MeanAbsoluteErrorCombiner` / `_MeanSquaredErrorCombiner`: each example's error
-    as TFMA computes it from its label and prediction arrays (in their dtypes: the
-    difference, then its absolute value, or its norm squared after float()), summed;
-    NaN errors skipped, every weight 1.0."""
-    labels, predictions = _binary(columns, None)
-    difference = labels.astype(columns.label_dtype) - predictions.astype(columns.prediction_dtype)
-    if isinstance(combiner, ABSOLUTE_ERROR):
-        errors = np.absolute(difference).astype(np.float64)
-    else:  # np.linalg.norm of one value: sqrt(x * x) in its dtype
-        errors = np.sqrt(difference * difference).astype(np.float64) ** 2
-    errors = errors[~np.isnan(errors)]
-    accumulator = combiner.create_accumulator()
-    accumulator.total_regression_error = float(errors.sum())
-    accumulator.total_example_weights = float(errors.size)
-    return combiner.extract_output(accumulator)
-
-
-def _fill(combiner: Any) -> Any:
-    for kind, fill in (
-        (HISTOGRAM, _histogram),
-        (CONFUSION, _confusion),
-        (KERAS, _keras),
-        (REGRESSION_ERRORS, _regression_error),
-        (EXAMPLE_COUNT, _example_count),
-    ):
-        if isinstance(combiner, kind):
-            return fill
-    raise Unsupported(f"metric combiner {type(combiner).__name__}")
-
-
 def slice_metrics(
     separated: mpv.MetricComputations,
     columns_by_model: dict[str, Columns],
@@ -293,10 +131,20 @@ def slice_metrics(
     confidence intervals)."""
     if not next(iter(columns_by_model.values())).labels.size:
         raise Unsupported("no examples")
-    results: dict[metric_types.MetricKey, Any] = {}
-    for c in separated.non_derived_computations:
-        columns = columns_by_model[c.keys[0].model_name]
-        results.update(_fill(c.combiner)(c.combiner, columns))
+    accumulators = SliceAccumulators(separated)
+    accumulators.add(columns_by_model)
+    return finish(separated, accumulators.results(), baseline_model_name, slice_key)
+
+
+def finish(
+    separated: mpv.MetricComputations,
+    combined: dict[metric_types.MetricKey, Any],
+    baseline_model_name: str | None,
+    slice_key: tuple = (),
+) -> tuple[tuple, dict]:
+    """TFMA's steps after the combiners' outputs (`combined`) of one slice: derived
+    metrics, baseline diffs, private metrics removed."""
+    results = dict(combined)
     # A slice without positives (or negatives) has NaN rates, as in TFMA, where
     # numpy's warning stays in the Beam worker's log instead of the run's console.
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -326,16 +174,6 @@ def sliced_results(
 ) -> dict[str, tuple[tuple, dict]]:
     """{metrics|plots|attributions: (slice_key, {key: value})} for one slice."""
     return split_by_kind(slice_metrics(separated, columns_by_model, baseline_model_name, slice_key))
-
-
-def subset(columns: Columns, rows: np.ndarray) -> Columns:
-    """The columns of the examples at `rows` (one slice)."""
-    return Columns(
-        labels=columns.labels[rows],
-        predictions=columns.predictions[rows],
-        label_dtype=columns.label_dtype,
-        prediction_dtype=columns.prediction_dtype,
-    )
 
 
 def _with_diffs(results: dict, baseline_model_name: str | None) -> dict:

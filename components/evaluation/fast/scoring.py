@@ -10,6 +10,7 @@ preprocessing functions (TFMA's transformed features, which it searches first).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,7 @@ import tensorflow as tf
 from absl import logging
 
 from compat import tfma as tfma_internals
-from components.evaluation.fast.metrics import Columns, Unsupported
+from components.evaluation.fast.columns import Columns, Unsupported
 from components.example_gen.layout import sequential_records
 
 BATCH_SIZE = 8192
@@ -100,10 +101,9 @@ class ModelScorer:
             self.preprocess.append((signatures[name], _string_input(signatures[name], name)))
         # Every output name of the preprocessing functions (TFMA's transformed features).
         self.transformed_keys: set[str] = set()
-        self._labels: list[np.ndarray] = []
-        self._predictions: list[np.ndarray] = []
 
-    def add(self, serialized: tf.Tensor) -> None:
+    def score(self, serialized: tf.Tensor) -> Columns:
+        """The model's labels and predictions on one batch of serialized examples."""
         outputs = self.predict(**{self.predict_input: serialized})
         prediction = outputs[prediction_output(outputs, self.prediction_key)]
         label = None
@@ -114,11 +114,8 @@ class ModelScorer:
                 label = transformed[self.label_key]
         if label is None:
             raise Unsupported(f"label {self.label_key!r} is not a transformed feature")
-        self._predictions.append(_column(prediction, "prediction", per_class=True))
-        self._labels.append(_column(label, "label"))
-
-    def columns(self) -> Columns:
-        labels, predictions = np.concatenate(self._labels), np.concatenate(self._predictions)
+        predictions = _column(prediction, "prediction", per_class=True)
+        labels = _column(label, "label")
         return Columns(
             labels=labels.astype(np.float64),
             predictions=predictions.astype(np.float64),
@@ -145,18 +142,14 @@ def _column(value: Any, what: str, per_class: bool = False) -> np.ndarray:
     return array
 
 
-def score(
-    scorers: list[ModelScorer], files: list[str], compression: str, features: Any = None
-) -> dict[str, Columns]:
-    """Every model's columns over every example of `files`, each file read once
-    (`features.add` also sees every batch: the slicing features)."""
+def scored_batches(
+    scorers: list[ModelScorer], files: list[str], compression: str
+) -> Iterator[tuple[tf.Tensor, dict[str, Columns]]]:
+    """Each batch of serialized examples of `files` (each file read once, in order) with
+    every model's columns on it: a batch at a time, so that no whole column is held."""
     dataset = sequential_records(files, compression)
     batches = 0
     for serialized in dataset.batch(BATCH_SIZE).prefetch(1):
-        for scorer in scorers:
-            scorer.add(serialized)
-        if features is not None:
-            features.add(serialized)
+        yield serialized, {scorer.name: scorer.score(serialized) for scorer in scorers}
         batches += 1
     logging.info("fast evaluation: scored %d batches of up to %d examples", batches, BATCH_SIZE)
-    return {scorer.name: scorer.columns() for scorer in scorers}

@@ -1,4 +1,4 @@
-"""TFMA's slice keys of the evaluated examples, from whole feature columns.
+"""TFMA's slice keys of the evaluated examples, from decoded feature columns.
 
 TFMA decodes each batch of serialized examples without a schema (tfx_bsl's
 `ExamplesToRecordBatchDecoder`, as TFX's Evaluator reads the split), splits it
@@ -9,7 +9,9 @@ feature with no value puts the example in no slice of that spec, and a feature
 with several values puts it in several. The project's extractors
 (components/evaluation/extractors.py) add `<name>_bucket` before that, from the first value of
 `<name>` ("missing" without one). Here the same keys come from the decoded columns:
-(example, value) pairs per feature, joined per spec, grouped with numpy.
+(example, value) pairs per feature, joined per spec, grouped with numpy. The Evaluator
+takes them a batch at a time (`SliceFeatures.batch_slices`: the batch's rows of each
+slice, nothing kept); `SliceFeatures.add` then `slices` gives those of every example.
 
 What the fast path does not cover raises Unsupported (TFMA then runs): value
 matches, SQL slicing, cross slicing, a slicing feature that is also a transformed
@@ -82,7 +84,8 @@ class Pairs:
 
 
 class SliceFeatures:
-    """The slicing features of every example, batch by batch (`add`), then the slices."""
+    """The slicing features of examples batch by batch: each batch's slices
+    (`batch_slices`), or every batch's features kept (`add`), then all slices (`slices`)."""
 
     def __init__(
         self, eval_config: Any, buckets: dict[str, tuple[float, ...]], layout: Layout | None = None
@@ -124,23 +127,63 @@ class SliceFeatures:
         return {name for spec in self.specs for name in spec}
 
     def add(self, serialized: Any) -> None:
-        """One batch of serialized examples (a string tensor)."""
-        count = int(serialized.shape[0])
-        if self._decoder is not None:
-            batch = self._decode(serialized, count)
-            for name in self.raw:
-                index = batch.schema.get_field_index(name)
-                kind = batch.column(index).type if index >= 0 else pa.null()
-                # Absent, or untyped (`Feature()`, null type) in every example of the batch.
-                if pa.types.is_null(kind) or pa.types.is_null(kind.value_type):
-                    continue
-                column = batch.column(index)
-                self._types[name].add(str(column.type.value_type))
-                parents = pc.list_parent_indices(column).to_numpy(zero_copy_only=False)
-                self._rows[name].append(_batch_rows(parents, self.examples, count))
-                self._values[name].append(self._encode(name, column.flatten()))
-            self._narrow_decoder()
+        """One batch of serialized examples (a string tensor), kept for `slices`."""
+        count, found = self._batch_values(serialized)
+        for name, (rows, values) in found.items():
+            self._rows[name].append(_batch_rows(rows, self.examples, count))
+            self._values[name].append(values)
         self.examples += count
+
+    def batch_slices(self, serialized: Any) -> dict[tuple, np.ndarray]:
+        """One batch's slices, nothing kept: slice key -> the batch's rows in that slice
+        (the keys and rows `slices` gives for these examples alone)."""
+        count, found = self._batch_values(serialized)
+        empty = (np.zeros(0, np.int64), np.zeros(0))
+        pairs = {}
+        for name in self.names:
+            rows, values = found.get(self._raw(name), empty)
+            pairs[name] = self._pairs(name, rows.astype(np.int64), values, count)
+        self.examples += count
+        sliced: dict[tuple, np.ndarray] = {}
+        for spec in self.specs:
+            sliced.update(spec_slices(spec, [pairs[name] for name in spec], count))
+        return sliced
+
+    def ordered(self, keys: Any) -> list[tuple]:
+        """Slice keys in the order `slices` gives them: the specs' order, then within a
+        spec by value (a bucket feature's slices in bucket order, "missing" last)."""
+        spec_index = {spec: i for i, spec in enumerate(self.specs)}
+        ranks = {name: _bucket_ranks(bounds) for name, bounds in self.buckets.items()}
+
+        def place(key: tuple) -> tuple:
+            names = tuple(name for name, _ in key)
+            values = tuple(ranks[n][v] if n in ranks else v for n, v in key)
+            return spec_index[names], values
+
+        return sorted(keys, key=place)
+
+    def _batch_values(self, serialized: Any) -> tuple[int, dict[str, tuple[np.ndarray, Any]]]:
+        """A batch's count of examples and, per slicing feature with values in it, the
+        batch's examples of its values (parent indices) and the values."""
+        count = int(serialized.shape[0])
+        found: dict[str, tuple[np.ndarray, Any]] = {}
+        if self._decoder is None:
+            return count, found
+        batch = self._decode(serialized, count)
+        for name in self.raw:
+            index = batch.schema.get_field_index(name)
+            kind = batch.column(index).type if index >= 0 else pa.null()
+            # Absent, or untyped (`Feature()`, null type) in every example of the batch.
+            if pa.types.is_null(kind) or pa.types.is_null(kind.value_type):
+                continue
+            column = batch.column(index)
+            self._types[name].add(str(column.type.value_type))
+            if len(self._types[name]) > 1:
+                raise Unsupported(f"slicing feature {name!r} has values of several types")
+            parents = pc.list_parent_indices(column).to_numpy(zero_copy_only=False)
+            found[name] = (parents, self._encode(name, column.flatten()))
+        self._narrow_decoder()
+        return count, found
 
     def _encode(self, name: str, values: pa.Array) -> np.ndarray:
         """Numbers as they are; bytes as codes into the feature's table of distinct values."""
@@ -202,16 +245,24 @@ class SliceFeatures:
         return np.concatenate(rows), np.concatenate(self._values[name])
 
     def pairs(self, name: str) -> Pairs:
-        """A slicing feature's pairs (a bucket feature: one pair for every example)."""
+        """A slicing feature's pairs over every added example (a bucket feature: one
+        pair for every example)."""
+        return self._pairs(name, *self._flat(self._raw(name)), self.examples)
+
+    def _raw(self, name: str) -> str:
+        """The decoded feature a slicing feature comes from (a bucket feature's number)."""
+        return name.removesuffix(BUCKET_SUFFIX) if name in self.buckets else name
+
+    def _pairs(self, name: str, rows: np.ndarray, values: np.ndarray, examples: int) -> Pairs:
+        """`name`'s pairs from the (example, value) pairs of its raw feature."""
         if name in self.buckets:
             raw = name.removesuffix(BUCKET_SUFFIX)
             if raw in self._tables:
                 raise Unsupported(f"bucketed feature {raw!r} of bytes (not numeric)")
-            rows, values = self._flat(raw)
-            return bucket_pairs(rows, values, self.examples, self.buckets[name])
+            return bucket_pairs(rows, values, examples, self.buckets[name])
         table = self._tables.get(name)
         decoded = list(table) if table is not None else None  # code -> value (insertion order)
-        return feature_pairs(*self._flat(name), name, decoded)
+        return feature_pairs(rows, values, name, decoded)
 
     def slices(self) -> dict[tuple, np.ndarray]:
         """Slice key (TFMA's tuple) -> the rows of the examples in that slice."""
@@ -220,6 +271,15 @@ class SliceFeatures:
         for spec in self.specs:
             found.update(spec_slices(spec, [pairs[name] for name in spec], self.examples))
         return found
+
+
+def _bucket_ranks(bounds: tuple[float, ...]) -> dict[str, int]:
+    """Each bucket label's place in bucket order ("missing" last): the order in which
+    `bucket_pairs` codes a bucket feature's values."""
+    # One value in each bucket: below the first bound, then at each bound.
+    inside = [bounds[0] - 1.0, *bounds]
+    labels = [bucket_label(v, bounds) for v in inside] + [bucket_label(None, bounds)]
+    return {label: i for i, label in enumerate(labels)}
 
 
 def _as_slice_value(value: Any, name: str) -> Any:

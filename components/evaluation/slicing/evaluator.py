@@ -32,6 +32,7 @@ from tfx.utils import io_utils
 from components.base import component
 from components.evaluation.fast import executor as fast_executor
 from components.evaluation.fast.metrics import Unsupported
+from components.evaluation.pictures import write_pictures
 from components.evaluation.slicing.rules import (
     BASELINE,
     CANDIDATE,
@@ -157,6 +158,8 @@ class Executor(component.Executor, fast_executor.Executor):
             fast_executor.Executor.Do(self, *execution.args)
         blessing = execution.output(specs.BLESSING_KEY)
         evaluation_uri = execution.output(specs.EVALUATION_KEY).uri
+        # The plots as the console and the model card draw them (plots.json).
+        write_pictures(evaluation_uri, slice_name)
         if (
             blessing.mlmd_artifact.custom_properties.get(constants.ARTIFACT_PROPERTY_BLESSED_KEY)
             is None

@@ -1,7 +1,7 @@
 """Renders a model card: what the model was trained on, how it does for each group, and where it came from.
 
-One self-contained HTML page (no network): plotly's JavaScript is inlined from
-the installed package, as in the validation report. Everything shown is read
+One self-contained HTML page (no network, no JavaScript): its pictures are SVG
+drawn at card time (svg.py), so it reads the same mailed, printed or offline. Everything shown is read
 by components/release/model_card/component.py from the run's artifacts and passed in
 as plain data (`CardData`), so the page can be rendered and tested alone.
 """
@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from components.release.model_card import svg
+
 _CSS = """
 body{font-family:system-ui,-apple-system,"DejaVu Sans",sans-serif;margin:24px;color:#1f2328;max-width:1100px}
 h1{font-size:22px} h2{font-size:18px;margin-top:28px;border-bottom:1px solid #d0d7de}
@@ -23,7 +25,7 @@ th{background:#f6f8fa} td.num{text-align:right;font-variant-numeric:tabular-nums
 tr.fails td{background:#ffebe9} tr.small td{color:#656d76}
 .verdict{display:inline-block;padding:4px 12px;border-radius:6px;color:#fff;font-weight:600}
 .yes{background:#1a7f37} .no{background:#cf222e}
-.chart{width:1000px;height:380px} .muted{color:#656d76} code{font-size:12px}
+.pictures{display:flex;flex-wrap:wrap;gap:12px} .muted{color:#656d76} code{font-size:12px}
 """
 
 
@@ -43,6 +45,10 @@ class CardData:
     hyperparameters: dict[str, Any] = field(default_factory=dict)
     # The evaluation's slices.json (components/evaluation/slicing/evaluator.py).
     slices: dict[str, Any] = field(default_factory=dict)
+    # The evaluation's plots.json (components/evaluation/pictures.py).
+    pictures: dict[str, Any] = field(default_factory=dict)
+    # The Trainer's TensorBoard scalars: {run folder: {tag: [(epoch, value)]}}.
+    curves: dict[str, Any] = field(default_factory=dict)
     thresholds: dict[str, Any] = field(default_factory=dict)
     blessed: bool | None = None
     blessing_message: str = ""
@@ -159,36 +165,137 @@ def _rules_list(data: CardData) -> str:
 
 
 def _chart(data: CardData) -> str:
+    """The judged metric per slice: candidate and baseline bars, failing slices red,
+    slices under the minimum example count grey, the slice floor as a line."""
     metrics = data.slices.get("metrics") or {}
     rules = data.slices.get("rules") or {}
     judged = rules.get("metric")
     if not metrics or not judged:
         return ""
-    import plotly.graph_objects as go
-
     names = sorted(metrics, key=lambda s: (s != "overall", s))
-    fig = go.Figure()
-    for model, color in (("candidate", "#1f77b4"), ("baseline", "#ff7f0e")):
-        ys = [_model(metrics[n], model).get(judged) for n in names]
-        if any(y is not None for y in ys):
-            fig.add_bar(
-                name=model if data.slices.get("has_baseline") else "this model",
-                x=names,
-                y=ys,
-                marker_color=color,
+    failing = {f.get("slice") for f in data.slices.get("failures") or []}
+    minimum = rules.get("min_examples") or 0
+    counts = [int(_model(metrics[n], "candidate").get("example_count") or 0) for n in names]
+    candidate = [
+        "#c0392b" if n in failing else ("#bbbbbb" if c < minimum else "#1f5fbf")
+        for n, c in zip(names, counts, strict=True)
+    ]
+    groups = [
+        (
+            "candidate" if data.slices.get("has_baseline") else "this model",
+            [_model(metrics[n], "candidate").get(judged) for n in names],
+            candidate,
+        )
+    ]
+    if data.slices.get("has_baseline"):
+        groups.append(
+            (
+                "baseline",
+                [_model(metrics[n], "baseline").get(judged) for n in names],
+                ["#999999"] * len(names),
             )
-    if rules.get("lower_bound") is not None:
-        fig.add_hline(y=rules["lower_bound"], line_dash="dash", annotation_text="slice floor")
-    fig.update_layout(
-        title=f"{judged} per slice",
-        barmode="group",
-        height=380,
-        width=1000,
-        margin={"l": 50, "r": 10, "t": 40, "b": 120},
-        legend={"orientation": "h", "y": 1.1},
+        )
+    line = (rules["lower_bound"], "slice floor") if rules.get("lower_bound") is not None else None
+    labels = [f"{n} ({c:,})" for n, c in zip(names, counts, strict=True)]
+    chart = svg.bar_chart(
+        "slice-chart-svg",
+        f"{judged} per slice (examples in brackets)",
+        labels,
+        groups,
+        judged,
+        line,
     )
-    div = fig.to_html(full_html=False, include_plotlyjs=False, config={"displayModeBar": False})
-    return f"<div class=chart id=slice-chart>{div}</div>"
+    return f"<div class=chart id=slice-chart>{chart}</div>"
+
+
+_MODEL_STYLE = {
+    "candidate": ("#1f5fbf", False),
+    "": ("#1f5fbf", False),
+    "baseline": ("#888888", True),
+}
+
+
+def _area(value: float | None) -> str:
+    return "" if value is None else f" (AUC {value:.3f})"
+
+
+def _curve(models: dict[str, Any], kind: str, x: str, y: str) -> list[svg.Series]:
+    found = []
+    for model, plots in models.items():
+        curve = plots.get(kind)
+        if curve:
+            color, dash = _MODEL_STYLE.get(model, ("#1f5fbf", False))
+            name = (model or "model") + (_area(curve.get("auc")) if kind in ("roc", "pr") else "")
+            found.append(
+                svg.Series(name, curve[x], curve[y], color, dash, markers=kind == "calibration")
+            )
+    return found
+
+
+def _plots(data: CardData) -> str:
+    """The whole eval split's ROC, PR, calibration and confusion matrix, as SVG."""
+    overall = (data.pictures.get("slices") or {}).get("overall")
+    if not overall:
+        return "<p class=muted>No plots in this evaluation.</p>"
+    models = overall["models"]
+    charts = []
+    unit = ((0.0, 1.0), (0.0, 1.0))
+    for chart_id, kind, title, x, y, xl, yl, diagonal in (
+        ("roc", "roc", "ROC", "fpr", "tpr", "false positive rate", "true positive rate", "chance"),
+        ("pr", "pr", "Precision-recall", "recall", "precision", "recall", "precision", None),
+        (
+            "calibration",
+            "calibration",
+            "Calibration",
+            "predicted",
+            "observed",
+            "mean prediction",
+            "observed rate",
+            "perfectly calibrated",
+        ),
+    ):
+        series = _curve(models, kind, x, y)
+        if series:
+            charts.append(svg.line_chart(chart_id, title, series, xl, yl, *unit, diagonal=diagonal))
+    for model, plots in models.items():
+        confusion = plots.get("confusion")
+        if confusion and confusion["classes"]:
+            names = ["none" if c == -1 else str(c) for c in confusion["classes"]]
+            title = f"Confusion matrix ({model or 'model'})"
+            charts.append(
+                svg.heatmap(f"confusion-{model or 'model'}", title, names, confusion["matrix"])
+            )
+    return (
+        "<div class=pictures id=plots>"
+        + "".join(f"<div class=chart>{c}</div>" for c in charts)
+        + "</div>"
+    )
+
+
+def _training(data: CardData) -> str:
+    """Loss, metrics and learning rate per epoch, train and validation overlaid."""
+    if not data.curves:
+        return "<p class=muted>No TensorBoard logs from the Trainer.</p>"
+    tags = sorted({tag for tags in data.curves.values() for tag in tags})
+    colors = {"train": ("#1f5fbf", False), "validation": ("#e67e22", True)}
+    charts = []
+    for tag in tags:
+        series = []
+        for run, by_tag in data.curves.items():
+            points = by_tag.get(tag)
+            if points:
+                color, dash = colors.get(run, ("#444444", False))
+                xs = [step + 1 for step, _ in points]
+                series.append(
+                    svg.Series(run, xs, [v for _, v in points], color, dash, markers=True)
+                )
+        name = tag.removeprefix("epoch_")
+        charts.append(svg.line_chart(f"curve-{name}", name, series, "epoch", name))
+    return (
+        "<div class=pictures id=training-curves>"
+        + "".join(f"<div class=chart>{c}</div>" for c in charts)
+        + "</div>"
+    )
 
 
 def _serving_table(check: dict[str, Any]) -> str:
@@ -205,8 +312,6 @@ def _serving_table(check: dict[str, Any]) -> str:
 
 def render_card(data: CardData) -> str:
     """The card as one HTML string."""
-    from plotly.offline import get_plotlyjs
-
     verdict = (
         "<span class='verdict yes'>blessed</span>"
         if data.blessed
@@ -222,7 +327,6 @@ def render_card(data: CardData) -> str:
     return f"""<!DOCTYPE html>
 <html lang=en><head><meta charset=utf-8><title>Model card: {_e(data.dataset)}</title>
 <style>{_CSS}</style>
-<script type="text/javascript">{get_plotlyjs()}</script>
 </head><body>
 <h1>Model card: {_e(data.dataset)}</h1>
 <p class=muted>written {when}{" · pushed to " + _e(data.pushed_to) if data.pushed_to else ""}</p>
@@ -237,6 +341,9 @@ def render_card(data: CardData) -> str:
 <h2>Metrics overall and per slice</h2>
 {_chart(data)}
 {_slice_table(data)}
+<h2>How it separates and how calibrated it is</h2>
+<p class=muted>On the whole eval split{", the baseline dashed" if data.slices.get("has_baseline") else ""}: ROC and precision-recall curves (area under each in the legend), the calibration (mean prediction against the observed rate per bucket; the dotted diagonal is perfect), the confusion matrix of a multiclass model.</p>
+{_plots(data)}
 <h2>Serving check</h2>
 {_serving_table(data.serving_check)}
 <h2>Data</h2>
@@ -247,6 +354,8 @@ def render_card(data: CardData) -> str:
 <table id=schema><tr><th>feature</th><th>type</th><th>domain / presence</th></tr>{schema_rows}</table>
 <h2>Training</h2>
 {_kv_table("hyperparameters", data.hyperparameters)}
+<h3>Training curves</h3>
+{_training(data)}
 <h2>Lineage (ML Metadata ids)</h2>
 {_kv_table("lineage", data.lineage)}
 </body></html>

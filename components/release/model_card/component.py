@@ -29,6 +29,8 @@ CARD_FILE = "card.html"
 # Written into the pushed version's folder, beside saved_model.pb.
 PUSHED_CARD_FILE = "model_card.html"
 SLICES_FILE = "slices.json"  # components/evaluation/slicing/evaluator.py writes it
+PICTURES_FILE = "plots.json"  # components/evaluation/pictures.py writes it
+TENSORBOARD_DIR = "tensorboard"  # in the model run: trainer/base.py's TrainingCurves
 SERVING_CHECK_FILE = "result.json"  # components/release/serving_check/component.py
 DATA_PROPERTIES = (
     "span",
@@ -129,6 +131,15 @@ def _write_beside(pushed_to: str, html: str) -> str:
     return path
 
 
+def _training_curves(model_run: types.Artifact | None) -> dict[str, Any]:
+    """The Trainer's TensorBoard scalars ({run folder: {tag: [(epoch, value)]}})."""
+    from runtime.training_curves import read_curves
+
+    if model_run is None:
+        return {}
+    return read_curves(os.path.join(model_run.uri, TENSORBOARD_DIR))
+
+
 def card_data(
     input_dict: dict[str, list[types.Artifact]], exec_properties: dict[str, Any], run_id: str
 ) -> CardData:
@@ -170,6 +181,8 @@ def card_data(
         schema=_schema_rows(_one(input_dict, "schema")),
         hyperparameters=json.loads(exec_properties.get("hyperparameters") or "{}"),
         slices=_read_json(os.path.join(evaluation.uri, SLICES_FILE)) if evaluation else {},
+        pictures=_read_json(os.path.join(evaluation.uri, PICTURES_FILE)) if evaluation else {},
+        curves=_training_curves(_one(input_dict, "model_run")),
         thresholds=json.loads(exec_properties.get("thresholds") or "{}"),
         blessed=None if blessed is None else blessed == 1,
         blessing_message=_prop(blessing, "blessing_message") or "",
@@ -212,6 +225,10 @@ class ModelCardSpec(component_spec.ComponentSpec):
     }
     INPUTS = {
         "model": component_spec.ChannelParameter(type=standard_artifacts.Model),
+        # The Trainer's model-run folder: its TensorBoard logs (the training curves).
+        "model_run": component_spec.ChannelParameter(
+            type=standard_artifacts.ModelRun, optional=True
+        ),
         "examples": component_spec.ChannelParameter(type=standard_artifacts.Examples),
         "statistics": component_spec.ChannelParameter(
             type=standard_artifacts.ExampleStatistics, optional=True

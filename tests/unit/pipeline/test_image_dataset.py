@@ -88,7 +88,8 @@ def test_eval_config_thresholds_sparse_accuracy_on_example_signature(digits):
     assert t.change_threshold.direction == tfma.MetricDirection.HIGHER_IS_BETTER
     assert [list(s.feature_keys) for s in ec.slicing_specs] == [[], ["label"]]
     # Each class's false positive and negative rates, one class against the rest.
-    (rates,) = ec.metrics_specs[1:]
+    (rates, plots) = ec.metrics_specs[1:]
+    assert [m.class_name for m in plots.metrics] == ["MultiClassConfusionMatrixPlot"]
     assert {m.class_name for m in rates.metrics} == {"FallOut", "MissRate"}
     assert list(rates.binarize.class_ids.values) == list(range(10))
 

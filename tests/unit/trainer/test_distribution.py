@@ -11,6 +11,8 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 
+from runtime.training_curves import read_curves
+from trainer.base import TENSORBOARD_DIR
 from trainer.distribution import (
     INPUT_WAIT_FILE,
     TF_CONFIG,
@@ -176,7 +178,18 @@ def test_single_worker_trains_and_exports_as_before(tmp_path, monkeypatch):
     )
     # The whole batch and the patterns as given: nothing sharded.
     assert shards_seen == [(fn_args.train_files, 16, None), (fn_args.eval_files, 32, None)]
-    assert os.listdir(fn_args.model_run_dir) == [INPUT_WAIT_FILE]
+    assert sorted(os.listdir(fn_args.model_run_dir)) == [INPUT_WAIT_FILE, TENSORBOARD_DIR]
+    # TensorBoard's curves, read back from the event files: one point per epoch.
+    curves = read_curves(str(tmp_path / "model_run" / TENSORBOARD_DIR))
+    assert set(curves) == {"train", "validation"}
+    assert set(curves["train"]) == {"epoch_loss", "epoch_learning_rate"}
+    assert set(curves["validation"]) == {"epoch_loss"}
+    assert [step for step, _ in curves["train"]["epoch_loss"]] == [0, 1, 2, 3]
+    assert curves["train"]["epoch_learning_rate"][0][1] == pytest.approx(0.001)  # adam's
+    history = model.history.history
+    for kind, key in (("train", "loss"), ("validation", "val_loss")):
+        logged = [value for _, value in curves[kind]["epoch_loss"]]
+        assert logged == pytest.approx(history[key], rel=1e-6)
     report = json.loads((tmp_path / "model_run" / INPUT_WAIT_FILE).read_text())
     assert report["total"]["steps"] == 4
     loaded = keras.models.load_model(fn_args.serving_model_dir)

@@ -373,3 +373,70 @@ def test_serving_page_shows_live_traffic_per_version_and_the_last_skew_check(tmp
     assert counts == {"v7 served": (3, 4, 4), "v8 shadow": (2, 2, 2)}  # v6: three days old
     assert ui_store.XSS not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
     assert "3 of 4 published log file(s) read" in page
+
+
+def test_a_blocked_runs_findings_show_as_a_table(tmp_path):
+    """The gate's findings: one row each (feature, check, measure, measured, threshold,
+    verdict), the compared data named once above them, each feature linked to its chart
+    in the validation report."""
+    import json
+
+    from components.validation.findings import BLOCK, WARN, Finding, GateResult
+
+    writer = ui_store.write_runs(tmp_path / "metadata.sqlite", 1)
+    writer.run("run-blocked", span=2, stop_after="ValidationGate", state=pb.Execution.FAILED)
+    where = "span 2 train split vs span 1 train split"
+    result = GateResult(
+        "BLOCK",
+        [
+            Finding(
+                "drift", "fare", "COMPARATOR_L_INFTY_HIGH", "moved", 0.31, 0.2, "L-infinity", where
+            ),
+            Finding(
+                "drift",
+                "tips",
+                "COMPARATOR_L_INFTY_HIGH",
+                "moved",
+                0.12,
+                0.1,
+                "L-infinity",
+                where,
+                WARN,
+            ),
+            Finding(
+                "schema",
+                "company",
+                "ENUM_TYPE_UNEXPECTED_STRING_VALUES",
+                "new",
+                where=where,
+                severity=BLOCK,
+            ),
+        ],
+        [],
+        [],
+        current_span=2,
+        baseline_span=1,
+    )
+    report = tmp_path / "reports" / "run-blocked.html"
+    report.parent.mkdir()
+    report.write_text("<html></html>")
+    (tmp_path / "reports" / "run-blocked.json").write_text(json.dumps(result.to_dict()))
+    store = ui_store.open_sqlite(tmp_path / "metadata.sqlite")
+    (gate,) = [e for e in store.get_executions() if e.last_known_state == pb.Execution.FAILED]
+    gate.custom_properties["gate_decision"].string_value = "BLOCK"
+    gate.custom_properties["gate_findings"].string_value = result.message()
+    gate.custom_properties["gate_report"].string_value = str(report)
+    store.put_executions([gate])
+    page = client(tmp_path).get("/run?pipeline=taxi&id=run-blocked").text
+    table = page[
+        page.index('id="gate-findings"') : page.index("</table>", page.index('id="gate-findings"'))
+    ]
+    rows = re.findall(r'<tr class="finding verdict-(\w+)"', table)
+    assert rows == ["blocks", "warning", "blocks"]
+    assert "<td>drift: COMPARATOR_L_INFTY_HIGH</td><td>L-infinity</td>" in table
+    assert '<td class="num">0.31</td><td class="num">&gt; 0.2</td><td>blocks</td>' in table
+    assert f'href="/execution/{gate.id}/gate-report#feature-fare"' in table
+    # The compared data once, above the table, not in every row.
+    shown = re.sub(r"<details>.*?</details>", "", page, flags=re.S)  # the text, folded
+    assert shown.count(where) == 1 and where not in table
+    assert "span 2 against span 1" in page

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tensorflow_model_analysis as tfma
-from tfma_reference import tfma_one_at_a_time
+from tfma_reference import assert_same_results, tfma_one_at_a_time
 
 from components.evaluation.fast import executor, metrics
 from pipeline.datasets import dataset_config
@@ -58,7 +58,8 @@ def test_other_metrics_and_options_go_to_tfma():
     intervals.options.compute_confidence_intervals.value = True
     assert "confidence" in executor.fast_path_refusal(_defaults(intervals))
     top_k = eval_config(dataset_config("digits"))
-    top_k.metrics_specs[-1].binarize.CopyFrom(tfma.BinarizationOptions(top_k_list={"values": [2]}))
+    binarized = next(spec for spec in top_k.metrics_specs if spec.HasField("binarize"))
+    binarized.binarize.CopyFrom(tfma.BinarizationOptions(top_k_list={"values": [2]}))
     assert "top-k" in executor.fast_path_refusal(_defaults(top_k))
 
 
@@ -79,22 +80,11 @@ def test_combiners_from_columns_match_tfma_one_example_at_a_time():
     predictions = np.clip(rng.random(500) + np.where(labels > 0, 0.2, -0.2), 0, 1)
     predictions[:3] = [0.5, 0.0, 1.0]  # on the threshold and both edges
     ours = metrics.sliced_results(separated, {"": metrics.Columns(labels, predictions)}, None)
-
-    results = {}
-    for c in separated.non_derived_computations:
-        accumulator = c.combiner.create_accumulator()
-        for label, prediction in zip(labels, predictions, strict=True):
-            element = tfma.metrics.StandardMetricInputs(
-                label=np.array([label]), prediction=np.array([prediction]), example_weight=None
-            )
-            accumulator = c.combiner.add_input(accumulator, element)
-        results.update(c.combiner.extract_output(accumulator))
-    for c in separated.derived_computations:
-        results.update(c.result(results))
-    expected = {k: v for k, v in results.items() if not k.name.startswith("_")}
-    assert ours["metrics"][1].keys() == expected.keys()
-    for key, value in expected.items():
-        assert ours["metrics"][1][key] == pytest.approx(value, abs=1e-9), key
+    expected = tfma_one_at_a_time(separated, labels, predictions)
+    plots = {k for k in expected if isinstance(k, tfma.metrics.PlotKey)}
+    assert {k.name for k in plots} == {"confusion_matrix_plot", "calibration_plot"}
+    assert ours["plots"][1].keys() == plots
+    assert_same_results({**ours["metrics"][1], **ours["plots"][1]}, expected)
 
 
 def _ours_and_tfma(config, labels: np.ndarray, predictions: np.ndarray) -> tuple[dict, dict]:
@@ -106,8 +96,11 @@ def _ours_and_tfma(config, labels: np.ndarray, predictions: np.ndarray) -> tuple
         label_dtype=labels.dtype,
         prediction_dtype=predictions.dtype,
     )
-    ours = metrics.sliced_results(metrics.computations(config), {"": columns}, None)["metrics"][1]
-    return ours, tfma_one_at_a_time(metrics.computations(config), labels, predictions)
+    ours = metrics.sliced_results(metrics.computations(config), {"": columns}, None)
+    metric_keys = ours["metrics"][1].keys()
+    expected = tfma_one_at_a_time(metrics.computations(config), labels, predictions)
+    assert_same_results({**ours["metrics"][1], **ours["plots"][1]}, expected, abs_tol=1e-6)
+    return ours["metrics"][1], {k: v for k, v in expected.items() if k in metric_keys}
 
 
 def test_multiclass_combiners_match_tfma_one_example_at_a_time():
@@ -132,6 +125,43 @@ def test_multiclass_combiners_match_tfma_one_example_at_a_time():
     assert len(ours) == 2 + 2 * 10  # a fall-out and miss rate per class
     for key, value in expected.items():
         assert ours[key] == pytest.approx(value, abs=1e-9), key
+
+
+def test_multiclass_confusion_matrix_plot_matches_tfma_at_thresholds():
+    """Digits' confusion matrix plot (argmax, ties to the first class) and the same plot
+    at thresholds, where a top score at or below the threshold is "no class" (-1):
+    cell by cell against TFMA's combiner fed example by example."""
+    config = eval_config(dataset_config("digits"))
+    # TFMA keys the matrices by name alone: one multi-class plot per config.
+    (plot_spec,) = (s for s in config.metrics_specs if "Plot" in s.metrics[0].class_name)
+    plot_spec.metrics.add(
+        class_name="MultiClassConfusionMatrixPlot",
+        config='"thresholds": [0.125, 0.15, 0.3], "name": "at_thresholds"',
+    )
+    del plot_spec.metrics[0]
+    config = _defaults(config)
+    rng = np.random.default_rng(4)
+    labels = rng.integers(0, 10, 700)
+    scores = rng.random((700, 10)).astype(np.float32)
+    scores[np.arange(700), labels] += rng.random(700).astype(np.float32) * 2
+    predictions = (scores / scores.sum(axis=1, keepdims=True)).astype(np.float32)
+    predictions[:2] = 0.1  # tied: class 0, and under every threshold
+    predictions[2] = [0.125] * 8 + [0.0, 0.0]  # at the first threshold exactly (float32)
+    ours = metrics.sliced_results(
+        metrics.computations(config),
+        {"": metrics.Columns(labels.astype(np.float64), predictions.astype(np.float64))},
+        None,
+    )["plots"][1]
+    assert {k.name for k in ours} == {"at_thresholds"}
+    (at_thresholds,) = ours.values()
+    assert [m.threshold for m in at_thresholds.matrices] == [0.125, 0.15, 0.3]
+    no_class = [
+        sum(e.num_weighted_examples for e in m.entries if e.predicted_class_id == -1)
+        for m in at_thresholds.matrices
+    ]
+    assert no_class[0] > 0 and no_class == sorted(no_class)  # some dropped, more as it rises
+    expected = tfma_one_at_a_time(metrics.computations(config), labels, predictions)
+    assert_same_results(ours, {k: v for k, v in expected.items() if k in ours})
 
 
 def test_regression_metrics_match_tfma_one_example_at_a_time():
@@ -243,14 +273,11 @@ def _tfma_slice_rows(examples: list[bytes], config: tfma.EvalConfig, buckets) ->
     return found
 
 
-def test_slice_keys_match_tfmas_slicer_with_missing_and_multiple_values():
-    import tensorflow as tf
-
-    from components.evaluation.fast import slices
-
+def slicing_examples(n: int = 300) -> list[bytes]:
+    """Examples with missing, absent and repeated values of the slicing features."""
     rng = np.random.default_rng(1)
     examples = []
-    for i in range(300):
+    for i in range(n):
         kind = i % 7
         payment = [] if kind == 0 else [b"Cash"] if kind < 4 else [b"Card", b"Cash", b"Card"]
         miles = [] if kind == 1 else [float(rng.choice([0.5, 1.0, 2.5, 3.0, 12.25]))]
@@ -261,16 +288,27 @@ def test_slice_keys_match_tfmas_slicer_with_missing_and_multiple_values():
         if kind == 6:
             features.pop("payment_type")  # absent, not empty
         examples.append(_example(**features))
-    config = tfma.EvalConfig(
-        slicing_specs=[
-            tfma.SlicingSpec(),
-            tfma.SlicingSpec(feature_keys=["payment_type"]),
-            tfma.SlicingSpec(feature_keys=["trip_miles_bucket"]),
-            tfma.SlicingSpec(feature_keys=["trip_miles"]),
-            tfma.SlicingSpec(feature_keys=["payment_type", "hour"]),
-            tfma.SlicingSpec(feature_keys=["trip_miles_bucket", "payment_type", "hour"]),
-        ]
-    )
+    return examples
+
+
+# Single, bucketed, multi-valued and crossed slicing, for slicing_examples.
+SLICING_SPECS = [
+    tfma.SlicingSpec(),
+    tfma.SlicingSpec(feature_keys=["payment_type"]),
+    tfma.SlicingSpec(feature_keys=["trip_miles_bucket"]),
+    tfma.SlicingSpec(feature_keys=["trip_miles"]),
+    tfma.SlicingSpec(feature_keys=["payment_type", "hour"]),
+    tfma.SlicingSpec(feature_keys=["trip_miles_bucket", "payment_type", "hour"]),
+]
+
+
+def test_slice_keys_match_tfmas_slicer_with_missing_and_multiple_values():
+    import tensorflow as tf
+
+    from components.evaluation.fast import slices
+
+    examples = slicing_examples()
+    config = tfma.EvalConfig(slicing_specs=SLICING_SPECS)
     expected = _tfma_slice_rows(examples, config, TAXI_BUCKETS)
     features = slices.SliceFeatures(config, TAXI_BUCKETS)
     for start in range(0, len(examples), 128):  # batches that split the kinds unevenly

@@ -48,8 +48,8 @@ def test_the_card_shows_every_slice_rule_and_verdict():
             },
         )
     )
-    # plotly inlined, nothing fetched
-    assert '<script type="text/javascript">' in html and "<script src" not in html
+    # Static pictures: no script at all, nothing fetched.
+    assert "<script" not in html and "<svg" in html
     assert "class='slice-row fails' data-slice='payment_type=Credit Card'" in html
     assert "class='slice-row small' data-slice='payment_type=&lt;Dispute&gt;'" in html
     assert "<td class=num>0.2000</td>" in html and "<td class=num>n/a</td>" in html
@@ -73,3 +73,89 @@ def test_properties_read_from_ml_metadata_and_from_the_kubeflow_runtime():
         kfp.mlmd_artifact.custom_properties[name].struct_value.update({"__value__": value})
     assert _prop(kfp, "blessed") == 1 and isinstance(_prop(kfp, "baseline_model_id"), int)
     assert _prop(kfp, "missing") is None and _prop(None, "blessed") is None
+
+
+PICTURES = {
+    "slices": {
+        "overall": {
+            "models": {
+                "candidate": {
+                    "roc": {
+                        "threshold": [0, 0.5, 1],
+                        "fpr": [1, 0.2, 0],
+                        "tpr": [1, 0.9, 0],
+                        "auc": 0.85,
+                    },
+                    "pr": {
+                        "threshold": [0, 0.5, 1],
+                        "recall": [1, 0.9, 0],
+                        "precision": [0.5, 0.8, 1],
+                        "auc": 0.8,
+                    },
+                    "calibration": {
+                        "lower": [0, 0.5],
+                        "predicted": [0.2, 0.7],
+                        "observed": [0.25, 0.65],
+                        "count": [10, 12],
+                    },
+                },
+                "baseline": {
+                    "roc": {
+                        "threshold": [0, 0.5, 1],
+                        "fpr": [1, 0.3, 0],
+                        "tpr": [1, 0.8, 0],
+                        "auc": 0.75,
+                    },
+                },
+            }
+        }
+    }
+}
+
+
+def test_the_card_draws_its_pictures_as_svg_without_script():
+    """ROC (both models, AUC in the legend, the chance diagonal), PR, calibration, the
+    slice bars (failing slice red) and the training curves, all static SVG."""
+    import re
+
+    curves = {
+        "train": {
+            "epoch_loss": [[0, 0.6], [1, 0.4]],
+            "epoch_learning_rate": [[0, 0.003], [1, 0.003]],
+        },
+        "validation": {"epoch_loss": [[0, 0.65], [1, 0.5]]},
+    }
+    html = render_card(CardData(dataset="taxi", slices=SLICES, pictures=PICTURES, curves=curves))
+    assert "<script" not in html
+    ids = re.findall(r'<svg class="card-chart" id="([^"]+)"', html)
+    assert ids == [
+        "slice-chart-svg",
+        "roc",
+        "pr",
+        "calibration",
+        "curve-learning_rate",
+        "curve-loss",
+    ]
+    roc = html[html.index('id="roc"') : html.index('id="pr"')]
+    assert "candidate (AUC 0.850)" in roc and "baseline (AUC 0.750)" in roc
+    assert roc.count('class="series"') == 2 and 'class="diagonal"' in roc
+    bars = html[html.index('id="slice-chart-svg"') : html.index('id="roc"')]
+    assert 'data-label="payment_type=Credit Card (300)" data-value="0.2" x=' in bars
+    assert bars.count("#c0392b") >= 1  # the failing slice
+    loss = html[html.index('id="curve-loss"') :]
+    assert 'data-name="train"' in loss and 'data-name="validation"' in loss
+
+
+def test_a_multiclass_card_draws_its_confusion_matrix():
+    pictures = {
+        "slices": {
+            "overall": {
+                "models": {
+                    "": {"confusion": {"classes": [0, 1], "matrix": [[5.0, 1.0], [2.0, 7.0]]}}
+                }
+            }
+        }
+    }
+    html = render_card(CardData(dataset="digits", pictures=pictures))
+    assert 'id="confusion-model"' in html
+    assert 'data-actual="1" data-predicted="0" data-value="2"' in html

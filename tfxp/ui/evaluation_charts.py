@@ -1,0 +1,249 @@
+"""The evaluation page's charts as plotly figures (JSON data, drawn by static/charts.js).
+
+From the Evaluator's `plots.json` (components/evaluation/pictures.py) and `slices.json`
+(components/evaluation/slicing): ROC and precision-recall with each model's area in the
+legend, calibration against the diagonal, the multiclass confusion matrix as a heat
+map, and the slice chart (each slice's blessing metric with its example count, the
+rule's floor or ceiling as a line, failing slices in red). Candidate and baseline are
+overlaid wherever both were evaluated. Each chart names the file its numbers are in
+(`data`), which the page links.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components.evaluation.pictures import PICTURES_FILE
+from components.evaluation.slicing.evaluator import SLICES_FILE
+
+OVERALL = "overall"
+# Candidate in the console's blue, baseline grey and dashed: "ours" against "before".
+STYLE = {
+    "candidate": {"color": "#1f5fbf"},
+    "": {"color": "#1f5fbf"},
+    "baseline": {"color": "#888888", "dash": "dash"},
+}
+DIAGONAL = {"color": "#bbbbbb", "dash": "dot", "width": 1}
+
+
+def _label(model: str) -> str:
+    return model or "model"
+
+
+def _layout(title: str, x: str, y: str, **extra: Any) -> dict[str, Any]:
+    layout = {
+        "title": {"text": title, "font": {"size": 14}},
+        # The console's .chart box (static/console.css): 520 x 300.
+        "height": 300,
+        "width": 520,
+        "margin": {"l": 56, "r": 12, "t": 36, "b": 44},
+        "xaxis": {"title": {"text": x}, "range": [0, 1]},
+        "yaxis": {"title": {"text": y}, "range": [0, 1.02]},
+        "legend": {"x": 0.98, "xanchor": "right", "y": 0.04, "yanchor": "bottom"},
+    }
+    layout.update(extra)
+    return layout
+
+
+def _diagonal(name: str) -> dict[str, Any]:
+    return {
+        "type": "scatter",
+        "mode": "lines",
+        "x": [0, 1],
+        "y": [0, 1],
+        "name": name,
+        "line": DIAGONAL,
+    }
+
+
+def _area(value: float | None) -> str:
+    return "" if value is None else f" (AUC {value:.3f})"
+
+
+def curve_charts(models: dict[str, dict[str, Any]], where: str) -> list[dict[str, Any]]:
+    """ROC, PR and calibration of one slice, every model overlaid."""
+    charts = []
+    if any("roc" in p for p in models.values()):
+        data = [_diagonal("chance")]
+        for model, plots in models.items():
+            roc = plots.get("roc")
+            if roc:
+                data.append(
+                    {
+                        "type": "scatter",
+                        "mode": "lines",
+                        "name": _label(model) + _area(roc.get("auc")),
+                        "x": roc["fpr"],
+                        "y": roc["tpr"],
+                        "text": [f"threshold {t:.2f}" for t in roc["threshold"]],
+                        "line": STYLE.get(model, {}),
+                    }
+                )
+        charts.append(
+            _chart("roc", f"ROC · {where}", data, "false positive rate", "true positive rate")
+        )
+        data = []
+        for model, plots in models.items():
+            pr = plots.get("pr")
+            if pr:
+                data.append(
+                    {
+                        "type": "scatter",
+                        "mode": "lines",
+                        "name": _label(model) + _area(pr.get("auc")),
+                        "x": pr["recall"],
+                        "y": pr["precision"],
+                        "text": [f"threshold {t:.2f}" for t in pr["threshold"]],
+                        "line": STYLE.get(model, {}),
+                    }
+                )
+        charts.append(_chart("pr", f"Precision-recall · {where}", data, "recall", "precision"))
+    if any("calibration" in p for p in models.values()):
+        data = [_diagonal("perfectly calibrated")]
+        for model, plots in models.items():
+            cal = plots.get("calibration")
+            if cal:
+                data.append(
+                    {
+                        "type": "scatter",
+                        "mode": "lines+markers",
+                        "name": _label(model),
+                        "x": cal["predicted"],
+                        "y": cal["observed"],
+                        "text": [f"{int(n)} examples" for n in cal["count"]],
+                        "line": STYLE.get(model, {}),
+                    }
+                )
+        charts.append(
+            _chart(
+                "calibration", f"Calibration · {where}", data, "mean prediction", "observed rate"
+            )
+        )
+    for model, plots in models.items():
+        confusion = plots.get("confusion")
+        if confusion and confusion["classes"]:
+            names = [("none" if c == -1 else str(c)) for c in confusion["classes"]]
+            data = [
+                {
+                    "type": "heatmap",
+                    "z": confusion["matrix"],
+                    "x": names,
+                    "y": names,
+                    "colorscale": "Blues",
+                    "hovertemplate": "actual %{y}, predicted %{x}: %{z}<extra></extra>",
+                }
+            ]
+            layout = _layout(
+                f"Confusion matrix · {_label(model)} · {where}",
+                "predicted class",
+                "actual class",
+                xaxis={"title": {"text": "predicted class"}, "type": "category"},
+                yaxis={
+                    "title": {"text": "actual class"},
+                    "type": "category",
+                    "autorange": "reversed",
+                },
+            )
+            charts.append(
+                {
+                    "id": f"confusion-{_label(model)}",
+                    "data": data,
+                    "layout": layout,
+                    "file": PICTURES_FILE,
+                }
+            )
+    return charts
+
+
+def _chart(kind: str, title: str, data: list, x: str, y: str) -> dict[str, Any]:
+    return {"id": kind, "data": data, "layout": _layout(title, x, y), "file": PICTURES_FILE}
+
+
+def slice_chart(slices: dict[str, Any]) -> dict[str, Any] | None:
+    """The blessing metric per slice (candidate bars, baseline markers), each slice's
+    example count, the slice floor or ceiling as a line; failing slices red, slices
+    under the rules' minimum example count grey (not judged)."""
+    rules = slices.get("rules") or {}
+    metric = rules.get("metric")
+    per_slice = slices.get("metrics") or {}
+    if not metric or not per_slice:
+        return None
+    names = sorted(per_slice, key=lambda s: (s != OVERALL, s))
+    failing = {f["slice"] for f in slices.get("failures") or []}
+    minimum = rules.get("min_examples") or 0
+
+    def value(name: str, model: str) -> float | None:
+        models = per_slice[name]
+        found = models.get(model) or (models.get("") if model == "candidate" else None) or {}
+        return found.get(metric)
+
+    counts = [
+        int((per_slice[n].get("candidate") or per_slice[n].get("") or {}).get("example_count", 0))
+        for n in names
+    ]
+    colors = [
+        "#c0392b" if n in failing else ("#bbbbbb" if c < minimum else STYLE["candidate"]["color"])
+        for n, c in zip(names, counts, strict=True)
+    ]
+    labels = [f"{n} ({c:,})" for n, c in zip(names, counts, strict=True)]
+    data: list[dict[str, Any]] = [
+        {
+            "type": "bar",
+            "name": "candidate",
+            "x": labels,
+            "y": [value(n, "candidate") for n in names],
+            "marker": {"color": colors},
+            "text": ["FAILS its rule" if n in failing else "" for n in names],
+            "hovertemplate": "%{x}: %{y:.4f} %{text}<extra></extra>",
+        }
+    ]
+    if slices.get("has_baseline"):
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": "baseline",
+                "x": labels,
+                "y": [value(n, "baseline") for n in names],
+                "marker": {"color": "#444444", "symbol": "line-ew-open", "size": 18},
+            }
+        )
+    shapes = []
+    bound = rules.get("lower_bound") if rules.get("higher_is_better", True) else None
+    bound = bound if bound is not None else rules.get("upper_bound")
+    if bound is not None:
+        shapes.append(
+            {
+                "type": "line",
+                "xref": "paper",
+                "x0": 0,
+                "x1": 1,
+                "y0": bound,
+                "y1": bound,
+                "line": {"color": "#c0392b", "dash": "dash"},
+            }
+        )
+    layout = {
+        "title": {"text": f"{metric} by slice (examples in brackets)", "font": {"size": 14}},
+        "height": 380,  # a .chart.wide box: the page's width
+        "margin": {"l": 56, "r": 12, "t": 40, "b": 130},
+        "yaxis": {"title": {"text": metric}},
+        "xaxis": {"tickangle": -35},
+        "shapes": shapes,
+        "showlegend": True,
+    }
+    return {"id": "slices", "data": data, "layout": layout, "file": SLICES_FILE, "wide": True}
+
+
+def evaluation_charts(
+    pictures: dict[str, Any] | None, slices: dict[str, Any] | None
+) -> list[dict[str, Any]]:
+    """Every chart of the evaluation page: the whole split's curves, then the slices."""
+    charts = []
+    overall = ((pictures or {}).get("slices") or {}).get(OVERALL)
+    if overall:
+        charts += curve_charts(overall["models"], "whole eval split")
+    chart = slice_chart(slices or {})
+    if chart:
+        charts.append(chart)
+    return charts
