@@ -41,7 +41,7 @@ class TrainingCurves(keras.callbacks.Callback):
         rate = getattr(optimizer, "learning_rate", None)
         if rate is None:
             return None
-        if callable(rate):  # a schedule: the rate at the current step
+        if callable(rate) and optimizer is not None:  # a schedule: the rate at the current step
             rate = rate(optimizer.iterations)
         return float(keras.backend.get_value(rate))
 

@@ -19,9 +19,8 @@ import tempfile
 import time
 import urllib.request
 
-from metadata.store import add_store_flags
 from pipeline.datasets import dataset_names
-from tfxp.cli.common import open_lineage
+from tfxp.cli.common import add_store_flags, open_lineage
 
 HOST = "127.0.0.1"
 START_SECONDS = 120  # TensorBoard imports TensorFlow: tens of seconds on a busy machine

@@ -12,6 +12,7 @@ import html
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeGuard
 
 WIDTH, HEIGHT = 420, 320
 LEFT, RIGHT, TOP, BOTTOM = 66, 16, 34, 46
@@ -56,7 +57,8 @@ def _frame(title: str, width: int, height: int, chart_id: str) -> list[str]:
     ]
 
 
-def _finite(value: float | None) -> bool:
+def _finite(value: float | None) -> TypeGuard[float]:
+    """A number to draw (None, NaN and infinities are gaps); narrows the type for mypy."""
     return value is not None and not math.isnan(value) and not math.isinf(value)
 
 
@@ -71,8 +73,8 @@ def line_chart(
     diagonal: str | None = None,
 ) -> str:
     """Lines (and markers) of each series; `diagonal`: a dotted y = x line, so named."""
-    points = [(x, y) for s in series for x, y in zip(s.xs, s.ys, strict=True)]
-    points = [(x, y) for x, y in points if _finite(x) and _finite(y)]
+    pairs = [(x, y) for s in series for x, y in zip(s.xs, s.ys, strict=True)]
+    points: list[tuple[float, float]] = [(x, y) for x, y in pairs if _finite(x) and _finite(y)]
     xs, ys = [p[0] for p in points] or [0.0, 1.0], [p[1] for p in points] or [0.0, 1.0]
     x0, x1 = x_range or (min(xs), max(xs) if max(xs) > min(xs) else min(xs) + 1)
     y0, y1 = y_range or (min(0.0, min(ys)), max(ys) * 1.05 if max(ys) > 0 else 1.0)
@@ -115,10 +117,12 @@ def line_chart(
         )
         legend.append((diagonal, "#bbbbbb", True))
     for s in series:
-        pairs = [(x, y) for x, y in zip(s.xs, s.ys, strict=True) if _finite(x) and _finite(y)]
-        if not pairs:
+        drawn: list[tuple[float, float]] = [
+            (x, y) for x, y in zip(s.xs, s.ys, strict=True) if _finite(x) and _finite(y)
+        ]
+        if not drawn:
             continue
-        path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in pairs)
+        path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in drawn)
         dash = ' stroke-dasharray="6,4"' if s.dash else ""
         out.append(
             f'<polyline class="series" data-name="{_e(s.name)}" points="{path}" fill="none" '
@@ -127,7 +131,7 @@ def line_chart(
         if s.markers:
             out.extend(
                 f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="2.5" fill="{s.color}"/>'
-                for x, y in pairs
+                for x, y in drawn
             )
         legend.append((s.name, s.color, s.dash))
     for i, (name, color, dashed) in enumerate(legend):
