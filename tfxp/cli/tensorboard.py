@@ -31,7 +31,7 @@ def run_log_dir(lin, ref: str) -> tuple[str, str]:
     """(run id, its TensorBoard log folder) for `ref` (a run id, its prefix, or latest)."""
     from metadata.store import LineageError
     from pipeline.node_ids import TRAINER
-    from trainer.base import TENSORBOARD_DIR
+    from trainer.curves import TENSORBOARD_DIR
 
     run_id = lin.resolve_run(ref)
     trainer = lin.run_execution(run_id, TRAINER)

@@ -31,7 +31,7 @@ FEATURES_COMMENT = (
 # The files init writes.
 
 
-def _round_up(x: float, places: int = 3) -> float:
+def round_up(x: float, places: int = 3) -> float:
     return math.ceil(x * 10**places) / 10**places
 
 
@@ -39,7 +39,7 @@ def _round_down(x: float, places: int = 3) -> float:
     return math.floor(x * 10**places) / 10**places
 
 
-def _significant(x: float) -> float:
+def significant(x: float) -> float:
     """`x` rounded down to 3 significant digits (an RMSE bound in the label's units)."""
     if x <= 0:
         return 0.0
@@ -48,7 +48,7 @@ def _significant(x: float) -> float:
 
 
 def dataset_yaml(inferred: Inferred, data_root: str | None) -> str:
-    q = _yaml_str
+    q = yaml_str
     batch = mlp_batch_size(inferred.rows)
     lines = [
         f"# Dataset file of {inferred.name!r}, {INIT_MARK} from {inferred.rows} rows.",
@@ -81,8 +81,8 @@ def dataset_yaml(inferred: Inferred, data_root: str | None) -> str:
         lines += [f"  - {q(c.name)}  # {c.note}" for c in excluded]
     else:
         lines.append("exclude: []")
-    lines += init_inference.table_option_lines(inferred, _yaml_str)
-    lines += init_inference.request_log_lines(inferred.columns, _yaml_str)
+    lines += init_inference.table_option_lines(inferred, yaml_str)
+    lines += init_inference.request_log_lines(inferred.columns, yaml_str)
     lines += [
         "",
         f"# About {TRAIN_EPOCHS} passes over the training split (2/3 of the rows).",
@@ -96,7 +96,7 @@ def dataset_yaml(inferred: Inferred, data_root: str | None) -> str:
         "evaluation:",
     ]
     if inferred.task == "regression":
-        bound = _significant(inferred.label_std)
+        bound = significant(inferred.label_std)
         lines += [
             f"  # Predicting the mean ({inferred.label_mean:.4g}) for every row has RMSE "
             f"{inferred.label_std:.4g}: a model must do better.",
@@ -114,7 +114,7 @@ def dataset_yaml(inferred: Inferred, data_root: str | None) -> str:
             f"  # Always predicting the most frequent class is right {inferred.majority:.1%} "
             "of the time: a model must do better.",
             f"  metric: {metric}",
-            f"  lower_bound: {_round_up(inferred.majority)}",
+            f"  lower_bound: {round_up(inferred.majority)}",
             f"  extra_metrics: {extra}",
         ]
     return "\n".join(lines + _slicing_lines(inferred)) + "\n"
@@ -153,10 +153,10 @@ def _slicing_lines(inferred: Inferred) -> list[str]:
     ]
     if not names:
         return lines + ["# slicing:", "#   by: [a_feature]", "#   min_examples: 20"]
-    drop = _significant(0.1 * inferred.label_std) if inferred.task == "regression" else 0.1
+    drop = significant(0.1 * inferred.label_std) if inferred.task == "regression" else 0.1
     lines += [
         "slicing:",
-        f"  by: [{', '.join(_yaml_str(n) for n in names)}]",
+        f"  by: [{', '.join(yaml_str(n) for n in names)}]",
         f"  min_examples: {max(20, inferred.rows // 100)}",
         f"  max_drop: {drop}",
         "# What the model is for and where it must not be trusted (the model card says it).",
@@ -177,7 +177,7 @@ def _kind_word(kind: str) -> str:
     return {"INT": "integer", "FLOAT": "number", "BYTES": "text"}[kind]
 
 
-def _yaml_str(value: str) -> str:
+def yaml_str(value: str) -> str:
     import yaml
 
     text = yaml.safe_dump(value, default_style=None).strip()

@@ -120,7 +120,7 @@ def check_files(paths: Sequence[str]) -> tuple[list[Path], list[str]]:
     return files, header
 
 
-def _read_table(files: list[Path], header: list[str]):
+def read_table(files: list[Path], header: list[str]):
     import pyarrow as pa
     from pyarrow import csv as pacsv
 
@@ -329,7 +329,7 @@ def infer(
     renamed, names, label, excluded = _resolve_columns(files, header, label, exclude)
     source = header[names.index(label)]
     table, blank, bad = init_inference.drop_unlabelled(
-        _read_table(files, header), source, keep_unlabelled
+        read_table(files, header), source, keep_unlabelled
     )
     if table.num_rows < 10:
         raise InitError(

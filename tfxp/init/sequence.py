@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pipeline.config import PROJECT_ROOT
 from pipeline.dataset_sequence import MAX_LENGTH_LIMIT
-from tfxp.init.dataset_file import INIT_MARK, _round_up, _yaml_str
+from tfxp.init.dataset_file import INIT_MARK, round_up, yaml_str
 from tfxp.init.profile import Column, Inferred, InitError, check_files, infer
 
 # The steps the model reads: the 95th percentile of lengths, rounded up to a power of two.
@@ -60,12 +60,12 @@ def _column(inferred: Inferred, given: str, flag: str) -> Column:
 
 def _row_places(files: list[Path]) -> list[tuple[Path, int]]:
     """(file, data rows) in the order the rows were read, to name a row by file and line."""
-    from tfxp.init.profile import _read_table
+    from tfxp.init.profile import read_table
 
     places = []
     for f in files:
         header = [h.strip() for h in _header_of(f)]
-        places.append((f, _read_table([f], header).num_rows))
+        places.append((f, read_table([f], header).num_rows))
     return places
 
 
@@ -302,7 +302,7 @@ def train_steps(sequences: int) -> int:
 
 
 def dataset_yaml(seq: SequenceInferred, data_root: str | None, model: str) -> str:
-    q = _yaml_str
+    q = yaml_str
     t = seq.table
     lines = [
         f"# Dataset file of {t.name!r}, {INIT_MARK} from {t.rows} events of "
@@ -362,12 +362,12 @@ def dataset_yaml(seq: SequenceInferred, data_root: str | None, model: str) -> st
 def _evaluation_lines(seq: SequenceInferred) -> list[str]:
     t = seq.table
     if t.task == "regression":
-        from tfxp.init.dataset_file import _significant
+        from tfxp.init.dataset_file import significant
 
         return [
             f"  # Predicting the mean for every sequence has RMSE about {t.label_std:.4g}.",
             "  metric: RootMeanSquaredError",
-            f"  upper_bound: {_significant(t.label_std)}",
+            f"  upper_bound: {significant(t.label_std)}",
             "  extra_metrics: [MeanAbsoluteError]",
         ]
     metric = "BinaryAccuracy" if t.task == "binary" else "SparseCategoricalAccuracy"
@@ -375,7 +375,7 @@ def _evaluation_lines(seq: SequenceInferred) -> list[str]:
         f"  # Always predicting the most frequent class is right for {seq.majority:.1%} of the "
         "sequences: a model must do better.",
         f"  metric: {metric}",
-        f"  lower_bound: {_round_up(seq.majority)}",
+        f"  lower_bound: {round_up(seq.majority)}",
         f"  extra_metrics: {'[AUC]' if t.task == 'binary' else '[]'}",
     ]
 
@@ -393,7 +393,7 @@ def _slicing_lines(seq: SequenceInferred) -> list[str]:
         "# Evaluation by slice of context features: every metric per value, and the",
         "# blessing asks each slice not to fall more than max_drop behind the baseline.",
         "slicing:",
-        f"  by: [{', '.join(_yaml_str(n) for n in names)}]",
+        f"  by: [{', '.join(yaml_str(n) for n in names)}]",
         f"  min_examples: {max(20, seq.sequences // 100)}",
         "  max_drop: 0.1",
     ]

@@ -391,7 +391,7 @@ class StoreBrowser:
         """The Trainer's TensorBoard scalars (its ModelRun's tensorboard/ folder):
         {run folder: {tag: [(epoch, value)]}}, empty when it wrote none."""
         from runtime.training_curves import read_curves
-        from trainer.base import TENSORBOARD_DIR
+        from trainer.curves import TENSORBOARD_DIR
 
         ex = self.trainer_of(lin, model_id)
         if ex is None:

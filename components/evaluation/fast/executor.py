@@ -41,7 +41,7 @@ from tfx.utils import io_utils, json_utils, path_utils, proto_utils
 from components.base.local_beam import runner_refusal
 from components.evaluation.fast import metrics, scoring, slices
 from components.evaluation.fast.accumulators import SliceAccumulators
-from components.evaluation.fast.columns import Columns, subset
+from components.evaluation.fast.columns import Columns, Unsupported, subset
 from components.example_gen.layout import layout_of
 
 FAST, TFMA = "fast", "tfma"
@@ -70,7 +70,7 @@ def fast_path_refusal(
             )
     try:
         metrics.computations(eval_config)
-    except metrics.Unsupported as unsupported:
+    except Unsupported as unsupported:
         return str(unsupported)
     return None
 
@@ -106,7 +106,7 @@ class Executor(tfx_evaluator.Executor):
         if refusal is None:
             try:
                 self._fast(input_dict, output_dict, exec_properties, eval_config, buckets)
-            except metrics.Unsupported as unsupported:
+            except Unsupported as unsupported:
                 refusal = str(unsupported)
             else:
                 logging.info("Evaluator: fast path, %.1f s", time.perf_counter() - started)
@@ -165,7 +165,7 @@ class Executor(tfx_evaluator.Executor):
         transformed = features.names & {k for s in scorers for k in s.transformed_keys}
         if transformed:
             # TFMA's slicer reads a transformed feature before the raw one of that name.
-            raise metrics.Unsupported(f"slicing by transformed features {sorted(transformed)}")
+            raise Unsupported(f"slicing by transformed features {sorted(transformed)}")
         write_results(output_uri, eval_config, shared_models, evaluated)
         _bless(input_dict, output_dict, exec_properties, eval_config, output_uri)
 
@@ -223,7 +223,7 @@ def evaluate(
                 found[key] = SliceAccumulators(computations)
             found[key].add({name: subset(c, rows) for name, c in columns.items()})
     if not found:
-        raise metrics.Unsupported("no example in any slice")
+        raise Unsupported("no example in any slice")
     keys = ordered(found)
     sliced = [metrics.finish(computations, found[k].results(), baseline_name, k) for k in keys]
     return Evaluated(sliced, {key: found[key].examples for key in keys})

@@ -32,7 +32,7 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 from tensorflow_model_analysis.proto import config_pb2
 from tfx_bsl.coders import example_coder
 
-from components.evaluation.fast.metrics import Unsupported
+from components.evaluation.fast.columns import Unsupported
 from components.evaluation.slice_buckets import BUCKET_SUFFIX, bucket_label
 from components.example_gen.layout import Layout, RecordBatchDecoder
 

@@ -31,7 +31,7 @@ from tfx.utils import io_utils
 
 from components.base import component
 from components.evaluation.fast import executor as fast_executor
-from components.evaluation.fast.metrics import Unsupported
+from components.evaluation.fast.columns import Unsupported
 from components.evaluation.pictures import write_pictures
 from components.evaluation.slicing.rules import (
     BASELINE,

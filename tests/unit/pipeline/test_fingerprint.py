@@ -165,6 +165,7 @@ def test_real_fingerprints_cover_exactly_the_imported_trainer_modules():
             "trainer",
             "trainer.base",
             "trainer.checkpoints",
+            "trainer.curves",
             "trainer.distribution",
             "trainer.fast_steps",
             "trainer.input",

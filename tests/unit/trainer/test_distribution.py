@@ -12,7 +12,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from runtime.training_curves import read_curves
-from trainer.base import TENSORBOARD_DIR
+from trainer.curves import TENSORBOARD_DIR
 from trainer.distribution import (
     INPUT_WAIT_FILE,
     TF_CONFIG,

@@ -16,6 +16,7 @@ from tensorflow_model_analysis.metrics import metric_types
 from tfma_reference import assert_same_results, tfma_one_at_a_time
 
 from components.evaluation.fast import executor, metrics
+from components.evaluation.fast.columns import Columns
 from pipeline.datasets import DATASET_PATH_ENV, load_dataset_file
 from pipeline.eval_config import eval_config
 from tfxp.init.command import run_init
@@ -107,7 +108,7 @@ def test_the_fast_path_computes_it_as_tfma_and_blesses_only_the_good_model(table
     )
     ok = {}
     for name, predictions in _models(rng, labels).items():
-        columns = metrics.Columns(labels.astype(np.float64), predictions)
+        columns = Columns(labels.astype(np.float64), predictions)
         ours = metrics.sliced_results(metrics.computations(config), {"": columns}, None)
         expected = tfma_one_at_a_time(metrics.computations(config), labels, predictions)
         assert_same_results({**ours["metrics"][1], **ours["plots"][1]}, expected)
@@ -130,7 +131,7 @@ def test_run_summaries_read_the_macro_average_by_its_name(table, tmp_path):
     rng = np.random.default_rng(9)
     labels = rng.choice(len(SHARES), 300, p=list(SHARES.values()))
     predictions = _models(rng, labels)["good"]
-    columns = {"": metrics.Columns(labels.astype(np.float64), predictions)}
+    columns = {"": Columns(labels.astype(np.float64), predictions)}
     sliced = metrics.slice_metrics(metrics.computations(config), columns, None, ())
     executor.write_results(str(tmp_path), config, [None], executor.Evaluated([sliced], {(): 300}))
     read = read_eval_metrics(str(tmp_path))

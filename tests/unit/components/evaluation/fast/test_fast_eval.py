@@ -8,6 +8,7 @@ import tensorflow_model_analysis as tfma
 from tfma_reference import assert_same_results, tfma_one_at_a_time
 
 from components.evaluation.fast import executor, metrics
+from components.evaluation.fast.columns import Columns, Unsupported
 from pipeline.datasets import dataset_config
 from pipeline.eval_config import eval_config
 
@@ -79,7 +80,7 @@ def test_combiners_from_columns_match_tfma_one_example_at_a_time():
     labels = rng.integers(0, 2, 500).astype(np.float64)
     predictions = np.clip(rng.random(500) + np.where(labels > 0, 0.2, -0.2), 0, 1)
     predictions[:3] = [0.5, 0.0, 1.0]  # on the threshold and both edges
-    ours = metrics.sliced_results(separated, {"": metrics.Columns(labels, predictions)}, None)
+    ours = metrics.sliced_results(separated, {"": Columns(labels, predictions)}, None)
     expected = tfma_one_at_a_time(separated, labels, predictions)
     plots = {k for k in expected if isinstance(k, tfma.metrics.PlotKey)}
     assert {k.name for k in plots} == {"confusion_matrix_plot", "calibration_plot"}
@@ -90,7 +91,7 @@ def test_combiners_from_columns_match_tfma_one_example_at_a_time():
 def _ours_and_tfma(config, labels: np.ndarray, predictions: np.ndarray) -> tuple[dict, dict]:
     """The fast path's overall metrics (float64 columns, the inputs' dtypes recorded) and
     TFMA's own combiners' on the same float32 labels and predictions."""
-    columns = metrics.Columns(
+    columns = Columns(
         labels.astype(np.float64),
         predictions.astype(np.float64),
         label_dtype=labels.dtype,
@@ -149,7 +150,7 @@ def test_multiclass_confusion_matrix_plot_matches_tfma_at_thresholds():
     predictions[2] = [0.125] * 8 + [0.0, 0.0]  # at the first threshold exactly (float32)
     ours = metrics.sliced_results(
         metrics.computations(config),
-        {"": metrics.Columns(labels.astype(np.float64), predictions.astype(np.float64))},
+        {"": Columns(labels.astype(np.float64), predictions.astype(np.float64))},
         None,
     )["plots"][1]
     assert {k.name for k in ours} == {"at_thresholds"}
@@ -194,8 +195,8 @@ def test_regression_metrics_match_tfma_one_example_at_a_time():
 def test_a_binary_metric_of_a_multiclass_model_without_class_id_is_refused():
     """TFMA would flatten the classes into examples of their own (a micro average)."""
     separated = metrics.computations(_defaults(eval_config(_unsliced_taxi())))
-    columns = metrics.Columns(np.array([0.0, 1.0]), np.array([[0.9, 0.1], [0.2, 0.8]]))
-    with pytest.raises(metrics.Unsupported, match="without a class_id"):
+    columns = Columns(np.array([0.0, 1.0]), np.array([[0.9, 0.1], [0.2, 0.8]]))
+    with pytest.raises(Unsupported, match="without a class_id"):
         metrics.sliced_results(separated, {"": columns}, None)
 
 
@@ -207,16 +208,16 @@ def test_the_prediction_output_is_tfmas_choice():
     assert scoring.prediction_output(digits, "class") == "class"
     assert scoring.prediction_output({"logits": None, "scores": None}, "") == "scores"
     assert scoring.prediction_output({"anything": None}, "") == "anything"
-    with pytest.raises(metrics.Unsupported, match="none of TFMA's common"):
+    with pytest.raises(Unsupported, match="none of TFMA's common"):
         scoring.prediction_output({"class": None, "score": None}, "")
-    with pytest.raises(metrics.Unsupported, match="no prediction output 'x'"):
+    with pytest.raises(Unsupported, match="no prediction output 'x'"):
         scoring.prediction_output(digits, "x")
 
 
 def test_labels_outside_zero_one_are_refused():
     separated = metrics.computations(_defaults(eval_config(_unsliced_taxi())))
-    columns = metrics.Columns(np.array([0.0, 2.0]), np.array([0.1, 0.9]))
-    with pytest.raises(metrics.Unsupported, match="labels outside"):
+    columns = Columns(np.array([0.0, 2.0]), np.array([0.1, 0.9]))
+    with pytest.raises(Unsupported, match="labels outside"):
         metrics.sliced_results(separated, {"": columns}, None)
 
 
@@ -332,5 +333,5 @@ def test_a_slicing_feature_of_two_types_goes_to_tfma():
     config = tfma.EvalConfig(slicing_specs=[tfma.SlicingSpec(feature_keys=["hour"])])
     features = slices.SliceFeatures(config, {})
     features.add(tf.constant([_example(hour=[1]), _example(hour=[])]))
-    with pytest.raises(metrics.Unsupported, match="several types"):
+    with pytest.raises(Unsupported, match="several types"):
         features.add(tf.constant([_example(hour=[1.5])]))  # decoded as ints after the first batch

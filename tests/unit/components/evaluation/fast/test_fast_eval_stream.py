@@ -13,7 +13,7 @@ from test_fast_eval import SLICING_SPECS, TAXI_BUCKETS, slicing_examples
 
 from components.evaluation.fast import executor, metrics, slices
 from components.evaluation.fast.accumulators import SliceAccumulators
-from components.evaluation.fast.columns import subset
+from components.evaluation.fast.columns import Columns, subset
 from pipeline.config import EvalThresholds
 from pipeline.datasets import dataset_config
 from pipeline.eval_config import eval_config
@@ -57,27 +57,27 @@ def _combined(separated, columns_by_model: dict, batches: list[np.ndarray]) -> d
     return {repr(k): _plain(v) for k, v in accumulators.results().items()}
 
 
-def _binary_columns(rng, n: int, fractional: bool) -> metrics.Columns:
+def _binary_columns(rng, n: int, fractional: bool) -> Columns:
     labels = rng.random(n) if fractional else rng.integers(0, 2, n).astype(np.float64)
     predictions = np.clip(rng.random(n) + (labels - 0.5) * 0.4, 0, 1)
     predictions[:3] = [0.5, 0.0, 1.0]  # on the threshold and both edges
-    return metrics.Columns(labels, predictions)
+    return Columns(labels, predictions)
 
 
-def _digits_columns(rng, n: int) -> metrics.Columns:
+def _digits_columns(rng, n: int) -> Columns:
     labels = rng.integers(0, 10, n)
     scores = rng.random((n, 10)).astype(np.float32)
     scores[np.arange(n), labels] += rng.random(n).astype(np.float32)
     predictions = (scores / scores.sum(axis=1, keepdims=True)).astype(np.float32)
-    return metrics.Columns(
+    return Columns(
         labels.astype(np.float64), predictions.astype(np.float64), labels.dtype, np.float32
     )
 
 
-def _regression_columns(rng, n: int) -> metrics.Columns:
+def _regression_columns(rng, n: int) -> Columns:
     labels = (rng.random(n) * 300).astype(np.float32)
     predictions = (labels + rng.normal(0, 40, n)).astype(np.float32)
-    return metrics.Columns(
+    return Columns(
         labels.astype(np.float64), predictions.astype(np.float64), np.float32, np.float32
     )
 
