@@ -1,6 +1,6 @@
 """`tfxp serve` against the floor and the naive server, at concurrency 1, 8 and 32.
 
-    .venv/bin/python benchmarks/serving.py [--run-dir runs/taxi] [--seconds 5]
+    .venv/bin/python benchmarks/serving_load.py [--run-dir runs/taxi] [--seconds 5]
         [--concurrency 1 8 32] [--json]
 
 One invocation measures, on the same pushed taxi model (the champion of
