@@ -7,7 +7,7 @@ import importlib
 
 from compat import REGISTRY
 
-LIBRARIES = ("tfma", "tft", "tfdv", "tfx", "tfx_bsl", "beam", "sklearn")
+LIBRARIES = ("tfma", "tft", "tfdv", "tfx", "tfx_bsl", "beam", "sklearn", "pyspark")
 
 
 def table() -> str:
