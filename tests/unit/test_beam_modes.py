@@ -171,14 +171,10 @@ def test_spark_runs_the_projects_runner_on_the_named_master() -> None:
 
 
 def test_beam_resolves_the_spark_runner_by_its_dotted_name() -> None:
-    """The name `--runner` carries is one Beam's own lookup turns into the runner class
-    (skipped until the runner package provides SparkRunner)."""
-    import beam_spark
-
-    if not hasattr(beam_spark, "SparkRunner"):
-        pytest.skip("beam_spark.SparkRunner is not in this checkout yet")
+    """The name `--runner` carries is one Beam's own lookup turns into the runner class."""
     from apache_beam.runners.runner import create_runner
 
+    import beam_spark
     from pipeline.beam import SPARK_RUNNER
 
     assert type(create_runner(SPARK_RUNNER)) is beam_spark.SparkRunner
