@@ -20,12 +20,13 @@ from typing import Any
 from apache_beam.portability import common_urns
 from apache_beam.portability.api import beam_runner_api_pb2
 from apache_beam.runners.common import ENCODED_IMPULSE_VALUE
-from apache_beam.runners.portability.fn_api_runner import execution, translations
+from apache_beam.runners.portability.fn_api_runner import translations
 from apache_beam.runners.worker import bundle_processor
 from pyspark import AccumulatorParam, StorageLevel
 
 from beam_spark import harness, shuffle
 from beam_spark.planning import RESHUFFLE_KIND
+from compat.beam import ListBuffer
 
 
 class ReplaceByKey(AccumulatorParam):  # type: ignore[misc]
@@ -291,7 +292,7 @@ class StageGraph:
                 self.side_chunks[missing[i]].append(chunk)
         for buffer_id, _ in wanted.values():
             _, pcoll = translations.split_buffer_id(buffer_id)
-            buffer = execution.ListBuffer(coder_impl=self._channel_coder(pcoll).get_impl())
+            buffer = ListBuffer(coder_impl=self._channel_coder(pcoll).get_impl())
             for chunk in self.side_chunks[buffer_id]:
                 buffer.append(chunk)
             self.context.pcoll_buffers[buffer_id] = buffer

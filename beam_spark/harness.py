@@ -20,8 +20,9 @@ from typing import Any
 
 from apache_beam.metrics.monitoring_infos import consolidate as consolidate_monitoring_infos
 from apache_beam.portability.api import beam_fn_api_pb2, metrics_pb2
-from apache_beam.runners.portability.fn_api_runner import worker_handlers
 from apache_beam.runners.worker import data_plane, sdk_worker, statecache
+
+from compat import beam as beam_internals
 
 # Bounded chunks: the harness flushes an output stream past this many bytes, and the
 # partition's input is cut into Data messages of about this size.
@@ -98,16 +99,16 @@ class _Harness:
     def __init__(self, plan: StagePlan, side_state: list[tuple[bytes, bytes]]) -> None:
         descriptor = beam_fn_api_pb2.ProcessBundleDescriptor.FromString(plan.descriptor)
         self.descriptor_id = descriptor.id
-        state = worker_handlers.StateServicer()
+        state = beam_internals.StateServicer()
         for key, data in side_state:
             state.append_raw(beam_fn_api_pb2.StateKey.FromString(key), data)
         self.channel = _StreamingChannel()
         caching = sdk_worker.GlobalCachingStateHandler(
-            statecache.StateCache(worker_handlers.STATE_CACHE_SIZE_MB << 20), state
+            statecache.StateCache(beam_internals.STATE_CACHE_SIZE_MB << 20), state
         )
         cache = sdk_worker.BundleProcessorCache(
-            worker_handlers.FNAPI_RUNNER_CAPABILITIES,
-            worker_handlers.SingletonStateHandlerFactory(caching),
+            beam_internals.FNAPI_RUNNER_CAPABILITIES,
+            beam_internals.SingletonStateHandlerFactory(caching),
             _ChannelFactory(self.channel),
             {descriptor.id: descriptor},
         )

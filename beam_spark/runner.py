@@ -25,14 +25,14 @@ from apache_beam.pipeline import Pipeline
 from apache_beam.portability import common_urns
 from apache_beam.portability.api import beam_runner_api_pb2, metrics_pb2
 from apache_beam.runners import runner
-from apache_beam.runners.portability.fn_api_runner import execution, translations
+from apache_beam.runners.portability.fn_api_runner import translations
 from apache_beam.runners.portability.fn_api_runner.fn_runner import FnApiRunner, RunnerResult
-from apache_beam.runners.portability.fn_api_runner.worker_handlers import WorkerHandlerManager
 
 from beam_spark import harness, planning
 from beam_spark.context import spark_context
 from beam_spark.graph import StageGraph
 from beam_spark.options import SparkRunnerOptions
+from compat.beam import FnApiRunnerExecutionContext, WorkerHandlerManager
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ class SparkRunner(FnApiRunner):
         manager = WorkerHandlerManager(
             stage_context.components.environments, self._provision_info
         )
-        context = execution.FnApiRunnerExecutionContext(
+        context = FnApiRunnerExecutionContext(
             stages,
             manager,
             stage_context.components,
@@ -114,7 +114,7 @@ class SparkRunner(FnApiRunner):
                 graph.build()
                 graph.run_terminals()
             infos = _metrics_by_stage(graph.metrics.value, len(stages), type(self))
-            spark = graph.spark_counts()
+            spark = {"fused_stages": len(stages), **graph.spark_counts()}
         finally:
             graph.release()
         _LOGGER.info(

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from apache_beam.coders.coder_impl import create_InputStream, create_OutputStream
-from apache_beam.runners.portability.fn_api_runner.execution import GroupingBuffer
 
 from beam_spark.harness import CHUNK_BYTES
+from compat.beam import GroupingBuffer
 
 
 @dataclass(frozen=True)
