@@ -66,9 +66,9 @@ def test_applications_are_named_after_the_component_that_ran_them(tmp_path):
     assert totals(apps)["tasks"] == 6 and totals(apps)["applications"] == 2
 
 
-def _engines():
-    path = PROJECT_ROOT / "benchmarks" / "engines.py"
-    spec = importlib.util.spec_from_file_location("engines", path)
+def _engines(script: str = "engines.py"):
+    path = PROJECT_ROOT / "benchmarks" / script
+    spec = importlib.util.spec_from_file_location(script.removesuffix(".py"), path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
@@ -107,3 +107,11 @@ def test_the_report_gives_both_ratios_and_where_spark_time_went(tmp_path):
     assert "ours on 2 workers / the example: 0.500 (target <= 0.7: met)" in text
     assert "spark-2: where the Spark applications' time went" in text
     assert "worker-1 (JVM) 180" in text
+
+    # The performance page renders the recorded JSON the same way.
+    page = "\n".join(
+        _engines("render_results.py").render_engines(json.loads(json.dumps({"sizes": [summary]})))
+    )
+    assert "ours on 2 workers / the example: **0.500** (target ≤ 0.7: met)" in page
+    assert "| Spark jobs / stages / tasks |  | 2 / 2 / 3 | 2 / 2 / 3 |" in page
+    assert "spark-2, where each Spark application's time went:" in page
