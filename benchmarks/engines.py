@@ -253,7 +253,7 @@ def _spark_lines(name: str, extra: dict[str, Any]) -> list[str]:
             )
         )
     lines += scale._table(table)
-    peaks = extra.get("cluster_peak_rss_mb") or []
+    peaks = [p for p in extra.get("cluster_peak_rss_mb") or [] if p["mb"] >= 10]
     if peaks:
         lines.append(
             "cluster peak RSS (MB): " + ", ".join(f"{p['process']} {p['mb']:.0f}" for p in peaks)

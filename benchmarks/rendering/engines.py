@@ -72,7 +72,8 @@ def _where(name: str, extra: dict) -> list[str]:
         for app in apps
     ]
     lines = [f"{name}, where each Spark application's time went:", "", *_table(header, rows), ""]
-    peaks = extra.get("cluster_peak_rss_mb") or []
+    # Helpers that start processes (rm, setsid, a JVM's spawn helper) are not worth a figure.
+    peaks = [p for p in extra.get("cluster_peak_rss_mb") or [] if p["mb"] >= 10]
     if peaks:
         lines += [
             "Peak RSS of the cluster's processes (MB): "

@@ -92,12 +92,12 @@ def applications(event_dir: Path) -> list[dict[str, Any]]:
 
 
 def label_by_component(apps: list[dict[str, Any]], windows: list[tuple[str, float, float]]):
-    """Names each application after the component running when it started."""
+    """Names each application after the component that started last before it (one
+    component's execution ends within a second of the next one's application starting)."""
     for app in apps:
         start = app.get("start", 0)
-        app["component"] = next(
-            (node for node, begin, end in windows if begin - 1 <= start <= end + 1), "?"
-        )
+        before = [(begin, node) for node, begin, _ in windows if begin <= start + 1]
+        app["component"] = max(before)[1] if before else "?"
     return apps
 
 
