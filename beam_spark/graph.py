@@ -245,7 +245,9 @@ class StageGraph:
 
     def _channel_coder(self, pcoll: str) -> Any:
         coder_id = self.context.data_channel_coders[pcoll]
-        return self.context.pipeline_context.coders[self.context.safe_coders.get(coder_id, coder_id)]
+        return self.context.pipeline_context.coders[
+            self.context.safe_coders.get(coder_id, coder_id)
+        ]
 
     def _group_coders(self, buffer_id: bytes) -> shuffle.GroupCoders:
         """The coders and windowing Beam's GroupingBuffer would use for this GroupByKey."""

@@ -163,7 +163,9 @@ def _data_messages(
         )
 
 
-def _data(plan: StagePlan, instruction: str, index: int, data: bytes) -> beam_fn_api_pb2.Elements.Data:
+def _data(
+    plan: StagePlan, instruction: str, index: int, data: bytes
+) -> beam_fn_api_pb2.Elements.Data:
     return beam_fn_api_pb2.Elements.Data(
         instruction_id=instruction, transform_id=plan.inputs[index], data=data
     )

@@ -87,9 +87,7 @@ class SparkRunner(FnApiRunner):
         self, stage_context: translations.TransformContext, stages: list[translations.Stage]
     ) -> RunnerResult:
         _check_stages(stages)
-        manager = WorkerHandlerManager(
-            stage_context.components.environments, self._provision_info
-        )
+        manager = WorkerHandlerManager(stage_context.components.environments, self._provision_info)
         context = FnApiRunnerExecutionContext(
             stages,
             manager,
@@ -186,4 +184,3 @@ class _lifted_failures:
                 "attempt(s) of this task)"
             ) from None
         return False
-

@@ -145,7 +145,9 @@ def build_read(p: beam.Pipeline, out_dir: str) -> None:
     records = p | "read records" >> beam.io.ReadFromTFRecord(os.path.join(out_dir, "records*"))
     lines = [
         text | "label text" >> beam.Map(labelled("text")),
-        records | "decode" >> beam.Map(bytes.decode) | "label records" >> beam.Map(labelled("records")),
+        records
+        | "decode" >> beam.Map(bytes.decode)
+        | "label records" >> beam.Map(labelled("records")),
     ]
     _ = lines | beam.Flatten() | beam.io.WriteToText(os.path.join(out_dir, "read"))
 

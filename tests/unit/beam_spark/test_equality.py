@@ -20,7 +20,18 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 from beam_spark import BeamSparkError, SparkRunner
 
-LABELS = ["combine", "gbk", "side", "cogroup", "even", "odd", "reshuffle", "batches", "shared", "global"]
+LABELS = [
+    "combine",
+    "gbk",
+    "side",
+    "cogroup",
+    "even",
+    "odd",
+    "reshuffle",
+    "batches",
+    "shared",
+    "global",
+]
 
 
 def _metrics(result: Any) -> dict[str, Any]:
@@ -97,9 +108,7 @@ def test_consecutive_stages_share_spark_jobs(runs: dict[str, Any]) -> None:
         assert 1 <= spark["jobs"] < spark["fused_stages"] / 2, spark
 
 
-def test_a_task_failing_once_is_retried_with_exact_output(
-    spark_local: Any, tmp_path: Path
-) -> None:
+def test_a_task_failing_once_is_retried_with_exact_output(spark_local: Any, tmp_path: Path) -> None:
     marker = tmp_path / "failed"
     pipeline = beam.Pipeline(runner=SparkRunner(spark_context=spark_local))
     doubled = (

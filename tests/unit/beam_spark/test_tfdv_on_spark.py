@@ -57,7 +57,7 @@ def _compare(ours: Any, theirs: Any, where: str, problems: list[str]) -> None:
     elif isinstance(theirs, list):
         if len(ours) != len(theirs):
             problems.append(f"{where}: {len(ours)} entries, expected {len(theirs)}")
-        for i, (a, b) in enumerate(zip(ours, theirs)):
+        for i, (a, b) in enumerate(zip(ours, theirs, strict=False)):
             _compare(a, b, f"{where}[{i}]", problems)
     elif isinstance(theirs, float) and not isinstance(theirs, bool):
         if not math.isclose(float(ours), theirs, rel_tol=1e-6, abs_tol=1e-9):
