@@ -2,7 +2,8 @@
 the Airflow DAG is built, and while the Kubeflow spec is compiled.
 
 In order, each failing with a message that says what to do:
-1. object storage: every s3:// or gs:// location answers (`storage=True`);
+1. object storage: every s3:// or gs:// location answers, and the Spark master a
+   `--beam spark` run names accepts connections (`storage=True`);
 2. the schema file exists, the data root holds the span(s) the config asks for
    (remote data roots: what a listing answers, only with `storage=True`);
 3. the validation settings parse and `warn_only` names known kinds;
@@ -20,8 +21,10 @@ from __future__ import annotations
 
 import os
 
+from beam_spark.cluster_api import RestError, check_master
 from components.validation.checks import ValidationConfigError, load_settings
 from metadata.store import MetadataStoreError, check_sqlite_store
+from pipeline.beam import SPARK_RUNNER
 from pipeline.config import PipelineConfig
 from pipeline.spans import SpanError, check_spans
 from tfxp.storage.storage import StorageError, check_remote_locations
@@ -61,6 +64,21 @@ def check_locations(config: PipelineConfig, *, check_sqlite_store_file: bool = T
     _writable_dir(config.serving_dir, "serving directory")
 
 
+def check_spark_master(beam_args: tuple[str, ...] | list[str]) -> None:
+    """Under the project's Spark runner, its standalone master accepts connections:
+    otherwise the first Beam component would wait for it and fail deep in its log."""
+    flags = dict(a.split("=", 1) for a in beam_args if a.startswith("--") and "=" in a)
+    if flags.get("--runner") != SPARK_RUNNER:
+        return
+    try:
+        check_master(flags.get("--spark_master", ""))
+    except (RestError, ValueError) as e:
+        raise PreflightError(
+            f"{e}: start a cluster with `tfxp engine start spark --workers 2` "
+            "(`tfxp engine status` shows the one running), or name another with --spark-master"
+        ) from None
+
+
 def preflight(
     config: PipelineConfig,
     *,
@@ -72,6 +90,7 @@ def preflight(
     try:
         if storage:  # first: the data root check lists remote spans through it
             check_remote_locations(config)
+            check_spark_master(config.beam_args)
         if "://" not in config.schema_file and not os.path.isfile(config.schema_file):
             raise PreflightError(
                 f"schema {config.schema_file} does not exist: write the curated schema there "

@@ -62,6 +62,14 @@ def test_cli_flags_and_airflow_env_give_the_same_config(tmp_path: Path) -> None:
     with_beam = namespace["config_from_env"]({**env, **beam_env})
     assert with_beam == config_from_args(build_parser().parse_args(argv + beam_flags))
     assert "--runner=PortableRunner" in with_beam.beam_args
+    spark_env = {"TFXP_BEAM": "spark", "TFXP_BEAM_SPARK_MASTER": "spark://h:7077"}
+    on_spark = namespace["config_from_env"]({**env, **spark_env})
+    spark_flags = ["--beam", "spark", "--spark-master", "spark://h:7077"]
+    assert on_spark == config_from_args(build_parser().parse_args(argv + spark_flags))
+    assert on_spark.beam_args[:2] == (
+        "--runner=beam_spark.SparkRunner",
+        "--spark_master=spark://h:7077",
+    )
     # A named data version resolves to the same span and bytes in both.
     from metadata import sources
     from metadata.store import StoreLocation

@@ -7,7 +7,7 @@ ML Metadata); `watch` runs it on each new span, `models` names the
 pushed versions (promote, rollback); `serve` serves them online
 (TF Serving's REST and gRPC APIs); `ui` serves the console (a web page over
 the same store); `beam workers` serves Beam SDK workers for
-`run --beam portable`.
+`run --beam portable`; `engine` starts a Spark cluster for `run --beam spark`.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from tfxp.cli import (
     beam,
     data,
+    engine,
     infer,
     init,
     lineage,
@@ -59,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
         ui,
         serve,
         beam,
+        engine,
     ):
         command.register(sub)
     return parser
