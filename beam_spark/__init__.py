@@ -12,10 +12,9 @@ in `beam_spark.SparkRunnerOptions` (`--spark_master`, `--spark_app_name`,
 `--spark_python`, `--spark_conf KEY=VALUE`). docs/beam-on-spark.md has the design and limits.
 """
 
-from compat import beam as _beam_versions  # noqa: F401 - asserts the Beam version it was written for
-from compat import pyspark as _pyspark_versions  # noqa: F401 - and pyspark's
-
 from beam_spark.options import SparkRunnerOptions
 from beam_spark.runner import BeamSparkError, SparkRunner, SparkRunnerResult
+from compat import beam as _beam_versions  # noqa: F401 - asserts the Beam version it was written for
+from compat import pyspark as _pyspark_versions  # noqa: F401 - and pyspark's
 
 __all__ = ["BeamSparkError", "SparkRunner", "SparkRunnerOptions", "SparkRunnerResult"]

@@ -59,6 +59,10 @@ def spark_conf(options: SparkRunnerOptions) -> Any:
     conf.set("spark.ui.enabled", "false").set("spark.ui.showConsoleProgress", "false")
     conf.set("spark.task.maxFailures", str(options.spark_task_max_failures))
     conf.set("spark.executorEnv.PYTHONPATH", executor_pythonpath())
+    # Python workers fork from a daemon that has Beam (and --spark_preload) imported.
+    conf.set("spark.python.daemon.module", "beam_spark.daemon")
+    if options.spark_preload:
+        conf.set("spark.executorEnv.BEAM_SPARK_PRELOAD", options.spark_preload)
     if options.spark_executor_memory:
         conf.set("spark.executor.memory", options.spark_executor_memory)
     if options.spark_parallelism:

@@ -245,7 +245,9 @@ class StageGraph:
 
     def _channel_coder(self, pcoll: str) -> Any:
         coder_id = self.context.data_channel_coders[pcoll]
-        return self.context.pipeline_context.coders[self.context.safe_coders.get(coder_id, coder_id)]
+        return self.context.pipeline_context.coders[
+            self.context.safe_coders.get(coder_id, coder_id)
+        ]
 
     def _group_coders(self, buffer_id: bytes) -> shuffle.GroupCoders:
         """The coders and windowing Beam's GroupingBuffer would use for this GroupByKey."""
@@ -255,6 +257,16 @@ class StageGraph:
         input_pcoll = translations.only_element(list(transform.inputs.values()))
         output_pcoll = translations.only_element(list(transform.outputs.values()))
         strategy = context.pipeline_components.pcollections[input_pcoll].windowing_strategy_id
+        proto = context.pipeline_components.windowing_strategies[strategy]
+        if (
+            context.safe_windowing_strategies[strategy] != strategy
+            and proto.merge_status == beam_runner_api_pb2.MergeStatus.NEEDS_MERGE
+        ):
+            raise NotImplementedError(
+                f"beam_spark: {transform.unique_name!r} groups by a custom merging window "
+                f"function ({proto.window_fn.urn}); only Beam's own window functions "
+                "(global, fixed, sliding, sessions) group on Spark"
+            )
         return shuffle.GroupCoders(
             pre=context.pipeline_context.coders[
                 context.safe_coders[context.data_channel_coders[input_pcoll]]

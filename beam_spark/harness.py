@@ -11,6 +11,7 @@ DoFn's `setup` and `beam.utils.shared.Shared` objects live across the tasks of a
 from __future__ import annotations
 
 import queue
+import re
 import threading
 import time
 import traceback
@@ -162,7 +163,9 @@ def _data_messages(
         )
 
 
-def _data(plan: StagePlan, instruction: str, index: int, data: bytes) -> beam_fn_api_pb2.Elements.Data:
+def _data(
+    plan: StagePlan, instruction: str, index: int, data: bytes
+) -> beam_fn_api_pb2.Elements.Data:
     return beam_fn_api_pb2.Elements.Data(
         instruction_id=instruction, transform_id=plan.inputs[index], data=data
     )
@@ -274,5 +277,12 @@ def _residual_records(
     return iter(records)
 
 
+_STEP = re.compile(r"\[while running '([^']+)'\]")
+
+
 def _failure_text(plan: StagePlan, split: int, trace: str) -> str:
-    return f"{ERROR_START}Beam stage {plan.name!r} failed in Spark partition {split}:\n{trace}{ERROR_END}"
+    """The step that failed, by the name the user gave it (Beam's harness appends it to the
+    DoFn's error), else the fused stage; then the traceback."""
+    steps = _STEP.findall(trace)
+    where = f"Beam step {steps[-1]!r}" if steps else f"Beam stage {plan.name!r}"
+    return f"{ERROR_START}{where} failed in Spark partition {split}:\n{trace}{ERROR_END}"

@@ -47,6 +47,13 @@ class SparkRunnerOptions(PipelineOptions):
             "driver's own interpreter, or $PYSPARK_PYTHON when set.",
         )
         group.add_argument(
+            "--spark_preload",
+            default=None,
+            metavar="MODULE,MODULE",
+            help="Modules every Python worker imports before forking (e.g. "
+            "tensorflow_data_validation), beside Beam's harness which it always imports.",
+        )
+        group.add_argument(
             "--spark_conf",
             action="append",
             default=None,

@@ -79,7 +79,9 @@ def _main_input(
 
 
 def create_stages(
-    pipeline_proto: beam_runner_api_pb2.Pipeline, use_state_iterables: bool = False
+    pipeline_proto: beam_runner_api_pb2.Pipeline,
+    use_state_iterables: bool = False,
+    is_drain: bool = False,
 ) -> tuple[translations.TransformContext, list[translations.Stage]]:
     """The FnApiRunner's phases in its order, with `expand_reshuffle` after the SDF
     expansion (which is what inserts the SDF's Reshuffle)."""
@@ -111,4 +113,5 @@ def create_stages(
             ]
         ),
         use_state_iterables=use_state_iterables,
+        is_drain=is_drain,
     )

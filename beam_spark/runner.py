@@ -19,7 +19,6 @@ from typing import Any
 
 from apache_beam.metrics.execution import MetricsContainer
 from apache_beam.metrics.metricbase import MetricName
-from apache_beam.metrics.monitoring_infos import consolidate as consolidate_monitoring_infos
 from apache_beam.options import pipeline_options
 from apache_beam.pipeline import Pipeline
 from apache_beam.portability import common_urns
@@ -28,7 +27,7 @@ from apache_beam.runners import runner
 from apache_beam.runners.portability.fn_api_runner import translations
 from apache_beam.runners.portability.fn_api_runner.fn_runner import FnApiRunner, RunnerResult
 
-from beam_spark import harness, planning
+from beam_spark import harness, metrics, planning
 from beam_spark.context import spark_context
 from beam_spark.graph import StageGraph
 from beam_spark.options import SparkRunnerOptions
@@ -54,8 +53,8 @@ class SparkRunner(FnApiRunner):
     """Runs a Beam pipeline on Apache Spark: `--runner=beam_spark.SparkRunner
     --spark_master=spark://HOST:PORT` (or `local[N]`)."""
 
-    def __init__(self, spark_context: Any = None) -> None:
-        super().__init__()
+    def __init__(self, spark_context: Any = None, is_drain: bool = False) -> None:
+        super().__init__(is_drain=is_drain)
         self._spark_context = spark_context
         self._spark_options = SparkRunnerOptions()
 
@@ -79,16 +78,16 @@ class SparkRunner(FnApiRunner):
         import copy
 
         return planning.create_stages(
-            copy.deepcopy(pipeline_proto), use_state_iterables=self._use_state_iterables
+            copy.deepcopy(pipeline_proto),
+            use_state_iterables=self._use_state_iterables,
+            is_drain=self._is_drain,
         )
 
     def run_stages(
         self, stage_context: translations.TransformContext, stages: list[translations.Stage]
     ) -> RunnerResult:
         _check_stages(stages)
-        manager = WorkerHandlerManager(
-            stage_context.components.environments, self._provision_info
-        )
+        manager = WorkerHandlerManager(stage_context.components.environments, self._provision_info)
         context = FnApiRunnerExecutionContext(
             stages,
             manager,
@@ -148,7 +147,7 @@ def _metrics_by_stage(
         by_stage.setdefault(stage, []).extend(
             metrics_pb2.MonitoringInfo.FromString(info) for info in infos
         )
-    merged = {stage: consolidate_monitoring_infos(infos) for stage, infos in by_stage.items()}
+    merged: dict[str, Any] = {stage: metrics.merge(infos) for stage, infos in by_stage.items()}
     # As the FnApiRunner does: the whole pipeline's own metrics under ''.
     pipeline_metrics = MetricsContainer("")
     pipeline_metrics.get_counter(
@@ -185,4 +184,3 @@ class _lifted_failures:
                 "attempt(s) of this task)"
             ) from None
         return False
-

@@ -16,11 +16,15 @@ def spark_local() -> Iterator[Any]:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark import SparkContext
+    from spark_pipelines import MASTER_VARIABLE
 
     from beam_spark.context import spark_conf
     from beam_spark.options import SparkRunnerOptions
 
-    options = SparkRunnerOptions(["--spark_master=local[2]", "--spark_app_name=beam_spark-tests"])
+    # test_on_standalone_cluster.py runs some of these tests again in a child pytest with
+    # a real cluster's master here.
+    master = os.environ.get(MASTER_VARIABLE, "local[2]")
+    options = SparkRunnerOptions([f"--spark_master={master}", "--spark_app_name=beam_spark-tests"])
     context = SparkContext(conf=spark_conf(options))
     context.setLogLevel("ERROR")
     yield context

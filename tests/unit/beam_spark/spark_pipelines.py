@@ -15,6 +15,9 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.utils import shared
 
+# The master the session's Spark context uses (default local[2]); test_on_standalone_cluster.py
+# sets it to a real cluster's for a child pytest.
+MASTER_VARIABLE = "BEAM_SPARK_TEST_MASTER"
 WORDS = [f"w{i % 37}" for i in range(3000)]
 
 
