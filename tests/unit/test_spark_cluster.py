@@ -11,6 +11,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -106,6 +107,11 @@ def test_stop_ends_a_tagged_process_that_ignores_term_with_kill(tmp_path) -> Non
     )
     try:
         _record(tmp_path, stubborn.pid)
+        # Until the child has set SIGTERM aside (and, on a busy machine, shows its arguments).
+        deadline = time.monotonic() + 30
+        while not _ignores_term(stubborn.pid):
+            assert time.monotonic() < deadline, _status(stubborn.pid)
+            time.sleep(0.05)
         assert carries_tag(stubborn.pid, tag)
         stopped = cluster.stop(tmp_path, grace=0.5)
         assert [d.pid for d in stopped] == [stubborn.pid]
@@ -113,6 +119,20 @@ def test_stop_ends_a_tagged_process_that_ignores_term_with_kill(tmp_path) -> Non
         assert not alive(stubborn.pid)
     finally:
         stubborn.kill()
+
+
+def _status(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def _ignores_term(pid: int) -> bool:
+    """Whether SIGTERM (15: bit 14 of the SigIgn mask) is ignored by `pid`."""
+    line = next((x for x in _status(pid).splitlines() if x.startswith("SigIgn:")), "SigIgn: 0")
+    return bool(int(line.split()[1], 16) & (1 << (15 - 1)))
 
 
 def test_a_state_whose_processes_are_gone_is_replaced_not_refused(tmp_path) -> None:
