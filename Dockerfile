@@ -41,6 +41,14 @@ RUN python -m venv "$VIRTUAL_ENV" \
 
 COPY --from=beam /opt/apache/beam /opt/apache/beam
 
+# Java for pyspark: a task run with `--beam-runner spark` is the Spark driver of its
+# Beam work (beam_spark.SparkRunner), and pyspark's driver is a JVM. (The man1
+# folder: openjdk's package set-up writes there, and slim images drop it.)
+RUN mkdir -p /usr/share/man/man1 \
+ && apt-get update -qq \
+ && apt-get install -y -qq --no-install-recommends openjdk-17-jre-headless \
+ && rm -rf /var/lib/apt/lists/*
+
 # 2. The project. KFP tasks import components.*, trainer.* and pipeline.* by
 #    name (custom executor, Python-function component, resolver strategy,
 #    preprocessing_fn / run_fn), so the code is installed like scripts/setup.sh

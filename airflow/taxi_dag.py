@@ -19,9 +19,11 @@ Settings, read when Airflow parses this file (all optional):
   TFXP_SENSOR_POKE  seconds between the sensor's looks for a new span (default 300)
   TFXP_BEAM         where Beam work runs, as `tfxp run --beam` (default in-process: the
                     DAG is parsed often, so it does not size spans as `--beam auto` does),
-                    with TFXP_BEAM_JOB_ENDPOINT, TFXP_BEAM_ENVIRONMENT_TYPE,
-                    TFXP_BEAM_ENVIRONMENT_CONFIG, TFXP_BEAM_TEMP_LOCATION and
-                    TFXP_BEAM_ARGS (raw Beam flags, space-separated)
+                    with TFXP_BEAM_SPARK_MASTER (spark: the master URL; default the
+                    cluster `tfxp engine start` runs), TFXP_BEAM_JOB_ENDPOINT,
+                    TFXP_BEAM_ENVIRONMENT_TYPE, TFXP_BEAM_ENVIRONMENT_CONFIG,
+                    TFXP_BEAM_TEMP_LOCATION and TFXP_BEAM_ARGS (raw Beam flags,
+                    space-separated)
 """
 
 from __future__ import annotations
@@ -86,9 +88,17 @@ def beam_from_env(env: Mapping[str, str]) -> BeamOptions | None:
     def setting(name: str) -> str | None:
         return env.get(f"{ENV_PREFIX}BEAM_{name}") or None
 
+    spark_master, executor_memory = setting("SPARK_MASTER"), None
+    if mode == "spark" and not spark_master:  # as `tfxp run --beam spark`
+        from tfxp.engine import running_cluster
+
+        running = running_cluster()
+        spark_master, executor_memory = running.master_url, running.worker_memory
     return BeamOptions(
         mode=mode,
         job_endpoint=setting("JOB_ENDPOINT"),
+        spark_master=spark_master,
+        spark_executor_memory=executor_memory,
         environment_type=setting("ENVIRONMENT_TYPE"),
         environment_config=setting("ENVIRONMENT_CONFIG"),
         temp_location=setting("TEMP_LOCATION"),

@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # The renderers, one module per family; re-exported here, where the tests and other
 # scripts have always found them (render_results.render_taxi, ...).
 from rendering.data import render_csv_ingest, render_generator, render_input_pipeline
+from rendering.engines import render_engines
 from rendering.evaluation import (
     render_digits_eval,
     render_sequence_quality,
@@ -46,6 +47,10 @@ END = "<!-- results:end -->"
 RENDERERS: dict[str, tuple[str, Callable[[dict], list[str]]]] = {
     "taxi_vs_tfx_example": ("Ours against TFX's taxi example (`make bench`)", render_taxi),
     "scale": ("Scale", render_scale),
+    "engines": (
+        "Engines: in-process, multi-process, on Spark (`benchmarks/engines.py`)",
+        render_engines,
+    ),
     "csv_ingest": ("CSV ingest", render_csv_ingest),
     "input_pipeline": ("Trainer input pipeline", render_input_pipeline),
     "generator": ("Data generator", render_generator),

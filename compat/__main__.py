@@ -7,7 +7,7 @@ import importlib
 
 from compat import REGISTRY
 
-LIBRARIES = ("tfma", "tft", "tfdv", "tfx", "tfx_bsl", "beam", "sklearn", "tf")
+LIBRARIES = ("tfma", "tft", "tfdv", "tfx", "tfx_bsl", "beam", "sklearn", "tf", "pyspark")
 
 
 def table() -> str:

@@ -42,3 +42,46 @@ def set_find_imported_submodules(function: Callable[..., Any]) -> None:
 
 def worker_processes(servicer: Any) -> dict:
     return getattr(servicer, _WORKER_PROCESSES)
+
+
+# The Beam runner on Spark (beam_spark/) drives the FnApiRunner's planning and Beam's SDK
+# harness directly: these internals are what it is built on.
+_FN_API = "apache_beam.runners.portability.fn_api_runner"
+FnApiRunnerExecutionContext = private(
+    LIBRARY,
+    f"{_FN_API}.execution.FnApiRunnerExecutionContext",
+    "beam_spark: stage descriptors, coders and side-input layout of a planned pipeline",
+)
+GroupingBuffer = private(
+    LIBRARY,
+    f"{_FN_API}.execution.GroupingBuffer",
+    "beam_spark: groups one key's values after Spark's shuffle, windows as Beam does",
+)
+ListBuffer = private(
+    LIBRARY, f"{_FN_API}.execution.ListBuffer", "beam_spark: a side input's collected chunks"
+)
+WorkerHandlerManager = private(
+    LIBRARY,
+    f"{_FN_API}.worker_handlers.WorkerHandlerManager",
+    "beam_spark: its state_servicer receives the side-input layout the runner broadcasts",
+)
+StateServicer = private(
+    LIBRARY,
+    f"{_FN_API}.worker_handlers.StateServicer",
+    "beam_spark: side inputs as state, in each executor's harness",
+)
+SingletonStateHandlerFactory = private(
+    LIBRARY,
+    f"{_FN_API}.worker_handlers.SingletonStateHandlerFactory",
+    "beam_spark: hands the executor's harness its state",
+)
+FNAPI_RUNNER_CAPABILITIES = private(
+    LIBRARY,
+    f"{_FN_API}.worker_handlers.FNAPI_RUNNER_CAPABILITIES",
+    "beam_spark: what the in-process harness may assume of its runner",
+)
+STATE_CACHE_SIZE_MB = private(
+    LIBRARY,
+    f"{_FN_API}.worker_handlers.STATE_CACHE_SIZE_MB",
+    "beam_spark: the harness's state cache, sized as the FnApiRunner sizes it",
+)

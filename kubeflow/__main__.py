@@ -53,6 +53,10 @@ def _add_compile_flags(p: argparse.ArgumentParser) -> None:
         help=f"Beam runner preset: {', '.join(BEAM_PRESETS)} (default: direct, in the pod)",
     )
     p.add_argument(
+        "--spark-master",
+        help="--beam-runner spark: the Spark cluster's master the pods reach, spark://HOST:PORT",
+    )
+    p.add_argument(
         "--beam-arg",
         action="append",
         default=[],
@@ -104,6 +108,7 @@ def _kubeflow_config(args: argparse.Namespace) -> KubeflowConfig:
         data_root=args.data_root,
         schema_file=args.schema_file,
         beam_runner=args.beam_runner,
+        spark_master=args.spark_master,
         extra_beam_args=tuple(args.beam_arg),
         resources=resources,
         train_steps=args.train_steps,

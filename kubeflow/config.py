@@ -31,8 +31,9 @@ DEFAULT_OUTPUT_FILE = "build/kubeflow/{pipeline_name}_pipeline.json"
 BEAM_PRESETS: dict[str, str] = {
     "direct": "in-process",
     "dataflow": "dataflow",
-    "flink": "flink",
     "spark": "spark",
+    "flink": "flink",
+    "spark-job-server": "spark-job-server",
 }
 
 REMOTE_SCHEMES = ("gs://", "s3://", "minio://", "hdfs://", "abfs://", "az://")
@@ -130,6 +131,9 @@ class KubeflowConfig:
     data_root: str | None = None
     schema_file: str | None = None
     beam_runner: str = "direct"
+    # beam_runner "spark": the master of a Spark cluster the pods reach (spark://HOST:PORT),
+    # whose executors run the same image (the project's code and libraries).
+    spark_master: str | None = None
     # Appended after the preset's flags (later flags win in Beam).
     extra_beam_args: tuple[str, ...] = ()
     resources: Mapping[str, Resources] = field(default_factory=lambda: dict(DEFAULT_RESOURCES))
@@ -172,8 +176,9 @@ class KubeflowConfig:
         mode = BEAM_PRESETS[self.beam_runner]
         return BeamOptions(
             mode=mode,
-            # Flink/Spark start each SDK worker as a container of the image.
-            environment_type="DOCKER" if mode in ("flink", "spark") else None,
+            # Beam's job servers start each SDK worker as a container of the image.
+            environment_type="DOCKER" if mode in ("flink", "spark-job-server") else None,
+            spark_master=self.spark_master,
             temp_location=self.pipeline_root.rstrip("/") + "/beam-tmp",
             sdk_container_image=self.image,
             extra_args=tuple(self.extra_beam_args),

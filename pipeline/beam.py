@@ -15,9 +15,15 @@ Modes:
   whose SDK workers are separate processes (`--environment_type=EXTERNAL`: a
   worker pool at `--environment_config`); the project reaches them as the
   package `--setup_file` builds, not through the driver's sys.path.
-- flink / spark: the same portable submission to a Flink or Spark job server
-  (`--job_endpoint`), or, without one, FlinkRunner/SparkRunner start Beam's
-  Java job server for `--flink_master` / `--spark_master_url`.
+- spark: the project's own Beam runner on Apache Spark (`beam_spark.SparkRunner`):
+  each fused stage of the pipeline runs as Spark tasks on the cluster at
+  `--spark_master` (spark://HOST:PORT, e.g. the one `tfxp engine start` runs, or
+  local[N]); the executors run Beam's SDK harness in their Python workers.
+- flink / spark-job-server: Beam's official route, the same portable submission
+  to a Flink or Spark job server (`--job_endpoint`), or, without one, Beam's
+  FlinkRunner/SparkRunner start its Java job server for `--flink_master` /
+  `--spark_master_url`. Untested here: the Maven proxy this project is built
+  behind serves none of Beam's job-server jars (org.apache.beam:beam-runners-*).
 - dataflow: DataflowRunner on Google Cloud (needs --project, --region and a
   gs:// temp location).
 
@@ -28,12 +34,30 @@ so every mode but in-process carries one.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pipeline.config import LOCAL_RUNNER_ARG, SETUP_FILE
 
-BEAM_MODES = ("in-process", "multi-process", "portable", "flink", "spark", "dataflow")
+BEAM_MODES = (
+    "in-process",
+    "multi-process",
+    "spark",
+    "portable",
+    "flink",
+    "spark-job-server",
+    "dataflow",
+)
+# The modes whose Beam work runs outside this machine's processes.
+REMOTE_MODES = ("spark", "portable", "flink", "spark-job-server", "dataflow")
+# Beam's portable job-server modes (a job service, SDK workers it starts).
+JOB_SERVER_MODES = ("portable", "flink", "spark-job-server")
+# The project's Spark runner, by the dotted name Beam's --runner resolves.
+SPARK_RUNNER = "beam_spark.SparkRunner"
+_SPARK_MASTER_RE = re.compile(
+    r"^(spark://[^\s/]+:\d+(,[^\s/]+:\d+)*|local(\[(\d+|\*)(,\d+)?\])?|yarn|k8s://\S+)$"
+)
 # `tfxp run`'s default: a mode chosen for the size of the run's input (auto_mode).
 AUTO = "auto"
 # From this much raw input on, `auto` runs Beam multi-process (one SDK worker per
@@ -51,11 +75,12 @@ _MULTI_PROCESS_ARG = "--direct_running_mode=multi_processing"
 IN_PROCESS_OVERRIDE = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
 # How the SDK workers of a portable job are started (Beam's PortableOptions).
 ENVIRONMENT_TYPES = ("EXTERNAL", "DOCKER", "PROCESS", "LOOPBACK")
-_MASTER_FLAG = {"flink": "--flink_master", "spark": "--spark_master_url"}
+_MASTER_FLAG = {"flink": "--flink_master", "spark-job-server": "--spark_master_url"}
 _RUNNER = {
     "portable": "PortableRunner",
     "flink": "FlinkRunner",
-    "spark": "SparkRunner",
+    # Beam's own SparkRunner (apache_beam.runners.portability.spark_runner): a job server.
+    "spark-job-server": "SparkRunner",
     "dataflow": "DataflowRunner",
 }
 
@@ -69,8 +94,13 @@ class BeamOptions:
     """A Beam mode and what it needs; `extra_args` (raw Beam flags) come last and win."""
 
     mode: str = "in-process"
-    # portable/flink/spark: the job service, HOST:PORT.
+    # portable/flink/spark-job-server: the job service, HOST:PORT.
     job_endpoint: str | None = None
+    # spark: the cluster's master, spark://HOST:PORT (or local[N]).
+    spark_master: str | None = None
+    # spark: the memory of each executor (Spark's spark.executor.memory, e.g. 2g); None:
+    # Spark's default. A standalone worker offering less never starts the executor.
+    spark_executor_memory: str | None = None
     # How the job service starts SDK workers: EXTERNAL (a worker pool at
     # environment_config, HOST:PORT), DOCKER (environment_config: the image),
     # PROCESS (environment_config: JSON with "command") or LOOPBACK (in the driver).
@@ -119,6 +149,8 @@ def beam_args(options: BeamOptions) -> tuple[str, ...]:
         ]
     elif mode == "dataflow":
         args = _dataflow_args(options)
+    elif mode == "spark":
+        args = _spark_args(options)
     else:
         args = _portable_args(options)
     args += [f"--beam_plugins={p}" for p in options.plugins]
@@ -142,6 +174,16 @@ def in_process_override(args: Sequence[str]) -> tuple[str, ...]:
     (portable, Flink, Spark, Dataflow) keep it on their workers, where the data is.
     """
     return IN_PROCESS_OVERRIDE if runs_multi_process(args) else ()
+
+
+def _spark_args(options: BeamOptions) -> list[str]:
+    # The executors import the project from the driver's checkout (the runner puts its
+    # source directories on their PYTHONPATH); --setup_file only tells TFX not to
+    # build its own sdist.
+    args = [f"--runner={SPARK_RUNNER}", f"--spark_master={options.spark_master}"]
+    if options.spark_executor_memory:
+        args.append(f"--spark_executor_memory={options.spark_executor_memory}")
+    return [*args, *_dependency_args(options)]
 
 
 def _dependency_args(options: BeamOptions) -> list[str]:
@@ -184,8 +226,18 @@ def check(options: BeamOptions) -> None:
     if mode not in BEAM_MODES:
         raise BeamConfigError(f"unknown Beam mode {mode!r}; choose one of {', '.join(BEAM_MODES)}")
     given = options.flags()
-    if mode in ("portable", "flink", "spark"):
+    if mode in JOB_SERVER_MODES:
         _check_portable(options, given)
+    if mode == "spark" and not options.spark_master:
+        raise BeamConfigError(
+            "the 'spark' Beam mode needs a Spark master: --spark-master spark://HOST:PORT "
+            "(or local[N]); `tfxp engine start spark --workers 2` starts a cluster here"
+        )
+    if mode == "spark" and not _SPARK_MASTER_RE.match(options.spark_master or ""):
+        raise BeamConfigError(
+            f"Spark master {options.spark_master!r} is not a master URL: spark://HOST:PORT, "
+            "local[N], yarn or k8s://HOST:PORT"
+        )
     if mode == "dataflow":
         missing = [f for f in ("--project", "--region") if f not in given]
         if missing:

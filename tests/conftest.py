@@ -37,6 +37,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(TESTS), "benchmarks", "support")
 # (or conftests) is two fixtures to pytest, and each would start its own server.
 from seaweedfs_server import seaweedfs  # noqa: E402, F401 - after the path above
 from serving_support import serving_run  # noqa: E402, F401
+from spark_cluster import spark_cluster  # noqa: E402, F401
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")

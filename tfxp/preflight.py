@@ -3,7 +3,8 @@ the Airflow DAG is built, and while the Kubeflow spec is compiled. It returns th
 run's plan (pipeline/plan.py), which the runner hands to `create_pipeline`.
 
 In order, each failing with a message that says what to do:
-1. object storage: every s3:// or gs:// location answers (`storage=True`);
+1. object storage: every s3:// or gs:// location answers, and the Spark master a
+   `--beam spark` run names accepts connections (`storage=True`);
 2. the plan: the schema file exists, the data root holds the span(s) the config
    asks for (remote data roots: what a listing answers, only with `storage=True`),
    the validation settings parse and `warn_only` names known kinds, the Beam
@@ -22,9 +23,10 @@ from __future__ import annotations
 
 import os
 
+from beam_spark.cluster_api import RestError, check_master
 from components.validation.settings import ValidationConfigError
 from metadata.store import MetadataStoreError, check_sqlite_store
-from pipeline.beam import BeamConfigError, BeamOptions
+from pipeline.beam import SPARK_RUNNER, BeamConfigError, BeamOptions
 from pipeline.config import PipelineConfig
 from pipeline.plan import PlanError, RunPlan, plan_run
 from pipeline.spans import SpanError
@@ -65,6 +67,21 @@ def check_locations(config: PipelineConfig, *, check_sqlite_store_file: bool = T
     _writable_dir(config.serving_dir, "serving directory")
 
 
+def check_spark_master(beam_args: tuple[str, ...] | list[str]) -> None:
+    """Under the project's Spark runner, its standalone master accepts connections:
+    otherwise the first Beam component would wait for it and fail deep in its log."""
+    flags = dict(a.split("=", 1) for a in beam_args if a.startswith("--") and "=" in a)
+    if flags.get("--runner") != SPARK_RUNNER:
+        return
+    try:
+        check_master(flags.get("--spark_master", ""))
+    except (RestError, ValueError) as e:
+        raise PreflightError(
+            f"{e}: start a cluster with `tfxp engine start spark --workers 2` "
+            "(`tfxp engine status` shows the one running), or name another with --spark-master"
+        ) from None
+
+
 def preflight(
     config: PipelineConfig,
     beam: BeamOptions | None = None,
@@ -80,6 +97,8 @@ def preflight(
         if storage:  # first: the plan lists remote spans through it
             check_remote_locations(config)
         plan = plan_run(config, beam, list_remote=storage)
+        if storage:
+            check_spark_master(plan.config.beam_args)
         if local_dirs:
             check_locations(plan.config, check_sqlite_store_file=sqlite_store)
     except (StorageError, SpanError, ValidationConfigError, PlanError, BeamConfigError) as e:

@@ -130,11 +130,13 @@ def _drive_example(
     anchor: str = "example",
     pipeline_file: Path | None = None,
     module_file: Path | None = None,
+    beam_args: list[str] | None = None,
 ) -> int:
     """Subprocess body: the example's own pipeline, under LocalDagRunner.
 
     `pipeline_file` and `module_file` drive another TFX example with the same
     `_create_pipeline` arguments (the caller has checked it); default: the taxi example.
+    `beam_args`, when given, replace the anchor's (e.g. a Spark cluster's runner flags).
     """
     from absl import logging as absl_logging
     from tfx.orchestration.local.local_dag_runner import LocalDagRunner
@@ -157,7 +159,9 @@ def _drive_example(
         module_file=str(module_file or paths["module_file"]),
         serving_model_dir=str(paths["serving_model_dir"]),
         metadata_path=str(paths["metadata_path"]),
-        beam_pipeline_args=_anchor_beam_args(anchor, example, workdir),
+        beam_pipeline_args=(
+            beam_args if beam_args is not None else _anchor_beam_args(anchor, example, workdir)
+        ),
     )
     LocalDagRunner().run(pipeline)
     return 0

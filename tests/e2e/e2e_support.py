@@ -129,3 +129,55 @@ def failed_executions(metadata_path: str, node_id: str) -> list[str]:
         for c in node_contexts
         for e in store.get_executions_by_context(c.id)
     ]
+
+
+def first_output(root: Path, component: str, output: str, index: int = 0) -> Path:
+    """The first execution's output folder of `component` (ids sort by execution;
+    `index` -1: the last one's)."""
+    found = sorted((root / component / output).glob("*"), key=lambda p: int(p.name))
+    assert found, f"no {component}/{output} under {root}"
+    return found[index]
+
+
+def statistics_values(root: Path) -> dict[tuple[str, str, str], float]:
+    """(split, feature, statistic) -> value, from StatisticsGen's first output."""
+    import tensorflow_data_validation as tfdv
+
+    folder = first_output(root, "StatisticsGen", "statistics")
+    found = {}
+    for split in sorted(folder.glob("Split-*")):
+        stats = tfdv.load_stats_binary(str(split / "FeatureStats.pb"))
+        found[split.name, "", "num_examples"] = float(stats.datasets[0].num_examples)
+        for feature in stats.datasets[0].features:
+            name = feature.path.step[0] if feature.path.step else feature.name
+            kind = feature.WhichOneof("stats")
+            common = getattr(feature, kind).common_stats
+            found[split.name, name, "num_non_missing"] = float(common.num_non_missing)
+            found[split.name, name, "num_missing"] = float(common.num_missing)
+            if kind == "num_stats":
+                for stat in ("mean", "std_dev", "min", "max"):
+                    found[split.name, name, stat] = getattr(feature.num_stats, stat)
+            elif kind == "string_stats":
+                found[split.name, name, "unique"] = float(feature.string_stats.unique)
+    return found
+
+
+def transformed_values(root: Path, index: int = 0) -> dict:
+    """(split, feature) -> the values of every transformed example, sorted (Transform's
+    first output; `index` as `first_output`'s)."""
+    import numpy as np
+    import tensorflow as tf
+
+    folder = first_output(root, "Transform", "transformed_examples", index)
+    found: dict = {}
+    for split in sorted(folder.glob("Split-*")):
+        shards = sorted(str(p) for p in split.glob("*.gz"))
+        columns: dict[str, list] = {}
+        for record in tf.data.TFRecordDataset(shards, compression_type="GZIP"):
+            example = tf.train.Example.FromString(record.numpy())
+            for name, feature in example.features.feature.items():
+                values = getattr(feature, feature.WhichOneof("kind")).value
+                columns.setdefault(name, []).extend(values)
+        for name, values in columns.items():
+            found[split.name, name] = np.sort(np.asarray(values, dtype=np.float64))
+    return found

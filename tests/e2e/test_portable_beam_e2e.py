@@ -26,7 +26,13 @@ from pathlib import Path
 
 import child
 import pytest
-from e2e_support import SAMPLE_ROWS, split_examples, write_sample
+from e2e_support import (
+    SAMPLE_ROWS,
+    split_examples,
+    statistics_values,
+    transformed_values,
+    write_sample,
+)
 
 from pipeline.config import PROJECT_ROOT
 
@@ -186,13 +192,6 @@ def test_beam_work_ran_in_separate_workers_on_the_staged_package(portable_run):
         assert "installed ['workflow.tar.gz']" in r["log"].read_text()
 
 
-def _first_output(root: Path, component: str, output: str) -> Path:
-    """The first execution's output folder of `component` (ids sort by execution)."""
-    found = sorted((root / component / output).glob("*"), key=lambda p: int(p.name))
-    assert found, f"no {component}/{output} under {root}"
-    return found[0]
-
-
 def test_examples_equal_the_in_process_run_split_by_split(portable_run, taxi_runs):
     _summary(portable_run)
     ours = split_examples(str(portable_run.local_root))
@@ -204,63 +203,21 @@ def test_examples_equal_the_in_process_run_split_by_split(portable_run, taxi_run
         assert ours[split] == theirs[split], split  # the same examples, byte for byte
 
 
-def _stats(root: Path) -> dict[tuple[str, str, str], float]:
-    """(split, feature, statistic) -> value, from StatisticsGen's first output."""
-    import tensorflow_data_validation as tfdv
-
-    folder = _first_output(root, "StatisticsGen", "statistics")
-    found = {}
-    for split in sorted(folder.glob("Split-*")):
-        stats = tfdv.load_stats_binary(str(split / "FeatureStats.pb"))
-        found[split.name, "", "num_examples"] = float(stats.datasets[0].num_examples)
-        for feature in stats.datasets[0].features:
-            name = feature.path.step[0] if feature.path.step else feature.name
-            kind = feature.WhichOneof("stats")
-            common = getattr(feature, kind).common_stats
-            found[split.name, name, "num_non_missing"] = float(common.num_non_missing)
-            found[split.name, name, "num_missing"] = float(common.num_missing)
-            if kind == "num_stats":
-                for stat in ("mean", "std_dev", "min", "max"):
-                    found[split.name, name, stat] = getattr(feature.num_stats, stat)
-            elif kind == "string_stats":
-                found[split.name, name, "unique"] = float(feature.string_stats.unique)
-    return found
-
-
 def test_statistics_equal_the_in_process_run(portable_run, taxi_runs):
     _summary(portable_run)
-    ours = _stats(portable_run.local_root)
-    theirs = _stats(Path(taxi_runs.config.pipeline_root))
+    ours = statistics_values(portable_run.local_root)
+    theirs = statistics_values(Path(taxi_runs.config.pipeline_root))
     assert ours.keys() == theirs.keys()
     # Means and deviations combine in another order across workers: floats within 1e-6.
     assert ours == pytest.approx(theirs, rel=1e-6)
-
-
-def _transformed(root: Path) -> dict:
-    import numpy as np
-    import tensorflow as tf
-
-    folder = _first_output(root, "Transform", "transformed_examples")
-    found: dict = {}
-    for split in sorted(folder.glob("Split-*")):
-        shards = sorted(str(p) for p in split.glob("*.gz"))
-        columns: dict[str, list] = {}
-        for record in tf.data.TFRecordDataset(shards, compression_type="GZIP"):
-            example = tf.train.Example.FromString(record.numpy())
-            for name, feature in example.features.feature.items():
-                values = getattr(feature, feature.WhichOneof("kind")).value
-                columns.setdefault(name, []).extend(values)
-        for name, values in columns.items():
-            found[split.name, name] = np.sort(np.asarray(values, dtype=np.float64))
-    return found
 
 
 def test_transform_output_equals_the_in_process_run(portable_run, taxi_runs):
     import numpy as np
 
     _summary(portable_run)
-    ours = _transformed(portable_run.local_root)
-    theirs = _transformed(Path(taxi_runs.config.pipeline_root))
+    ours = transformed_values(portable_run.local_root)
+    theirs = transformed_values(Path(taxi_runs.config.pipeline_root))
     assert ours.keys() == theirs.keys() and ours
     for key in ours:
         # The analyzers' sums combine in another order across workers: floats within 1e-6.

@@ -7,7 +7,7 @@ ML Metadata); `watch` runs it on each new span, `models` names the
 pushed versions (promote, rollback); `serve` serves them online
 (TF Serving's REST and gRPC APIs); `ui` serves the console (a web page over
 the same store); `beam workers` serves Beam SDK workers for
-`run --beam portable`.
+`run --beam portable`; `engine` starts a Spark cluster for `run --beam spark`.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from runtime.access import owner_only_umask
 from tfxp.cli import (
     beam,
     data,
+    engine,
     infer,
     init,
     lineage,
@@ -62,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
         tensorboard,
         serve,
         beam,
+        engine,
     ):
         command.register(sub)
     return parser

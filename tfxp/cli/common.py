@@ -15,7 +15,7 @@ from metadata.store import (
     location_from,
     open_store,
 )
-from pipeline.beam import AUTO, BEAM_MODES, ENVIRONMENT_TYPES, BeamOptions
+from pipeline.beam import AUTO, BEAM_MODES, ENVIRONMENT_TYPES, REMOTE_MODES, BeamOptions
 from pipeline.config import PipelineConfig
 from pipeline.datasets import DEFAULT_DATASET, dataset_config, dataset_names
 from pipeline.overrides import pipeline_config
@@ -116,8 +116,15 @@ def add_beam_flags(p: argparse.ArgumentParser) -> argparse._ArgumentGroup:
         choices=(AUTO, *BEAM_MODES),
         default=AUTO,
         help="where Beam work runs (default auto: in-process, or multi-process from "
-        "64 MB of input on); portable/flink/spark submit to a job service whose SDK "
-        "workers are separate processes; dataflow to Google Cloud",
+        "64 MB of input on); spark: on a Spark cluster through the project's Beam runner "
+        "(`tfxp engine start`); portable/flink/spark-job-server submit to a Beam job "
+        "service whose SDK workers are separate processes; dataflow to Google Cloud",
+    )
+    g.add_argument(
+        "--spark-master",
+        metavar="URL",
+        help="--beam spark: the cluster, spark://HOST:PORT or local[N] (default: the one "
+        "`tfxp engine start` runs)",
     )
     g.add_argument("--job-endpoint", metavar="HOST:PORT", help="the Beam job service")
     g.add_argument(
@@ -155,13 +162,16 @@ def beam_from_args(args: argparse.Namespace, config: PipelineConfig) -> BeamOpti
     if mode is None and not extra:
         return None
     mode = mode or "in-process"
-    remote = mode in ("portable", "flink", "spark", "dataflow")
+    remote = mode in REMOTE_MODES
     # Remote workers open s3:// with TensorFlow too (Transform, TFMA load
     # SavedModels), which needs the plugin that registers the filesystem.
     s3 = any(loc.uri.startswith("s3://") for loc in config_locations(config))
+    spark_master, executor_memory = _spark_master(args, mode)
     return BeamOptions(
         mode=mode,
         job_endpoint=args.job_endpoint,
+        spark_master=spark_master,
+        spark_executor_memory=executor_memory,
         environment_type=args.environment_type,
         environment_config=args.environment_config,
         temp_location=args.temp_location,
@@ -171,6 +181,21 @@ def beam_from_args(args: argparse.Namespace, config: PipelineConfig) -> BeamOpti
         plugins=(beam_speedups.PLUGIN, *(("tfxp.storage.beam_plugin",) if remote and s3 else ())),
         extra_args=extra,
     )
+
+
+def _spark_master(args: argparse.Namespace, mode: str) -> tuple[str | None, str | None]:
+    """--beam spark: the master named, or that of the cluster `tfxp engine start` runs
+    (whose executors then get all a worker offers: Spark's default of 1g would never
+    start on a smaller worker). Raises ValueError when there is neither."""
+    named = getattr(args, "spark_master", None)
+    if named and mode != "spark":
+        raise ValueError(f"--spark-master is for --beam spark (this run: --beam {mode})")
+    if mode != "spark" or named:
+        return named, None
+    from tfxp.engine import running_cluster
+
+    running = running_cluster()
+    return running.master_url, running.worker_memory
 
 
 def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:

@@ -220,6 +220,21 @@ def test_resources_and_beam_runner_flags_reach_the_spec():
     assert "resources" not in _container(job, "Trainer")
 
 
+def test_the_spark_preset_runs_the_projects_runner_on_the_named_master():
+    config = _config(beam_runner="spark", spark_master="spark://spark-master:7077")
+    args = config.beam_args()
+    assert args[:2] == (
+        "--runner=beam_spark.SparkRunner",
+        "--spark_master=spark://spark-master:7077",
+    )
+    assert f"--sdk_container_image={IMAGE}" in args  # TFX then ships no sdist of its own
+    assert not any(a.startswith("--environment_type") for a in args)
+    with pytest.raises(KubeflowConfigError, match="needs a Spark master: --spark-master"):
+        _config(beam_runner="spark").validate()
+    job_server = _config(beam_runner="spark-job-server", extra_beam_args=("--spark_master_url=m",))
+    assert "--environment_type=DOCKER" in job_server.beam_args()
+
+
 def test_unknown_component_in_resources():
     from kubeflow.compiler import compile_pipeline
 

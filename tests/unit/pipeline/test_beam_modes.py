@@ -117,7 +117,9 @@ def test_portable_with_docker_workers_uses_the_image_and_ships_no_package() -> N
     assert not any(a.startswith("--setup_file") for a in args)
 
 
-@pytest.mark.parametrize(("mode", "runner"), [("flink", "FlinkRunner"), ("spark", "SparkRunner")])
+@pytest.mark.parametrize(
+    ("mode", "runner"), [("flink", "FlinkRunner"), ("spark-job-server", "SparkRunner")]
+)
 def test_flink_and_spark_submit_to_their_job_server(mode: str, runner: str) -> None:
     args = beam_args(
         BeamOptions(mode=mode, job_endpoint="js:8099", environment_config="pool:50000")
@@ -131,7 +133,7 @@ def test_flink_and_spark_submit_to_their_job_server(mode: str, runner: str) -> N
 
 
 @pytest.mark.parametrize(
-    ("mode", "flag"), [("flink", "--flink_master"), ("spark", "--spark_master_url")]
+    ("mode", "flag"), [("flink", "--flink_master"), ("spark-job-server", "--spark_master_url")]
 )
 def test_flink_and_spark_without_a_job_server_need_the_cluster(mode: str, flag: str) -> None:
     with pytest.raises(BeamConfigError, match=f"add --beam-arg={flag}=HOST:PORT"):
@@ -140,6 +142,43 @@ def test_flink_and_spark_without_a_job_server_need_the_cluster(mode: str, flag: 
         BeamOptions(mode=mode, environment_config="p:1", extra_args=(f"{flag}=m:8081",))
     )
     assert args[-1] == f"{flag}=m:8081" and not any("job_endpoint" in a for a in args)
+
+
+def test_spark_runs_the_projects_runner_on_the_named_master() -> None:
+    args = beam_args(BeamOptions(mode="spark", spark_master="spark://127.0.0.1:7077"))
+    assert args == (
+        "--runner=beam_spark.SparkRunner",
+        "--spark_master=spark://127.0.0.1:7077",
+        f"--setup_file={SETUP_FILE}",
+    )
+    sized = beam_args(
+        BeamOptions(
+            mode="spark",
+            spark_master="local[2]",
+            spark_executor_memory="1g",
+            plugins=("p",),
+            extra_args=("--spark_parallelism=4",),
+        )
+    )
+    assert sized[1:] == (
+        "--spark_master=local[2]",
+        "--spark_executor_memory=1g",
+        f"--setup_file={SETUP_FILE}",
+        "--beam_plugins=p",
+        "--spark_parallelism=4",
+    )
+    # No job server, no SDK worker environment: the executors are the workers.
+    assert not any(a.startswith(("--job_endpoint", "--environment")) for a in args)
+
+
+def test_beam_resolves_the_spark_runner_by_its_dotted_name() -> None:
+    """The name `--runner` carries is one Beam's own lookup turns into the runner class."""
+    from apache_beam.runners.runner import create_runner
+
+    import beam_spark
+    from pipeline.beam import SPARK_RUNNER
+
+    assert type(create_runner(SPARK_RUNNER)) is beam_spark.SparkRunner
 
 
 def test_dataflow_stages_under_the_temp_location() -> None:
@@ -203,6 +242,11 @@ def test_dataflow_stages_under_the_temp_location() -> None:
             r"\(got none\)",
         ),
         (BeamOptions(mode="multi-process", num_workers=-1), "0 \\(one per core\\) or more"),
+        (BeamOptions(mode="spark"), "needs a Spark master: --spark-master spark://HOST:PORT"),
+        (
+            BeamOptions(mode="spark", spark_master="127.0.0.1:7077"),
+            "'127.0.0.1:7077' is not a master URL: spark://HOST:PORT",
+        ),
     ],
 )
 def test_what_a_mode_lacks_is_named(options: BeamOptions, message: str) -> None:

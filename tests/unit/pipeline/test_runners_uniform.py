@@ -68,6 +68,16 @@ def test_cli_flags_and_airflow_env_give_the_same_config(tmp_path: Path) -> None:
     env_options = namespace["beam_from_env"]({**env, **beam_env})
     assert env_options == beam_from_args(beam_cli, config_from_args(beam_cli))
     assert "--runner=PortableRunner" in beam_args(env_options)
+    spark_env = {"TFXP_BEAM": "spark", "TFXP_BEAM_SPARK_MASTER": "spark://h:7077"}
+    on_spark = namespace["beam_from_env"]({**env, **spark_env})
+    spark_cli = build_parser().parse_args(
+        argv + ["--beam", "spark", "--spark-master", "spark://h:7077"]
+    )
+    assert on_spark == beam_from_args(spark_cli, config_from_args(spark_cli))
+    assert beam_args(on_spark)[:2] == (
+        "--runner=beam_spark.SparkRunner",
+        "--spark_master=spark://h:7077",
+    )
     # A named data version resolves to the same span and bytes in both.
     from metadata import sources
     from metadata.store import StoreLocation
