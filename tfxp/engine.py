@@ -1,5 +1,9 @@
 """The Spark cluster of this checkout: where `tfxp engine start` keeps it (runs/engine/),
-and the master a `--beam spark` run uses when none is named."""
+and the master a `--beam spark` run uses when none is named.
+
+At tfxp/'s root, beside preflight.py, because two command groups (`tfxp engine`,
+`tfxp run`) and the Airflow DAG read it and none of tfxp's rooms owns the cluster.
+"""
 
 from __future__ import annotations
 
