@@ -59,8 +59,8 @@ def test_each_shared_fixture_instance_is_built_once_across_two_workers(tmp_path:
     tests = Path(__file__).resolve().parents[2]
     shutil.copy(tests / "conftest.py", suite / "conftest.py")
     (suite / "support").mkdir()  # the conftest finds its helpers there, as in tests/
-    for name in ("xdist_worker.py", "seaweedfs_server.py", "serving_support.py"):
-        shutil.copy(tests / "support" / name, suite / "support" / name)
+    for helper in (tests / "support").glob("*.py"):  # the conftest imports several of them
+        shutil.copy(helper, suite / "support" / helper.name)
     (suite / "test_shared.py").write_text(SUITE)
     (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    slow: slow\n")
     log = tmp_path / "built.log"
