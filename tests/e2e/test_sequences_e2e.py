@@ -122,6 +122,8 @@ def test_example_gen_writes_one_sequence_example_per_key_split_by_key(shop):
 
 def test_the_model_is_blessed_pushed_and_beats_the_majority(shop):
     assert shop.run.blessed and shop.run.pushed, shop.run.render()
+    # The pre-push serving check sent eval SequenceExamples to the loaded model.
+    assert (shop.run.serving_check or "").startswith("passed"), shop.run.render()
     accuracy = shop.run.metrics["binary_accuracy"]
     majority = float(shop.dataset_yaml.split("lower_bound: ")[1].split()[0])
     assert accuracy > majority + 0.03, (accuracy, majority)

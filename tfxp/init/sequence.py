@@ -348,8 +348,6 @@ def dataset_yaml(seq: SequenceInferred, data_root: str | None, model: str) -> st
         "eval_steps: 5",
         "hyperparameters:",
         f"  batch_size: {SEQUENCE_BATCH}",
-        "# The pre-push serving check sends tf.Examples; sequence models take SequenceExamples.",
-        "serving_check_rows: 0",
         "",
         "# When the Evaluator blesses a model (and so the Pusher pushes it).",
         "evaluation:",

@@ -79,7 +79,11 @@ def python_ops(model_dir: str) -> list[str]:
 
 
 def without_feature(serialized: bytes, feature: str) -> bytes:
-    """A serialized tf.Example without `feature` (the label: clients do not send it)."""
+    """A serialized tf.Example without `feature` (the label: clients do not send it).
+
+    A SequenceExample's context is its field 1, a `Features` as tf.Example's is, and
+    the parsed message keeps the fields it does not know (the feature lists) when it
+    is written back: the same edit drops a context feature of a SequenceExample."""
     import tensorflow as tf
 
     example = tf.train.Example.FromString(serialized)

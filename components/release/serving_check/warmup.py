@@ -21,6 +21,7 @@ MAX_BATCH = 64  # and one request of up to this many examples
 
 
 def without_label(example: bytes, label_key: str) -> bytes:
+    """The record without its label; a SequenceExample's context too (check.without_feature)."""
     import tensorflow as tf
 
     parsed = tf.train.Example.FromString(example)

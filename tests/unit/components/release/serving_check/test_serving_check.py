@@ -114,3 +114,21 @@ def test_an_unused_early_child_ends_with_its_block():
         early = check._early
     assert check._early is None
     assert not early.running() and not Path(early.out_dir).exists()
+
+
+def test_the_label_leaves_a_sequence_example_and_its_feature_lists_stay():
+    import tensorflow as tf
+
+    from components.release.serving_check.check import without_feature
+
+    record = tf.train.SequenceExample()
+    record.context.feature["converted"].int64_list.value.append(1)
+    record.context.feature["device"].bytes_list.value.append(b"phone")
+    steps = record.feature_lists.feature_list["amount"]
+    for value in (1.5, 2.5):
+        steps.feature.add().float_list.value.append(value)
+    sent = tf.train.SequenceExample.FromString(
+        without_feature(record.SerializeToString(), "converted")
+    )
+    assert set(sent.context.feature) == {"device"}
+    assert sent.feature_lists == record.feature_lists
