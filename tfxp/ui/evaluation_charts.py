@@ -60,43 +60,36 @@ def _area(value: float | None) -> str:
     return "" if value is None else f" (AUC {value:.3f})"
 
 
+def _curve_traces(models: dict[str, dict[str, Any]], kind: str, x: str, y: str) -> list[dict]:
+    """One line per model that has the `kind` curve (roc, pr), its area in the legend."""
+    traces = []
+    for model, plots in models.items():
+        curve = plots.get(kind)
+        if curve:
+            traces.append(
+                {
+                    "type": "scatter",
+                    "mode": "lines",
+                    "name": _label(model) + _area(curve.get("auc")),
+                    "x": curve[x],
+                    "y": curve[y],
+                    "text": [f"threshold {t:.2f}" for t in curve["threshold"]],
+                    "line": STYLE.get(model, {}),
+                }
+            )
+    return traces
+
+
 def curve_charts(models: dict[str, dict[str, Any]], where: str) -> list[dict[str, Any]]:
     """ROC, PR and calibration of one slice, every model overlaid."""
     charts = []
     if any("roc" in p for p in models.values()):
         data = [_diagonal("chance")]
-        for model, plots in models.items():
-            roc = plots.get("roc")
-            if roc:
-                data.append(
-                    {
-                        "type": "scatter",
-                        "mode": "lines",
-                        "name": _label(model) + _area(roc.get("auc")),
-                        "x": roc["fpr"],
-                        "y": roc["tpr"],
-                        "text": [f"threshold {t:.2f}" for t in roc["threshold"]],
-                        "line": STYLE.get(model, {}),
-                    }
-                )
+        data += _curve_traces(models, "roc", "fpr", "tpr")
         charts.append(
             _chart("roc", f"ROC · {where}", data, "false positive rate", "true positive rate")
         )
-        data = []
-        for model, plots in models.items():
-            pr = plots.get("pr")
-            if pr:
-                data.append(
-                    {
-                        "type": "scatter",
-                        "mode": "lines",
-                        "name": _label(model) + _area(pr.get("auc")),
-                        "x": pr["recall"],
-                        "y": pr["precision"],
-                        "text": [f"threshold {t:.2f}" for t in pr["threshold"]],
-                        "line": STYLE.get(model, {}),
-                    }
-                )
+        data = _curve_traces(models, "pr", "recall", "precision")
         charts.append(_chart("pr", f"Precision-recall · {where}", data, "recall", "precision"))
     if any("calibration" in p for p in models.values()):
         data = [_diagonal("perfectly calibrated")]
