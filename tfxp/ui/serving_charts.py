@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import html
 import io
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -115,7 +116,9 @@ def figures(series: ModelSeries) -> list[dict[str, Any]]:
             "y": 1,
             "xref": "x",
             "yref": "paper",
-            "text": s.what,
+            # Plotly reads a few tags in text: a label or model name from logged data
+            # is escaped, so it shows as written.
+            "text": html.escape(s.what),
             "showarrow": False,
             "textangle": -90,
             "xanchor": "right",
@@ -138,7 +141,7 @@ def figures(series: ModelSeries) -> list[dict[str, Any]]:
                         {
                             "type": "scatter",
                             "mode": "lines+markers",
-                            "name": f"version {version}{suffix} ({source})",
+                            "name": html.escape(f"version {version}{suffix} ({source})"),
                             "x": [iso(p.at) for p in kept],
                             "y": [getattr(p, value) for p in kept],
                             # The requests each point stands for: what the test adds up.
@@ -149,7 +152,7 @@ def figures(series: ModelSeries) -> list[dict[str, Any]]:
                         }
                     )
         layout = {
-            "title": {"text": f"{series.model}: {title}", "font": {"size": 14}},
+            "title": {"text": html.escape(f"{series.model}: {title}"), "font": {"size": 14}},
             "xaxis": {"title": {"text": "time (UTC)"}, "type": "date"},
             "yaxis": {"title": {"text": y_title}, "rangemode": "tozero"},
             "margin": {"l": 56, "r": 12, "t": 36, "b": 44},
