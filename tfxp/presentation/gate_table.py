@@ -28,6 +28,8 @@ ELLIPSIS = "…"
 DETAIL = "detail"
 # A cut column keeps at least this many characters (its ellipsis included).
 MIN_CELL = 6
+# The detail is shown only when this much of it fits beside the other columns.
+MIN_DETAIL = 24
 GAP = "  "
 INDENT = "  "
 
@@ -67,15 +69,16 @@ def cut(text: str, width: int) -> str:
     return text[: width - len(ELLIPSIS)] + ELLIPSIS
 
 
-def fit_widths(natural: Sequence[int], width: int) -> list[int]:
+def fit_widths(natural: Sequence[int], width: int, last_first: bool = True) -> list[int]:
     """Column widths whose sum (with the gaps) fits `width`: the last column (the
-    detail) gives way first, then the widest; none below MIN_CELL (or its natural
-    width if smaller)."""
+    detail) gives way first when `last_first`, then the widest; none below MIN_CELL
+    (or its natural width if smaller)."""
     widths = list(natural)
     room = width - len(INDENT) - len(GAP) * (len(widths) - 1)
-    last = len(widths) - 1
-    widths[last] = max(min(widths[last], MIN_CELL), room - sum(widths[:last]))
-    widths[last] = min(widths[last], natural[last])
+    if last_first:
+        last = len(widths) - 1
+        widths[last] = max(min(widths[last], MIN_CELL), room - sum(widths[:last]))
+        widths[last] = min(widths[last], natural[last])
     while sum(widths) > room:
         widest = max(range(len(widths)), key=lambda i: widths[i])
         if widths[widest] <= MIN_CELL:
@@ -86,11 +89,17 @@ def fit_widths(natural: Sequence[int], width: int) -> list[int]:
 
 def _aligned(rows: Sequence[Sequence[str]], width: int) -> list[str]:
     natural = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    widths = fit_widths(natural, width)
+    widths = fit_widths(natural, width, last_first=rows[0][-1] == DETAIL)
     return [
         (INDENT + GAP.join(cut(c, w).ljust(w) for c, w in zip(r, widths, strict=True))).rstrip()
         for r in rows
     ]
+
+
+def _detail_room(rows: Sequence[Sequence[str]], width: int) -> int:
+    """What the detail (last) column would get beside the others at their natural width."""
+    others = sum(max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1))
+    return width - len(INDENT) - len(GAP) * (len(rows[0]) - 1) - others
 
 
 def _header(table: dict[str, Any], width: int) -> list[str]:
@@ -123,13 +132,18 @@ def render_text(result: GateResult, width: int) -> str:
     table = findings_table(result)
     if table is not None:
         lines += _header(table, width)
-        columns = (*TABLE_COLUMNS, DETAIL)
         # One line per finding: TFDV's descriptions may hold newlines.
         cells = [
-            [" ".join((r["description"] if c == DETAIL else r[c]).split()) for c in columns]
+            [
+                " ".join((r["description"] if c == DETAIL else r[c]).split())
+                for c in (*TABLE_COLUMNS, DETAIL)
+            ]
             for r in table["rows"]
         ]
-        lines += _aligned([list(columns), *cells], width)
+        rows = [[*TABLE_COLUMNS, DETAIL], *cells]
+        if _detail_room(rows, width) < MIN_DETAIL:
+            rows = [r[:-1] for r in rows]  # a few letters of it would say nothing
+        lines += _aligned(rows, width)
     for line in result.footer():
         lines += textwrap.wrap(
             line, width=max(width, 40), initial_indent=INDENT, subsequent_indent=INDENT * 2
