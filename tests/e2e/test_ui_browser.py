@@ -429,7 +429,6 @@ def test_serving_page_charts_traffic_and_a_hot_swap(serving_run, tmp_path: Path)
                         notes: ((gd.layout || {}).annotations || []).map(function (a) {
                           return a.text; }) }; });"""
                 )
-                _screenshot(driver, "serving")
                 assert not console_errors(driver)
                 source_note = driver.find_element("id", "series-sources").text
             finally:
