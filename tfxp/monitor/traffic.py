@@ -109,17 +109,24 @@ def traffic(folder: str, now: dt.datetime | None = None, windows: tuple = WINDOW
 # more than HISTORY_POINTS buckets over what it covers.
 HISTORY_BUCKET_SECONDS = 60.0
 HISTORY_POINTS = 240
+HISTORY_SECONDS = float(max(s for _, s in WINDOWS))
 
 
 def logged_history(
     folder: str, until: float | None = None, since: float | None = None
 ) -> tuple[list[Point], list[Swap]]:
     """Requests/s per model version from the served records of the request log with
-    `since` <= `__logged_at` < `until` (Unix seconds), and the swaps they show: a
+    `since` <= `__logged_at` < `until` (Unix seconds; `since` defaults to a day
+    before `until` or now), and the swaps they show: a
     version's first record, and a label whose version changed from one record to
     the next. One request with several examples counts once (its `__request_id`).
     The log has no latency or errors: those stay None."""
     files = sl.published_files(folder)
+    if since is None:
+        # The last day (the longest traffic window): older files are not read at all.
+        since = (until or dt.datetime.now(dt.UTC).timestamp()) - HISTORY_SECONDS
+    opened_after = dt.datetime.fromtimestamp(since, tz=dt.UTC) - FILE_SLACK
+    files = [f for f in files if f.opened >= opened_after]
     if not files:
         return [], []
     table = _metadata(files)

@@ -125,7 +125,7 @@ def test_request_log_history_counts_requests_and_finds_label_moves(tmp_path):
     write_log(tmp_path, served_records(rows[:60], start=later, version=2), later, seq=2)
     shadow = served_records(rows[:30], start=later, version=1, role="shadow", label="")
     write_log(tmp_path, shadow, later, seq=3)
-    points, swaps = traffic.logged_history(str(tmp_path))
+    points, swaps = traffic.logged_history(str(tmp_path), since=T0.timestamp())
     assert {p.source for p in points} == {LOGGED}
     per_version: dict[str, float] = {}
     for p in points:
@@ -140,6 +140,8 @@ def test_request_log_history_counts_requests_and_finds_label_moves(tmp_path):
     # Only what came before the console's first sample.
     early, _ = traffic.logged_history(str(tmp_path), until=later.timestamp())
     assert sum(p.requests for p in early) == 119 and {p.version for p in early} == {"1"}
+    # By default the last day only: files older than that are not even read.
+    assert traffic.logged_history(str(tmp_path), until=T0.timestamp() + 2 * 86400) == ([], [])
 
 
 def test_the_sampler_keeps_a_bounded_ring_and_survives_a_failed_fetch():
