@@ -375,7 +375,7 @@ def _wait_until(condition, what: str, tries: int = 1200) -> None:
 
 
 @pytest.mark.slow  # a real browser and a real server
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(600)  # the shared serving run (two pipeline runs) may be built here
 def test_serving_page_charts_traffic_and_a_hot_swap(serving_run, tmp_path: Path):
     """`tfxp serve` on loopback under a few hundred requests with a hot swap in between,
     the console sampling its metrics: the Serving page draws requests/s, latency and
