@@ -74,7 +74,7 @@ def collect(sampler: Sampler | None, log_folders: list[str]) -> dict[str, ModelS
             out.setdefault(p.model, ModelSeries(p.model)).points.append(p)
         for s in sampled_swaps(samples):
             out.setdefault(s.model, ModelSeries(s.model)).swaps.append(s)
-    for folder in log_folders:
+    for folder in dict.fromkeys(log_folders):  # two pipelines may read one data root
         points, swaps = logged_history(folder, until=until)
         for p in points:
             out.setdefault(p.model, ModelSeries(p.model)).points.append(p)
