@@ -9,7 +9,8 @@ draws exactly the pipeline's nodes (pipeline/definition.py's).
 
 `make screenshots` (UPDATE_SCREENSHOTS=1) runs the same walk over four runs of
 `make run`'s own pipeline (the embedded taxi data, the default config, under
-runs/screenshots/) and saves each main page to docs/images/ui-<page>.png.
+runs/screenshots/) and saves each main page to docs/images/ui-<page>.png; and the
+Serving page's test saves ui-serving.png.
 """
 
 from __future__ import annotations
@@ -427,10 +428,14 @@ def test_serving_page_charts_traffic_and_a_hot_swap(serving_run, tmp_path: Path)
                           meta: t.meta, customdata: t.customdata, y: t.y}; }),
                         shapes: ((gd.layout || {}).shapes || []).length,
                         notes: ((gd.layout || {}).annotations || []).map(function (a) {
-                          return a.text; }) }; });"""
+                          return a.hovertext; }) }; });"""
                 )
                 assert not console_errors(driver)
                 source_note = driver.find_element("id", "series-sources").text
+                swap_list = driver.find_element("css selector", "ol.swaps").get_attribute(
+                    "innerHTML"
+                )
+                _screenshot(driver, "serving")  # `make screenshots` only
             finally:
                 driver.quit()
     finally:
@@ -448,10 +453,10 @@ def test_serving_page_charts_traffic_and_a_hot_swap(serving_run, tmp_path: Path)
     latency = [y for t in charts["latency"]["data"] for y in t["y"]]
     assert latency and all(y > 0 for y in latency)
     assert all(y == 0 for t in charts["errors"]["data"] for y in t["y"])
-    # The swap: a vertical line on every chart, named.
+    # The swap: a vertical line on every chart, saying what moved.
+    moved = f"label champion: version {new} -&gt; {old}"
     for c in drawn:
         assert c["shapes"] >= 1
-        assert f"label champion: version {new} -&gt; {old}" in c["notes"] or (
-            f"label champion: version {new} -> {old}" in c["notes"]
-        ), c["notes"]
+        assert any(moved in (note or "") for note in c["notes"]), c["notes"]
+    assert moved in swap_list
     assert "sampled every 0.3 s" in source_note

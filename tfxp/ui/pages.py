@@ -232,6 +232,10 @@ def serving_page(request: Request) -> Response:
         windows=traffic.WINDOWS,
         sampler=serving_charts.as_json({}, sampler)["sampler"],
         charts={model: serving_charts.figures(s) for model, s in series.items()},
+        swaps={
+            model: [(serving_charts.iso(at), whats) for at, whats in serving_charts.swap_groups(s)]
+            for model, s in series.items()
+        },
     )
 
 

@@ -94,38 +94,49 @@ def _version_key(version: str) -> tuple[int, str]:
     return (int(version), "") if version.isdigit() else (0, version)
 
 
+def swap_groups(series: ModelSeries) -> list[tuple[float, list[str]]]:
+    """The swaps at each distinct time, in order: what one vertical line stands for."""
+    groups: dict[float, list[str]] = {}
+    for s in series.swaps:
+        groups.setdefault(s.at, []).append(s.what)
+    return sorted(groups.items())
+
+
 def figures(series: ModelSeries) -> list[dict[str, Any]]:
     """The three charts of one model, as plotly figures (data, layout)."""
     versions = sorted({p.version for p in series.points}, key=_version_key)
+    groups = swap_groups(series)
     shapes = [
         {
             "type": "line",
             "xref": "x",
             "yref": "paper",
-            "x0": iso(s.at),
-            "x1": iso(s.at),
+            "x0": iso(at),
+            "x1": iso(at),
             "y0": 0,
             "y1": 1,
             "line": {"color": "#b03a2e", "width": 1, "dash": "dot"},
         }
-        for s in series.swaps
+        for at, _ in groups
     ]
+    # Each swap line numbered above the plot; what changed is in its hover text and
+    # in the list under the charts (a version number can be 10 digits long).
     notes = [
         {
-            "x": iso(s.at),
+            "x": iso(at),
             "y": 1,
             "xref": "x",
             "yref": "paper",
+            "text": str(i),
             # Plotly reads a few tags in text: a label or model name from logged data
             # is escaped, so it shows as written.
-            "text": html.escape(s.what),
+            "hovertext": "<br>".join(html.escape(w) for w in whats),
             "showarrow": False,
-            "textangle": -90,
-            "xanchor": "right",
-            "yanchor": "top",
-            "font": {"size": 10, "color": "#b03a2e"},
+            "xanchor": "center",
+            "yanchor": "bottom",
+            "font": {"size": 11, "color": "#b03a2e"},
         }
-        for s in series.swaps
+        for i, (at, whats) in enumerate(groups, 1)
     ]
     out = []
     for chart_id, title, y_title, values, sources in CHARTS:
@@ -153,11 +164,10 @@ def figures(series: ModelSeries) -> list[dict[str, Any]]:
                     )
         layout = {
             "title": {"text": html.escape(f"{series.model}: {title}"), "font": {"size": 14}},
-            "xaxis": {"title": {"text": "time (UTC)"}, "type": "date"},
+            "xaxis": {"type": "date"},  # UTC, as the page says
             "yaxis": {"title": {"text": y_title}, "rangemode": "tozero"},
-            "margin": {"l": 56, "r": 12, "t": 36, "b": 44},
-            "legend": {"orientation": "h", "y": -0.25},
-            "height": 320,
+            "margin": {"l": 56, "r": 12, "t": 48, "b": 40},
+            "legend": {"orientation": "h", "y": -0.2},
             "shapes": shapes,
             "annotations": notes,
         }

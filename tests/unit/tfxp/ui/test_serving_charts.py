@@ -68,11 +68,14 @@ def test_the_serving_page_charts_both_sources_and_links_their_numbers(tmp_path: 
     assert sum(requests["version 7 (request log)"]["customdata"]) == 5
     # The log has no latency: the latency chart is the sampler's alone.
     assert {t["meta"]["source"] for t in figures["latency"]["data"]} == {"sampled metrics"}
-    assert [a["text"] for a in figures["errors"]["layout"]["annotations"]] == [
-        "version 8 served",
-        "label champion: version 7 -&gt; 8",
-    ]
-    assert len(figures["errors"]["layout"]["shapes"]) == 2
+    # One numbered line for the two swaps at one time; what changed in its hover text
+    # and in the list under the charts.
+    (note,) = figures["errors"]["layout"]["annotations"]
+    assert note["text"] == "1"
+    assert note["hovertext"] == "version 8 served<br>label champion: version 7 -&gt; 8"
+    assert len(figures["errors"]["layout"]["shapes"]) == 1
+    swaps = re.findall(r'<ol class="swaps" data-model="taxi"><li>(.*?)</li></ol>', page)
+    assert swaps and swaps[0].endswith(": version 8 served; label champion: version 7 -&gt; 8")
     assert (
         "sampled every 5 s at <code>http://127.0.0.1:1/monitoring/prometheus/metrics</code>" in page
     )
