@@ -23,6 +23,7 @@ from tfxp.monitor.sampler import DEFAULT_INTERVAL, DEFAULT_KEEP
 
 DEFAULT_PORT = 8765
 TOKEN_ENV = "TFXP_UI_TOKEN"  # noqa: S105 - the variable's name, not a token
+SERVE_TOKEN_ENV = "TFXP_SERVE_TOKEN"  # noqa: S105 - tfxp/cli/serve.py's, for --serving-url
 
 
 def _default_run_dir() -> str:
@@ -75,7 +76,13 @@ def cmd_ui(args: argparse.Namespace) -> int:
         from tfxp.monitor.sampler import Sampler
 
         try:
-            sampler = Sampler(args.serving_url, interval=args.sample_every, keep=args.keep_samples)
+            sampler = Sampler(
+                args.serving_url,
+                interval=args.sample_every,
+                keep=args.keep_samples,
+                # A server off loopback wants its token: the variable `tfxp serve` reads.
+                token=os.environ.get(SERVE_TOKEN_ENV),
+            )
         except ValueError as e:
             print(f"ERROR: {e}", file=sys.stderr)
             return 2
@@ -119,7 +126,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--serving-url",
         metavar="URL",
         help="a `tfxp serve` address (e.g. http://127.0.0.1:8501) whose metrics the console "
-        "samples in the background for the Serving page's charts over time",
+        f"samples in the background for the Serving page's charts over time ({SERVE_TOKEN_ENV}: "
+        "its access token, if it needs one)",
     )
     p.add_argument(
         "--sample-every",

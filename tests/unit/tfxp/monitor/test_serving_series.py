@@ -192,3 +192,36 @@ def test_the_sampler_thread_samples_until_stopped():
     finally:
         sampler.stop()
     assert len(seen) >= 3 and sampler._thread is not None and not sampler._thread.is_alive()
+
+
+def test_the_sampler_fetches_over_http_with_the_servers_token():
+    """One sample from a loopback HTTP server that, as `tfxp serve` off loopback, answers
+    its metrics page only with the token."""
+    import http.server
+    import threading
+
+    m = Metrics(8)
+    _answer(m, "3", [0.01] * 4)
+    page = m.render()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # the stdlib handler's name
+            ok = self.headers.get("Authorization") == "Bearer s3cret"
+            self.send_response(200 if ok and self.path.endswith("/metrics") else 401)
+            self.end_headers()
+            self.wfile.write(page if ok else b"401")
+
+        def log_message(self, *args) -> None:
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{httpd.server_address[1]}"
+        (s,) = Sampler(url, token="s3cret").sample_once()
+        assert s.model == "taxi" and s.requests == {"3": 4.0}
+        refused = Sampler(url)
+        assert refused.sample_once() == [] and "401" in (refused.last_error or "")
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
