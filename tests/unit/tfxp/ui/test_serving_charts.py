@@ -104,3 +104,28 @@ def test_without_a_sampler_the_page_says_how_to_start_one(tmp_path: Path):
     page = TestClient(create_app(browser), base_url="http://127.0.0.1").get("/serving").text
     assert 'id="series-none"' in page and "--serving-url" in page
     assert "plotly.min.js" not in page
+
+
+def test_tfxp_ui_takes_a_server_to_sample():
+    from tfxp.cli import build_parser
+    from tfxp.monitor.sampler import DEFAULT_INTERVAL, DEFAULT_KEEP
+
+    args = build_parser().parse_args(["ui", "--run-dir", "x"])
+    assert args.serving_url is None
+    assert (args.sample_every, args.keep_samples) == (DEFAULT_INTERVAL, DEFAULT_KEEP)
+    args = build_parser().parse_args(
+        [
+            "ui",
+            "--serving-url",
+            "http://127.0.0.1:8501",
+            "--sample-every",
+            "2",
+            "--keep-samples",
+            "9",
+        ]
+    )
+    assert (args.serving_url, args.sample_every, args.keep_samples) == (
+        "http://127.0.0.1:8501",
+        2.0,
+        9,
+    )
