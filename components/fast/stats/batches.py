@@ -1,23 +1,30 @@
 """The statistics fast path's per-batch work, shared by its two forms.
 
 Both the in-process pass (components/fast/stats/executor.py) and the Beam form
-(components/fast/stats/on_cluster.py) are the same three steps:
+(components/fast/stats/on_cluster.py) are the same steps:
 
-* `decode_piece`: a piece of a split's TFRecord files -> Arrow record batches (the
-  ingest's layout decoder, or tfx_bsl's without a schema, as StatisticsGen's TFXIO);
-* `StatisticsCombineFn`: TFDV's in-memory generators as one Beam CombineFn, one
-  accumulator per generator, one record batch at a time, accumulators merged;
+* `pieces`: a split's TFRecord files cut into pieces, interleaved batches of a file
+  (a GZIP stream cannot be entered in the middle, so a piece reads its file whole and
+  decodes only its own batches);
+* `decode_piece`: a piece -> Arrow record batches (the ingest's layout decoder, or
+  tfx_bsl's without a schema, as StatisticsGen's TFXIO reads them);
+* `StatisticsCombineFn`: TFDV's in-memory generators as one CombineFn, one accumulator
+  per generator, a record batch at a time; each piece's accumulator is compacted, and
+  the pieces' accumulators are merged in piece order (`merged_statistics`);
 * `check_exact`: the sketches' result is StatisticsGen's only below their exact limit.
 
-The in-process pass runs the whole split as one piece and calls the CombineFn's
-methods itself; the Beam form runs several pieces in parallel (Spark tasks under
-beam_spark) and lets Beam merge their accumulators.
+The Beam form accumulates each piece in a task of its own; the in-process pass reads
+each file once and hands batch i to piece i mod count. Both merge the same piece
+accumulators in the same order, so they give the same statistics, bit for bit: TFDV's
+quantile sketches (the histograms) depend on how the examples were merged, not only on
+which examples there are.
 """
 
 from __future__ import annotations
 
+import math
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +41,16 @@ from components.example_gen.layout import Layout, RecordBatchDecoder, sequential
 
 BATCH_SIZE = 8192
 EXACT_DISTINCT_LIMIT = tfdv_internals.DEFAULT_MG_SKETCH_SIZE
+# A piece per this many compressed bytes of a file: small enough that a split spreads
+# over a cluster's executors, large enough that a task's fixed cost stays small beside
+# its work.
+PIECE_BYTES = 16 << 20
+# Pieces of every split at least: a 100k-row split is one shard of a few MB, and a
+# cluster of a few executors should still share it.
+MIN_PIECES = 4
+# Every piece of a file reads all of it: more pieces per file would read it more often
+# than they save in decoding.
+MAX_PIECES_PER_FILE = 8
 
 
 class Inexact(Exception):
@@ -62,6 +79,17 @@ def split_files(split_uri: str) -> tuple[list[str], str]:
     if len(compression) > 1:
         raise Inexact("a split mixes GZIP and uncompressed files")
     return files, "GZIP" if compression.pop() else ""
+
+
+def pieces(files: list[str], compression: str, batch_size: int = BATCH_SIZE) -> list[Piece]:
+    """The pieces a split's files are cut into, in merge order (file, then index)."""
+    per_file = math.ceil(MIN_PIECES / len(files))
+    out = []
+    for path in files:
+        by_size = math.ceil(tf.io.gfile.stat(path).length / PIECE_BYTES)
+        count = min(MAX_PIECES_PER_FILE, max(per_file, by_size, 1))
+        out += [Piece((path,), compression, index, count, batch_size) for index in range(count)]
+    return out
 
 
 def decode_piece(piece: Piece, layout: Layout | None) -> Iterator[pa.RecordBatch]:
@@ -147,3 +175,32 @@ def check_exact(statistics: statistics_pb2.DatasetFeatureStatisticsList) -> None
                     f"feature {name!r} has {feature.string_stats.unique} distinct values "
                     f"(sketches are exact below {EXACT_DISTINCT_LIMIT})"
                 )
+
+
+def piece_accumulator(combine: StatisticsCombineFn, piece: Piece, layout: Layout | None) -> Any:
+    """One piece's compacted accumulator (the Beam form's work in one task)."""
+    accumulator = combine.create_accumulator()
+    for batch in decode_piece(piece, layout):
+        accumulator = combine.add_input(accumulator, batch)
+    return combine.compact(accumulator)
+
+
+def file_accumulators(
+    combine: StatisticsCombineFn, file_pieces: list[Piece], layout: Layout | None
+) -> list[Any]:
+    """The accumulators of all pieces of one file from one read of it (the in-process
+    pass): batch i goes to piece i mod count, as `decode_piece` shards them."""
+    first = file_pieces[0]
+    count = first.count
+    accumulators = [combine.create_accumulator() for _ in range(count)]
+    whole = Piece(first.files, first.compression, 0, 1, first.batch_size)
+    for i, batch in enumerate(decode_piece(whole, layout)):
+        accumulators[i % count] = combine.add_input(accumulators[i % count], batch)
+    return [combine.compact(a) for a in accumulators]
+
+
+def merged_statistics(
+    combine: StatisticsCombineFn, accumulators: Iterable[Any]
+) -> statistics_pb2.DatasetFeatureStatisticsList:
+    """The split's statistics from its pieces' accumulators, given in piece order."""
+    return combine.extract_output(combine.merge_accumulators(accumulators))

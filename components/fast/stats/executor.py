@@ -33,6 +33,7 @@ the drift and skew checks, the report and Transform read it unchanged.
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from typing import Any
@@ -50,11 +51,13 @@ from components.base.local_beam import cluster_runner, runner_refusal
 from components.example_gen.layout import Layout, layout_of
 from components.fast.stats import on_cluster
 from components.fast.stats.batches import (
+    BATCH_SIZE,
     Inexact,
-    Piece,
     StatisticsCombineFn,
     check_exact,
-    decode_piece,
+    file_accumulators,
+    merged_statistics,
+    pieces,
     split_files,
 )
 
@@ -78,17 +81,22 @@ def _refusal(input_dict, exec_properties) -> str | None:
 
 
 def split_statistics(
-    split_uri: str, options: tfdv.StatsOptions, layout: Layout | None = None
+    split_uri: str,
+    options: tfdv.StatsOptions,
+    layout: Layout | None = None,
+    batch_size: int = BATCH_SIZE,
 ) -> statistics_pb2.DatasetFeatureStatisticsList:
     """TFDV's statistics of every example under `split_uri`, in this process, streaming
     (`layout`: the examples' columns, when the ingest recorded them)."""
     files, compression = split_files(split_uri)
     combine = StatisticsCombineFn(options)
     combine.setup()
-    accumulator = combine.create_accumulator()
-    for batch in decode_piece(Piece(tuple(files), compression), layout):
-        accumulator = combine.add_input(accumulator, batch)
-    return combine.extract_output(accumulator)
+    accumulators = []
+    for _, file_pieces in itertools.groupby(
+        pieces(files, compression, batch_size), key=lambda p: p.files
+    ):
+        accumulators += file_accumulators(combine, list(file_pieces), layout)
+    return merged_statistics(combine, accumulators)
 
 
 class Executor(tfx_statistics.Executor):

@@ -1,14 +1,13 @@
 """StatisticsGen's fast path as a Beam pipeline, for runners that hand work to a cluster.
 
-The in-process pass (components/fast/stats/executor.py) is a per-batch function plus
-a merge, so it is a Beam CombineFn: each split's files are cut into pieces
-(`pieces`), each piece is decoded into record batches (`batches.decode_piece`) and
-accumulated by TFDV's in-memory generators (`batches.StatisticsCombineFn`) in its own
-task, and Beam merges the pieces' accumulators into the split's statistics. Under
-beam_spark that is one Spark task per piece, a lifted combine (partial accumulators
-shuffled, not record batches), and one task writing each split's statistics with
-TFDV's own sink into a staging folder. The executor reads them back, checks the
-sketches were exact for every split and only then writes the artifact.
+The in-process pass (components/fast/stats/executor.py) is a per-batch function plus a
+merge, so it runs as Beam steps over the same pieces (components/fast/stats/batches.py):
+each piece of a split's files is decoded into record batches and accumulated by TFDV's
+in-memory generators in a task of its own, the pieces' compacted accumulators (not
+record batches) go to one task through a GroupByKey, and that task merges them in piece
+order and writes the split's statistics into a staging folder. The order is the
+in-process pass's, so both give the same statistics bit for bit. The executor reads them
+back, checks the sketches were exact for every split and only then writes the artifact.
 
 An example off the ingest's recorded layout is counted (`OFF_LAYOUT`), not failed on:
 the executor then gives the component to TFX's executor, as the in-process pass does.
@@ -16,12 +15,11 @@ the executor then gives the component to TFX's executor, as the in-process pass 
 
 from __future__ import annotations
 
-import math
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 import apache_beam as beam
-import pyarrow as pa
 import tensorflow as tf
 import tensorflow_data_validation as tfdv
 from apache_beam.metrics.metric import Metrics, MetricsFilter
@@ -33,42 +31,57 @@ from components.fast.stats.batches import (
     Inexact,
     Piece,
     StatisticsCombineFn,
-    decode_piece,
+    merged_statistics,
+    piece_accumulator,
+    pieces,
     split_files,
 )
 
-# A piece per this many compressed bytes of a file: small enough that a split spreads
-# over every executor, large enough that a task's fixed cost stays small beside its work.
-PIECE_BYTES = 16 << 20
-# Pieces of every split at least: a 100k-row split is one shard of a few MB, and a
-# cluster of a few executors should still share it.
-MIN_PIECES = 4
-# Every piece of a file reads all of it (a GZIP stream cannot be entered in the middle):
-# more pieces per file would read it more often than they save in decoding.
-MAX_PIECES_PER_FILE = 8
 METRICS_NAMESPACE = "fast_statistics"
 OFF_LAYOUT = "examples_off_layout"
 STATISTICS_FILE = "FeatureStats.pb"
 
 
-def pieces(files: list[str], compression: str, batch_size: int = BATCH_SIZE) -> list[Piece]:
-    """The pieces a split's files are decoded in, each one task's work."""
-    per_file = math.ceil(MIN_PIECES / len(files))
-    out = []
-    for path in files:
-        by_size = math.ceil(tf.io.gfile.stat(path).length / PIECE_BYTES)
-        count = min(MAX_PIECES_PER_FILE, max(per_file, by_size, 1))
-        out += [Piece((path,), compression, index, count, batch_size) for index in range(count)]
-    return out
+class _Accumulate(beam.DoFn):
+    """(n, piece) -> (None, (n, the piece's accumulator))."""
+
+    def __init__(self, options: tfdv.StatsOptions, layout: Layout | None) -> None:
+        self._combine = StatisticsCombineFn(options)
+        self._layout = layout
+
+    def setup(self) -> None:
+        self._combine.setup()
+
+    def process(self, numbered: tuple[int, Piece]) -> Iterator[tuple[None, tuple[int, Any]]]:
+        number, piece = numbered
+        try:
+            yield None, (number, piece_accumulator(self._combine, piece, self._layout))
+        except Inexact:
+            # Failing the task would make Spark retry it, then fail the run with a Java
+            # trace: the driver reads the counter and gives the split to TFX's executor.
+            Metrics.counter(METRICS_NAMESPACE, OFF_LAYOUT).inc()
 
 
-def _decoded(piece: Piece, layout: Layout | None) -> Iterator[pa.RecordBatch]:
-    try:
-        yield from decode_piece(piece, layout)
-    except Inexact:
-        # Failing the task would make Spark retry it, then fail the run with a Java
-        # trace: the driver reads the counter and gives the split to TFX's executor.
-        Metrics.counter(METRICS_NAMESPACE, OFF_LAYOUT).inc()
+class _MergeAndWrite(beam.DoFn):
+    """All pieces' accumulators -> the split's statistics, merged in piece order, written
+    whole to `path` and renamed into place (a retried task rewrites the same bytes;
+    Beam's file sinks would commit through side inputs, each ending a Spark job)."""
+
+    def __init__(self, options: tfdv.StatsOptions, path: str) -> None:
+        self._combine = StatisticsCombineFn(options)
+        self._path = path
+
+    def setup(self) -> None:
+        self._combine.setup()
+
+    def process(self, keyed: tuple[None, Iterable[tuple[int, Any]]]) -> None:
+        ordered = [accumulator for _, accumulator in sorted(keyed[1], key=lambda n: n[0])]
+        statistics = merged_statistics(self._combine, ordered)
+        tf.io.gfile.makedirs(os.path.dirname(self._path))
+        partial = f"{self._path}.partial"
+        with tf.io.gfile.GFile(partial, "wb") as out:
+            out.write(statistics.SerializeToString())
+        tf.io.gfile.rename(partial, self._path, overwrite=True)
 
 
 def add_statistics(
@@ -85,10 +98,10 @@ def add_statistics(
     _ = (
         pipeline
         # Create's reshuffle spreads the pieces over the workers.
-        | f"Pieces[{split}]" >> beam.Create(pieces(files, compression, batch_size))
-        | f"Decode[{split}]" >> beam.FlatMap(_decoded, layout)
-        | f"Statistics[{split}]" >> beam.CombineGlobally(StatisticsCombineFn(options))
-        | f"Write[{split}]" >> tfdv.WriteStatisticsToBinaryFile(output_path)
+        | f"Pieces[{split}]" >> beam.Create(list(enumerate(pieces(files, compression, batch_size))))
+        | f"Accumulate[{split}]" >> beam.ParDo(_Accumulate(options, layout))
+        | f"Gather[{split}]" >> beam.GroupByKey()
+        | f"MergeAndWrite[{split}]" >> beam.ParDo(_MergeAndWrite(options, output_path))
     )
 
 
@@ -111,4 +124,7 @@ def split_statistics(
     )["counters"]
     if sum(c.attempted if c.committed is None else c.committed for c in counters):
         raise Inexact("examples off the ingest's layout")
+    missing = [split for split, path in paths.items() if not tf.io.gfile.exists(path)]
+    if missing:
+        raise Inexact(f"no examples in split(s) {', '.join(missing)}")
     return {split: tfdv.load_stats_binary(path) for split, path in paths.items()}
