@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import signal
 import subprocess
 import sys
 import tempfile
@@ -215,6 +216,8 @@ def main() -> None:
     if args.one:
         _one(args.one, args.metadata, args.out, args.beam_arg)
         return
+    # A TERM (a background job ignores INT) still stops the cluster and removes the folder.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with tempfile.TemporaryDirectory(prefix="fastpath-spark-") as tmp:
         result = measure(args, Path(tmp))
     s, r = result["seconds"], result["ratios"]

@@ -17,7 +17,8 @@ The Beam form accumulates each piece in a task of its own; the in-process pass r
 each file once and hands batch i to piece i mod count. Both merge the same piece
 accumulators in the same order, so they give the same statistics, bit for bit: TFDV's
 quantile sketches (the histograms) depend on how the examples were merged, not only on
-which examples there are.
+which examples there are. A file under PIECE_BYTES is one piece: one stream, as before
+pieces existed and as TFX's pipeline reads one file.
 """
 
 from __future__ import annotations
@@ -41,13 +42,10 @@ from components.example_gen.layout import Layout, RecordBatchDecoder, sequential
 
 BATCH_SIZE = 8192
 EXACT_DISTINCT_LIMIT = tfdv_internals.DEFAULT_MG_SKETCH_SIZE
-# A piece per this many compressed bytes of a file: small enough that a split spreads
-# over a cluster's executors, large enough that a task's fixed cost stays small beside
-# its work.
+# A piece per this many compressed bytes of a file (about 300k taxi rows): large enough
+# that a task's fixed cost stays small beside its work, and that a file below it is one
+# piece, one stream through the generators as TFX's single-bundle pipeline feeds them.
 PIECE_BYTES = 16 << 20
-# Pieces of every split at least: a 100k-row split is one shard of a few MB, and a
-# cluster of a few executors should still share it.
-MIN_PIECES = 4
 # Every piece of a file reads all of it: more pieces per file would read it more often
 # than they save in decoding.
 MAX_PIECES_PER_FILE = 8
@@ -83,11 +81,10 @@ def split_files(split_uri: str) -> tuple[list[str], str]:
 
 def pieces(files: list[str], compression: str, batch_size: int = BATCH_SIZE) -> list[Piece]:
     """The pieces a split's files are cut into, in merge order (file, then index)."""
-    per_file = math.ceil(MIN_PIECES / len(files))
     out = []
     for path in files:
         by_size = math.ceil(tf.io.gfile.stat(path).length / PIECE_BYTES)
-        count = min(MAX_PIECES_PER_FILE, max(per_file, by_size, 1))
+        count = min(MAX_PIECES_PER_FILE, max(by_size, 1))
         out += [Piece((path,), compression, index, count, batch_size) for index in range(count)]
     return out
 

@@ -89,34 +89,41 @@ def _assert_equal(ours: Any, theirs: Any) -> None:
     assert json_format.MessageToDict(ours) == json_format.MessageToDict(theirs)
 
 
-def test_pieces_cover_each_file_in_interleaved_batches(tmp_path):
+def test_pieces_cut_files_by_size(tmp_path):
     small = tmp_path / "small.gz"
     small.write_bytes(b"x" * 100)
     big = tmp_path / "big.gz"
     big.write_bytes(b"x" * (batches.PIECE_BYTES * 3 + 1))
-    assert [(p.files, p.index, p.count) for p in pieces([str(small)], "GZIP")] == [
-        ((str(small),), i, batches.MIN_PIECES) for i in range(batches.MIN_PIECES)
+    huge = tmp_path / "huge.gz"
+    huge.write_bytes(b"x" * (batches.PIECE_BYTES * (batches.MAX_PIECES_PER_FILE + 2)))
+    found = pieces([str(small), str(big), str(huge)], "GZIP", 64)
+    assert [(Path(p.files[0]).name, p.index, p.count) for p in found] == [
+        ("small.gz", 0, 1),
+        *(("big.gz", i, 4) for i in range(4)),
+        *(("huge.gz", i, batches.MAX_PIECES_PER_FILE) for i in range(8)),
     ]
-    # Two files share the minimum; the big one gets a piece per PIECE_BYTES.
-    counts = {p.files[0]: p.count for p in pieces([str(small), str(big)], "GZIP", 64)}
-    assert counts == {str(small): 2, str(big): 4}
+    assert {p.batch_size for p in found} == {64}
 
 
-def test_pieces_decode_every_row_once(examples):
+@pytest.fixture()
+def small_pieces(monkeypatch):
+    """Pieces of 2 KB: the test's files (about 10 KB each) are cut into several."""
+    monkeypatch.setattr(batches, "PIECE_BYTES", 2048)
+
+
+def test_pieces_decode_every_row_once(examples, small_pieces):
     artifact, layout = examples
-    uri = os.path.join(artifact.uri, "Split-train")
-    files, compression = split_files(uri)
-    rows = [
-        b.num_rows
-        for piece in pieces(files, compression, batch_size=32)
-        for b in decode_piece(piece, layout)
-    ]
+    files, compression = split_files(os.path.join(artifact.uri, "Split-train"))
+    cut = pieces(files, compression, batch_size=32)
+    assert len(cut) > 2
+    rows = [b.num_rows for piece in cut for b in decode_piece(piece, layout)]
     assert sum(rows) == ROWS["train"] and max(rows) == 32
 
 
 @pytest.mark.timeout(300)
-def test_beam_form_on_spark_equals_the_in_process_pass(spark, examples, tmp_path):
-    """Small batches: every piece accumulates several, and the pieces' accumulators merge."""
+def test_beam_form_on_spark_equals_the_in_process_pass(spark, examples, tmp_path, small_pieces):
+    """Small batches and pieces: every piece accumulates several batches, in Spark tasks
+    of their own, and the pieces' accumulators merge."""
     artifact, layout = examples
     uris = {split: os.path.join(artifact.uri, f"Split-{split}") for split in ROWS}
     options = tfdv.StatsOptions()
@@ -129,7 +136,7 @@ def test_beam_form_on_spark_equals_the_in_process_pass(spark, examples, tmp_path
         batch_size=32,
     )
     for split, uri in uris.items():
-        expected = executor.split_statistics(uri, options, layout)
+        expected = executor.split_statistics(uri, options, layout, batch_size=32)
         assert expected.datasets[0].num_examples == ROWS[split]
         _assert_equal(found[split], expected)
 
