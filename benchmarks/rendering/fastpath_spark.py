@@ -10,6 +10,10 @@ LABELS = {
     "fast-spark": "fast path's Beam form on Spark",
     "in-process": "fast path in-process",
 }
+PAIRS = {
+    "fast_spark_vs_in_process": "the Beam form on Spark against in-process",
+    "tfx_spark_vs_in_process": "TFX's pipeline on Spark against in-process",
+}
 
 
 def render_fastpath_spark(result: dict) -> list[str]:
@@ -42,7 +46,7 @@ def render_fastpath_spark(result: dict) -> list[str]:
     ]
     for pair, verdict in result["equal"].items():
         lines.append(
-            f"- {pair.replace('_', ' ')}: {'equal' if verdict['equal'] else '**not equal**'} "
+            f"- {PAIRS.get(pair, pair)}: {'equal' if verdict['equal'] else '**not equal**'} "
             f"(every field; float sums to {verdict['tolerance']:g}, largest relative "
             f"difference {verdict['largest_relative_difference']:.1e})"
         )
