@@ -44,7 +44,7 @@ def assert_same_evaluation(ours: tuple, theirs: tuple) -> dict:
             assert values[key] == pytest.approx(value, abs=1e-6, nan_ok=True), key
         else:
             assert values[key] == value, key
-    # (Regression models have none: pipeline/eval_config.py's plot_specs.)
+    # Regression too: predicted against actual and the residual histogram.
     plots, expected_plots = plot_values(ours_uri), plot_values(tfma_uri)
     assert plots.keys() == expected_plots.keys()
     for key, value in expected_plots.items():
