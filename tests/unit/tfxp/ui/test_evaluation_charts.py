@@ -23,3 +23,19 @@ def test_regression_charts_overlay_candidate_and_baseline():
     assert bars[0]["x"] == [-1.5, -0.5, 0.5] and bars[1]["y"] == [2.0, 9.0, 7.0]
     assert charts["residuals"]["layout"]["barmode"] == "overlay"
     assert {c["file"] for c in charts.values()} == {"plots.json"}
+
+
+def test_the_trials_chart_shows_each_trials_last_loss():
+    from tfxp.ui.views import trials_chart
+
+    curves = {
+        f"trial-{n}/{kind}": {"epoch_loss": [[0, 9.0], [1, float(n) + (kind == "train")]]}
+        for n in (0, 2, 10)
+        for kind in ("train", "validation")
+    }
+    chart = trials_chart(curves)
+    assert chart is not None
+    validation, train = chart["data"]
+    assert validation["x"] == ["trial-0", "trial-2", "trial-10"]
+    assert validation["y"] == [0.0, 2.0, 10.0] and train["y"] == [1.0, 3.0, 11.0]
+    assert trials_chart({"train": {"epoch_loss": [[0, 1.0]]}}) is None
