@@ -144,9 +144,7 @@ class ResidualCombiner(beam.CombineFn):
         buckets = metrics_for_slice_pb2.CalibrationHistogramBuckets()
         for i in range(self.bins + 2):
             bucket = buckets.buckets.add()
-            bucket.lower_threshold_inclusive = (
-                -math.inf if i == 0 else self.left + (i - 1) * width
-            )
+            bucket.lower_threshold_inclusive = -math.inf if i == 0 else self.left + (i - 1) * width
             bucket.upper_threshold_exclusive = (
                 math.inf if i == self.bins + 1 else self.left + i * width
             )

@@ -27,7 +27,9 @@ TENSORBOARD_DIR = "tensorboard"
 class Executor(tfx_executor.Executor):
     """TFX's Tuner executor, the trials' TensorBoard folder named in the custom config."""
 
-    def Do(self, input_dict: dict, output_dict: dict, exec_properties: dict[str, Any]) -> None:  # TFX's name
+    def Do(
+        self, input_dict: dict, output_dict: dict, exec_properties: dict[str, Any]
+    ) -> None:  # TFX's name
         results = artifact_utils.get_single_uri(
             output_dict[standard_component_specs.TUNER_RESULTS_KEY]
         )

@@ -240,9 +240,10 @@ def test_console_draws_a_regression_models_plots(table_runs):
             assert line["y"] == models[""]["predicted_actual"]["actual"]
             (bars,) = _drawn(driver, "chart-residuals")
             assert bars["y"] == models[""]["residuals"]["count"]
-            assert sum(bars["y"]) + models[""]["residuals"]["below"] + models[""]["residuals"][
-                "above"
-            ] == plots["slices"]["overall"]["examples"][""]
+            assert (
+                sum(bars["y"]) + models[""]["residuals"]["below"] + models[""]["residuals"]["above"]
+                == plots["slices"]["overall"]["examples"][""]
+            )
             link = driver.find_element(By.ID, "data-residuals").get_attribute("href")
             text = driver.execute_script(
                 "const r = new XMLHttpRequest(); r.open('GET', arguments[0], false);"

@@ -206,7 +206,9 @@ def regression_charts(models: dict[str, dict[str, Any]], where: str) -> list[dic
                         "name": _label(model),
                         "x": centers,
                         "y": found["count"],
-                        "width": [b - a for a, b in zip(found["lower"], found["upper"], strict=True)],
+                        "width": [
+                            b - a for a, b in zip(found["lower"], found["upper"], strict=True)
+                        ],
                         "opacity": 0.6,
                         "marker": {"color": STYLE.get(model, {}).get("color", "#1f5fbf")},
                         "hovertemplate": "residual %{x:.3g}: %{y} examples<extra></extra>",

@@ -8,7 +8,6 @@ import math
 import numpy as np
 import pytest
 import tensorflow_model_analysis as tfma
-from google.protobuf import json_format
 from google.protobuf import json_format, message
 from test_fast_eval import SLICING_SPECS, TAXI_BUCKETS, slicing_examples
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from regression_pictures import REGRESSION_PICTURES
+
 from components.release.model_card.card import CardData, render_card
 from components.release.model_card.component import _prop
-from regression_pictures import REGRESSION_PICTURES
 
 SLICES = {
     "rules": {
