@@ -28,10 +28,13 @@ from tensorflow_model_analysis.proto import metrics_for_slice_pb2
 
 RESIDUAL_HISTOGRAM_NAME = "residual_histogram"
 # Residual bins span this many of the eval label's standard deviations either side of
-# zero, in RESIDUAL_BINS bins (0.04 sd each: a model with R² 0.99, residuals of about
-# 0.1 sd, still fills a dozen); residuals beyond fall in the two end buckets.
+# zero; residuals beyond fall in the two end buckets. Their number follows the eval
+# split's size, twice its square root (a histogram's usual rule of thumb: bins fill as
+# the data allows) between MIN_BINS and RESIDUAL_BINS: 147 examples get 24 bins of a
+# third of a standard deviation, 10,000 or more get 200 of 0.04.
 RESIDUAL_SPREAD = 4.0
 RESIDUAL_BINS = 200
+MIN_BINS = 10
 
 
 def bin_index(values: np.ndarray, left: float, right: float, bins: int) -> np.ndarray:
@@ -162,8 +165,13 @@ def regression_plot_configs(buckets: int) -> list[tuple[str, str, str]]:
     for `with_label_ranges` to fill from the eval data."""
     return [
         ("CalibrationPlot", "", f'"num_buckets": {buckets}'),
-        ("ResidualHistogram", THIS_MODULE, f'"bins": {RESIDUAL_BINS}'),
+        ("ResidualHistogram", THIS_MODULE, ""),
     ]
+
+
+def residual_bins(examples: int) -> int:
+    """How many residual bins an eval split of `examples` fills (RESIDUAL_SPREAD's note)."""
+    return int(min(RESIDUAL_BINS, max(MIN_BINS, round(2 * math.sqrt(examples)))))
 
 
 def label_ranges(labels: np.ndarray) -> dict[str, tuple[float, float]]:
@@ -185,8 +193,8 @@ def label_ranges(labels: np.ndarray) -> dict[str, tuple[float, float]]:
 
 def with_label_ranges(eval_config_json: str, labels: np.ndarray) -> str:
     """The Evaluator's eval config (JSON, as TFX passes it) with every regression plot's
-    `left` and `right` set from the eval split's `labels` (plots that name their own
-    range keep it)."""
+    `left` and `right` set from the eval split's `labels`, and the residual histogram's
+    bins from their count (plots that name their own range keep it)."""
     config = json.loads(eval_config_json)
     ranges: dict[str, tuple[float, float]] | None = None
     for spec in config.get("metrics_specs", []) or config.get("metricsSpecs", []):
@@ -201,6 +209,8 @@ def with_label_ranges(eval_config_json: str, labels: np.ndarray) -> str:
                 continue
             ranges = ranges or label_ranges(labels)
             settings["left"], settings["right"] = ranges[name]
+            if name == "ResidualHistogram":
+                settings.setdefault("bins", residual_bins(len(labels)))
             metric["config"] = json.dumps(settings)[1:-1]
     return json.dumps(config)
 

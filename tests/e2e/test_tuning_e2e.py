@@ -200,9 +200,39 @@ def test_each_trial_writes_its_tensorboard_folder_the_console_and_tensorboard_sh
     assert len(csv_rows) - 1 == sum(len(p) for t in trainer_curves.values() for p in t.values())
     assert client.get(f"/artifact/{model.id}/scalars/nothing.json").status_code == 404
 
+    _check_trials_in_chromium(config, model.id, trials)
+
     run_id, log_dir = run_log_dir(lin, first.run_id)
     assert trial_log_dir(lin, run_id) == str(folder)
     assert logdir_flags(log_dir, str(folder)) == [
         "--logdir_spec",
         f"trainer:{log_dir},tuner:{folder}",
     ]
+
+
+def _check_trials_in_chromium(config, model_id: int, trials: dict) -> None:
+    """The model page in headless Chromium: the trials chart drew each trial's last
+    validation loss, its data link serves the same numbers, no console error."""
+    from browser import console_errors, new_driver
+    from selenium.webdriver.common.by import By
+    from test_ui_browser import _drawn, serving
+
+    with serving(Path(config.run_dir)) as base:
+        driver = new_driver()
+        try:
+            driver.get(f"{base}/artifact/{model_id}")
+            validation, train = _drawn(driver, "chart-trials")
+            assert validation["x"] == ["trial-0", "trial-1"]
+            for trace, kind in ((validation, "validation"), (train, "train")):
+                expected = [trials[f"{t}/{kind}"]["epoch_loss"][-1][1] for t in trace["x"]]
+                assert trace["y"] == pytest.approx(expected)
+            link = driver.find_element(By.ID, "data-trials").get_attribute("href")
+            text = driver.execute_script(
+                "const r = new XMLHttpRequest(); r.open('GET', arguments[0], false);"
+                "r.send(null); return r.responseText;",
+                link,
+            )
+            assert json.loads(text) == trials
+            assert not console_errors(driver)
+        finally:
+            driver.quit()

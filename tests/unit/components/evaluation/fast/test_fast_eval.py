@@ -226,6 +226,7 @@ def test_regression_plots_match_tfma_and_numpy():
     assert calibration[1].lower_threshold_inclusive == pytest.approx(labels.min())
     assert calibration[-1].lower_threshold_inclusive == pytest.approx(labels.max())
     residuals = by_name["residual_histogram"].buckets
+    assert len(residuals) == 77 + 2  # 2 * sqrt(1500) bins, and one beyond either end
     edges = [b.lower_threshold_inclusive for b in residuals[1:]]  # the last: the top's end
     assert edges[0] == pytest.approx(-4 * labels.astype(np.float64).std())
     counts = [b.num_weighted_examples.value for b in residuals]
