@@ -219,7 +219,7 @@ def test_console_draws_a_regression_models_plots(table_runs):
     data link serves that file, no console error."""
     import json
 
-    from browser import console_errors, new_driver
+    from browser import console_errors, fetched, new_driver
     from selenium.webdriver.common.by import By
     from test_ui_browser import _drawn, serving
     from tfx.orchestration import metadata
@@ -245,11 +245,7 @@ def test_console_draws_a_regression_models_plots(table_runs):
                 == plots["slices"]["overall"]["examples"][""]
             )
             link = driver.find_element(By.ID, "data-residuals").get_attribute("href")
-            text = driver.execute_script(
-                "const r = new XMLHttpRequest(); r.open('GET', arguments[0], false);"
-                "r.send(null); return r.responseText;",
-                link,
-            )
+            text = fetched(driver, link)
             assert json.loads(text) == plots
             assert not console_errors(driver)
         finally:

@@ -213,7 +213,7 @@ def test_each_trial_writes_its_tensorboard_folder_the_console_and_tensorboard_sh
 def _check_trials_in_chromium(config, model_id: int, trials: dict) -> None:
     """The model page in headless Chromium: the trials chart drew each trial's last
     validation loss, its data link serves the same numbers, no console error."""
-    from browser import console_errors, new_driver
+    from browser import console_errors, fetched, new_driver
     from selenium.webdriver.common.by import By
     from test_ui_browser import _drawn, serving
 
@@ -227,11 +227,7 @@ def _check_trials_in_chromium(config, model_id: int, trials: dict) -> None:
                 expected = [trials[f"{t}/{kind}"]["epoch_loss"][-1][1] for t in trace["x"]]
                 assert trace["y"] == pytest.approx(expected)
             link = driver.find_element(By.ID, "data-trials").get_attribute("href")
-            text = driver.execute_script(
-                "const r = new XMLHttpRequest(); r.open('GET', arguments[0], false);"
-                "r.send(null); return r.responseText;",
-                link,
-            )
+            text = fetched(driver, link)
             assert json.loads(text) == trials
             assert not console_errors(driver)
         finally:

@@ -81,6 +81,27 @@ def _curve_traces(models: dict[str, dict[str, Any]], kind: str, x: str, y: str) 
     return traces
 
 
+def _bucket_traces(models: dict[str, dict[str, Any]], kind: str, y: str) -> list[dict]:
+    """One line per model with the `kind` buckets (calibration, predicted_actual): the
+    mean prediction of each bucket against its `y`, the bucket's count on hover."""
+    traces = []
+    for model, plots in models.items():
+        found = plots.get(kind)
+        if found:
+            traces.append(
+                {
+                    "type": "scatter",
+                    "mode": "lines+markers",
+                    "name": _label(model),
+                    "x": found["predicted"],
+                    "y": found[y],
+                    "text": [f"{int(n)} examples" for n in found["count"]],
+                    "line": STYLE.get(model, {}),
+                }
+            )
+    return traces
+
+
 def curve_charts(models: dict[str, dict[str, Any]], where: str) -> list[dict[str, Any]]:
     """ROC, PR and calibration of one slice, every model overlaid."""
     charts = []
@@ -94,20 +115,7 @@ def curve_charts(models: dict[str, dict[str, Any]], where: str) -> list[dict[str
         charts.append(_chart("pr", f"Precision-recall · {where}", data, "recall", "precision"))
     if any("calibration" in p for p in models.values()):
         data = [_diagonal("perfectly calibrated")]
-        for model, plots in models.items():
-            cal = plots.get("calibration")
-            if cal:
-                data.append(
-                    {
-                        "type": "scatter",
-                        "mode": "lines+markers",
-                        "name": _label(model),
-                        "x": cal["predicted"],
-                        "y": cal["observed"],
-                        "text": [f"{int(n)} examples" for n in cal["count"]],
-                        "line": STYLE.get(model, {}),
-                    }
-                )
+        data += _bucket_traces(models, "calibration", "observed")
         charts.append(
             _chart(
                 "calibration", f"Calibration · {where}", data, "mean prediction", "observed rate"
@@ -170,20 +178,7 @@ def regression_charts(models: dict[str, dict[str, Any]], where: str) -> list[dic
     if any("predicted_actual" in p for p in models.values()):
         low, high = _span(models)
         data = [{**_diagonal("predicted = actual"), "x": [low, high], "y": [low, high]}]
-        for model, plots in models.items():
-            found = plots.get("predicted_actual")
-            if found:
-                data.append(
-                    {
-                        "type": "scatter",
-                        "mode": "lines+markers",
-                        "name": _label(model),
-                        "x": found["predicted"],
-                        "y": found["actual"],
-                        "text": [f"{int(n)} examples" for n in found["count"]],
-                        "line": STYLE.get(model, {}),
-                    }
-                )
+        data += _bucket_traces(models, "predicted_actual", "actual")
         layout = _layout(
             f"Predicted vs actual · {where}",
             "mean prediction (bucket)",
