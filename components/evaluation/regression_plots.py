@@ -239,6 +239,7 @@ def eval_labels(files: list[str], compression: str, label_feature: str) -> np.nd
             found = []  # the label is of the other type
             continue
         break
-    if not found:
+    labels = np.concatenate(found) if found else np.zeros(0)
+    if not labels.size:
         raise ValueError(f"no values of the label {label_feature!r} in {files[0]} ...")
-    return np.concatenate(found)
+    return labels
