@@ -287,6 +287,15 @@ def check_training_curves(driver) -> None:
     loss = {t["name"]: t for t in _drawn(driver, "chart-curve-loss")}
     assert set(loss) == {"train", "validation"}
     assert len(loss["train"]["y"]) >= 1 and all(v > 0 for v in loss["train"]["y"])
+    # Its data link: the scalars read from the event files, the numbers drawn.
+    import json
+
+    from browser import fetched
+
+    href = driver.find_element(By.ID, "data-curve-loss").get_attribute("href")
+    scalars = json.loads(fetched(driver, href))
+    for run, trace in loss.items():
+        assert [v for _, v in scalars[run]["epoch_loss"]] == trace["y"]
     assert not console_errors(driver)
 
 
