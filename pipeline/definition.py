@@ -9,7 +9,7 @@ import functools
 from typing import Any
 
 from ml_metadata.proto import metadata_store_pb2
-from tfx.components import ExampleValidator, StatisticsGen, Trainer, Transform, Tuner
+from tfx.components import ExampleValidator, StatisticsGen, Trainer, Transform
 from tfx.dsl.components.base import executor_spec
 from tfx.dsl.components.common.resolver import Resolver
 from tfx.dsl.input_resolution.strategies.latest_artifact_strategy import LatestArtifactStrategy
@@ -28,6 +28,7 @@ from components.fast.transform import executor as fast_transform
 from components.resolvers.baseline import BaselineModelStrategy
 from components.resolvers.previous_span_statistics import PreviousSpanStatisticsStrategy
 from components.resolvers.span_window import SpanWindowExamples, SpanWindowStrategy
+from components.tuner.component import Tuner
 from components.validation.gate import ValidationGate
 from components.validation.schema_importer import (
     CuratedSchemaImporter,

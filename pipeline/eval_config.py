@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import tensorflow_model_analysis as tfma
 
+from components.evaluation.regression_plots import regression_plot_configs
 from components.evaluation.slicing.rules import SliceRules, metric_name
 from pipeline.config import PipelineConfig
 
@@ -120,8 +121,9 @@ CALIBRATION_BUCKETS = 20
 
 
 def plot_specs(config: PipelineConfig) -> list[tfma.MetricsSpec]:
-    """TFMA's plot metrics for the task; regression has none of TFMA's (its
-    calibration plot needs the label's range, which the dataset file does not give)."""
+    """TFMA's plot metrics for the task. A regression model's two plots
+    (components/evaluation/regression_plots.py) get their ranges from the eval split
+    when the Evaluator runs: the dataset file does not give the label's range."""
     kind = task(config)
     if kind == "binary":
         plots = [
@@ -135,7 +137,10 @@ def plot_specs(config: PipelineConfig) -> list[tfma.MetricsSpec]:
     elif kind == "multiclass":
         plots = [tfma.MetricConfig(class_name="MultiClassConfusionMatrixPlot")]
     else:
-        return []
+        plots = [
+            tfma.MetricConfig(class_name=name, module=module, config=settings)
+            for name, module, settings in regression_plot_configs(CALIBRATION_BUCKETS)
+        ]
     return [tfma.MetricsSpec(metrics=plots)]
 
 

@@ -32,6 +32,7 @@ def nodes(config: PipelineConfig, example_gen, trainer, baseline_resolver) -> tu
         baseline_model=baseline_resolver.outputs["model"],
         eval_config=eval_config(config),
         slice_rules=slice_rules(config),
+        label_feature=config.label_key,
         # TFMA's extractors, minus per-example copies of features no metric reads.
         module_path=evaluation.MODULE_PATH,
     )

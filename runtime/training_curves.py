@@ -20,7 +20,8 @@ def _scalar(value) -> float | None:
         import tensorflow as tf
 
         array = tf.make_ndarray(value.tensor)
-        return float(array) if array.size == 1 else None
+        # One number; a text summary (a tuner trial's hyperparameters) is no point.
+        return float(array) if array.size == 1 and array.dtype.kind in "biuf" else None
     return None
 
 

@@ -65,6 +65,11 @@ class TrainingCurves(keras.callbacks.Callback):
             writer.close()
 
 
-def training_curves(run_dir: str | None) -> list[keras.callbacks.Callback]:
-    """The TensorBoard callback for a model-run folder (none without one)."""
-    return [TrainingCurves(f"{run_dir}/{TENSORBOARD_DIR}")] if run_dir else []
+def training_curves(
+    run_dir: str | None, folder: str = TENSORBOARD_DIR
+) -> list[keras.callbacks.Callback]:
+    """The TensorBoard callback for a model-run folder's `folder` (none without a run
+    folder; `folder=""`: the run folder itself, as a tuner trial's)."""
+    if not run_dir:
+        return []
+    return [TrainingCurves(f"{run_dir}/{folder}" if folder else run_dir)]

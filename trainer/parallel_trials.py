@@ -339,7 +339,7 @@ def main() -> None:
         reply: dict[str, Any] = {"trial_id": request["trial_id"]}
         try:
             hp = kt.HyperParameters.from_config(request["hyperparameters"])
-            reply["score"] = search.score(hp)
+            reply["score"] = search.score(hp, request["trial_id"])
         except Exception:  # noqa: BLE001 - reported to the Tuner, which fails the search naming the trial
             reply["error"] = traceback.format_exc()
         replies.write(json.dumps(reply) + "\n")

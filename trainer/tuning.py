@@ -31,6 +31,12 @@ from keras_tuner.engine import base_tuner
 
 from trainer import parallel_trials
 from trainer.base import Hyperparameters, tuned_values, units_choice
+from trainer.curves import TRAIN_LOGS, training_curves
+
+# The custom config's folder for each trial's TensorBoard logs, which the Tuner's
+# executor sets (components/tuner/component.py's TENSORBOARD_KEY: named, not
+# imported, as components and trainer import each other nowhere; a test checks it).
+TRIAL_LOGS_KEY = "trial_tensorboard_dir"
 
 OBJECTIVE = kt.Objective("val_loss", direction="min")
 # kt's oracles: both stop after max_trials; Bayesian also stops on an exhausted space.
@@ -110,10 +116,19 @@ class _Search(base_tuner.BaseTuner):
         return None
 
     def run_trial(self, trial, *args, **kwargs) -> float:
-        return self.score(trial.hyperparameters)
+        return self.score(trial.hyperparameters, trial.trial_id)
 
-    def score(self, hp: kt.HyperParameters) -> float:
-        """Trains one trial's model and returns its eval loss."""
+    def trial_log_dir(self, trial_id: str | None) -> str | None:
+        """`<the Tuner's tensorboard/>/trial-<n>` for this trial, or None (no folder named)."""
+        root = (self._fn_args.custom_config or {}).get(TRIAL_LOGS_KEY)
+        if not root or trial_id is None:
+            return None
+        return f"{root}/trial-{int(trial_id) if trial_id.isdigit() else trial_id}"
+
+    def score(self, hp: kt.HyperParameters, trial_id: str | None = None) -> float:
+        """Trains one trial's model and returns its eval loss; with a log folder, writes
+        its curves (train/, validation/) and its hyperparameters (a text summary)."""
+        log_dir = self.trial_log_dir(trial_id)
         values = trial_hyperparameters(self._base, hp)
         steps = int(hp.values.get("train_steps", self._fn_args.train_steps))
         keras.backend.clear_session()
@@ -126,8 +141,21 @@ class _Search(base_tuner.BaseTuner):
             validation_data=self._dataset(self._fn_args.eval_files, values.eval_batch_size, False),
             validation_steps=self._fn_args.eval_steps,
             verbose=2,
+            # The Trainer's curves, one folder per trial (trainer/curves.py).
+            callbacks=training_curves(log_dir, folder=""),
         )
+        if log_dir:
+            _write_hyperparameters(f"{log_dir}/{TRAIN_LOGS}", hp.values)
         return float(min(history.history[OBJECTIVE.name]))
+
+
+def _write_hyperparameters(log_dir: str, values: dict[str, Any]) -> None:
+    """The trial's hyperparameters as TensorBoard text (its Text tab): a table."""
+    rows = "\n".join(f"| {name} | {value} |" for name, value in sorted(values.items()))
+    writer = tf.summary.create_file_writer(log_dir)
+    with writer.as_default():
+        tf.summary.text("hyperparameters", f"| name | value |\n|---|---|\n{rows}", step=0)
+    writer.close()
 
 
 def _with_deadline(oracle_class: type, max_minutes: float | None) -> type:

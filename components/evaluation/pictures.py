@@ -9,6 +9,12 @@ model's confusion matrix. Here they become, per slice and model:
     rate of positives and the example count (empty buckets left out);
   - confusion: the multiclass matrix (rows: actual class, columns: predicted class)
     at threshold 0 (argmax), with the classes it names;
+  - a regression model's predicted_actual: per bucket of the prediction (over the eval
+    labels' range), the mean prediction, the mean actual label and the count;
+  - a regression model's residuals: label - prediction counted in fixed bins (lower
+    and upper edges, count), trimmed to the bins from the first to the last filled,
+    with the counts below and above the binned range
+    (components/evaluation/regression_plots.py);
 and per slice the example count. The console (tfxp/ui) and the model card
 (components/release/model_card) draw from this file; it is also each chart's
 "data" link.
@@ -23,6 +29,8 @@ from collections.abc import Callable
 from typing import Any
 
 from tfx.utils import io_utils
+
+from components.evaluation.regression_plots import RESIDUAL_HISTOGRAM_NAME
 
 PICTURES_FILE = "plots.json"
 
@@ -94,8 +102,39 @@ def multiclass(matrices: Any) -> dict[str, Any]:
     return {"classes": classes, "matrix": matrix}
 
 
-def _model_plots(plot_data: Any) -> dict[str, Any]:
+def residuals(buckets: Any) -> dict[str, Any]:
+    """The residual histogram's bins from the first filled one to the last; the end
+    buckets (beyond the binned range) as `below` and `above`."""
+    inner = list(buckets.buckets)[1:-1]
+    counts = [b.num_weighted_examples.value for b in inner]
+    filled = [i for i, n in enumerate(counts) if n]
+    first, last = (filled[0], filled[-1] + 1) if filled else (0, 0)
+    return {
+        "lower": [float(b.lower_threshold_inclusive) for b in inner[first:last]],
+        "upper": [float(b.upper_threshold_exclusive) for b in inner[first:last]],
+        "count": [float(n) for n in counts[first:last]],
+        "below": float(buckets.buckets[0].num_weighted_examples.value),
+        "above": float(buckets.buckets[-1].num_weighted_examples.value),
+    }
+
+
+def _regression(plots: dict[str, Any]) -> dict[str, Any]:
+    """A regression model's calibration buckets are predicted against actual."""
+    if "residuals" in plots and "calibration" in plots:
+        cal = plots.pop("calibration")
+        plots["predicted_actual"] = {
+            "lower": cal["lower"],
+            "predicted": cal["predicted"],
+            "actual": cal["observed"],
+            "count": cal["count"],
+        }
+    return plots
+
+
+def _model_plots(plot_data: Any, name: str = "") -> dict[str, Any]:
     found: dict[str, Any] = {}
+    if name == RESIDUAL_HISTOGRAM_NAME:
+        return {"residuals": residuals(plot_data.calibration_histogram_buckets)}
     if plot_data.HasField("confusion_matrix_at_thresholds"):
         found.update(binary_curves(plot_data.confusion_matrix_at_thresholds))
     if plot_data.HasField("calibration_histogram_buckets"):
@@ -125,9 +164,11 @@ def read_pictures(evaluation_uri: str, slice_name: SliceNamer) -> dict[str, Any]
         for kv in record.plot_keys_and_values:
             if kv.key.sub_key.ByteSize():
                 continue  # per-class plots: none configured
-            plots = _model_plots(kv.value)
+            plots = _model_plots(kv.value, kv.key.name)
             if plots:
                 models.setdefault(kv.key.model_name, {}).update(plots)
+    for found in slices.values():
+        found["models"] = {m: _regression(p) for m, p in found["models"].items()}
     for record in tfma.load_metrics(evaluation_uri):
         name = slice_name(slicer_lib.deserialize_slice_key(record.slice_key))
         for kv in record.metric_keys_and_values:

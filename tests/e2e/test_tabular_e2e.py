@@ -210,3 +210,43 @@ def test_evaluation_takes_the_fast_path_and_equals_tfma(table_runs, baseline, tm
     assert any(f'"{METRIC[table_runs.task]}"' in k for k in names), names
     diffs = [v for (_, k), v in values.items() if "is_diff: true" in k]
     assert bool(diffs) == baseline and all(v == 0.0 for v in diffs)
+
+
+@pytest.mark.parametrize("table_runs", ["diabetes"], indirect=True)
+def test_console_draws_a_regression_models_plots(table_runs):
+    """The diabetes model's evaluation page in headless Chromium: predicted against
+    actual (with y = x) and the residual histogram drew, with plots.json's numbers, the
+    data link serves that file, no console error."""
+    import json
+
+    from browser import console_errors, fetched, new_driver
+    from selenium.webdriver.common.by import By
+    from test_ui_browser import _drawn, serving
+    from tfx.orchestration import metadata
+
+    connection = metadata.sqlite_metadata_connection_config(table_runs.config.metadata_path)
+    with metadata.Metadata(connection) as m:
+        evaluation = max(m.store.get_artifacts_by_type("ModelEvaluation"), key=lambda a: a.id)
+    plots = json.loads((Path(evaluation.uri) / "plots.json").read_text())
+    models = plots["slices"]["overall"]["models"]
+    assert set(models) == {""} and {"predicted_actual", "residuals"} <= set(models[""])
+    with dataset_path(table_runs.home), serving(Path(table_runs.config.local_dir)) as base:
+        driver = new_driver()
+        try:
+            driver.get(f"{base}/artifact/{evaluation.id}")
+            diagonal, line = _drawn(driver, "chart-predicted-actual")
+            assert diagonal["x"] == diagonal["y"] and len(diagonal["x"]) == 2
+            assert line["x"] == models[""]["predicted_actual"]["predicted"]
+            assert line["y"] == models[""]["predicted_actual"]["actual"]
+            (bars,) = _drawn(driver, "chart-residuals")
+            assert bars["y"] == models[""]["residuals"]["count"]
+            assert (
+                sum(bars["y"]) + models[""]["residuals"]["below"] + models[""]["residuals"]["above"]
+                == plots["slices"]["overall"]["examples"][""]
+            )
+            link = driver.find_element(By.ID, "data-residuals").get_attribute("href")
+            text = fetched(driver, link)
+            assert json.loads(text) == plots
+            assert not console_errors(driver)
+        finally:
+            driver.quit()

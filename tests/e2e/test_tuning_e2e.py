@@ -142,4 +142,93 @@ def test_a_tfxp_init_dataset_is_tuned_by_the_generic_trainer(tmp_path):
         _one(f"{config.pipeline_root}/Tuner/tuner_results/*/tuner_results.json").read_text()
     )
     assert sorted(t["hidden_units"] for t in trials) == ["64,32", "8"], trials
+    # One process, trial after trial: each still gets its TensorBoard folder.
+    logs = _one(f"{config.pipeline_root}/Tuner/tuner_results/*/tensorboard")
+    assert sorted(p.name for p in logs.iterdir()) == ["trial-0", "trial-1"]
+    assert all((logs / t / "validation").is_dir() for t in ("trial-0", "trial-1"))
     assert run.metrics["sparse_categorical_accuracy"] > 0.5, run.metrics
+
+
+def test_each_trial_writes_its_tensorboard_folder_the_console_and_tensorboard_show(tuned):
+    """tuner_results/tensorboard/trial-<n>/ per trial (both ran in worker processes):
+    train/ and validation/ with the loss, the trial's hyperparameters as text, read
+    back from the event files; the model page charts each trial's last loss and serves
+    the numbers (JSON, CSV), as it serves the Trainer's curves; `tfxp tensorboard`
+    names both folders."""
+    import tensorflow as tf
+    from starlette.testclient import TestClient
+
+    from metadata.store import location_from
+    from tfxp.cli.tensorboard import logdir_flags, run_log_dir, trial_log_dir
+    from tfxp.ui.app import create_app
+    from tfxp.ui.browse import StoreBrowser
+
+    config, first, _ = tuned
+    folder = _one(f"{config.pipeline_root}/Tuner/tuner_results/*/tensorboard")
+    assert sorted(p.name for p in folder.iterdir()) == ["trial-0", "trial-1"]
+    rates = set()
+    for trial in folder.iterdir():
+        tags: dict[str, set] = {}
+        texts = []
+        for kind in ("train", "validation"):
+            for events in (trial / kind).glob("*.tfevents.*"):
+                for event in tf.compat.v1.train.summary_iterator(str(events)):
+                    for value in event.summary.value:
+                        tags.setdefault(kind, set()).add(value.tag)
+                        if value.tag == "hyperparameters":
+                            texts.append(tf.make_ndarray(value.tensor).item().decode())
+        assert {"epoch_loss", "epoch_learning_rate"} <= tags["train"], tags
+        assert "epoch_loss" in tags["validation"], tags
+        (text,) = texts
+        rates.add(re.search(r"\| learning_rate \| (\S+) \|", text).group(1))
+    assert rates == {str(TINY), str(DEFAULT)}
+
+    browser = StoreBrowser(location_from(run_dir=config.run_dir))
+    client = TestClient(create_app(browser), base_url="http://127.0.0.1")
+    lin = browser.lineage(config.pipeline_name)
+    trainer = lin.run_execution(first.run_id, node_ids.TRAINER)
+    (model,) = lin.outputs(trainer.id, "Model")
+    page = client.get(f"/artifact/{model.id}").text
+    assert 'id="chart-trials"' in page and 'id="data-trials"' in page
+    assert 'id="data-curve-loss"' in page  # the Trainer's curves' data link
+    trials = client.get(f"/artifact/{model.id}/scalars/trials.json").json()
+    assert set(trials) == {f"trial-{n}/{k}" for n in (0, 1) for k in ("train", "validation")}
+    assert "hyperparameters" not in trials["trial-0/train"]  # text: no point to chart
+    csv_rows = client.get(f"/artifact/{model.id}/scalars/trainer.csv").text.splitlines()
+    trainer_curves = client.get(f"/artifact/{model.id}/scalars/trainer.json").json()
+    assert csv_rows[0] == "run,tag,step,value"
+    assert len(csv_rows) - 1 == sum(len(p) for t in trainer_curves.values() for p in t.values())
+    assert client.get(f"/artifact/{model.id}/scalars/nothing.json").status_code == 404
+
+    _check_trials_in_chromium(config, model.id, trials)
+
+    run_id, log_dir = run_log_dir(lin, first.run_id)
+    assert trial_log_dir(lin, run_id) == str(folder)
+    assert logdir_flags(log_dir, str(folder)) == [
+        "--logdir_spec",
+        f"trainer:{log_dir},tuner:{folder}",
+    ]
+
+
+def _check_trials_in_chromium(config, model_id: int, trials: dict) -> None:
+    """The model page in headless Chromium: the trials chart drew each trial's last
+    validation loss, its data link serves the same numbers, no console error."""
+    from browser import console_errors, fetched, new_driver
+    from selenium.webdriver.common.by import By
+    from test_ui_browser import _drawn, serving
+
+    with serving(Path(config.run_dir)) as base:
+        driver = new_driver()
+        try:
+            driver.get(f"{base}/artifact/{model_id}")
+            validation, train = _drawn(driver, "chart-trials")
+            assert validation["x"] == ["trial-0", "trial-1"]
+            for trace, kind in ((validation, "validation"), (train, "train")):
+                expected = [trials[f"{t}/{kind}"]["epoch_loss"][-1][1] for t in trace["x"]]
+                assert trace["y"] == pytest.approx(expected)
+            link = driver.find_element(By.ID, "data-trials").get_attribute("href")
+            text = fetched(driver, link)
+            assert json.loads(text) == trials
+            assert not console_errors(driver)
+        finally:
+            driver.quit()

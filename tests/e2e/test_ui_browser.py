@@ -155,6 +155,40 @@ def test_datasets_page_shows_a_spans_dvc_origin(tmp_path: Path):
             driver.quit()
 
 
+@pytest.mark.slow  # a real browser
+@pytest.mark.timeout(300)
+def test_a_regression_evaluation_overlays_candidate_and_baseline(tmp_path: Path):
+    """A regression evaluation's plots.json (candidate and baseline): predicted against
+    actual with y = x and the residual histogram drew both models' numbers."""
+    import json
+
+    from regression_pictures import REGRESSION_PICTURES
+
+    evaluation = tmp_path / "evaluation"
+    evaluation.mkdir()
+    (evaluation / "plots.json").write_text(json.dumps(REGRESSION_PICTURES))
+    store = ui_store.write_runs(tmp_path / "metadata.sqlite", 1, metrics_uri=str(evaluation))
+    (art,) = store.store.get_artifacts_by_type("ModelEvaluation")
+    models = REGRESSION_PICTURES["slices"]["overall"]["models"]
+    with serving(tmp_path) as base:
+        driver = new_driver()
+        try:
+            _open(driver, f"{base}/artifact/{art.id}")
+            diagonal, *lines = _drawn(driver, "chart-predicted-actual")
+            assert diagonal["x"] == diagonal["y"]
+            assert sorted(line["name"] for line in lines) == ["baseline", "candidate"]
+            for line in lines:
+                assert line["x"] == models[line["name"]]["predicted_actual"]["predicted"]
+                assert line["y"] == models[line["name"]]["predicted_actual"]["actual"]
+            bars = _drawn(driver, "chart-residuals")
+            assert {b["name"]: b["y"] for b in bars} == {
+                m: p["residuals"]["count"] for m, p in models.items()
+            }
+            assert not console_errors(driver)
+        finally:
+            driver.quit()
+
+
 @pytest.mark.slow  # four whole pipeline runs (shared) and a real browser
 @pytest.mark.timeout(1500)
 def test_a_users_path_through_the_console(taxi_runs):
@@ -256,6 +290,15 @@ def check_training_curves(driver) -> None:
     loss = {t["name"]: t for t in _drawn(driver, "chart-curve-loss")}
     assert set(loss) == {"train", "validation"}
     assert len(loss["train"]["y"]) >= 1 and all(v > 0 for v in loss["train"]["y"])
+    # Its data link: the scalars read from the event files, the numbers drawn.
+    import json
+
+    from browser import fetched
+
+    href = driver.find_element(By.ID, "data-curve-loss").get_attribute("href")
+    scalars = json.loads(fetched(driver, href))
+    for run, trace in loss.items():
+        assert [v for _, v in scalars[run]["epoch_loss"]] == trace["y"]
     assert not console_errors(driver)
 
 

@@ -67,6 +67,16 @@ def console_errors(driver) -> list[str]:
     ]
 
 
+def fetched(driver, href: str) -> str:
+    """The text the page's own origin gets for `href` (a chart's data link), as the
+    user's click would: requested from inside the browser."""
+    return driver.execute_script(
+        "const r = new XMLHttpRequest(); r.open('GET', arguments[0], false);"
+        "r.send(null); return r.responseText;",
+        href,
+    )
+
+
 def open_report(path: Path, timeout: float = 60.0) -> RenderedPage:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait

@@ -14,7 +14,7 @@ class _Search:
     def __init__(self, working_dir: str):
         self._dir = Path(working_dir)
 
-    def score(self, hp) -> float:
+    def score(self, hp, trial_id=None) -> float:
         import tensorflow as tf
 
         self._dir.mkdir(parents=True, exist_ok=True)

@@ -4,8 +4,10 @@
 
 The Trainer writes TensorBoard's event files into its model-run artifact
 (`<model_run>/tensorboard`: loss and metrics per epoch, train and validation, and the
-learning rate). This finds that artifact in ML Metadata, starts TensorBoard on it on
-127.0.0.1 (a free port unless --port), prints the address, and runs until Ctrl-C.
+learning rate); with a Tuner, its trials' folders are in its TunerResults artifact
+(`tensorboard/trial-<n>/`), shown beside them. This finds them in ML Metadata,
+starts TensorBoard on them on 127.0.0.1 (a free port unless --port), prints the
+address, and runs until Ctrl-C.
 """
 
 from __future__ import annotations
@@ -49,6 +51,27 @@ def run_log_dir(lin, ref: str) -> tuple[str, str]:
     return run_id, log_dir
 
 
+def trial_log_dir(lin, run_id: str) -> str | None:
+    """The run's Tuner trials' TensorBoard folder (one `trial-<n>/` each), or None."""
+    from components.tuner.component import TENSORBOARD_DIR as TRIAL_LOGS_DIR
+    from pipeline.node_ids import TUNER
+
+    tuner = lin.run_execution(run_id, TUNER)
+    for results in lin.outputs(tuner.id, "TunerResults") if tuner is not None else []:
+        folder = os.path.join(results.uri, TRIAL_LOGS_DIR)
+        if os.path.isdir(folder):
+            return folder
+    return None
+
+
+def logdir_flags(log_dir: str, trials: str | None) -> list[str]:
+    """TensorBoard's flags: the Trainer's folder, and with a Tuner's trials both, named
+    `trainer` and `tuner` (its runs then read trainer/train, tuner/trial-0/validation ...)."""
+    if trials is None:
+        return ["--logdir", log_dir]
+    return ["--logdir_spec", f"trainer:{log_dir},tuner:{trials}"]
+
+
 def _wait_until_up(process: subprocess.Popen, address: str) -> bool:
     deadline = time.monotonic() + START_SECONDS
     while time.monotonic() < deadline:
@@ -67,16 +90,20 @@ def cmd_tensorboard(args: argparse.Namespace) -> int:
     from trainer.ports import free_port
 
     try:
-        run_id, log_dir = run_log_dir(open_lineage(args), args.run_id)
+        lin = open_lineage(args)
+        run_id, log_dir = run_log_dir(lin, args.run_id)
+        trials = trial_log_dir(lin, run_id)
     except (LineageError, MetadataStoreError) as e:
         print(f"ERROR: {' '.join(str(e).split())}", file=sys.stderr)
         return 1
     port = args.port or free_port(HOST)
     address = f"http://{HOST}:{port}/"
     print(f"run {run_id}: training curves in {log_dir}")
+    if trials:
+        print(f"run {run_id}: tuner trials' curves in {trials}")
     print(f"starting TensorBoard on {address} ...", flush=True)
     # compat.tensorboard: TensorBoard 2.16 with setuptools 81+ (no pkg_resources).
-    command = [sys.executable, "-m", "compat.tensorboard", "--logdir", log_dir]
+    command = [sys.executable, "-m", "compat.tensorboard", *logdir_flags(log_dir, trials)]
     command += ["--host", HOST, "--port", str(port)]
     # TensorBoard logs to stderr as long as it runs: into a file (a pipe nobody reads
     # would fill and stop it), shown when it fails to start.

@@ -388,6 +388,26 @@ class StoreBrowser:
                 return curves
         return {}
 
+    def trial_curves(self, lin: Lineage, model_id: int) -> dict[str, Any]:
+        """The Tuner's trials' TensorBoard scalars (its TunerResults' tensorboard/, one
+        `trial-<n>/` folder each) for the Tuner whose best hyperparameters the model's
+        Trainer read: {"trial-<n>/train" ...: {tag: [(epoch, value)]}}, empty without."""
+        from components.tuner.component import TENSORBOARD_DIR as TRIAL_LOGS_DIR
+        from runtime.training_curves import read_curves
+
+        ex = self.trainer_of(lin, model_id)
+        if ex is None:
+            return {}
+        for ev in lin.events_of_executions([ex.id])[ex.id]:
+            if _EVENT_KIND.get(ev.type) != "input" or event_key(ev) != "hyperparameters":
+                continue
+            tuner = lin.producer(ev.artifact_id)
+            for results in lin.outputs(tuner.id, "TunerResults") if tuner else []:
+                curves = read_curves(os.path.join(results.uri, TRIAL_LOGS_DIR))
+                if curves:
+                    return curves
+        return {}
+
     def model_read_by(self, lin: Lineage, artifact_id: int, node: str) -> int | None:
         """The Model that `node` (the Evaluator, the Pusher) read when it wrote this artifact."""
         ex = lin.producer(artifact_id)

@@ -3,7 +3,8 @@
 From the Evaluator's `plots.json` (components/evaluation/pictures.py) and `slices.json`
 (components/evaluation/slicing): ROC and precision-recall with each model's area in the
 legend, calibration against the diagonal, the multiclass confusion matrix as a heat
-map, and the slice chart (each slice's blessing metric with its example count, the
+map, a regression model's predicted against actual (with the diagonal) and its
+residual histogram, and the slice chart (each slice's blessing metric with its example count, the
 rule's floor or ceiling as a line, failing slices in red). Candidate and baseline are
 overlaid wherever both were evaluated. Each chart names the file its numbers are in
 (`data`), which the page links.
@@ -80,6 +81,27 @@ def _curve_traces(models: dict[str, dict[str, Any]], kind: str, x: str, y: str) 
     return traces
 
 
+def _bucket_traces(models: dict[str, dict[str, Any]], kind: str, y: str) -> list[dict]:
+    """One line per model with the `kind` buckets (calibration, predicted_actual): the
+    mean prediction of each bucket against its `y`, the bucket's count on hover."""
+    traces = []
+    for model, plots in models.items():
+        found = plots.get(kind)
+        if found:
+            traces.append(
+                {
+                    "type": "scatter",
+                    "mode": "lines+markers",
+                    "name": _label(model),
+                    "x": found["predicted"],
+                    "y": found[y],
+                    "text": [f"{int(n)} examples" for n in found["count"]],
+                    "line": STYLE.get(model, {}),
+                }
+            )
+    return traces
+
+
 def curve_charts(models: dict[str, dict[str, Any]], where: str) -> list[dict[str, Any]]:
     """ROC, PR and calibration of one slice, every model overlaid."""
     charts = []
@@ -93,25 +115,13 @@ def curve_charts(models: dict[str, dict[str, Any]], where: str) -> list[dict[str
         charts.append(_chart("pr", f"Precision-recall · {where}", data, "recall", "precision"))
     if any("calibration" in p for p in models.values()):
         data = [_diagonal("perfectly calibrated")]
-        for model, plots in models.items():
-            cal = plots.get("calibration")
-            if cal:
-                data.append(
-                    {
-                        "type": "scatter",
-                        "mode": "lines+markers",
-                        "name": _label(model),
-                        "x": cal["predicted"],
-                        "y": cal["observed"],
-                        "text": [f"{int(n)} examples" for n in cal["count"]],
-                        "line": STYLE.get(model, {}),
-                    }
-                )
+        data += _bucket_traces(models, "calibration", "observed")
         charts.append(
             _chart(
                 "calibration", f"Calibration · {where}", data, "mean prediction", "observed rate"
             )
         )
+    charts += regression_charts(models, where)
     for model, plots in models.items():
         confusion = plots.get("confusion")
         if confusion and confusion["classes"]:
@@ -145,6 +155,69 @@ def curve_charts(models: dict[str, dict[str, Any]], where: str) -> list[dict[str
                     "file": PICTURES_FILE,
                 }
             )
+    return charts
+
+
+def _span(models: dict[str, dict[str, Any]]) -> list[float]:
+    """The smallest and largest mean predicted or actual value of any model: the
+    predicted-against-actual chart's axes, so its diagonal is y = x."""
+    values = [
+        v
+        for plots in models.values()
+        for key in ("predicted", "actual")
+        for v in (plots.get("predicted_actual") or {}).get(key, [])
+        if v is not None
+    ]
+    return [min(values), max(values)] if values else [0.0, 1.0]
+
+
+def regression_charts(models: dict[str, dict[str, Any]], where: str) -> list[dict[str, Any]]:
+    """A regression model's predicted against actual (mean label per bucket of the
+    prediction, the diagonal y = x) and its residual histogram, every model overlaid."""
+    charts = []
+    if any("predicted_actual" in p for p in models.values()):
+        low, high = _span(models)
+        data = [{**_diagonal("predicted = actual"), "x": [low, high], "y": [low, high]}]
+        data += _bucket_traces(models, "predicted_actual", "actual")
+        layout = _layout(
+            f"Predicted vs actual · {where}",
+            "mean prediction (bucket)",
+            "mean actual label",
+            xaxis={"title": {"text": "mean prediction (bucket)"}, "autorange": True},
+            yaxis={"title": {"text": "mean actual label"}, "autorange": True},
+        )
+        charts.append(
+            {"id": "predicted-actual", "data": data, "layout": layout, "file": PICTURES_FILE}
+        )
+    if any("residuals" in p for p in models.values()):
+        data = []
+        for model, plots in models.items():
+            found = plots.get("residuals")
+            if found:
+                centers = [(a + b) / 2 for a, b in zip(found["lower"], found["upper"], strict=True)]
+                data.append(
+                    {
+                        "type": "bar",
+                        "name": _label(model),
+                        "x": centers,
+                        "y": found["count"],
+                        "width": [
+                            b - a for a, b in zip(found["lower"], found["upper"], strict=True)
+                        ],
+                        "opacity": 0.6,
+                        "marker": {"color": STYLE.get(model, {}).get("color", "#1f5fbf")},
+                        "hovertemplate": "residual %{x:.3g}: %{y} examples<extra></extra>",
+                    }
+                )
+        layout = _layout(
+            f"Residuals (label - prediction) · {where}",
+            "residual",
+            "examples",
+            xaxis={"title": {"text": "residual"}, "autorange": True, "zeroline": True},
+            yaxis={"title": {"text": "examples"}, "autorange": True},
+            barmode="overlay",
+        )
+        charts.append({"id": "residuals", "data": data, "layout": layout, "file": PICTURES_FILE})
     return charts
 
 

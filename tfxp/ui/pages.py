@@ -18,7 +18,13 @@ from typing import Any
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import FileResponse, HTMLResponse, Response
+from starlette.responses import (
+    FileResponse,
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    Response,
+)
 from starlette.routing import Route
 
 from metadata.store import LineageError, MetadataStoreError
@@ -291,6 +297,35 @@ def artifact_file(request: Request) -> Response:
     return _file_response(path)
 
 
+def _scalars_csv(curves: dict[str, dict[str, list]]) -> str:
+    rows = ["run,tag,step,value"]
+    rows += [
+        f"{run},{tag},{step},{value!r}"
+        for run, tags in curves.items()
+        for tag, points in tags.items()
+        for step, value in points
+    ]
+    return "\n".join(rows) + "\n"
+
+
+def model_scalars(request: Request) -> Response:
+    """The numbers behind a model page's training curves (`trainer`) or tuner trials
+    (`trials`): {run folder: {tag: [[step, value]]}} as JSON, or CSV rows
+    (run, tag, step, value), read from the TensorBoard event files."""
+    browser = _browser(request)
+    lin, art = browser.find_artifact(_int(request.path_params["artifact_id"], "artifact id"))
+    source, fmt = request.path_params["source"], request.path_params["fmt"]
+    if source not in ("trainer", "trials") or fmt not in ("json", "csv"):
+        raise HTTPException(404, "scalars are trainer.json|csv or trials.json|csv")
+    read = browser.training_curves if source == "trainer" else browser.trial_curves
+    curves = read(lin, art.id)
+    if not curves:
+        raise HTTPException(404, f"no {source} TensorBoard logs for artifact {art.id}")
+    if fmt == "csv":
+        return PlainTextResponse(_scalars_csv(curves), media_type="text/csv")
+    return JSONResponse(curves)
+
+
 def gate_report_file(request: Request) -> Response:
     """A blocked run's report: the gate raised, so no artifact holds it; the failed
     execution records its path, served only from the run directory's reports/."""
@@ -392,6 +427,7 @@ def routes() -> list[Route]:
         ("/execution/{execution_id}", execution_page),
         ("/artifact/{artifact_id}", artifact_page),
         ("/artifact/{artifact_id}/file/{path:path}", artifact_file),
+        ("/artifact/{artifact_id}/scalars/{source}.{fmt}", model_scalars),
         ("/execution/{execution_id}/gate-report", gate_report_file),
         ("/lineage/model/{model_id}", model_lineage_page),
         ("/lineage/span", span_lineage_page),

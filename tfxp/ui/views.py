@@ -296,6 +296,38 @@ def training_charts(curves: dict[str, dict[str, list]]) -> list[dict[str, Any]]:
     return charts
 
 
+def trials_chart(curves: dict[str, dict[str, list]]) -> dict[str, Any] | None:
+    """The tuner's trials' last eval loss (the objective: lower is better) and last
+    train loss, a bar per trial, from each `trial-<n>/` folder's event files."""
+    trials: dict[str, dict[str, float]] = {}
+    for run, tags in curves.items():
+        trial, _, kind = run.partition("/")
+        points = tags.get("epoch_loss")
+        if trial.startswith("trial-") and points:
+            trials.setdefault(trial, {})[kind] = points[-1][1]
+    if not trials:
+        return None
+    names = sorted(trials, key=lambda t: (len(t), t))  # trial-2 before trial-10
+    data = [
+        {
+            "type": "bar",
+            "name": f"{kind} loss",
+            "x": names,
+            "y": [trials[t].get(kind) for t in names],
+            "marker": {"color": color},
+        }
+        for kind, color in (("validation", "#1f5fbf"), ("train", "#bbbbbb"))
+    ]
+    layout_ = {
+        "title": {"text": "tuner trials: final loss (lower is better)", "font": {"size": 13}},
+        "height": 260,
+        "width": 420,
+        "margin": {"l": 56, "r": 10, "t": 36, "b": 40},
+        "barmode": "group",
+    }
+    return {"id": "trials", "data": data, "layout": layout_}
+
+
 def _model(browser, lin, art) -> dict[str, Any]:
     trainer = browser.trainer_of(lin, art.id)
     facts = lin.component_facts(trainer) if trainer is not None else {}
@@ -309,6 +341,7 @@ def _model(browser, lin, art) -> dict[str, Any]:
         "pushes": lin.pushes(art.id),
         "metrics": browser.metrics(lin, art.id),
         "training_charts": training_charts(browser.training_curves(lin, art.id)),
+        "trials_chart": trials_chart(browser.trial_curves(lin, art.id)),
     }
 
 

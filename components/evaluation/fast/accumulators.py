@@ -30,6 +30,7 @@ from tensorflow_model_analysis.metrics import multi_class_confusion_matrix_metri
 from compat import tfma as tfma_internals
 from components.evaluation.fast import plots
 from components.evaluation.fast.columns import Columns, Unsupported
+from components.evaluation.regression_plots import ResidualCombiner
 
 read = tfma_internals.attribute  # TFMA's private attributes, registered in compat/tfma.py
 
@@ -45,6 +46,8 @@ SQUARED_ERROR = tfma_internals.MeanSquaredErrorCombiner
 REGRESSION_ERRORS = (ABSOLUTE_ERROR, SQUARED_ERROR)
 # A multiclass model's confusion matrix plot (components/evaluation/fast/plots.py).
 MULTICLASS_CONFUSION = plots.MULTICLASS_CONFUSION
+# A regression model's residual histogram (components/evaluation/regression_plots.py).
+RESIDUALS = ResidualCombiner
 
 
 class Accumulator(Protocol):
@@ -278,7 +281,23 @@ class MulticlassConfusion:
         return self.combiner.extract_output(matrices)
 
 
+class Residuals:
+    """The project's `ResidualCombiner`: it takes whole columns itself (`add_columns`)."""
+
+    def __init__(self, combiner: ResidualCombiner) -> None:
+        self.combiner = combiner
+        self.accumulator = combiner.create_accumulator()
+
+    def add(self, columns: Columns) -> None:
+        labels, predictions = _binary(columns, None)
+        self.combiner.add_columns(self.accumulator, labels, predictions)
+
+    def result(self) -> dict[Any, Any]:
+        return self.combiner.extract_output(self.accumulator)
+
+
 _KINDS: tuple[tuple[Any, type], ...] = (
+    (RESIDUALS, Residuals),
     (MULTICLASS_CONFUSION, MulticlassConfusion),
     (HISTOGRAM, Histogram),
     (CONFUSION, Confusion),

@@ -28,6 +28,7 @@ from components.evaluation.fast.accumulators import (
     KERAS,
     MULTICLASS_CONFUSION,
     REGRESSION_ERRORS,
+    RESIDUALS,
     SliceAccumulators,
 )
 from components.evaluation.fast.columns import Columns, Unsupported
@@ -41,6 +42,7 @@ SUPPORTED_COMBINERS = (
     KERAS,
     *REGRESSION_ERRORS,
     MULTICLASS_CONFUSION,
+    RESIDUALS,
 )
 
 

@@ -25,14 +25,16 @@ from tfx.components.evaluator import component as tfx_evaluator
 from tfx.components.evaluator import constants
 from tfx.dsl.components.base import executor_spec
 from tfx.dsl.io import fileio
-from tfx.types import component_spec
+from tfx.types import artifact_utils, component_spec
 from tfx.types import standard_component_specs as specs
 from tfx.utils import io_utils
 
 from components.base import component
 from components.evaluation.fast import executor as fast_executor
 from components.evaluation.fast.columns import Unsupported
+from components.evaluation.fast.scoring import example_files
 from components.evaluation.pictures import write_pictures
+from components.evaluation.regression_plots import eval_labels, with_label_ranges
 from components.evaluation.slicing.rules import (
     BASELINE,
     CANDIDATE,
@@ -46,6 +48,8 @@ from components.evaluation.slicing.rules import (
 )
 
 SLICE_RULES_KEY = "slice_rules"
+# The raw label column: a regression model's plots take their ranges from its values.
+LABEL_FEATURE_KEY = "label_feature"
 SLICES_FILE = "slices.json"
 # Custom property of the ModelBlessing: why the model was not blessed ("" when it was).
 MESSAGE_PROPERTY = constants.ARTIFACT_PROPERTY_BLESSING_MESSAGE_KEY
@@ -154,6 +158,7 @@ class Executor(component.Executor, fast_executor.Executor):
 
     def run(self, execution: component.Execution) -> None:
         rules = SliceRules.from_json(execution.properties.get(SLICE_RULES_KEY))
+        _range_regression_plots(execution)
         with bucketed(rules.buckets):
             fast_executor.Executor.Do(self, *execution.args)
         blessing = execution.output(specs.BLESSING_KEY)
@@ -192,6 +197,22 @@ class Executor(component.Executor, fast_executor.Executor):
             logging.error("NOT blessed: %s", message)
 
 
+def _range_regression_plots(execution: component.Execution) -> None:
+    """A regression model's plots get their ranges from the eval split's labels, in the
+    eval config both paths read (components/evaluation/regression_plots.py)."""
+    properties = execution.properties
+    label_feature = properties.get(LABEL_FEATURE_KEY)
+    config_json = properties.get(specs.EVAL_CONFIG_KEY)
+    if not label_feature or not config_json or "ResidualHistogram" not in config_json:
+        return
+    splits = json.loads(properties.get(specs.EXAMPLE_SPLITS_KEY) or "null") or ["eval"]
+    examples = execution.inputs_of(specs.EXAMPLES_KEY)
+    uris = [u for split in splits for u in artifact_utils.get_split_uris(examples, split)]
+    files, compression = example_files(uris)
+    labels = eval_labels(files, compression, label_feature)
+    properties[specs.EVAL_CONFIG_KEY] = with_label_ranges(config_json, labels)
+
+
 class TfmaExecutor(Executor):
     """The same executor with its fast path turned off: TFX's executor (TFMA over Beam),
     then the per-slice rules. The reference the fast path is measured and tested
@@ -205,6 +226,7 @@ class SlicedEvaluatorSpec(specs.EvaluatorSpec):
     PARAMETERS = {
         **specs.EvaluatorSpec.PARAMETERS,
         SLICE_RULES_KEY: component_spec.ExecutionParameter(type=str, optional=True),
+        LABEL_FEATURE_KEY: component_spec.ExecutionParameter(type=str, optional=True),
     }
 
 

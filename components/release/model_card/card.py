@@ -227,9 +227,62 @@ def _curve(models: dict[str, Any], kind: str, x: str, y: str) -> list[svg.Series
             color, dash = _MODEL_STYLE.get(model, ("#1f5fbf", False))
             name = (model or "model") + (_area(curve.get("auc")) if kind in ("roc", "pr") else "")
             found.append(
-                svg.Series(name, curve[x], curve[y], color, dash, markers=kind == "calibration")
+                svg.Series(
+                    name,
+                    curve[x],
+                    curve[y],
+                    color,
+                    dash,
+                    markers=kind in ("calibration", "predicted_actual"),
+                )
             )
     return found
+
+
+def _steps(lower: list[float], upper: list[float], counts: list[float]) -> tuple[list, list]:
+    """A histogram's outline as a line: up, across and down each bin."""
+    xs: list[float] = []
+    ys: list[float] = []
+    for a, b, n in zip(lower, upper, counts, strict=True):
+        xs += [a, a, b, b]
+        ys += [0.0, n, n, 0.0]
+    return xs, ys
+
+
+def _regression_plots(models: dict[str, Any]) -> list[str]:
+    """Predicted against actual (with y = x) and the residual histogram, models overlaid."""
+    charts = []
+    series = _curve(models, "predicted_actual", "predicted", "actual")
+    if series:
+        # One range on both axes, so that the diagonal is y = x.
+        values = [v for s in series for v in (*s.xs, *s.ys) if v is not None]
+        span = (min(values), max(values) if max(values) > min(values) else min(values) + 1)
+        charts.append(
+            svg.line_chart(
+                "predicted-actual",
+                "Predicted vs actual",
+                series,
+                "mean prediction (bucket)",
+                "mean actual label",
+                span,
+                span,
+                diagonal="predicted = actual",
+            )
+        )
+    outlines = []
+    for model, plots in models.items():
+        found = plots.get("residuals")
+        if found:
+            color, dash = _MODEL_STYLE.get(model, ("#1f5fbf", False))
+            xs, ys = _steps(found["lower"], found["upper"], found["count"])
+            outlines.append(svg.Series(model or "model", xs, ys, color, dash))
+    if outlines:
+        charts.append(
+            svg.line_chart(
+                "residuals", "Residuals (label - prediction)", outlines, "residual", "examples"
+            )
+        )
+    return charts
 
 
 def _plots(data: CardData) -> str:
@@ -257,6 +310,7 @@ def _plots(data: CardData) -> str:
         series = _curve(models, kind, x, y)
         if series:
             charts.append(svg.line_chart(chart_id, title, series, xl, yl, *unit, diagonal=diagonal))
+    charts += _regression_plots(models)
     for model, plots in models.items():
         confusion = plots.get("confusion")
         if confusion and confusion["classes"]:

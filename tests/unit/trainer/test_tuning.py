@@ -350,3 +350,11 @@ def test_the_search_result_has_the_fields_tfx_s_tuner_executor_reads():
     from trainer.tuning import TunerFnResult
 
     assert TunerFnResult._fields == Tfx._fields
+
+
+def test_the_trials_log_folder_key_is_the_tuner_executors():
+    """trainer/ and components/ import each other nowhere: the key is named twice."""
+    from components.tuner.component import TENSORBOARD_KEY
+    from trainer.tuning import TRIAL_LOGS_KEY
+
+    assert TRIAL_LOGS_KEY == TENSORBOARD_KEY

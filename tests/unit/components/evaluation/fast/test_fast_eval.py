@@ -5,10 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tensorflow_model_analysis as tfma
+from google.protobuf import json_format
 from tfma_reference import assert_same_results, tfma_one_at_a_time
 
 from components.evaluation.fast import executor, metrics
 from components.evaluation.fast.columns import Columns, Unsupported
+from components.evaluation.regression_plots import with_label_ranges
 from pipeline.datasets import dataset_config
 from pipeline.eval_config import eval_config
 
@@ -165,9 +167,9 @@ def test_multiclass_confusion_matrix_plot_matches_tfma_at_thresholds():
     assert_same_results(ours, {k: v for k, v in expected.items() if k in ours})
 
 
-def test_regression_metrics_match_tfma_one_example_at_a_time():
-    """RMSE (a Keras metric) and TFMA's MeanAbsoluteError and MeanSquaredError from
-    float32 columns, against TFMA's combiners fed example by example."""
+def _regression_config(labels: np.ndarray) -> tfma.EvalConfig:
+    """Taxi's config made a regression's (RMSE ceiling, MAE and MSE), its plots ranged
+    by `labels` as the Evaluator ranges them from the eval split."""
     from pipeline.config import EvalThresholds
 
     thresholds = EvalThresholds(
@@ -176,10 +178,23 @@ def test_regression_metrics_match_tfma_one_example_at_a_time():
         upper_bound=100.0,
         extra_metrics=("MeanAbsoluteError", "MeanSquaredError"),
     )
-    config = _defaults(eval_config(_unsliced_taxi().replace(thresholds=thresholds)))
+    config = eval_config(_unsliced_taxi().replace(thresholds=thresholds))
+    ranged = with_label_ranges(json_format.MessageToJson(config), labels)
+    return _defaults(json_format.Parse(ranged, tfma.EvalConfig()))
+
+
+def _regression_rows(n: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(3)
-    labels = (rng.random(2300) * 300).astype(np.float32)
-    predictions = (labels + rng.normal(0, 40, 2300)).astype(np.float32)
+    labels = (rng.random(n) * 300).astype(np.float32)
+    predictions = (labels + rng.normal(0, 40, n)).astype(np.float32)
+    return labels, predictions
+
+
+def test_regression_metrics_match_tfma_one_example_at_a_time():
+    """RMSE (a Keras metric) and TFMA's MeanAbsoluteError and MeanSquaredError from
+    float32 columns, against TFMA's combiners fed example by example."""
+    labels, predictions = _regression_rows(2300)
+    config = _regression_config(labels)
     ours, expected = _ours_and_tfma(config, labels, predictions)
     assert {k.name for k in ours} == {
         "example_count",
@@ -190,6 +205,36 @@ def test_regression_metrics_match_tfma_one_example_at_a_time():
     assert ours.keys() == expected.keys()
     for key, value in expected.items():
         assert ours[key] == pytest.approx(value, rel=1e-9), key
+
+
+def test_regression_plots_match_tfma_and_numpy():
+    """Predicted against actual (TFMA's CalibrationPlot over the labels' range) and the
+    residual histogram, from columns, against TFMA's combiners fed example by example
+    (to 1e-6, `_ours_and_tfma`); the residual counts also against numpy's histogram of
+    label - prediction over the same bins (TFMA has no residual histogram of its own)."""
+    labels, predictions = _regression_rows(1500)
+    predictions[:2] = labels[:2] + [2000.0, -2000.0]  # beyond the bins: the end buckets
+    config = _regression_config(labels)
+    _ours_and_tfma(config, labels, predictions)
+    columns = Columns(labels.astype(np.float64), predictions.astype(np.float64))
+    plots = metrics.sliced_results(metrics.computations(config), {"": columns}, None)["plots"][1]
+    by_name = {k.name: v for k, v in plots.items()}
+    assert set(by_name) == {"calibration_plot", "residual_histogram"}
+    calibration = by_name["calibration_plot"].buckets
+    assert sum(b.num_weighted_examples.value for b in calibration) == 1500
+    # Ranged by the labels: the buckets between the smallest and the largest.
+    assert calibration[1].lower_threshold_inclusive == pytest.approx(labels.min())
+    assert calibration[-1].lower_threshold_inclusive == pytest.approx(labels.max())
+    residuals = by_name["residual_histogram"].buckets
+    assert len(residuals) == 77 + 2  # 2 * sqrt(1500) bins, and one beyond either end
+    edges = [b.lower_threshold_inclusive for b in residuals[1:]]  # the last: the top's end
+    assert edges[0] == pytest.approx(-4 * labels.astype(np.float64).std())
+    counts = [b.num_weighted_examples.value for b in residuals]
+    difference = labels.astype(np.float64) - predictions.astype(np.float64)
+    expected, _ = np.histogram(difference, bins=np.array(edges))
+    assert counts[1:-1] == pytest.approx(expected.tolist(), abs=1e-6)
+    assert (counts[0], counts[-1]) == (1, 1)
+    assert sum(counts) == 1500
 
 
 def test_a_binary_metric_of_a_multiclass_model_without_class_id_is_refused():

@@ -14,6 +14,7 @@ from test_fast_eval import SLICING_SPECS, TAXI_BUCKETS, slicing_examples
 from components.evaluation.fast import executor, metrics, slices
 from components.evaluation.fast.accumulators import SliceAccumulators
 from components.evaluation.fast.columns import Columns, subset
+from components.evaluation.regression_plots import with_label_ranges
 from pipeline.config import EvalThresholds
 from pipeline.datasets import dataset_config
 from pipeline.eval_config import eval_config
@@ -90,7 +91,9 @@ def _regression_config() -> tfma.EvalConfig:
         extra_metrics=("MeanAbsoluteError", "MeanSquaredError"),
     )
     taxi = dataset_config("taxi").replace(slicing=None, thresholds=thresholds)
-    return _defaults(eval_config(taxi))
+    # The plots' ranges, as the Evaluator sets them from the eval split's labels.
+    ranged = with_label_ranges(json_format.MessageToJson(eval_config(taxi)), np.array([0, 300]))
+    return _defaults(json_format.Parse(ranged, tfma.EvalConfig()))
 
 
 @pytest.mark.parametrize(

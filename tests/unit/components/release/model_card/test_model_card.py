@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from regression_pictures import REGRESSION_PICTURES
+
 from components.release.model_card.card import CardData, render_card
 from components.release.model_card.component import _prop
 
@@ -159,3 +161,20 @@ def test_a_multiclass_card_draws_its_confusion_matrix():
     html = render_card(CardData(dataset="digits", pictures=pictures))
     assert 'id="confusion-model"' in html
     assert 'data-actual="1" data-predicted="0" data-value="2"' in html
+
+
+def test_a_regression_card_draws_predicted_against_actual_and_residuals():
+    """Both models overlaid on each: predicted against actual with y = x on one range,
+    the residual histogram as each model's outline, in static SVG."""
+    import re
+
+    html = render_card(CardData(dataset="diabetes", pictures=REGRESSION_PICTURES))
+    assert "<script" not in html
+    ids = re.findall(r'<svg class="card-chart" id="([^"]+)"', html)
+    assert ids == ["predicted-actual", "residuals"]
+    scatter = html[html.index('id="predicted-actual"') : html.index('id="residuals"')]
+    assert scatter.count('class="series"') == 2 and 'class="diagonal"' in scatter
+    assert 'data-name="candidate"' in scatter and 'data-name="baseline"' in scatter
+    residuals = html[html.index('id="residuals"') :]
+    outline = re.search(r'data-name="candidate" points="([^"]+)"', residuals)
+    assert outline and len(outline.group(1).split()) == 4 * 3  # up, across, down per bin
