@@ -3,6 +3,7 @@ stopped at the end; or the one already running in the process, reused when it ma
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import sys
@@ -99,6 +100,13 @@ def spark_context(options: SparkRunnerOptions, given: Any = None) -> Iterator[An
 
     context = SparkContext(conf=spark_conf(options))
     context.setLogLevel("WARN")
+    if options.spark_keep_context:
+        # The next pipeline of this process finds it active (above) and runs on the same
+        # executors, whose Python workers have their imports done; the process's exit
+        # stops it.
+        atexit.register(context.stop)
+        yield context
+        return
     try:
         yield context
     finally:

@@ -69,9 +69,15 @@ def _identity(key: int) -> int:
 
 
 def _stage_task(
-    run_id: str, plan: harness.StagePlan, side: Any, metrics: Any, split: int, records: Any
+    run_id: str,
+    plan: harness.StagePlan,
+    side: Any,
+    metrics: Any,
+    timings: Any,
+    split: int,
+    records: Any,
 ) -> Any:
-    return harness.run_stage(run_id, plan, side, split, records, metrics)
+    return harness.run_stage(run_id, plan, side, split, records, metrics, timings)
 
 
 class StageGraph:
@@ -86,6 +92,7 @@ class StageGraph:
         self.run_id = run_id
         self.partitions = parallelism or sc.defaultParallelism
         self.metrics = sc.accumulator({}, ReplaceByKey())
+        self.timings = sc.accumulator({}, ReplaceByKey())  # harness.TaskTimes by partition
         # Buffer ids must be read before setup() rewrites the data ports' payloads.
         self.inputs: dict[str, list[tuple[str, bytes, str]]] = {}
         self.outputs: dict[str, list[tuple[str, bytes, str]]] = {}
@@ -130,7 +137,7 @@ class StageGraph:
             plan = self._plan(stage)
             source = self._input_rdd(stage)
             rdd = source.mapPartitionsWithIndex(
-                partial(_stage_task, self.run_id, plan, side, self.metrics)
+                partial(_stage_task, self.run_id, plan, side, self.metrics, self.timings)
             ).setName(stage.name)
             if self.uses[stage.name] > 1:
                 rdd.persist(StorageLevel.MEMORY_AND_DISK)
