@@ -167,10 +167,12 @@ class StageGraph:
         return {"jobs": len(jobs), "stages": len(stage_ids), "tasks": tasks}
 
     def release(self) -> None:
+        # Blocking: a context stopped with removals still in flight fails them, and the
+        # driver then prints a RejectedExecutionException per request.
         for rdd in self.persisted:
-            rdd.unpersist(blocking=False)
+            rdd.unpersist(blocking=True)
         for broadcast in self.broadcasts:
-            broadcast.unpersist(blocking=False)
+            broadcast.unpersist(blocking=True)
 
     def _plan(self, stage: translations.Stage) -> harness.StagePlan:
         manager = self.context.bundle_manager_for(stage)

@@ -22,6 +22,7 @@ import time
 import traceback
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from apache_beam.metrics.monitoring_infos import consolidate as consolidate_monitoring_infos
@@ -120,9 +121,11 @@ _FIRST_TASK = [True]  # per process: a forked worker starts with its own copy
 def process_age() -> float:
     """Seconds since this process started (Linux /proc; 0 where it cannot be read)."""
     try:
-        fields = open("/proc/self/stat").read().rsplit(")", 1)[1].split()
+        # Field 22 of stat (after the command's closing parenthesis: index 19) is the
+        # start time in clock ticks since boot.
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
         ticks = os.sysconf("SC_CLK_TCK")
-        uptime = float(open("/proc/uptime").read().split()[0])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
         return max(uptime - int(fields[19]) / ticks, 0.0)
     except (OSError, ValueError, IndexError):
         return 0.0

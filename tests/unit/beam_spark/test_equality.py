@@ -108,6 +108,17 @@ def test_consecutive_stages_share_spark_jobs(runs: dict[str, Any]) -> None:
         assert 1 <= spark["jobs"] < spark["fused_stages"] / 2, spark
 
 
+def test_every_task_reports_where_its_python_time_went(runs: dict[str, Any]) -> None:
+    """The harness's timers come back with the result: a task per partition of every
+    stage, each stage's harness built at least once, bundles timed."""
+    result = runs["spark"]["result"]
+    total, stages = result.timings["total"], result.timings["stages"]
+    assert total["tasks"] == sum(s["tasks"] for s in stages.values()) >= result.spark["tasks"]
+    assert len(stages) == result.spark["fused_stages"]
+    assert all(s["cold"] >= 1 and s["workers"] >= 1 for s in stages.values()), stages
+    assert total["bundles"] > 0 and total["python_workers"] >= 1
+
+
 def test_a_task_failing_once_is_retried_with_exact_output(spark_local: Any, tmp_path: Path) -> None:
     marker = tmp_path / "failed"
     pipeline = beam.Pipeline(runner=SparkRunner(spark_context=spark_local))
