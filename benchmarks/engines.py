@@ -315,6 +315,10 @@ def _spark_lines(name: str, extra: dict[str, Any]) -> list[str]:
     if not apps:
         return []
     lines = [f"\n{name}: where the Spark applications' time went (seconds)"]
+    if extra.get("spark_components"):
+        # One application spans the run's components: the per-component table says more.
+        apps = []
+        lines = []
     table = [("component", "wall", "jobs", "stages", "tasks", "in tasks", "per-task", "transfer")]
     table[0] += ("driver alone",)
     for app in apps:
@@ -330,7 +334,8 @@ def _spark_lines(name: str, extra: dict[str, Any]) -> list[str]:
                 taxi._fmt(app.get("driver_only_seconds"), 1),
             )
         )
-    lines += scale._table(table)
+    if apps:
+        lines += scale._table(table)
     peaks = [p for p in extra.get("cluster_peak_rss_mb") or [] if p["mb"] >= 10]
     if peaks:
         lines.append(
