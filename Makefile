@@ -47,9 +47,10 @@ docs: setup
 	$(MKDOCS)
 
 ## The console's screenshots in docs/images/, from four runs of `make run`'s pipeline
-## (under runs/screenshots/), taken by the browser test that walks the console (a few minutes).
+## (under runs/screenshots/), taken by the browser test that walks the console (a few minutes),
+## and the Serving page's over a real `tfxp serve` under load with a hot swap.
 screenshots: setup
-	UPDATE_SCREENSHOTS=1 $(PY) -m pytest tests/e2e/test_ui_browser.py -k screenshots -p no:cacheprovider
+	UPDATE_SCREENSHOTS=1 $(PY) -m pytest tests/e2e/test_ui_browser.py -k "screenshots or serving_page_charts" -p no:cacheprovider
 
 bench: setup
 	$(PY) benchmarks/taxi_vs_tfx_example.py $(ARGS)

@@ -33,6 +33,7 @@ from rendering.evaluation import (
     render_tabular_quality,
     render_tuning,
 )
+from rendering.fastpath_spark import render_fastpath_spark
 from rendering.images import render_image_scale
 from rendering.pipelines import render_digits_pipeline, render_scale, render_taxi
 from rendering.serving import render_batch_inference, render_serving, render_ui
@@ -50,6 +51,10 @@ RENDERERS: dict[str, tuple[str, Callable[[dict], list[str]]]] = {
     "engines": (
         "Engines: in-process, multi-process, on Spark (`benchmarks/engines.py`)",
         render_engines,
+    ),
+    "fastpath_spark": (
+        "Fast paths on Spark: StatisticsGen's Beam form (`benchmarks/fastpath_spark.py`)",
+        render_fastpath_spark,
     ),
     "csv_ingest": ("CSV ingest", render_csv_ingest),
     "input_pipeline": ("Trainer input pipeline", render_input_pipeline),

@@ -234,13 +234,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     from kubeflow.local.job import LocalRunError
 
     args = build_parser().parse_args(argv)
-    warnings.filterwarnings("ignore")  # TF/Google client deprecation noise, not ours
-    logging.getLogger().setLevel(logging.ERROR)  # Beam/absl start-up chatter
-    try:
-        return args.func(args)
-    except (KubeflowConfigError, KubeflowCompileError, KubeflowDeployError, LocalRunError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    root = logging.getLogger()
+    level = root.level
+    # Quiet for the command only: a caller in the same process (a test, a notebook) gets
+    # its own logging level and warning filters back.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore")  # TF/Google client deprecation noise, not ours
+        root.setLevel(logging.ERROR)  # Beam/absl start-up chatter
+        try:
+            return args.func(args)
+        except (
+            KubeflowConfigError,
+            KubeflowCompileError,
+            KubeflowDeployError,
+            LocalRunError,
+        ) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+        finally:
+            root.setLevel(level)
 
 
 if __name__ == "__main__":

@@ -86,8 +86,9 @@ def create_pipeline(
     statistics_gen = StatisticsGen(
         examples=example_gen.outputs["examples"], schema=schema_importer.outputs["schema"]
     )
-    # TFDV's statistics in one in-process pass when they are exact, else TFX's Beam
-    # executor (components/fast/stats/executor.py).
+    # TFDV's statistics in one in-process pass when they are exact (as a Beam pipeline of
+    # the same per-batch work under the Spark runner), else TFX's Beam executor
+    # (components/fast/stats/executor.py).
     statistics_gen.executor_spec = executor_spec.BeamExecutorSpec(fast_statistics.Executor)
     example_validator = ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_importer.outputs["schema"]

@@ -3,7 +3,8 @@
 Per model, version and label (the label a request came through: champion,
 challenger, or empty when it named a version): requests by API and status
 code, errors, latency histograms, and the batch sizes the dynamic batcher
-formed per signature. Each server has its own registry, so two servers in one
+formed per signature. The hot swaps: the version each label serves, the
+versions served, a count of swaps and the time of the last one. Each server has its own registry, so two servers in one
 process (tests) never share counts.
 """
 
@@ -77,6 +78,26 @@ class Metrics:
         )
         self.loaded = Gauge(
             "tfxp_serving_loaded_versions", "Versions loaded and available", ("model",), registry=r
+        )
+        # The hot swaps, for whoever samples this page over time (the console's
+        # Serving page): which versions are served, and when the last swap was.
+        self.version_served = Gauge(
+            "tfxp_serving_version_served",
+            "1 while the version is loaded and served, 0 after it was swapped out",
+            ("model", "version"),
+            registry=r,
+        )
+        self.swaps = Counter(
+            "tfxp_serving_swaps",
+            "Hot swaps: served versions or labels changed",
+            ("model",),
+            registry=r,
+        )
+        self.last_swap = Gauge(
+            "tfxp_serving_last_swap_timestamp_seconds",
+            "When the served versions or labels last changed (Unix time)",
+            ("model",),
+            registry=r,
         )
         self.logged = Counter(
             "tfxp_serving_logged_examples",

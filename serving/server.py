@@ -98,6 +98,7 @@ class Server:
         self.options = options
         options.loopback = is_loopback(options.host)
         self.metrics = Metrics(options.max_batch_size)
+        self._served: set[str] = set()  # the versions served at the last swap
         self.repository = Repository(
             model,
             config.serving_dir,
@@ -154,10 +155,16 @@ class Server:
         self.repository.start()
 
     def _gauges(self, state) -> None:
-        model = self.repository.model
-        self.metrics.loaded.labels(model).set(len(state.versions))
+        model, m = self.repository.model, self.metrics
+        m.loaded.labels(model).set(len(state.versions))
         for label, version in state.labels.items():
-            self.metrics.label_version.labels(model, label).set(version)
+            m.label_version.labels(model, label).set(version)
+        served = {str(v) for v in state.versions}
+        for version in served | self._served:
+            m.version_served.labels(model, version).set(1 if version in served else 0)
+        self._served = served
+        m.swaps.labels(model).inc()
+        m.last_swap.labels(model).set_to_current_time()
 
     def start_grpc(self) -> int | None:
         from serving.grpc_api import start_grpc

@@ -224,6 +224,19 @@ def serving_signatures(
     }
 
 
+def serving_outputs(task: str, classes: tuple[str, ...], output: tf.Tensor) -> dict[str, tf.Tensor]:
+    """The model's output under the keys TFMA, serving and `tfxp predict` read, the same
+    for every trainer: `predictions` (regression), `logistic` or `probabilities` and the
+    predicted `class` (classification)."""
+    if task == "regression":
+        return {"predictions": output}
+    names = tf.constant(list(classes))
+    if task == "binary":
+        index = tf.cast(tf.reshape(output, [-1]) >= 0.5, tf.int64)
+        return {"logistic": output, "class": tf.gather(names, index)}
+    return {"probabilities": output, "class": tf.gather(names, tf.argmax(output, axis=-1))}
+
+
 def transform_signature(model: keras.Model, tf_transform_output: tft.TFTransformOutput):
     """transform_features: raw examples (with label) to transformed features, for TFMA."""
     model.tft_layer_eval = tf_transform_output.transform_features_layer()

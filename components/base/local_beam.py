@@ -6,6 +6,12 @@ machine's processes. Under Flink, Spark, Dataflow or a portable job service the
 data may not fit on the launcher, so TFX's executors run there. StatisticsGen's
 in-process pass also gives way when Beam runs several worker processes here. One
 process does not beat TFDV on every core at large inputs.
+
+Under the project's own Spark runner (beam_spark) StatisticsGen's fast path runs
+its Beam form on the cluster instead (components/fast/stats/on_cluster.py): the same
+per-batch decoding and TFDV combiners, in Spark tasks. The Evaluator's and
+Transform's fast paths step aside there too: TFX's executors run on the cluster
+(docs/beyond-one-machine.md, "Fast paths on the cluster", says why).
 """
 
 from __future__ import annotations
@@ -19,6 +25,10 @@ LOCAL_RUNNERS = (
     "BundleBasedDirectRunner",
     "SwitchingDirectRunner",
 )
+# The project's Spark runner (beam_spark), by the names Beam's --runner resolves: its
+# executors import this project from the driver's checkout, so the fast paths' own
+# Beam forms run in its tasks. Other remote runners' workers may not have the project.
+SPARK_RUNNERS = ("beam_spark.SparkRunner", "beam_spark.runner.SparkRunner")
 
 
 def _last(args: Sequence[str], flag: str) -> str:
@@ -37,3 +47,9 @@ def runner_refusal(args: Sequence[str], *, single_process: bool) -> str | None:
     if single_process and _last(args, "--direct_running_mode") == "multi_processing":
         return "Beam runs several worker processes here"
     return None
+
+
+def cluster_runner(args: Sequence[str]) -> bool:
+    """Whether these Beam arguments run on the project's Spark runner (a fast path's Beam
+    form then runs there instead of TFX's pipeline)."""
+    return _last(args, "--runner") in SPARK_RUNNERS

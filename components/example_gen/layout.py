@@ -111,15 +111,20 @@ class RecordBatchDecoder:
         return pa.RecordBatch.from_arrays(arrays, self._names)
 
     def batches(
-        self, files: list[str], compression: str, batch_size: int
+        self,
+        files: list[str],
+        compression: str,
+        batch_size: int,
+        shard: tuple[int, int] = (0, 1),
     ) -> Iterator[pa.RecordBatch]:
-        """The files' examples in order, as record batches of up to `batch_size`."""
-        dataset = (
-            sequential_records(files, compression)
-            .batch(batch_size)
-            .map(
-                lambda s: (self.parse(s), tf.shape(s)[0]), num_parallel_calls=2, deterministic=True
-            )
+        """The files' examples in order, as record batches of up to `batch_size`
+        (`shard=(i, n)`: only batches i, i + n, ...; the records are read, not parsed)."""
+        records = sequential_records(files, compression).batch(batch_size)
+        index, count = shard
+        if count > 1:
+            records = records.shard(count, index)
+        dataset = records.map(
+            lambda s: (self.parse(s), tf.shape(s)[0]), num_parallel_calls=2, deterministic=True
         )
         for parsed, rows in dataset.prefetch(2):
             yield self.record_batch(parsed, int(rows))

@@ -128,27 +128,36 @@ class GateResult:
             serving_rows=raw.get("serving_rows"),
         )
 
-    def message(self) -> str:
-        """The gate's verdict as the run's error or warning text."""
+    def headline(self) -> str:
+        """The verdict in one line: passed, blocked (how many anomalies), or warned."""
         if self.decision == PASS:
             return "validation gate: passed (" + "; ".join(self.notes) + ")"
-        head = (
-            f"validation gate blocked the run: {len(self.blocking)} anomal"
-            f"{'y' if len(self.blocking) == 1 else 'ies'}"
-            if self.decision == BLOCK
-            else f"validation gate: passed with {len(self.warnings)} warning(s)"
-        )
-        lines = [head, *("  " + f.line() for f in self.findings)]
-        lines += ["  note: " + n for n in self.notes]
+        if self.decision == BLOCK:
+            n = len(self.blocking)
+            return f"validation gate blocked the run: {n} anomal{'y' if n == 1 else 'ies'}"
+        return f"validation gate: passed with {len(self.warnings)} warning(s)"
+
+    def footer(self) -> list[str]:
+        """What follows the findings: the notes, and for a block what to do about it."""
+        lines = ["note: " + n for n in self.notes]
         if self.decision == BLOCK:
             kinds = sorted({f.kind for f in self.blocking})
             lines.append(
-                "  Nothing downstream ran. Fix the data, or raise the threshold / add the kind to "
+                "Nothing downstream ran. Fix the data, or raise the threshold / add the kind to "
                 "warn_only in the thresholds file (for one run: "
                 + " ".join(f"`--warn-only {k}`" for k in kinds)
                 + ") if the change is expected."
             )
-        return "\n".join(lines)
+        return lines
+
+    def message(self) -> str:
+        """The gate's verdict as the run's error or warning text, a line per finding
+        (the record kept in ML Metadata and sent in alerts; tfxp/presentation/
+        gate_table.py renders the same result as a table for the terminal)."""
+        if self.decision == PASS:
+            return self.headline()
+        lines = [self.headline(), *("  " + f.line() for f in self.findings)]
+        return "\n".join(lines + ["  " + line for line in self.footer()])
 
 
 _MEASURE_NAMES = {

@@ -181,3 +181,15 @@ def transformed_values(root: Path, index: int = 0) -> dict:
         for name, values in columns.items():
             found[split.name, name] = np.sort(np.asarray(values, dtype=np.float64))
     return found
+
+
+def finding_row(message: str, feature: str, kind: str) -> str:
+    """The row of `feature`'s `kind` finding in a blocked run's terminal table
+    (tfxp/presentation/gate_table.py), its cells joined by single spaces."""
+    rows = [
+        " ".join(line.split())
+        for line in message.splitlines()
+        if line.split()[:2] == [feature, f"{kind}:"]
+    ]
+    assert len(rows) == 1, f"no single {kind} row for {feature} in:\n{message}"
+    return rows[0]

@@ -147,5 +147,8 @@ def test_a_span_whose_dates_changed_format_is_blocked(cars, tmp_path):
     with pytest.raises(ValidationBlockedError) as blocked:
         run_local(cars.config, to_nodes=[node_ids.VALIDATION_GATE], printer=lambda _: None)
     message = str(blocked.value)
-    assert "schema Year: share parsed 0 < threshold 0.95" in message, message
-    assert "the date format changed" in message
+    row = " ".join(next(ln for ln in message.splitlines() if ln.split()[:1] == ["Year"]).split())
+    assert "share parsed 0 < 0.95 blocks" in row, message
+    record = blocked.value.record  # a line per finding, TFDV's descriptions whole
+    assert "schema Year: share parsed 0 < threshold 0.95" in record, record
+    assert "the date format changed" in record

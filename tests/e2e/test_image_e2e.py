@@ -269,9 +269,14 @@ def test_own_images_of_another_size_pass_the_gate_with_warnings(image_runs):
 def test_dominant_class_is_blocked_naming_label(image_runs):
     message = str(image_runs.imbalanced)
     assert message.startswith("validation gate blocked the run")
-    assert "drift label: L-infinity" in message and "> threshold 0.1" in message
-    assert f"The feature value with maximum difference is: {DOMINANT}" in message
+    label = [
+        " ".join(ln.split()) for ln in message.splitlines() if ln.split()[:2] == ["label", "drift:"]
+    ]
+    assert len(label) == 1 and " L-infinity " in label[0] and " > 0.1 blocks" in label[0]
     assert "span 3 vs span 2" in message
+    record = image_runs.imbalanced.record  # a line per finding, TFDV's descriptions whole
+    assert "drift label: L-infinity" in record and "> threshold 0.1" in record
+    assert f"The feature value with maximum difference is: {DOMINANT}" in record
     found = _gate_findings(image_runs.config, "span3")
     assert found["decision"] == "BLOCK"
     assert {f["feature"] for f in found["findings"] if f["severity"] == "BLOCK"} == {"label"}

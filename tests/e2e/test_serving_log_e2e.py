@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from e2e_support import small_config
+from e2e_support import finding_row, small_config
 from serving_log_files import T0, served_records, typed_rows, write_log
 
 from components.validation.schema_importer import load_schema, schema_column_types
@@ -131,9 +131,15 @@ def test_clean_logged_requests_pass_and_the_window_is_named(loop):
 def test_shifted_logged_requests_block_naming_the_window(loop):
     message = str(loop.blocked)
     assert message.startswith("validation gate blocked the run")
-    assert "skew trip_miles" in message and "skew payment_type" in message
-    assert f"serving log {serving_log_dir(loop.config)}" in message
-    assert loop.shifted_log.name in message
+    assert finding_row(message, "trip_miles", "skew") and finding_row(
+        message, "payment_type", "skew"
+    )
+    # The window (folder, files, count, time range) is named above the table, wrapped
+    # to the terminal's width, and in no row.
+    flat = " ".join(message.split())
+    assert f"serving log {serving_log_dir(loop.config)}" in flat
+    assert loop.shifted_log.name in flat
+    assert loop.shifted_log.name not in finding_row(message, "trip_miles", "skew")
     found = _findings(loop.config, "shifted")
     skewed = {f["feature"] for f in found["findings"] if f["kind"] == "skew"}
     assert {"trip_miles", "payment_type"} <= skewed

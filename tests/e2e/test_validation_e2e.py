@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from e2e_support import small_config
+from e2e_support import finding_row, small_config
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
@@ -162,10 +162,16 @@ def test_cached_gate_still_gives_the_run_its_report(runs):
 def test_drifted_span_is_blocked_naming_features_and_thresholds(runs):
     message = str(runs.drifted)
     assert message.startswith("validation gate blocked the run")
-    assert "drift fare: Jensen-Shannon" in message and "> threshold 0.15" in message
-    assert "drift payment_type: L-infinity" in message and "> threshold 0.1" in message
-    assert "span 3 vs span 2" in message
+    # The terminal's table: a row per finding, the compared spans named once above.
+    assert " Jensen-Shannon " in finding_row(message, "fare", "drift")
+    assert " > 0.15 blocks" in finding_row(message, "fare", "drift")
+    assert " L-infinity " in finding_row(message, "payment_type", "drift")
+    assert " > 0.1 blocks" in finding_row(message, "payment_type", "drift")
+    assert message.count("span 3 vs span 2") == 1
     assert "report: " in message
+    # The record ML Metadata keeps and alerts send: a line per finding.
+    assert "drift fare: Jensen-Shannon" in runs.drifted.record
+    assert "> threshold 0.15" in runs.drifted.record
     found = _findings(runs.config, "span3-drifted")
     assert found["decision"] == "BLOCK"
     blocked = {f["feature"] for f in found["findings"] if f["kind"] == "drift"}
@@ -201,7 +207,7 @@ def test_downgraded_drift_lets_the_run_through_with_a_warning(runs):
 
 def test_skewed_serving_set_is_reported(runs):
     message = str(runs.skewed)
-    assert "skew trip_miles: Jensen-Shannon" in message
+    assert " Jensen-Shannon " in finding_row(message, "trip_miles", "skew")
     assert "serving data" in message
     found = _findings(runs.config, "span2-skewed")
     skew = {f["feature"] for f in found["findings"] if f["kind"] == "skew"}
@@ -215,8 +221,11 @@ def test_unseen_category_and_out_of_range_value_are_blocked(runs):
     assert ("payment_type", "ENUM_TYPE_UNEXPECTED_STRING_VALUES") in schema
     assert ("trip_start_hour", "INT_TYPE_BIG_INT") in schema
     message = str(runs.bad_values)
-    assert "schema payment_type" in message and "unseen-payment_type" in message
-    assert "schema trip_start_hour: max 30 > threshold 23" in message
+    assert finding_row(message, "payment_type", "schema")
+    assert " max 30 > 23 blocks" in finding_row(message, "trip_start_hour", "schema")
+    # TFDV's descriptions (cut to the terminal's width in the table) stay whole in the record.
+    assert "unseen-payment_type" in runs.bad_values.record
+    assert "schema trip_start_hour: max 30 > threshold 23" in runs.bad_values.record
 
 
 def _tfxp(*argv: str) -> tuple[int, str, str]:

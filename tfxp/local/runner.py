@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -46,7 +47,14 @@ class RunInterruptedError(PipelineRunError):
 
 
 class ValidationBlockedError(PipelineRunError):
-    """The validation gate stopped the run; the message lists each anomaly."""
+    """The validation gate stopped the run; the message shows the findings as a table.
+
+    `record`: the gate's own text, a line per finding (what ML Metadata keeps and
+    alerts send)."""
+
+    def __init__(self, message: str, component: str | None = None, record: str = "") -> None:
+        super().__init__(message, component)
+        self.record = record or message
 
 
 class _ProgressHandler(logging.Handler):
@@ -198,7 +206,7 @@ def run_local(
         e.run_id = run_id
         if send:
             label = notify.span_label(config)
-            send.send(alerts.blocked(config.pipeline_name, run_id, label, str(e)))
+            send.send(alerts.blocked(config.pipeline_name, run_id, label, e.record))
         raise
     except PipelineRunError as e:
         e.run_id = run_id
@@ -346,11 +354,31 @@ def _execute(config, run_id, ir, run_options, reporting, log_path, connection_co
         cause = _root_cause(e)
         if failed == VALIDATION_GATE and cause.startswith("validation gate blocked"):
             _record_block(config, run_id, cause, connection_config)
-            raise ValidationBlockedError(f"{cause}\n  full log: {log_path}", failed) from None
+            shown = blocked_summary(config, run_id, cause)
+            raise ValidationBlockedError(
+                f"{shown}\n  full log: {log_path}",
+                failed,
+                record=f"{cause}\n  full log: {log_path}",
+            ) from None
         corrupt = _diagnose_corrupt_input(config, run_id, cause, connection_config)
         raise PipelineRunError(
             f"{failed} failed: {cause}{corrupt}\n  full log: {log_path}", failed
         ) from e
+
+
+def blocked_summary(config: PipelineConfig, run_id: str, cause: str, width: int = 0) -> str:
+    """The gate's block for the terminal: its findings as a table cut to the terminal's
+    width, from the findings JSON the gate wrote beside its report; `cause` (a line
+    per finding) when that file is missing."""
+    from tfxp.presentation.gate_table import read_result, render_text
+
+    report = os.path.join(config.report_dir, f"{run_id}.html") if config.report_dir else ""
+    result = read_result(report[: -len(".html")] + ".json" if report else None)
+    if result is None:
+        return cause
+    width = width or shutil.get_terminal_size(fallback=(120, 24)).columns
+    report_line = f"\n  report: {report}" if os.path.isfile(report) else ""
+    return render_text(result, width) + report_line
 
 
 def _record_block(

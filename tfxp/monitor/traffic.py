@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from components.validation import serving_log as sl
+from tfxp.monitor.serving_series import LOGGED, Point, Swap
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -31,7 +32,7 @@ CACHE_FILES = 512
 def _metadata(files: list[sl.LogFile]) -> pa.Table:
     import pyarrow as pa
 
-    columns = [sl.VERSION, sl.LABEL, sl.ROLE, sl.LOGGED_AT]
+    columns = [sl.VERSION, sl.LABEL, sl.ROLE, sl.LOGGED_AT, sl.MODEL, sl.REQUEST_ID]
     tables = []
     for f in files:
         key = (f.path, f.size)
@@ -102,3 +103,76 @@ def traffic(folder: str, now: dt.datetime | None = None, windows: tuple = WINDOW
         key=lambda r: (-(r.version or 0), r.role, r.label or ""),
     )
     return found
+
+
+# The request log's history is counted in buckets this wide at least, and in no
+# more than HISTORY_POINTS buckets over what it covers.
+HISTORY_BUCKET_SECONDS = 60.0
+HISTORY_POINTS = 240
+HISTORY_SECONDS = float(max(s for _, s in WINDOWS))
+
+
+def logged_history(
+    folder: str, until: float | None = None, since: float | None = None
+) -> tuple[list[Point], list[Swap]]:
+    """Requests/s per model version from the served records of the request log with
+    `since` <= `__logged_at` < `until` (Unix seconds; `since` defaults to a day
+    before `until` or now), and the swaps they show: a
+    version's first record, and a label whose version changed from one record to
+    the next. One request with several examples counts once (its `__request_id`).
+    The log has no latency or errors: those stay None."""
+    files = sl.published_files(folder)
+    if since is None:
+        # The last day (the longest traffic window): older files are not read at all.
+        since = (until or dt.datetime.now(dt.UTC).timestamp()) - HISTORY_SECONDS
+    opened_after = dt.datetime.fromtimestamp(since, tz=dt.UTC) - FILE_SLACK
+    files = [f for f in files if f.opened >= opened_after]
+    if not files:
+        return [], []
+    table = _metadata(files)
+    records = sorted(
+        (at / 1e6, model or "", str(version), label or "", rid)
+        for at, model, version, label, role, rid in zip(
+            sl.first_values(table, sl.LOGGED_AT),
+            sl.first_values(table, sl.MODEL),
+            sl.first_values(table, sl.VERSION),
+            sl.first_values(table, sl.LABEL),
+            sl.first_values(table, sl.ROLE),
+            sl.first_values(table, sl.REQUEST_ID),
+            strict=True,
+        )
+        if at is not None
+        and version is not None
+        and (role or sl.SERVED) == sl.SERVED
+        and (until is None or at / 1e6 < until)
+        and (since is None or at / 1e6 >= since)
+    )
+    if not records:
+        return [], []
+    first, last = records[0][0], records[-1][0]
+    width = max(HISTORY_BUCKET_SECONDS, (last - first) / HISTORY_POINTS)
+    counted: dict[tuple[str, str, int], set] = {}
+    swaps: list[Swap] = []
+    seen: set[tuple[str, str]] = set()
+    labelled: dict[tuple[str, str], str] = {}
+    for at, model, version, label, rid in records:
+        bucket = int((at - first) // width)
+        counted.setdefault((model, version, bucket), set()).add(rid)
+        if (model, version) not in seen:
+            # The log's first version was already served: only later ones are swaps.
+            if any(m == model for m, _ in seen):
+                swaps.append(Swap(at, model, f"version {version} served", LOGGED))
+            seen.add((model, version))
+        if label and labelled.get((model, label), version) != version:
+            moved = f"version {labelled[(model, label)]} -> {version}"
+            swaps.append(Swap(at, model, f"label {label}: {moved}", LOGGED))
+        if label:
+            labelled[(model, label)] = version
+    points = []
+    for (model, version, bucket), ids in sorted(counted.items()):
+        start = first + bucket * width
+        n = float(len(ids))
+        points.append(
+            Point(start + width, start, model, version, n, n / width, None, None, None, LOGGED)
+        )
+    return points, swaps

@@ -29,6 +29,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from runtime.access import LOOPBACK_NAMES, log_refused, token_matches
+from tfxp.monitor.sampler import Sampler
 from tfxp.ui.browse import StoreBrowser
 
 __all__ = ["create_app"]
@@ -119,9 +120,11 @@ def create_app(
     *,
     token: str | None = None,
     loopback: bool = True,
+    sampler: Sampler | None = None,
 ) -> Starlette:
     """The console over `browser`'s store. `token`: required on every request (None:
-    none needed, which `tfxp ui` allows on loopback addresses only)."""
+    none needed, which `tfxp ui` allows on loopback addresses only). `sampler`: a
+    server's metrics sampled in the background, for the Serving page's charts."""
     import jinja2
 
     from tfxp.ui import pages
@@ -143,5 +146,6 @@ def create_app(
         exception_handlers=pages.exception_handlers(),
     )
     app.state.browser = browser
+    app.state.sampler = sampler
     app.state.templates = templates
     return app

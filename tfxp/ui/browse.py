@@ -75,26 +75,12 @@ def dataset_of_pipelines() -> dict[str, str]:
 
 
 def gate_table(path: str | None) -> dict[str, Any] | None:
-    """The gate's findings as a table: the compared data and spans named once, then a
-    row per finding (components/validation/findings.py); None without its JSON."""
-    from components.validation.findings import GateResult, compared_data, table_row
+    """The gate's findings as a table (tfxp/presentation/gate_table.py, the model
+    the terminal's summary renders too); None without its JSON or findings."""
+    from tfxp.presentation.gate_table import findings_table, read_result
 
-    if not path or "://" in path or not os.path.isfile(path):
-        return None
-    try:
-        with open(path, encoding="utf-8") as f:
-            result = GateResult.from_dict(json.load(f))
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    if not result.findings:
-        return None
-    return {
-        "compared": compared_data(result.findings),
-        "current_span": result.current_span,
-        "baseline_span": result.baseline_span,
-        "serving_rows": result.serving_rows,
-        "rows": [table_row(f) for f in result.findings],
-    }
+    result = read_result(path)
+    return findings_table(result) if result is not None else None
 
 
 class StoreBrowser:

@@ -197,32 +197,66 @@ def datasets_page(request: Request) -> Response:
     return _render(request, "datasets.html", datasets=out)
 
 
-def serving_page(request: Request) -> Response:
-    """Live traffic per model version from each data folder's request log, and the
-    last skew check of `tfxp watch --skew-every`."""
+def _log_folders(browser: StoreBrowser) -> list[tuple[str, str]]:
+    """(pipeline, request-log folder) of every data root the store's runs read."""
     from pipeline.config import serving_log_dir_of
+
+    return [
+        (pipeline, serving_log_dir_of(root))
+        for pipeline in browser.pipelines()
+        for root in browser.data_roots(browser.lineage(pipeline))
+    ]
+
+
+def serving_page(request: Request) -> Response:
+    """Live traffic per model version from each data folder's request log, the charts
+    over time (sampled metrics and the request log), and the last skew check of
+    `tfxp watch --skew-every`."""
     from tfxp.monitor import skew, traffic
+    from tfxp.ui import serving_charts
 
     browser = _browser(request)
     state = browser.state_dir()
-    logs = []
-    for pipeline in browser.pipelines():
-        for root in browser.data_roots(browser.lineage(pipeline)):
-            folder = serving_log_dir_of(root)
-            logs.append(
-                {
-                    "pipeline": pipeline,
-                    "dataset": browser.datasets.get(pipeline),
-                    "traffic": traffic.traffic(folder),
-                }
-            )
+    folders = _log_folders(browser)
+    logs = [
+        {"pipeline": p, "dataset": browser.datasets.get(p), "traffic": traffic.traffic(folder)}
+        for p, folder in folders
+    ]
+    sampler = request.app.state.sampler
+    series = serving_charts.collect(sampler, [folder for _, folder in folders])
     return _render(
         request,
         "serving.html",
         logs=logs,
         skew=skew.read_result(state) if state else None,
         windows=traffic.WINDOWS,
+        sampler=serving_charts.as_json({}, sampler)["sampler"],
+        charts={model: serving_charts.figures(s) for model, s in series.items()},
+        swaps={
+            model: [(serving_charts.iso(at), whats) for at, whats in serving_charts.swap_groups(s)]
+            for model, s in series.items()
+        },
     )
+
+
+def serving_series(request: Request) -> Response:
+    """The numbers behind the Serving page's charts: /serving/series.json or .csv
+    (`?model=NAME` for one model)."""
+    from starlette.responses import JSONResponse, PlainTextResponse
+
+    from tfxp.ui import serving_charts
+
+    browser = _browser(request)
+    sampler = request.app.state.sampler
+    series = serving_charts.collect(sampler, [folder for _, folder in _log_folders(browser)])
+    model = request.query_params.get("model")
+    if model:
+        series = {k: v for k, v in series.items() if k == model}
+    if request.path_params["format"] == "csv":
+        return PlainTextResponse(serving_charts.as_csv(series), media_type="text/csv")
+    if request.path_params["format"] != "json":
+        raise HTTPException(404, "the series come as series.json or series.csv")
+    return JSONResponse(serving_charts.as_json(series, sampler))
 
 
 # -- files ---------------------------------------------------------------------
@@ -364,5 +398,6 @@ def routes() -> list[Route]:
         ("/compare", compare_page),
         ("/datasets", datasets_page),
         ("/serving", serving_page),
+        ("/serving/series.{format}", serving_series),
     ]
     return [Route(path, _one_at_a_time(handler)) for path, handler in pages]

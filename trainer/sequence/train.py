@@ -26,7 +26,13 @@ import tf_keras as keras
 from absl import logging
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from trainer.base import SERVING_SIGNATURE, TRANSFORM_SIGNATURE, EpochTimer, with_tuned_values
+from trainer.base import (
+    SERVING_SIGNATURE,
+    TRANSFORM_SIGNATURE,
+    EpochTimer,
+    serving_outputs,
+    with_tuned_values,
+)
 from trainer.distribution import TrainingJob, train_and_export
 from trainer.sequence.features import (
     LENGTH_XF,
@@ -165,17 +171,6 @@ def parse_raw(serialized: tf.Tensor, context_spec: dict, sequence_spec_: dict) -
     return {**context, **{f"{SEQUENCE_STRUCT}.{k}": v for k, v in steps.items()}}
 
 
-def serving_outputs(spec: SequenceSpec, output: tf.Tensor) -> dict[str, tf.Tensor]:
-    """The model's output under the keys TFMA, serving and `tfxp predict` read."""
-    if spec.task == "regression":
-        return {"predictions": output}
-    classes = tf.constant(list(spec.classes))
-    if spec.task == "binary":
-        index = tf.cast(tf.reshape(output, [-1]) >= 0.5, tf.int64)
-        return {"logistic": output, "class": tf.gather(classes, index)}
-    return {"probabilities": output, "class": tf.gather(classes, tf.argmax(output, axis=-1))}
-
-
 def signatures(model: keras.Model, tf_transform_output: tft.TFTransformOutput, spec) -> dict:
     """serving_default and transform_features, both on serialized raw SequenceExamples."""
     schema = tf_transform_output.raw_metadata.schema
@@ -189,7 +184,7 @@ def signatures(model: keras.Model, tf_transform_output: tft.TFTransformOutput, s
     def serve(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
         transformed = model.tft_layer_serving(parse_raw(serialized, *serving_specs))
         transformed.pop(spec.label_xf, None)
-        return serving_outputs(spec, model(transformed))
+        return serving_outputs(spec.task, spec.classes, model(transformed))
 
     @tf.function(input_signature=[examples], autograph=False)
     def transform(serialized: tf.Tensor) -> dict[str, tf.Tensor]:

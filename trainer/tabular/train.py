@@ -23,7 +23,7 @@ import tensorflow_transform as tft
 import tf_keras as keras
 from absl import logging
 
-from trainer.base import EpochTimer, Hyperparameters, serving_signatures
+from trainer.base import EpochTimer, Hyperparameters, serving_outputs, serving_signatures
 from trainer.distribution import TrainingJob, train_and_export
 from trainer.input import input_fn
 from trainer.tabular.features import TabularSpec, missing_name, tabular_spec
@@ -34,17 +34,6 @@ from trainer.tuning import search_result
 LABEL_SCALE_BATCHES = 20
 
 
-def serving_outputs(spec: TabularSpec, output: tf.Tensor) -> dict[str, tf.Tensor]:
-    """The model's output under the keys TFMA and `tfxp predict` read."""
-    if spec.task == "regression":
-        return {"predictions": output}
-    classes = tf.constant(list(spec.classes))
-    if spec.task == "binary":
-        index = tf.cast(tf.reshape(output, [-1]) >= 0.5, tf.int64)
-        return {"logistic": output, "class": tf.gather(classes, index)}
-    return {"probabilities": output, "class": tf.gather(classes, tf.argmax(output, axis=-1))}
-
-
 def signatures(model, tf_transform_output: tft.TFTransformOutput, spec: TabularSpec) -> dict:
     """The SavedModel's serving and transform signatures (trainer/base.py), serving
     the outputs above. The MLP's and the boosted trees' (gbt.py) alike."""
@@ -53,7 +42,7 @@ def signatures(model, tf_transform_output: tft.TFTransformOutput, spec: TabularS
         tf_transform_output,
         spec.label,
         spec.label_xf,
-        lambda output: serving_outputs(spec, output),
+        lambda output: serving_outputs(spec.task, spec.classes, output),
     )
 
 

@@ -13,6 +13,12 @@ times faster than tfx_bsl's decoder, and then this single process beats Beam's
 worker processes, so it runs under the multi-process runner too. Other examples
 are decoded by tfx_bsl, and under the multi-process runner they go to TFX's path.
 
+Under the project's Spark runner (`--runner=beam_spark.SparkRunner`, `tfxp run --beam
+spark`) the same per-batch work (components/fast/stats/batches.py) runs as a Beam
+pipeline on the cluster (components/fast/stats/on_cluster.py): pieces of each split
+decoded and accumulated in Spark tasks, their accumulators merged. Under any other
+remote runner TFX's executor runs.
+
 The in-process generators are Beam's, with one exception: top-k values and unique
 counts come from sketches (Misra-Gries, 1,024 counters; KMV, 16,384 hashes) instead
 of Beam's exact counting. Both are exact while a feature has fewer than 1,024
@@ -27,34 +33,33 @@ the drift and skew checks, the report and Transform read it unchanged.
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
-from collections.abc import Iterator
 from typing import Any
 
-import pyarrow as pa
-import tensorflow as tf
 import tensorflow_data_validation as tfdv
 from absl import logging
-from tensorflow_data_validation.statistics import stats_impl
 from tensorflow_metadata.proto.v0 import statistics_pb2
 from tfx.components.statistics_gen import executor as tfx_statistics
 from tfx.components.util import examples_utils
 from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, json_utils, stats_utils
-from tfx_bsl.coders import example_coder
 
-from compat import tfdv as tfdv_internals
-from components.base.local_beam import runner_refusal
-from components.example_gen.layout import Layout, RecordBatchDecoder, layout_of, sequential_records
-
-BATCH_SIZE = 8192
-EXACT_DISTINCT_LIMIT = tfdv_internals.DEFAULT_MG_SKETCH_SIZE
-
-
-class Inexact(Exception):
-    """The in-process pass cannot promise StatisticsGen's result: use TFX's executor."""
+from components.base.local_beam import cluster_runner, runner_refusal
+from components.example_gen.layout import Layout, layout_of
+from components.fast.stats import on_cluster
+from components.fast.stats.batches import (
+    BATCH_SIZE,
+    Inexact,
+    StatisticsCombineFn,
+    check_exact,
+    file_accumulators,
+    merged_statistics,
+    pieces,
+    split_files,
+)
 
 
 def _refusal(input_dict, exec_properties) -> str | None:
@@ -68,7 +73,7 @@ def _refusal(input_dict, exec_properties) -> str | None:
     examples = artifact_utils.get_single_instance(input_dict[keys.EXAMPLES_KEY])
     if examples.has_custom_property(examples_utils.CUSTOM_SPLIT_PATTERN_PROPERTY_NAME):
         return "custom split patterns"
-    # The in-process decoder reads tf.Examples; SequenceExamples go through TFX's TFXIO.
+    # The fast decoders read tf.Examples; SequenceExamples go through TFX's TFXIO.
     payload = examples_utils.get_payload_format(examples)
     if payload != example_gen_pb2.PayloadFormat.FORMAT_TF_EXAMPLE:
         return f"payload format {example_gen_pb2.PayloadFormat.Name(payload)}"
@@ -76,54 +81,22 @@ def _refusal(input_dict, exec_properties) -> str | None:
 
 
 def split_statistics(
-    split_uri: str, options: tfdv.StatsOptions, layout: Layout | None = None
+    split_uri: str,
+    options: tfdv.StatsOptions,
+    layout: Layout | None = None,
+    batch_size: int = BATCH_SIZE,
 ) -> statistics_pb2.DatasetFeatureStatisticsList:
-    """TFDV's statistics of every example under `split_uri`, in this process
+    """TFDV's statistics of every example under `split_uri`, in this process, streaming
     (`layout`: the examples' columns, when the ingest recorded them)."""
-    files = sorted(tf.io.gfile.glob(os.path.join(split_uri, "*")))
-    if not files:
-        raise Inexact(f"no example files under {split_uri}")
-    compression = {f.endswith(".gz") for f in files}
-    if len(compression) > 1:
-        raise Inexact("a split mixes GZIP and uncompressed files")
-    generators = stats_impl.get_generators(options, in_memory=True)
-    accumulators = [g.create_accumulator() for g in generators]
-    batches = _record_batches(files, "GZIP" if compression.pop() else "", layout)
-    try:
-        for batch in batches:
-            accumulators = [
-                g.add_input(a, batch) for g, a in zip(generators, accumulators, strict=True)
-            ]
-    except tf.errors.InvalidArgumentError as error:
-        # An example off its recorded layout: tfx_bsl's decoder (TFX's path) judges it.
-        raise Inexact(f"an example off the ingest's layout ({error.message[:200]})") from error
-    statistics = stats_impl.extract_statistics_output(accumulators, generators)
-    _check_exact(statistics)
-    return statistics
-
-
-def _record_batches(
-    files: list[str], compression: str, layout: Layout | None
-) -> Iterator[pa.RecordBatch]:
-    if layout is not None:
-        yield from RecordBatchDecoder(layout).batches(files, compression, BATCH_SIZE)
-        return
-    decoder = example_coder.ExamplesToRecordBatchDecoder()
-    for serialized in sequential_records(files, compression).batch(BATCH_SIZE).prefetch(1):
-        yield decoder.DecodeBatch(serialized.numpy().tolist())
-
-
-def _check_exact(statistics: statistics_pb2.DatasetFeatureStatisticsList) -> None:
-    for dataset in statistics.datasets:
-        for feature in dataset.features:
-            if feature.HasField("string_stats") and (
-                feature.string_stats.unique >= EXACT_DISTINCT_LIMIT
-            ):
-                name = ".".join(feature.path.step) or feature.name
-                raise Inexact(
-                    f"feature {name!r} has {feature.string_stats.unique} distinct values "
-                    f"(sketches are exact below {EXACT_DISTINCT_LIMIT})"
-                )
+    files, compression = split_files(split_uri)
+    combine = StatisticsCombineFn(options)
+    combine.setup()
+    accumulators = []
+    for _, file_pieces in itertools.groupby(
+        pieces(files, compression, batch_size), key=lambda p: p.files
+    ):
+        accumulators += file_accumulators(combine, list(file_pieces), layout)
+    return merged_statistics(combine, accumulators)
 
 
 class Executor(tfx_statistics.Executor):
@@ -135,27 +108,34 @@ class Executor(tfx_statistics.Executor):
             input_dict[standard_component_specs.EXAMPLES_KEY]
         )
         layout = layout_of(examples)
-        # With the layout the in-process pass is faster than Beam's workers.
-        single = layout is None
-        refusal = runner_refusal(self._beam_pipeline_args, single_process=single) or _refusal(
-            input_dict, exec_properties
-        )
+        args = self._beam_pipeline_args
+        refusal = _refusal(input_dict, exec_properties)
+        # On the project's Spark runner the fast path runs as a Beam pipeline there.
+        on_spark = refusal is None and cluster_runner(args)
+        if refusal is None and not on_spark:
+            # With the layout the in-process pass is faster than Beam's workers.
+            refusal = runner_refusal(args, single_process=layout is None)
         if refusal is None:
             try:
-                self._in_process(input_dict, output_dict, exec_properties, layout)
+                self._fast(input_dict, output_dict, exec_properties, layout, on_spark)
             except Inexact as inexact:
                 refusal = str(inexact)
             else:
                 logging.info(
-                    "StatisticsGen: in-process pass (%s decoder), %.1f s",
-                    "tfx_bsl's" if single else "the layout's",
+                    "StatisticsGen: %s (%s decoder), %.1f s",
+                    "the fast path's Beam pipeline on the cluster"
+                    if on_spark
+                    else "in-process pass",
+                    "tfx_bsl's" if layout is None else "the layout's",
                     time.perf_counter() - started,
                 )
                 return
-        logging.info("StatisticsGen: TFX's Beam path (in-process pass does not cover: %s)", refusal)
+        logging.info("StatisticsGen: TFX's Beam path (the fast path does not cover: %s)", refusal)
         super().Do(input_dict, output_dict, exec_properties)
 
-    def _in_process(self, input_dict, output_dict, exec_properties, layout: Layout | None) -> None:
+    def _fast(
+        self, input_dict, output_dict, exec_properties, layout: Layout | None, on_spark: bool
+    ) -> None:
         keys = standard_component_specs
         examples = artifact_utils.get_single_instance(input_dict[keys.EXAMPLES_KEY])
         excluded = json_utils.loads(exec_properties.get(keys.EXCLUDE_SPLITS_KEY, "null")) or []
@@ -168,13 +148,16 @@ class Executor(tfx_statistics.Executor):
         if input_dict.get(keys.SCHEMA_KEY):
             schema_uri = artifact_utils.get_single_uri(input_dict[keys.SCHEMA_KEY])
             options.schema = io_utils.SchemaReader().read(io_utils.get_only_uri_in_dir(schema_uri))
-        # Every split first: nothing is written unless all are exact.
-        results = {
-            split: split_statistics(
-                artifact_utils.get_split_uri([examples], split), options, layout
+        uris = {split: artifact_utils.get_split_uri([examples], split) for split in splits}
+        if on_spark:
+            results = on_cluster.split_statistics(
+                self._make_beam_pipeline(), uris, options, layout, self._get_tmp_dir()
             )
-            for split in splits
-        }
+        else:
+            results = {split: split_statistics(uri, options, layout) for split, uri in uris.items()}
+        # Every split first: nothing is written unless all are exact.
+        for statistics in results.values():
+            check_exact(statistics)
         artifact = artifact_utils.get_single_instance(output_dict[keys.STATISTICS_KEY])
         _set_properties(artifact, examples, splits)
         for split, statistics in results.items():

@@ -304,6 +304,25 @@ def test_cli_errors_are_one_line_without_traceback(capsys, monkeypatch):
     assert "invalid choice: 'launch'" in capsys.readouterr().err
 
 
+def test_cli_gives_the_callers_logging_and_warnings_back(monkeypatch):
+    """main() quiets logging and warnings for the command only: a test or a notebook that
+    calls it keeps its own level and filters."""
+    import logging
+    import warnings
+
+    from kubeflow.__main__ import main
+
+    monkeypatch.delenv("KFP_IMAGE", raising=False)
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "level", logging.INFO)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        filters = list(warnings.filters)
+        assert main(["compile", "--pipeline-root", ROOT]) == 1
+        assert warnings.filters == filters
+    assert root.level == logging.INFO
+
+
 def test_dry_run_validates_without_a_server(compiled, capsys, monkeypatch):
     from kubeflow.__main__ import main
 

@@ -7,10 +7,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from trainer.base import label_index
+from trainer.base import label_index, serving_outputs
 from trainer.tabular.features import TabularSpec, tabular_spec
 from trainer.tabular.model import build_model
-from trainer.tabular.train import serving_outputs
 
 FEATURES = {
     "size": {"treatment": "zscore"},
@@ -66,7 +65,7 @@ def test_model_heads(task, width):
         np.testing.assert_allclose(out.sum(axis=1), 1.0, rtol=1e-5)
     if task == "regression":  # starts near the label's scale, not near 0
         assert np.all(np.abs(out - 100.0) < 60.0)
-    outputs = serving_outputs(spec(task), tf.constant(out))
+    outputs = serving_outputs(task, spec(task).classes, tf.constant(out))
     if task == "regression":
         assert set(outputs) == {"predictions"}
     else:

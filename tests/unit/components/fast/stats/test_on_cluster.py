@@ -1,0 +1,192 @@
+"""StatisticsGen's fast path as a Beam pipeline (components/fast/stats/on_cluster.py):
+on beam_spark under local[2] it gives the in-process pass's statistics on the same rows
+(every field, bit for bit),
+and the executor runs it, not TFX's pipeline, under the Spark runner."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import apache_beam as beam
+import pytest
+import tensorflow as tf
+import tensorflow_data_validation as tfdv
+from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+from google.protobuf import json_format
+from tfx.dsl.components.base import base_beam_executor
+from tfx.types import standard_artifacts
+
+from beam_spark.runner import SparkRunner
+from components.example_gen import arrow_csv
+from components.example_gen.layout import Layout, set_layout
+from components.fast.stats import batches, executor, on_cluster
+from components.fast.stats.batches import Inexact, Piece, decode_piece, pieces, split_files
+from components.validation.schema_importer import load_schema, schema_column_types
+from pipeline.config import PROJECT_ROOT
+
+EMBEDDED_CSV = PROJECT_ROOT / "data" / "taxi" / "span-1" / "data.csv"
+ROWS = {"train": 400, "eval": 150}
+SPARK_ARGS = ["--runner=beam_spark.SparkRunner", "--spark_master=local[2]"]
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    """A local[2] SparkContext the runner reuses (the one running in this process, if any)."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark import SparkContext
+
+    from beam_spark.context import spark_conf
+    from beam_spark.options import SparkRunnerOptions
+    from compat.pyspark import active_spark_context
+
+    active = active_spark_context()
+    if active is not None:
+        yield active
+        return
+    options = SparkRunnerOptions(["--spark_master=local[2]", "--spark_app_name=fast-stats"])
+    context = SparkContext(conf=spark_conf(options))
+    context.setLogLevel("ERROR")
+    yield context
+    context.stop()
+
+
+@pytest.fixture(scope="module")
+def examples(tmp_path_factory) -> tuple[Any, Layout]:
+    """The ingest's examples of the embedded taxi sample: two GZIP splits, layout recorded."""
+    root = tmp_path_factory.mktemp("examples")
+    columns = schema_column_types(load_schema(str(PROJECT_ROOT / "schema/taxi/schema.pbtxt")))
+    with EMBEDDED_CSV.open() as src:
+        header = src.readline().rstrip("\n").split(",")
+        lines = list(itertools.islice(src, sum(ROWS.values())))
+    start = 0
+    for split, rows in ROWS.items():
+        block = "".join(lines[start : start + rows]).encode()
+        start += rows
+        batch = arrow_csv.parse_block(block, header, columns, f"{EMBEDDED_CSV}:{split}")
+        folder = root / f"Split-{split}"
+        folder.mkdir()
+        options = tf.io.TFRecordOptions(compression_type="GZIP")
+        with tf.io.TFRecordWriter(str(folder / "data-00000-of-00001.gz"), options) as writer:
+            for record in arrow_csv.encode_batch(batch, columns):
+                writer.write(record)
+    artifact = standard_artifacts.Examples()
+    artifact.uri = str(root)
+    artifact.split_names = '["train", "eval"]'
+    set_layout(artifact, columns)
+    return artifact, Layout(dict(columns))
+
+
+def _assert_equal(ours: Any, theirs: Any) -> None:
+    """Bit for bit: both forms merge the same pieces' accumulators in the same order."""
+    assert theirs.datasets[0].features, "no features: nothing compared"
+    assert json_format.MessageToDict(ours) == json_format.MessageToDict(theirs)
+
+
+def test_pieces_cut_files_by_size(tmp_path):
+    small = tmp_path / "small.gz"
+    small.write_bytes(b"x" * 100)
+    big = tmp_path / "big.gz"
+    big.write_bytes(b"x" * (batches.PIECE_BYTES * 3 + 1))
+    huge = tmp_path / "huge.gz"
+    huge.write_bytes(b"x" * (batches.PIECE_BYTES * (batches.MAX_PIECES_PER_FILE + 2)))
+    found = pieces([str(small), str(big), str(huge)], "GZIP", 64)
+    assert [(Path(p.files[0]).name, p.index, p.count) for p in found] == [
+        ("small.gz", 0, 1),
+        *(("big.gz", i, 4) for i in range(4)),
+        *(("huge.gz", i, batches.MAX_PIECES_PER_FILE) for i in range(8)),
+    ]
+    assert {p.batch_size for p in found} == {64}
+
+
+@pytest.fixture()
+def small_pieces(monkeypatch):
+    """Pieces of 2 KB: the test's files (about 10 KB each) are cut into several."""
+    monkeypatch.setattr(batches, "PIECE_BYTES", 2048)
+
+
+def test_pieces_decode_every_row_once(examples, small_pieces):
+    artifact, layout = examples
+    files, compression = split_files(os.path.join(artifact.uri, "Split-train"))
+    cut = pieces(files, compression, batch_size=32)
+    assert len(cut) > 2
+    rows = [b.num_rows for piece in cut for b in decode_piece(piece, layout)]
+    assert sum(rows) == ROWS["train"] and max(rows) == 32
+
+
+@pytest.mark.timeout(300)
+def test_beam_form_on_spark_equals_the_in_process_pass(spark, examples, tmp_path, small_pieces):
+    """Small batches and pieces: every piece accumulates several batches, in Spark tasks
+    of their own, and the pieces' accumulators merge."""
+    artifact, layout = examples
+    uris = {split: os.path.join(artifact.uri, f"Split-{split}") for split in ROWS}
+    options = tfdv.StatsOptions()
+    found = on_cluster.split_statistics(
+        beam.Pipeline(runner=SparkRunner(spark_context=spark)),
+        uris,
+        options,
+        layout,
+        str(tmp_path / "staging"),
+        batch_size=32,
+    )
+    for split, uri in uris.items():
+        expected = executor.split_statistics(uri, options, layout, batch_size=32)
+        assert expected.datasets[0].num_examples == ROWS[split]
+        _assert_equal(found[split], expected)
+
+
+def _run(tmp_path: Path, artifact: Any, args: list[str]) -> Any:
+    statistics = standard_artifacts.ExampleStatistics()
+    statistics.uri = str(tmp_path / "statistics")
+    context = base_beam_executor.BaseBeamExecutor.Context(
+        beam_pipeline_args=args, tmp_dir=str(tmp_path / "tmp"), unique_id="1"
+    )
+    executor.Executor(context).Do(
+        {"examples": [artifact]}, {"statistics": [statistics]}, {"exclude_splits": "[]"}
+    )
+    return statistics
+
+
+@pytest.mark.timeout(300)
+def test_executor_runs_the_beam_form_under_the_spark_runner(spark, examples, tmp_path, caplog):
+    artifact, _ = examples
+    with caplog.at_level(logging.INFO):
+        on_spark = _run(tmp_path / "spark", artifact, SPARK_ARGS)
+    assert "the fast path's Beam pipeline on the cluster" in caplog.text
+    assert "TFX's Beam path" not in caplog.text
+    in_process = _run(tmp_path / "local", artifact, [])
+    assert on_spark.split_names == in_process.split_names == '["train", "eval"]'
+    for split in ROWS:
+        found, expected = (
+            tfdv.load_stats_binary(os.path.join(a.uri, f"Split-{split}", "FeatureStats.pb"))
+            for a in (on_spark, in_process)
+        )
+        _assert_equal(found, expected)
+
+
+def test_an_example_off_the_layout_is_counted_not_failed(examples, tmp_path):
+    """The driver learns it from the run's counters and gives the split to TFX's path."""
+    artifact, layout = examples
+    bad = tmp_path / "Split-train"
+    bad.mkdir()
+    options = tf.io.TFRecordOptions(compression_type="GZIP")
+    with tf.io.TFRecordWriter(str(bad / "data.gz"), options) as writer:
+        example = tf.train.Example()
+        example.features.feature["fare"].bytes_list.value.append(b"not a float")
+        writer.write(example.SerializeToString())
+    with pytest.raises(Inexact, match="off the ingest's layout"):
+        list(decode_piece(Piece((str(bad / "data.gz"),), "GZIP"), layout))
+    with pytest.raises(Inexact, match="off the ingest's layout"):
+        on_cluster.split_statistics(
+            beam.Pipeline(runner=FnApiRunner()),
+            {"train": str(bad)},
+            tfdv.StatsOptions(),
+            layout,
+            str(tmp_path / "staging"),
+        )
