@@ -13,6 +13,7 @@ persisted, so its DoFns run once per partition.
 
 from __future__ import annotations
 
+import os
 from collections import Counter, defaultdict
 from functools import partial
 from typing import Any
@@ -25,6 +26,7 @@ from apache_beam.runners.worker import bundle_processor
 from pyspark import AccumulatorParam, StorageLevel
 
 from beam_spark import harness, shuffle
+from beam_spark.context import executor_pythonpath
 from beam_spark.planning import RESHUFFLE_KIND
 from compat.beam import ListBuffer
 
@@ -111,6 +113,7 @@ class StageGraph:
             for index, (_, buffer_id, _) in enumerate(self.outputs[stage.name]):
                 self.producers[buffer_id].append((stage.name, index))
         self.uses = self._count_uses()
+        self.pythonpath = tuple(p for p in executor_pythonpath().split(os.pathsep) if p)
         context.setup()
         self.rdds: dict[str, Any] = {}
         self.side_chunks: dict[bytes, list[bytes]] = {}
@@ -194,6 +197,7 @@ class StageGraph:
             inputs=tuple(name for name, _, _ in self.inputs[stage.name]),
             outputs=tuple(name for name, _, _ in self.outputs[stage.name]),
             residual_inputs=residual_inputs,
+            pythonpath=self.pythonpath,
         )
 
     def _produced(self, buffer_id: bytes) -> Any:

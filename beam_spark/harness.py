@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import queue
 import re
+import sys
 import threading
 import time
 import traceback
@@ -52,6 +53,11 @@ class StagePlan:
     outputs: tuple[str, ...]  # DATA_OUTPUT transform ids; results carry an index into this
     # For an SDF checkpoint: the Process transform -> the DATA_INPUT that feeds it.
     residual_inputs: dict[str, str] = field(default_factory=dict)
+    # The driver's source directories when the stage was planned. The executors' PYTHONPATH
+    # was fixed when the context started; a context kept for the next pipeline of the
+    # process predates a directory added since (TFX imports a module file by adding its
+    # folder to sys.path), so the worker adds the missing ones before unpickling DoFns.
+    pythonpath: tuple[str, ...] = ()
 
 
 class TaskFailure(RuntimeError):
@@ -183,6 +189,7 @@ def _harness(run_id: str, plan: StagePlan, side_state: Any, times: TaskTimes) ->
         found = _HARNESSES.get((run_id, plan.name))
         if found is None:
             start = time.perf_counter()
+            sys.path.extend(p for p in plan.pythonpath if p not in sys.path)
             state = side_state.value if side_state is not None else []
             found = _HARNESSES[(run_id, plan.name)] = _Harness(plan, state)
             times.setup, times.cold = time.perf_counter() - start, 1

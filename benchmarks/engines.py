@@ -31,7 +31,8 @@ with the largest of those costs named.
 
 ``--stop-at HH:MM`` (UTC) bounds a long run: a configuration not started by then is
 skipped and one still running then is stopped; both are listed as not finished, and what
-finished is reported.
+finished is reported. A configuration that fails is reported as failed (with its log)
+and the others still run.
 """
 
 from __future__ import annotations
@@ -198,8 +199,9 @@ def run_size(
             continue
         results[name] = result
         if result.returncode != 0:
+            # The others still run: a long invocation keeps what did finish.
             taxi._print_failure(result)
-            raise SystemExit(f"{name} failed at {rows:,} rows; work dir kept: {workdir}")
+            print(f"[{name}] FAILED at {rows:,} rows; its logs stay in {workdir}", flush=True)
     return results, unfinished
 
 
@@ -215,7 +217,7 @@ def run_config(name, workdir, data_root, files, memory, timeout) -> RunResult:
 def summarize(
     rows: int, results: dict[str, RunResult], unfinished: list[str] | None = None
 ) -> dict[str, Any]:
-    wall = {n: r.wall_seconds for n, r in results.items()}
+    wall = {n: r.wall_seconds for n, r in results.items() if r.returncode == 0}
     ours = wall.get("spark-2")
 
     def ratio(other: str) -> float | None:
@@ -231,6 +233,7 @@ def summarize(
         "spark2_vs_example_target": SPARK_TARGET_VS_EXAMPLE,
         "spark2_vs_example_met": None if vs_example is None else vs_example <= 0.7,
         "not_finished": list(unfinished or []),
+        "failed": {n: r.stderr_log for n, r in results.items() if r.returncode != 0},
         # The largest cost of ours on 2 workers (spark_events.BREAKDOWN), for a missed target.
         "spark2_largest_cost": _largest(results.get("spark-2")),
         "results": {n: asdict(r) for n, r in results.items()},
@@ -268,6 +271,8 @@ def render(summary: dict[str, Any]) -> str:
     lines += _verdict_lines(summary)
     if summary.get("not_finished"):
         lines.append(f"not finished (--stop-at): {', '.join(summary['not_finished'])}")
+    for name, log in (summary.get("failed") or {}).items():
+        lines.append(f"FAILED: {name} (its log: {log})")
     for name in names:
         lines += _spark_lines(name, results[name]["extra"])
         lines += _breakdown_lines(name, results[name]["extra"])

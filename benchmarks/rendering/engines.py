@@ -49,6 +49,8 @@ def render_engines(result: dict) -> list[str]:
             )
         if size.get("not_finished"):
             lines.append(f"- not finished in the time given: {', '.join(size['not_finished'])}")
+        for name in size.get("failed") or {}:
+            lines.append(f"- **{name} failed**: its figures are not comparable")
         lines += ["", *_components(runs, names), ""]
         for name in names:
             extra = runs[name].get("extra", {})

@@ -192,22 +192,30 @@ def test_a_missed_target_names_the_largest_cost():
     row = {"component": "Transform", "wall": 90.0, "tasks": 10, "pipelines": 1}
     row |= {"scheduling": 5.0, "serialisation": 1.0, "python_start": 60.0, "harness": 20.0}
     row |= {"rest_in_tasks": 4.0}
+    failed = result("example-spark-2", 10.0)
+    failed.returncode, failed.stderr_log = 1, "/w/example-spark-2.stderr.log"
     summary = engines.summarize(
         1_000_000,
         {
             "multi-process": result("multi-process", 40.0),
             "spark-2": result("spark-2", 100.0, [row]),
+            "example-spark-2": failed,
         },
-        ["example-spark-2", "spark-1"],
+        ["spark-1"],
     )
+    # A failed run's wall time is no figure to compare with.
+    assert summary["spark2_vs_example"] is None
+    assert summary["failed"] == {"example-spark-2": "/w/example-spark-2.stderr.log"}
     text = engines.render(summary)
     assert "target <= 2.0: MISSED" in text
     assert "largest cost of ours on 2 workers: Python workers' start, imports" in text
-    assert "not finished (--stop-at): example-spark-2, spark-1" in text
+    assert "not finished (--stop-at): spark-1" in text
+    assert "FAILED: example-spark-2 (its log: /w/example-spark-2.stderr.log)" in text
     assert "spark-2: where each component's Spark time went" in text
     page = "\n".join(
         _engines("render_results.py").render_engines(json.loads(json.dumps({"sizes": [summary]})))
     )
     assert "- largest cost of ours on 2 workers: Python workers' start" in page
-    assert "- not finished in the time given: example-spark-2, spark-1" in page
+    assert "- not finished in the time given: spark-1" in page
+    assert "- **example-spark-2 failed**" in page
     assert "| Transform | 90.0 | 10 | 5.0 | 1.0 | 60.0 | 20.0 | 4.0 |" in page
