@@ -3,6 +3,7 @@ stopped at the end; or the one already running in the process, reused when it ma
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import sys
@@ -16,6 +17,7 @@ from beam_spark.options import SparkRunnerOptions
 from compat import pyspark as pyspark_compat
 
 _LOCAL = re.compile(r"^local\[(\d+|\*)\]$")
+LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 
 def master_url(options: SparkRunnerOptions) -> str:
@@ -57,6 +59,8 @@ def spark_conf(options: SparkRunnerOptions) -> Any:
     conf.set("spark.driver.host", "127.0.0.1").set("spark.driver.bindAddress", "127.0.0.1")
     # The UI would bind every interface on port 4040 upward; opt in with --spark_conf.
     conf.set("spark.ui.enabled", "false").set("spark.ui.showConsoleProgress", "false")
+    # Quiet at WARN from the JVM's start (setLogLevel comes after Spark's start-up lines).
+    conf.set("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG_CONFIG}")
     conf.set("spark.task.maxFailures", str(options.spark_task_max_failures))
     conf.set("spark.executorEnv.PYTHONPATH", executor_pythonpath())
     # Python workers fork from a daemon that has Beam (and --spark_preload) imported.
@@ -99,6 +103,13 @@ def spark_context(options: SparkRunnerOptions, given: Any = None) -> Iterator[An
 
     context = SparkContext(conf=spark_conf(options))
     context.setLogLevel("WARN")
+    if options.spark_keep_context:
+        # The next pipeline of this process finds it active (above) and runs on the same
+        # executors, whose Python workers have their imports done; the process's exit
+        # stops it.
+        atexit.register(context.stop)
+        yield context
+        return
     try:
         yield context
     finally:

@@ -13,6 +13,7 @@ persisted, so its DoFns run once per partition.
 
 from __future__ import annotations
 
+import os
 from collections import Counter, defaultdict
 from functools import partial
 from typing import Any
@@ -25,6 +26,7 @@ from apache_beam.runners.worker import bundle_processor
 from pyspark import AccumulatorParam, StorageLevel
 
 from beam_spark import harness, shuffle
+from beam_spark.context import executor_pythonpath
 from beam_spark.planning import RESHUFFLE_KIND
 from compat.beam import ListBuffer
 
@@ -69,9 +71,15 @@ def _identity(key: int) -> int:
 
 
 def _stage_task(
-    run_id: str, plan: harness.StagePlan, side: Any, metrics: Any, split: int, records: Any
+    run_id: str,
+    plan: harness.StagePlan,
+    side: Any,
+    metrics: Any,
+    timings: Any,
+    split: int,
+    records: Any,
 ) -> Any:
-    return harness.run_stage(run_id, plan, side, split, records, metrics)
+    return harness.run_stage(run_id, plan, side, split, records, metrics, timings)
 
 
 class StageGraph:
@@ -86,6 +94,7 @@ class StageGraph:
         self.run_id = run_id
         self.partitions = parallelism or sc.defaultParallelism
         self.metrics = sc.accumulator({}, ReplaceByKey())
+        self.timings = sc.accumulator({}, ReplaceByKey())  # harness.TaskTimes by partition
         # Buffer ids must be read before setup() rewrites the data ports' payloads.
         self.inputs: dict[str, list[tuple[str, bytes, str]]] = {}
         self.outputs: dict[str, list[tuple[str, bytes, str]]] = {}
@@ -104,6 +113,7 @@ class StageGraph:
             for index, (_, buffer_id, _) in enumerate(self.outputs[stage.name]):
                 self.producers[buffer_id].append((stage.name, index))
         self.uses = self._count_uses()
+        self.pythonpath = tuple(p for p in executor_pythonpath().split(os.pathsep) if p)
         context.setup()
         self.rdds: dict[str, Any] = {}
         self.side_chunks: dict[bytes, list[bytes]] = {}
@@ -130,7 +140,7 @@ class StageGraph:
             plan = self._plan(stage)
             source = self._input_rdd(stage)
             rdd = source.mapPartitionsWithIndex(
-                partial(_stage_task, self.run_id, plan, side, self.metrics)
+                partial(_stage_task, self.run_id, plan, side, self.metrics, self.timings)
             ).setName(stage.name)
             if self.uses[stage.name] > 1:
                 rdd.persist(StorageLevel.MEMORY_AND_DISK)
@@ -160,10 +170,12 @@ class StageGraph:
         return {"jobs": len(jobs), "stages": len(stage_ids), "tasks": tasks}
 
     def release(self) -> None:
+        # Blocking: a context stopped with removals still in flight fails them, and the
+        # driver then prints a RejectedExecutionException per request.
         for rdd in self.persisted:
-            rdd.unpersist(blocking=False)
+            rdd.unpersist(blocking=True)
         for broadcast in self.broadcasts:
-            broadcast.unpersist(blocking=False)
+            broadcast.unpersist(blocking=True)
 
     def _plan(self, stage: translations.Stage) -> harness.StagePlan:
         manager = self.context.bundle_manager_for(stage)
@@ -185,6 +197,7 @@ class StageGraph:
             inputs=tuple(name for name, _, _ in self.inputs[stage.name]),
             outputs=tuple(name for name, _, _ in self.outputs[stage.name]),
             residual_inputs=residual_inputs,
+            pythonpath=self.pythonpath,
         )
 
     def _produced(self, buffer_id: bytes) -> Any:

@@ -6,17 +6,24 @@ drives) on a thread of its own, reading the partition through a data channel as 
 handing output chunks back through a bounded queue: neither the input nor the output of a
 partition is ever held whole. Harnesses are cached per Python worker process and run, so a
 DoFn's `setup` and `beam.utils.shared.Shared` objects live across the tasks of a run.
+
+Each task also reports where its Python time went (`TaskTimes`, through an accumulator):
+the worker process's start (fork to its first task), building the stage's harness (the
+DoFns unpickled, which imports their libraries, and set up) and the bundles themselves.
 """
 
 from __future__ import annotations
 
+import os
 import queue
 import re
+import sys
 import threading
 import time
 import traceback
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from apache_beam.metrics.monitoring_infos import consolidate as consolidate_monitoring_infos
@@ -46,6 +53,11 @@ class StagePlan:
     outputs: tuple[str, ...]  # DATA_OUTPUT transform ids; results carry an index into this
     # For an SDF checkpoint: the Process transform -> the DATA_INPUT that feeds it.
     residual_inputs: dict[str, str] = field(default_factory=dict)
+    # The driver's source directories when the stage was planned. The executors' PYTHONPATH
+    # was fixed when the context started; a context kept for the next pipeline of the
+    # process predates a directory added since (TFX imports a module file by adding its
+    # folder to sys.path), so the worker adds the missing ones before unpickling DoFns.
+    pythonpath: tuple[str, ...] = ()
 
 
 class TaskFailure(RuntimeError):
@@ -94,6 +106,46 @@ class _ChannelFactory(data_plane.DataChannelFactory):
         pass
 
 
+@dataclass
+class TaskTimes:
+    """Where one task's Python time went, in seconds (summed per stage on the driver)."""
+
+    worker_start: float = 0.0  # this Python worker's fork to its first task (once a worker)
+    setup: float = 0.0  # the stage's harness built here: DoFns unpickled (imports), set up
+    bundles: float = 0.0  # inside Beam's harness: the bundles of the partition
+    cold: int = 0  # 1 when this task built the stage's harness, 0 when it found it cached
+    pid: int = 0  # the Python worker, to count how many a stage used
+    daemon: int = 0  # the daemon it forked from (one per executor)
+    daemon_preload: float = 0.0  # that daemon's start and imports, before its first fork
+
+
+# Set by beam_spark.daemon before its first fork, inherited by every worker.
+DAEMON_PRELOAD_VARIABLE = "BEAM_SPARK_DAEMON_PRELOAD_S"
+_FIRST_TASK = [True]  # per process: a forked worker starts with its own copy
+
+
+def process_age() -> float:
+    """Seconds since this process started (Linux /proc; 0 where it cannot be read)."""
+    try:
+        # Field 22 of stat (after the command's closing parenthesis: index 19) is the
+        # start time in clock ticks since boot.
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        ticks = os.sysconf("SC_CLK_TCK")
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return max(uptime - int(fields[19]) / ticks, 0.0)
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _task_times() -> TaskTimes:
+    times = TaskTimes(pid=os.getpid(), daemon=os.getppid())
+    if _FIRST_TASK[0]:
+        _FIRST_TASK[0] = False
+        times.worker_start = process_age()
+        times.daemon_preload = float(os.environ.get(DAEMON_PRELOAD_VARIABLE, 0) or 0)
+    return times
+
+
 class _Harness:
     """Beam's SDK worker for one stage of one run, with the run's side inputs as state."""
 
@@ -116,6 +168,10 @@ class _Harness:
         self.worker = sdk_worker.SdkWorker(cache)
         self.cache = cache
         self.bundles = 0
+        # Build the bundle processor now (unpickling the DoFns imports their libraries;
+        # their setup runs), so the task's timers tell it from the bundles themselves.
+        cache.get("beam_spark-setup", descriptor.id)
+        cache.release("beam_spark-setup")
 
     def close(self) -> None:
         self.cache.shutdown()
@@ -126,14 +182,17 @@ _HARNESSES: dict[tuple[str, str], _Harness] = {}
 _HARNESS_LOCK = threading.Lock()
 
 
-def _harness(run_id: str, plan: StagePlan, side_state: Any) -> _Harness:
+def _harness(run_id: str, plan: StagePlan, side_state: Any, times: TaskTimes) -> _Harness:
     with _HARNESS_LOCK:
         for key in [k for k in _HARNESSES if k[0] != run_id]:
             _HARNESSES.pop(key).close()
         found = _HARNESSES.get((run_id, plan.name))
         if found is None:
+            start = time.perf_counter()
+            sys.path.extend(p for p in plan.pythonpath if p not in sys.path)
             state = side_state.value if side_state is not None else []
             found = _HARNESSES[(run_id, plan.name)] = _Harness(plan, state)
+            times.setup, times.cold = time.perf_counter() - start, 1
         return found
 
 
@@ -181,12 +240,14 @@ def run_stage(
     split: int,
     records: Iterator[tuple[int, bytes]],
     metrics: Any,
+    timings: Any = None,
 ) -> Iterator[tuple[int, bytes]]:
     """Run the partition `records` ((input index, encoded elements)) as bundles of the stage;
-    yield (output index, encoded elements) as the harness produces them. Metrics go to the
-    accumulator keyed by (stage, partition), so a retried or recomputed task replaces its
-    own entry instead of adding to it."""
-    harness = _harness(run_id, plan, side_state)
+    yield (output index, encoded elements) as the harness produces them. Metrics (and the
+    task's `TaskTimes`) go to accumulators keyed by (stage, partition), so a retried or
+    recomputed task replaces its own entry instead of adding to it."""
+    times = _task_times()
+    harness = _harness(run_id, plan, side_state, times)
     out: queue.Queue[Any] = queue.Queue(maxsize=QUEUE_CHUNKS)
     index_of = {transform_id: i for i, transform_id in enumerate(plan.outputs)}
     infos: list[metrics_pb2.MonitoringInfo] = []
@@ -197,10 +258,12 @@ def run_stage(
     def work() -> None:
         try:
             pending: Iterator[tuple[int, bytes]] | None = records
+            start = time.perf_counter()
             while pending is not None:
                 response = _one_bundle(harness, plan, split, pending, sink)
                 infos.extend(response.monitoring_infos)
                 pending = _residual_records(plan, response)
+            times.bundles = time.perf_counter() - start
             out.put(_DONE)
         except BaseException:  # noqa: BLE001 - handed to the task's thread, raised there
             out.put(TaskFailure(_failure_text(plan, split, traceback.format_exc())))
@@ -218,6 +281,8 @@ def run_stage(
     thread.join()
     merged = consolidate_monitoring_infos(infos)
     metrics.add({(plan.name, split): [info.SerializeToString() for info in merged]})
+    if timings is not None:
+        timings.add({(plan.name, split): asdict(times)})
 
 
 def _one_bundle(

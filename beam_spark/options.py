@@ -54,6 +54,21 @@ class SparkRunnerOptions(PipelineOptions):
             "tensorflow_data_validation), beside Beam's harness which it always imports.",
         )
         group.add_argument(
+            "--spark_keep_context",
+            action="store_true",
+            help="Keep the SparkContext this run made running when the pipeline ends, for "
+            "the next pipeline of the same process (one application, warm executors and "
+            "Python workers); it stops when the process exits.",
+        )
+        group.add_argument(
+            "--spark_timings",
+            default=None,
+            metavar="PATH",
+            help="Append one JSON line per pipeline run to PATH: the run's Spark job group, "
+            "start and end, and the harness's timers per stage (Python worker start, "
+            "harness setup, time in Beam's bundles).",
+        )
+        group.add_argument(
             "--spark_conf",
             action="append",
             default=None,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 import uuid
 from collections import Counter
 from typing import Any, Literal
@@ -20,6 +21,7 @@ from typing import Any, Literal
 from apache_beam.metrics.execution import MetricsContainer
 from apache_beam.metrics.metricbase import MetricName
 from apache_beam.options import pipeline_options
+from apache_beam.options.pipeline_options import GoogleCloudOptions
 from apache_beam.pipeline import Pipeline
 from apache_beam.portability import common_urns
 from apache_beam.portability.api import beam_runner_api_pb2, metrics_pb2
@@ -27,7 +29,7 @@ from apache_beam.runners import runner
 from apache_beam.runners.portability.fn_api_runner import translations
 from apache_beam.runners.portability.fn_api_runner.fn_runner import FnApiRunner, RunnerResult
 
-from beam_spark import harness, metrics, planning
+from beam_spark import harness, metrics, planning, timings
 from beam_spark.context import spark_context
 from beam_spark.graph import StageGraph
 from beam_spark.options import SparkRunnerOptions
@@ -44,9 +46,13 @@ class BeamSparkError(RuntimeError):
 class SparkRunnerResult(RunnerResult):
     """Beam's result, plus what the run cost in Spark jobs, stages and tasks."""
 
-    def __init__(self, monitoring_infos_by_stage: dict, spark: dict[str, int]) -> None:
+    def __init__(
+        self, monitoring_infos_by_stage: dict, spark: dict[str, int], times: dict[str, Any]
+    ) -> None:
         super().__init__(runner.PipelineState.DONE, monitoring_infos_by_stage)
         self.spark = spark
+        # Where the executors' Python time went (beam_spark/timings.py's summary).
+        self.timings = times
 
 
 class SparkRunner(FnApiRunner):
@@ -57,6 +63,7 @@ class SparkRunner(FnApiRunner):
         super().__init__(is_drain=is_drain)
         self._spark_context = spark_context
         self._spark_options = SparkRunnerOptions()
+        self._label = "beam_spark"
 
     @staticmethod
     def supported_requirements() -> tuple[str, ...]:
@@ -70,6 +77,7 @@ class SparkRunner(FnApiRunner):
         self, pipeline: Pipeline, options: pipeline_options.PipelineOptions
     ) -> RunnerResult:
         self._spark_options = options.view_as(SparkRunnerOptions)
+        self._label = job_label(options)
         return super().run_pipeline(pipeline, options)
 
     def create_stages(
@@ -106,7 +114,10 @@ class SparkRunner(FnApiRunner):
         self, sc: Any, context: Any, stages: list[translations.Stage]
     ) -> SparkRunnerResult:
         run_id = uuid.uuid4().hex
-        sc.setJobGroup(run_id, f"beam_spark {self._spark_options.spark_app_name}")
+        started = time.time()
+        # The job group names the pipeline (a TFX component's executor), so one application
+        # shared by a run's components still tells their jobs apart.
+        sc.setJobGroup(run_id, self._label)
         graph = StageGraph(sc, context, stages, run_id, self._spark_options.spark_parallelism)
         try:
             with _lifted_failures():
@@ -114,16 +125,52 @@ class SparkRunner(FnApiRunner):
                 graph.run_terminals()
             infos = _metrics_by_stage(graph.metrics.value, len(stages), type(self))
             spark = {"fused_stages": len(stages), **graph.spark_counts()}
+            times = timings.summarize(graph.timings.value)
         finally:
             graph.release()
+        total = times["total"]
         _LOGGER.info(
-            "beam_spark: %d fused stages ran as %d Spark jobs, %d Spark stages, %d tasks",
+            "beam_spark %s: %d fused stages ran as %d Spark jobs, %d Spark stages, %d tasks; "
+            "Python: workers' start %.1f s, harness setup %.1f s, bundles %.1f s",
+            self._label,
             len(stages),
             spark["jobs"],
             spark["stages"],
             spark["tasks"],
+            total["worker_start"],
+            total["setup"],
+            total["bundles"],
         )
-        return SparkRunnerResult(infos, spark)
+        if self._spark_options.spark_timings:
+            timings.write(
+                self._spark_options.spark_timings,
+                {
+                    "job_group": run_id,
+                    "label": self._label,
+                    "app_id": sc.applicationId,
+                    "start": started,
+                    "end": time.time(),
+                    "spark": spark,
+                    **times,
+                },
+            )
+        return SparkRunnerResult(infos, spark, times)
+
+
+_TFX_EXECUTOR_LABEL = "tfx_executor="
+
+
+def job_label(options: pipeline_options.PipelineOptions) -> str:
+    """What the run's Spark jobs are described as: Beam's `--job_name`, else the TFX
+    executor that made the pipeline (TFX labels its Beam pipelines with it), else the
+    application's name."""
+    cloud = options.view_as(GoogleCloudOptions)
+    if cloud.job_name:
+        return str(cloud.job_name)
+    for label in cloud.labels or []:
+        if label.startswith(_TFX_EXECUTOR_LABEL):
+            return label[len(_TFX_EXECUTOR_LABEL) :]
+    return str(options.view_as(SparkRunnerOptions).spark_app_name)
 
 
 def _check_stages(stages: list[translations.Stage]) -> None:

@@ -3,7 +3,7 @@ and 2 workers, and TFX's taxi example on the same 2-worker cluster through the s
 runner, one invocation.
 
     .venv/bin/python benchmarks/engines.py [--rows 100000] [--worker-memory 2g]
-        [--only NAME ...] [--timeout S] [--json] [--keep]
+        [--only NAME ...] [--timeout S] [--stop-at HH:MM] [--json] [--keep]
 
 For each size N it generates a taxi span (``tfxp data generate taxi --rows N``, outside
 the timing), then runs, each as a fresh process with fresh directories:
@@ -17,21 +17,33 @@ the timing), then runs, each as a fresh process with fresh directories:
   2-worker cluster, its ``beam_pipeline_args`` replaced by the same runner's flags.
 
 It prints wall seconds, per-component seconds, eval accuracy; for the Spark runs each
-application's jobs, stages and tasks (from Spark's event logs) and where its time went
-(tasks' own time in Beam's harness, per-task overheads, the driver alone between jobs);
-and the peak RSS of the driver's process tree and of every process of the cluster.
+application's jobs, stages and tasks (from Spark's event logs) and, per component, where
+the time went (``spark_events.BREAKDOWN``): Spark scheduling (the driver alone between
+jobs, tasks' scheduler delay), serialisation (task deserialise, result serialise, shuffle
+write and fetch), the Python workers' start and imports (with each stage's harness setup),
+and the time inside Beam's harness, from the event logs joined with the runner's own
+timers (``--spark_timings``); and the peak RSS of the driver's process tree and of every
+process of the cluster.
 
 Targets (issue #55, at 1M rows on 2 workers): ours on Spark <= 2x our multi-process run,
-and <= 0.7x the example on the same cluster. A missed target is reported, not failed.
+and <= 0.7x the example on the same cluster. A missed target is reported, not failed,
+with the largest of those costs named.
+
+``--stop-at HH:MM`` (UTC) bounds a long run: a configuration not started by then is
+skipped and one still running then is stopped; both are listed as not finished, and what
+finished is reported. A configuration that fails is reported as failed (with its log)
+and the others still run.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import shutil
 import sys
 import tempfile
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -60,12 +72,31 @@ def run_ours(workdir: Path, name: str, data_root: Path, args: list[str], timeout
 
 
 def runner_flags(app: str, memory: str, events: Path) -> list[str]:
-    """The Spark runner's flags, the same for ours and the example."""
+    """The Spark runner's flags, the same for ours and the example: those `--beam spark`
+    passes (pipeline/beam.py: warm workers, one application per run), the event log and
+    the harness's timers beside it."""
+    from runtime.beam_workers import WORKER_PRELOAD
+
     return [
         f"--spark_app_name={app}",
         f"--spark_executor_memory={memory}",
+        f"--spark_preload={','.join(WORKER_PRELOAD)}",
+        "--spark_keep_context",
+        f"--spark_timings={timings_path(events)}",
         *spark.spark_conf(events),
     ]
+
+
+def timings_path(events: Path) -> Path:
+    return events.parent / f"{events.name}-timings.jsonl"
+
+
+def where_time_went(result: RunResult, metadata: Path, events: Path) -> None:
+    """Names each application after its component, and adds the per-component breakdown."""
+    windows = spark.component_windows(metadata)
+    spark.label_by_component(result.extra["spark_applications"], windows)
+    timings = spark.read_timings(timings_path(events))
+    result.extra["spark_components"] = spark.breakdown(events, timings, windows)
 
 
 class ClusterMemory:
@@ -122,8 +153,8 @@ def run_ours_on_spark(workdir, name, data_root, workers, memory, timeout) -> Run
 
     result = run_on_cluster(workdir, name, workers, memory, run, timeout)
     if result.returncode == 0:
-        windows = spark.component_windows(workdir / name / "ours" / "metadata.sqlite")
-        spark.label_by_component(result.extra["spark_applications"], windows)
+        metadata = workdir / name / "ours" / "metadata.sqlite"
+        where_time_went(result, metadata, workdir / f"events-{name}")
     return result
 
 
@@ -143,32 +174,50 @@ def run_example_on_spark(workdir, name, files, workers, memory, timeout) -> RunR
     result = run_on_cluster(workdir, name, workers, memory, run, timeout)
     if result.returncode == 0:
         taxi.read_example_results(result, example_dir)
-        windows = spark.component_windows(example_dir / "metadata.db")
-        spark.label_by_component(result.extra["spark_applications"], windows)
+        where_time_went(result, example_dir / "metadata.db", workdir / f"events-{name}")
     return result
 
 
-def run_size(rows: int, workdir: Path, only: list[str], memory: str, timeout: float):
+def run_size(
+    rows: int, workdir: Path, only: list[str], memory: str, timeout: float, stop_at: float | None
+) -> tuple[dict[str, RunResult], list[str]]:
+    """The configurations' results, and the names of those not finished by `stop_at`."""
     data_root = workdir / "data"
     files = scale.generate_span(rows, data_root, timeout)
     results: dict[str, RunResult] = {}
+    unfinished: list[str] = []
     for name in (c for c in CONFIGS if c in only):
-        if name in ("in-process", "multi-process"):
-            result = run_ours(workdir, name, data_root, ["--beam", name], timeout)
-        elif name.startswith("spark-"):
-            workers = int(name.split("-")[1])
-            result = run_ours_on_spark(workdir, name, data_root, workers, memory, timeout)
-        else:
-            result = run_example_on_spark(workdir, name, files, 2, memory, timeout)
+        left = timeout if stop_at is None else min(timeout, stop_at - time.time())
+        if left <= 0:
+            print(f"[{name}] not started: --stop-at has passed", flush=True)
+            unfinished.append(name)
+            continue
+        result = run_config(name, workdir, data_root, files, memory, left)
+        if result.returncode != 0 and stop_at is not None and time.time() >= stop_at - 1:
+            print(f"[{name}] stopped at --stop-at, not finished", flush=True)
+            unfinished.append(name)
+            continue
         results[name] = result
         if result.returncode != 0:
+            # The others still run: a long invocation keeps what did finish.
             taxi._print_failure(result)
-            raise SystemExit(f"{name} failed at {rows:,} rows; work dir kept: {workdir}")
-    return results
+            print(f"[{name}] FAILED at {rows:,} rows; its logs stay in {workdir}", flush=True)
+    return results, unfinished
 
 
-def summarize(rows: int, results: dict[str, RunResult]) -> dict[str, Any]:
-    wall = {n: r.wall_seconds for n, r in results.items()}
+def run_config(name, workdir, data_root, files, memory, timeout) -> RunResult:
+    if name in ("in-process", "multi-process"):
+        return run_ours(workdir, name, data_root, ["--beam", name], timeout)
+    if name.startswith("spark-"):
+        workers = int(name.split("-")[1])
+        return run_ours_on_spark(workdir, name, data_root, workers, memory, timeout)
+    return run_example_on_spark(workdir, name, files, 2, memory, timeout)
+
+
+def summarize(
+    rows: int, results: dict[str, RunResult], unfinished: list[str] | None = None
+) -> dict[str, Any]:
+    wall = {n: r.wall_seconds for n, r in results.items() if r.returncode == 0}
     ours = wall.get("spark-2")
 
     def ratio(other: str) -> float | None:
@@ -183,8 +232,17 @@ def summarize(rows: int, results: dict[str, RunResult]) -> dict[str, Any]:
         "spark2_vs_example": vs_example,
         "spark2_vs_example_target": SPARK_TARGET_VS_EXAMPLE,
         "spark2_vs_example_met": None if vs_example is None else vs_example <= 0.7,
+        "not_finished": list(unfinished or []),
+        "failed": {n: r.stderr_log for n, r in results.items() if r.returncode != 0},
+        # The largest cost of ours on 2 workers (spark_events.BREAKDOWN), for a missed target.
+        "spark2_largest_cost": _largest(results.get("spark-2")),
         "results": {n: asdict(r) for n, r in results.items()},
     }
+
+
+def _largest(result: RunResult | None) -> tuple[str, float] | None:
+    found = spark.largest_cost((result.extra.get("spark_components") or []) if result else [])
+    return (spark.BREAKDOWN[found[0]], found[1]) if found else None
 
 
 def render(summary: dict[str, Any]) -> str:
@@ -211,9 +269,29 @@ def render(summary: dict[str, Any]) -> str:
     table += [(node, *(taxi._fmt(seconds[n].get(node), 1) for n in names)) for node in nodes]
     lines += scale._table(table)
     lines += _verdict_lines(summary)
+    if summary.get("not_finished"):
+        lines.append(f"not finished (--stop-at): {', '.join(summary['not_finished'])}")
+    for name, log in (summary.get("failed") or {}).items():
+        lines.append(f"FAILED: {name} (its log: {log})")
     for name in names:
         lines += _spark_lines(name, results[name]["extra"])
+        lines += _breakdown_lines(name, results[name]["extra"])
     return "\n".join(lines)
+
+
+def _breakdown_lines(name: str, extra: dict[str, Any]) -> list[str]:
+    rows = extra.get("spark_components")
+    if not rows:
+        return []
+    keys = list(spark.BREAKDOWN)
+    lines = [f"\n{name}: where each component's Spark time went (seconds; tasks' costs summed)"]
+    table = [("component", "wall", "tasks", *keys)]
+    for row in rows:
+        cells = (taxi._fmt(row[k], 1) for k in keys)
+        table.append((row["component"], taxi._fmt(row["wall"], 1), str(row["tasks"]), *cells))
+    lines += scale._table(table)
+    lines += [f"  {key}: {what}" for key, what in spark.BREAKDOWN.items()]
+    return lines
 
 
 def _total(result: dict[str, Any], key: str) -> str:
@@ -223,12 +301,17 @@ def _total(result: dict[str, Any], key: str) -> str:
 
 def _verdict_lines(summary: dict[str, Any]) -> list[str]:
     lines = []
+    missed = False
     for key, what in (("multi_process", "our multi-process run"), ("example", "the example")):
         value = summary[f"spark2_vs_{key}"]
         if value is not None:
             target = summary[f"spark2_vs_{key}_target"]
             met = taxi._verdict(summary[f"spark2_vs_{key}_met"])
+            missed = missed or summary[f"spark2_vs_{key}_met"] is False
             lines.append(f"ours on 2 workers / {what}: {value:.3f} (target <= {target}: {met})")
+    largest = summary.get("spark2_largest_cost")
+    if missed and largest:
+        lines.append(f"largest cost of ours on 2 workers: {largest[0]} ({largest[1]} s)")
     return lines
 
 
@@ -237,6 +320,10 @@ def _spark_lines(name: str, extra: dict[str, Any]) -> list[str]:
     if not apps:
         return []
     lines = [f"\n{name}: where the Spark applications' time went (seconds)"]
+    if extra.get("spark_components"):
+        # One application spans the run's components: the per-component table says more.
+        apps = []
+        lines = []
     table = [("component", "wall", "jobs", "stages", "tasks", "in tasks", "per-task", "transfer")]
     table[0] += ("driver alone",)
     for app in apps:
@@ -252,7 +339,8 @@ def _spark_lines(name: str, extra: dict[str, Any]) -> list[str]:
                 taxi._fmt(app.get("driver_only_seconds"), 1),
             )
         )
-    lines += scale._table(table)
+    if apps:
+        lines += scale._table(table)
     peaks = [p for p in extra.get("cluster_peak_rss_mb") or [] if p["mb"] >= 10]
     if peaks:
         lines.append(
@@ -269,6 +357,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--worker-memory", default="2g", help="what each worker offers, and each executor's heap"
     )
     parser.add_argument("--timeout", type=float, default=7200.0, help="seconds per run")
+    parser.add_argument(
+        "--stop-at",
+        type=_utc_time,
+        help="HH:MM UTC: start no configuration after it, stop one still running then",
+    )
     parser.add_argument("--workdir", type=Path, help="default: a new temp dir")
     parser.add_argument("--keep", action="store_true", help="keep the work dir")
     parser.add_argument("--json", action="store_true", help="also print the results as JSON")
@@ -276,6 +369,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--_run-example", dest="run_example", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--_beam-arg", dest="beam_args", action="append", help=argparse.SUPPRESS)
     return parser
+
+
+def _utc_time(text: str) -> float:
+    """HH:MM UTC today (tomorrow if already past) as epoch seconds."""
+    try:
+        clock = dt.datetime.strptime(text, "%H:%M").time()
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--stop-at {text!r}: expected HH:MM (UTC)") from None
+    now = dt.datetime.now(dt.UTC)
+    when = dt.datetime.combine(now.date(), clock, tzinfo=dt.UTC)
+    if when <= now:
+        when += dt.timedelta(days=1)
+    return when.timestamp()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -290,8 +396,10 @@ def main(argv: list[str] | None = None) -> int:
     for rows in sorted(args.rows):
         size_dir = workdir / f"rows-{rows}"
         size_dir.mkdir(parents=True, exist_ok=False)
-        results = run_size(rows, size_dir, args.only, args.worker_memory, args.timeout)
-        summaries.append(summarize(rows, results))
+        results, unfinished = run_size(
+            rows, size_dir, args.only, args.worker_memory, args.timeout, args.stop_at
+        )
+        summaries.append(summarize(rows, results, unfinished))
         print(render(summaries[-1]), flush=True)
     if args.json:
         print(json.dumps({"sizes": summaries}, indent=2, sort_keys=True, default=str))

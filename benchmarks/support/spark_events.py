@@ -136,3 +136,131 @@ def totals(apps: list[dict[str, Any]]) -> dict[str, Any]:
     keys += ("task_overhead_seconds", "task_transfer_seconds", "job_seconds")
     keys += ("driver_only_seconds",)
     return {k: round(sum(a.get(k, 0) for a in apps), 2) for k in keys} | {"applications": len(apps)}
+
+
+# Where a pipeline run's time went, per component: the event log's tasks of the run's job
+# group (the runner names one per Beam pipeline) joined with the harness's own timers
+# (`--spark_timings`, one JSON line per pipeline run: beam_spark/timings.py).
+BREAKDOWN = {
+    "scheduling": "Spark scheduling: the driver alone between jobs + tasks' scheduler delay",
+    "serialisation": "serialisation: task deserialise + result serialise + shuffle write/fetch",
+    "python_start": "Python workers' start, imports and each stage's harness setup",
+    "harness": "inside Beam's harness (the bundles)",
+    "rest_in_tasks": "rest of the tasks' run time (PySpark's data transfer, JVM side)",
+}
+
+
+def _group_of_stage(event: dict[str, Any], stage_group: dict[int, str]) -> None:
+    group = (event.get("Properties") or {}).get("spark.jobGroup.id")
+    if group:
+        for stage in event.get("Stage IDs", []):
+            stage_group[stage] = group
+
+
+def job_groups(log: Path) -> dict[str, dict[str, Any]]:
+    """Per Spark job group of an application's event log: its jobs' intervals, tasks and
+    the tasks' summed costs (seconds)."""
+    groups: dict[str, dict[str, Any]] = {}
+    stage_group: dict[int, str] = {}
+    job_group: dict[int, str] = {}
+
+    def group(name: str) -> dict[str, Any]:
+        return groups.setdefault(
+            name,
+            {"jobs": {}, "tasks": 0, "run": 0.0, "deserialize": 0.0, "serialize": 0.0}
+            | {"scheduler_delay": 0.0, "shuffle": 0.0},
+        )
+
+    for line in log.read_text(errors="replace").splitlines():
+        event = json.loads(line)
+        kind = event.get("Event")
+        if kind == "SparkListenerJobStart":
+            _group_of_stage(event, stage_group)
+            name = (event.get("Properties") or {}).get("spark.jobGroup.id")
+            if name:
+                job_group[event["Job ID"]] = name
+                group(name)["jobs"][event["Job ID"]] = [event["Submission Time"] / 1000]
+        elif kind == "SparkListenerJobEnd" and event["Job ID"] in job_group:
+            jobs = group(job_group[event["Job ID"]])["jobs"]
+            jobs[event["Job ID"]].append(event["Completion Time"] / 1000)
+        elif kind == "SparkListenerTaskEnd" and event.get("Stage ID") in stage_group:
+            _add_task(group(stage_group[event["Stage ID"]]), event)
+    return groups
+
+
+def _add_task(figures: dict[str, Any], event: dict[str, Any]) -> None:
+    info, metrics = event["Task Info"], event.get("Task Metrics") or {}
+    run = metrics.get("Executor Run Time", 0) / 1000
+    deserialize = metrics.get("Executor Deserialize Time", 0) / 1000
+    serialize = metrics.get("Result Serialization Time", 0) / 1000
+    duration = (info["Finish Time"] - info["Launch Time"]) / 1000
+    fetching = info.get("Getting Result Time", 0) / 1000
+    read = metrics.get("Shuffle Read Metrics") or {}
+    write = metrics.get("Shuffle Write Metrics") or {}
+    figures["tasks"] += 1
+    figures["run"] += run
+    figures["deserialize"] += deserialize
+    figures["serialize"] += serialize
+    # As Spark's UI computes it: the task's time not spent on the executor.
+    figures["scheduler_delay"] += max(duration - run - deserialize - serialize - fetching, 0)
+    figures["shuffle"] += read.get("Fetch Wait Time", 0) / 1000
+    figures["shuffle"] += write.get("Shuffle Write Time", 0) / 1e9
+
+
+def read_timings(path: Path) -> list[dict[str, Any]]:
+    """The runner's per-pipeline-run records (`--spark_timings`), oldest first."""
+    if not path.exists():
+        return []
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return sorted(records, key=lambda r: r.get("start", 0))
+
+
+def breakdown(
+    event_dir: Path, timing_records: list[dict[str, Any]], windows: list[tuple[str, float, float]]
+) -> list[dict[str, Any]]:
+    """Per component (in the order they ran): wall seconds of its Beam pipelines and the
+    BREAKDOWN categories in seconds, from the event logs and the harness's timers."""
+    groups: dict[str, dict[str, Any]] = {}
+    for log in (p for p in event_dir.glob("*") if p.is_file()):
+        groups.update(job_groups(log))
+    rows: dict[str, dict[str, Any]] = {}
+    for record in label_by_component([dict(r) for r in timing_records], windows):
+        spark = groups.get(record["job_group"])
+        if spark is None:
+            continue
+        row = rows.setdefault(
+            record["component"],
+            {"component": record["component"], "pipelines": 0, "wall": 0.0, "tasks": 0}
+            | {key: 0.0 for key in BREAKDOWN},
+        )
+        _add_run(row, record, spark)
+    for row in rows.values():
+        for key in ("wall", *BREAKDOWN):
+            row[key] = round(row[key], 2)
+    return list(rows.values())
+
+
+def _add_run(row: dict[str, Any], record: dict[str, Any], spark: dict[str, Any]) -> None:
+    wall = record["end"] - record["start"]
+    intervals = [(j[0], j[1]) for j in spark["jobs"].values() if len(j) == 2]
+    python = record.get("total", {})
+    started = python.get("daemon_preload", 0) + python.get("worker_start", 0)
+    python_start = started + python.get("setup", 0)
+    harness = python.get("bundles", 0)
+    row["pipelines"] += 1
+    row["wall"] += wall
+    row["tasks"] += spark["tasks"]
+    row["scheduling"] += max(wall - _union_seconds(intervals), 0) + spark["scheduler_delay"]
+    row["serialisation"] += spark["deserialize"] + spark["serialize"] + spark["shuffle"]
+    row["python_start"] += python_start
+    row["harness"] += harness
+    row["rest_in_tasks"] += max(spark["run"] - python_start - harness, 0)
+
+
+def largest_cost(rows: list[dict[str, Any]]) -> tuple[str, float] | None:
+    """The BREAKDOWN category with the most seconds over every component."""
+    if not rows:
+        return None
+    sums = {key: sum(r[key] for r in rows) for key in BREAKDOWN}
+    key = max(sums, key=lambda k: sums[k])
+    return key, round(sums[key], 1)

@@ -108,6 +108,17 @@ def test_consecutive_stages_share_spark_jobs(runs: dict[str, Any]) -> None:
         assert 1 <= spark["jobs"] < spark["fused_stages"] / 2, spark
 
 
+def test_every_task_reports_where_its_python_time_went(runs: dict[str, Any]) -> None:
+    """The harness's timers come back with the result: a task per partition of every
+    stage, each stage's harness built at least once, bundles timed."""
+    result = runs["spark"]["result"]
+    total, stages = result.timings["total"], result.timings["stages"]
+    assert total["tasks"] == sum(s["tasks"] for s in stages.values()) > 0
+    assert len(stages) == result.spark["fused_stages"]
+    assert all(s["cold"] >= 1 and s["workers"] >= 1 for s in stages.values()), stages
+    assert total["bundles"] > 0 and total["python_workers"] >= 1
+
+
 def test_a_task_failing_once_is_retried_with_exact_output(spark_local: Any, tmp_path: Path) -> None:
     marker = tmp_path / "failed"
     pipeline = beam.Pipeline(runner=SparkRunner(spark_context=spark_local))
@@ -134,3 +145,21 @@ def test_a_dofn_always_failing_names_stage_and_traceback(spark_local: Any) -> No
     assert "explode_on_purpose" in message and "is not welcome" in message
     assert "Unwelcome" in message
     assert "Py4JJavaError" not in message and "at org.apache.spark" not in message
+
+
+def test_a_module_folder_added_after_the_context_started_reaches_the_executors(
+    spark_local: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TFX imports a module file by putting its folder on sys.path when a component runs,
+    after a context kept from an earlier component started its executors."""
+    folder = tmp_path / "late_modules"
+    folder.mkdir()
+    (folder / "beam_spark_late_module.py").write_text("def double(x):\n    return 2 * x\n")
+    monkeypatch.syspath_prepend(str(folder))
+    from beam_spark_late_module import double  # type: ignore[import-not-found]
+
+    out = tmp_path / "out"
+    with beam.Pipeline(runner=SparkRunner(spark_context=spark_local)) as p:
+        _ = p | beam.Create([1, 2, 3]) | beam.Map(double) | beam.io.WriteToText(str(out))
+    lines = sorted(int(line) for f in tmp_path.glob("out*") for line in f.read_text().split())
+    assert lines == [2, 4, 6]

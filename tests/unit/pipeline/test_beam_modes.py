@@ -11,6 +11,7 @@ from pipeline.beam import BeamConfigError, BeamOptions, beam_args
 from pipeline.config import LOCAL_BEAM_ARGS, SETUP_FILE
 from pipeline.overrides import pipeline_config
 from pipeline.plan import plan_run
+from runtime.beam_workers import WORKER_PRELOAD
 
 
 class _NoWorkExecutor(BaseBeamExecutor):
@@ -149,6 +150,9 @@ def test_spark_runs_the_projects_runner_on_the_named_master() -> None:
     assert args == (
         "--runner=beam_spark.SparkRunner",
         "--spark_master=spark://127.0.0.1:7077",
+        # Warm Python workers, and one application for the run's components.
+        f"--spark_preload={','.join(WORKER_PRELOAD)}",
+        "--spark_keep_context",
         f"--setup_file={SETUP_FILE}",
     )
     sized = beam_args(
@@ -162,6 +166,8 @@ def test_spark_runs_the_projects_runner_on_the_named_master() -> None:
     )
     assert sized[1:] == (
         "--spark_master=local[2]",
+        f"--spark_preload={','.join(WORKER_PRELOAD)}",
+        "--spark_keep_context",
         "--spark_executor_memory=1g",
         f"--setup_file={SETUP_FILE}",
         "--beam_plugins=p",
