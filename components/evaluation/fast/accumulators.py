@@ -15,6 +15,9 @@ Every float sum is taken in example order, one example after another as TFMA's
 `add_input` does (`np.add.at`, which adds in index order), never pairwise: so
 splitting the examples into batches anywhere gives the same bits, and the sums
 differ from TFMA's only where its Beam bundles order the examples differently.
+The accumulators of consecutive pieces of the examples `merge` by adding their sums
+(Keras metrics and residuals through their combiners' own merge), always in the
+same piece order (components/evaluation/fast/pieces.py).
 """
 
 from __future__ import annotations

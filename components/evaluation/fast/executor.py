@@ -16,6 +16,13 @@ The fast path writes its results through TFMA's own writers (metrics, plots,
 attributions, validations, eval_config.json: the same files `tfma.load_metrics` and
 `tfma.load_validation_result` read), validates with TFMA's own `validate_metrics`,
 and blesses exactly as TFX's executor does.
+
+The examples are scored and accumulated piece by piece (components/evaluation/fast/
+pieces.py), the pieces merged in order. Under the project's Spark runner
+(`--runner=beam_spark.SparkRunner`, `tfxp run --beam spark`) the pieces are scored and
+accumulated in Spark tasks (components/evaluation/fast/on_cluster.py) and merged in one;
+this executor then finishes and writes as in process. Under any other remote runner
+TFX's executor runs.
 """
 
 from __future__ import annotations
@@ -45,7 +52,7 @@ from components.evaluation.fast.accumulators import SliceAccumulators
 from components.evaluation.fast.columns import Columns, Unsupported
 from components.evaluation.fast.pieces import Found, add_batch, file_found, merged
 from components.example_gen.layout import layout_of
-from components.fast.stats.batches import pieces
+from components.io.pieces import pieces
 
 FAST, TFMA = "fast", "tfma"
 # The project's own extractors module (components/evaluation/extractors.py: TFMA's extractors

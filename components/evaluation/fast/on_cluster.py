@@ -29,7 +29,7 @@ from components.evaluation.fast.pieces import Found, merged, piece_found
 from components.evaluation.fast.scoring import ModelScorer
 from components.evaluation.fast.slices import SliceFeatures
 from components.example_gen.layout import Layout
-from components.fast.stats.batches import Piece
+from components.io.pieces import Piece
 
 FOUND_FILE = "found.pickle"
 # What a task gives: the piece's accumulators, or why the fast path cannot go on.

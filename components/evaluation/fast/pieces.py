@@ -1,7 +1,7 @@
 """The fast Evaluator's per-piece work, shared by its in-process and Beam forms.
 
 The evaluated split's files are cut into pieces as StatisticsGen's fast path cuts them
-(components/fast/stats/batches.py `pieces`: a file per piece, or a large file's
+(components/io/pieces.py `pieces`: a file per piece, or a large file's
 interleaved batches). Each piece's batches are scored by every model and added to
 its own per-slice accumulators (`piece_found`); the pieces' accumulators are then
 merged in piece order (`merged`). The in-process form reads each file once and hands
@@ -23,7 +23,7 @@ from components.evaluation.fast.columns import Columns, subset
 from components.evaluation.fast.scoring import ModelScorer
 from components.evaluation.fast.slices import SliceFeatures
 from components.example_gen.layout import sequential_records
-from components.fast.stats.batches import Piece
+from components.io.pieces import Piece
 
 Batch = tuple[dict[str, Columns], dict[tuple, np.ndarray]]
 

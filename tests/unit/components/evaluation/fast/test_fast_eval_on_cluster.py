@@ -29,7 +29,7 @@ from components.evaluation.fast import executor, metrics, on_cluster, pieces, sl
 from components.evaluation.fast.scoring import ModelScorer
 from components.example_gen import arrow_csv
 from components.example_gen.layout import Layout, set_layout
-from components.fast.stats import batches
+from components.io import pieces as file_pieces_module
 from components.validation.schema_importer import load_schema, schema_column_types
 from pipeline.config import PROJECT_ROOT
 
@@ -157,7 +157,7 @@ def _plain(evaluated: executor.Evaluated) -> str:
 @pytest.fixture()
 def small_pieces(monkeypatch):
     """Pieces of 2 KB: the test's files (several KB each) are cut into several."""
-    monkeypatch.setattr(batches, "PIECE_BYTES", 2048)
+    monkeypatch.setattr(file_pieces_module, "PIECE_BYTES", 2048)
 
 
 @pytest.mark.timeout(300)
@@ -171,7 +171,7 @@ def test_beam_form_on_spark_equals_the_in_process_form(
     assert executor.fast_path_refusal(config) is None
     path = os.path.join(model.uri, "Format-Serving")
     files = sorted(tf.io.gfile.glob(os.path.join(artifact.uri, "Split-eval", "*")))
-    cut = batches.pieces(files, "GZIP", batch_size=16)
+    cut = file_pieces_module.pieces(files, "GZIP", batch_size=16)
     assert len(cut) > len(files)
     found = on_cluster.evaluate_pieces(
         beam.Pipeline(runner=SparkRunner(spark_context=spark)),
@@ -200,7 +200,10 @@ def test_beam_form_on_spark_equals_the_in_process_form(
     assert _plain(ours) == _plain(expected)
     # And merging pieces changes no metric beyond float rounding of the sums.
     one_piece = pieces.piece_found(
-        scorers, features, computations, batches.Piece(tuple(files), "GZIP", batch_size=16)
+        scorers,
+        features,
+        computations,
+        file_pieces_module.Piece(tuple(files), "GZIP", batch_size=16),
     )
     whole = executor.finish(config, one_piece.slices, features.ordered)
     for (key, values), (other_key, other) in zip(whole.sliced, ours.sliced, strict=True):

@@ -25,8 +25,10 @@ from tfx.types import standard_artifacts
 from beam_spark.runner import SparkRunner
 from components.example_gen import arrow_csv
 from components.example_gen.layout import Layout, set_layout
-from components.fast.stats import batches, executor, on_cluster
-from components.fast.stats.batches import Inexact, Piece, decode_piece, pieces, split_files
+from components.fast.stats import executor, on_cluster
+from components.fast.stats.batches import Inexact, decode_piece, split_files
+from components.io import pieces as file_pieces
+from components.io.pieces import Piece, pieces
 from components.validation.schema_importer import load_schema, schema_column_types
 from pipeline.config import PROJECT_ROOT
 
@@ -93,14 +95,14 @@ def test_pieces_cut_files_by_size(tmp_path):
     small = tmp_path / "small.gz"
     small.write_bytes(b"x" * 100)
     big = tmp_path / "big.gz"
-    big.write_bytes(b"x" * (batches.PIECE_BYTES * 3 + 1))
+    big.write_bytes(b"x" * (file_pieces.PIECE_BYTES * 3 + 1))
     huge = tmp_path / "huge.gz"
-    huge.write_bytes(b"x" * (batches.PIECE_BYTES * (batches.MAX_PIECES_PER_FILE + 2)))
+    huge.write_bytes(b"x" * (file_pieces.PIECE_BYTES * (file_pieces.MAX_PIECES_PER_FILE + 2)))
     found = pieces([str(small), str(big), str(huge)], "GZIP", 64)
     assert [(Path(p.files[0]).name, p.index, p.count) for p in found] == [
         ("small.gz", 0, 1),
         *(("big.gz", i, 4) for i in range(4)),
-        *(("huge.gz", i, batches.MAX_PIECES_PER_FILE) for i in range(8)),
+        *(("huge.gz", i, file_pieces.MAX_PIECES_PER_FILE) for i in range(8)),
     ]
     assert {p.batch_size for p in found} == {64}
 
@@ -108,7 +110,7 @@ def test_pieces_cut_files_by_size(tmp_path):
 @pytest.fixture()
 def small_pieces(monkeypatch):
     """Pieces of 2 KB: the test's files (about 10 KB each) are cut into several."""
-    monkeypatch.setattr(batches, "PIECE_BYTES", 2048)
+    monkeypatch.setattr(file_pieces, "PIECE_BYTES", 2048)
 
 
 def test_pieces_decode_every_row_once(examples, small_pieces):
