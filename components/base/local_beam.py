@@ -7,10 +7,11 @@ data may not fit on the launcher, so TFX's executors run there. StatisticsGen's
 in-process pass also gives way when Beam runs several worker processes here. One
 process does not beat TFDV on every core at large inputs.
 
-Under the project's own Spark runner (beam_spark) StatisticsGen's fast path runs
-its Beam form on the cluster instead (components/fast/stats/on_cluster.py): the same
-per-batch decoding and TFDV combiners, in Spark tasks. The Evaluator's and
-Transform's fast paths step aside there too: TFX's executors run on the cluster
+Under the project's own Spark runner (beam_spark) StatisticsGen's and the
+Evaluator's fast paths run their Beam forms on the cluster instead
+(components/fast/stats/on_cluster.py, components/evaluation/fast/on_cluster.py): the
+same per-batch decoding, scoring and combiners, in Spark tasks, merged in piece
+order. Transform's fast path steps aside there: TFX's executor runs on the cluster
 (docs/beyond-one-machine.md, "Fast paths on the cluster", says why).
 """
 

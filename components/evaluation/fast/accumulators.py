@@ -15,6 +15,9 @@ Every float sum is taken in example order, one example after another as TFMA's
 `add_input` does (`np.add.at`, which adds in index order), never pairwise: so
 splitting the examples into batches anywhere gives the same bits, and the sums
 differ from TFMA's only where its Beam bundles order the examples differently.
+The accumulators of consecutive pieces of the examples `merge` by adding their sums
+(Keras metrics and residuals through their combiners' own merge), always in the
+same piece order (components/evaluation/fast/pieces.py).
 """
 
 from __future__ import annotations
@@ -55,6 +58,9 @@ class Accumulator(Protocol):
 
     def add(self, columns: Columns) -> None:
         """The next examples (in example order)."""
+
+    def merge(self, other: Any) -> None:
+        """Adds `other`'s state (the same combiner's, over the examples after these)."""
 
     def result(self) -> dict[Any, Any]:
         """The combiner's `extract_output` of everything added."""
@@ -134,6 +140,10 @@ class Histogram:
         ):
             _add_in_order(sums, buckets, values)
 
+    def merge(self, other: Histogram) -> None:
+        self.count += other.count
+        self.sums += other.sums
+
     def result(self) -> dict[Any, Any]:
         filled = np.flatnonzero(self.count)
         accumulator = {
@@ -161,6 +171,9 @@ class Confusion:
             cell = 2 * positive.astype(np.int64) + (predictions > threshold)
             _add_in_order(cells, cell, weights)
 
+    def merge(self, other: Confusion) -> None:
+        self.cells += other.cells
+
     def result(self) -> dict[Any, Any]:
         accumulator = {
             threshold: tfma_internals.ThresholdEntry(
@@ -184,6 +197,9 @@ class ExampleCount:
 
     def add(self, columns: Columns) -> None:
         self.count += len(columns.labels)
+
+    def merge(self, other: ExampleCount) -> None:
+        self.count += other.count
 
     def result(self) -> dict[Any, Any]:
         return self.combiner.extract_output(np.float64(self.count))
@@ -212,6 +228,10 @@ class RegressionError:
         errors = errors[~np.isnan(errors)]
         _add_in_order(self.total, np.zeros(errors.size, np.intp), errors)
         self.count += errors.size
+
+    def merge(self, other: RegressionError) -> None:
+        self.total += other.total
+        self.count += other.count
 
     def result(self) -> dict[Any, Any]:
         accumulator = self.combiner.create_accumulator()
@@ -251,6 +271,10 @@ class Keras:
             if len(inputs[0]) >= size:
                 read(self.combiner, "_process_batch")(self.accumulator)
 
+    def merge(self, other: Keras) -> None:
+        # TFMA's merge runs each side's partial batch, then adds the metrics' weights.
+        self.accumulator = self.combiner.merge_accumulators([self.accumulator, other.accumulator])
+
     def result(self) -> dict[Any, Any]:
         return self.combiner.extract_output(self.accumulator)
 
@@ -274,6 +298,12 @@ class MulticlassConfusion:
             for entry, count in entries.items():
                 matrix[entry] = matrix.get(entry, 0.0) + count
 
+    def merge(self, other: MulticlassConfusion) -> None:
+        for threshold, entries in other.matrices.items():
+            matrix = self.matrices.setdefault(threshold, {})
+            for entry, count in entries.items():
+                matrix[entry] = matrix.get(entry, 0.0) + count
+
     def result(self) -> dict[Any, Any]:
         matrices = mcm.Matrices()
         for threshold, entries in self.matrices.items():
@@ -291,6 +321,9 @@ class Residuals:
     def add(self, columns: Columns) -> None:
         labels, predictions = _binary(columns, None)
         self.combiner.add_columns(self.accumulator, labels, predictions)
+
+    def merge(self, other: Residuals) -> None:
+        self.accumulator = self.combiner.merge_accumulators([self.accumulator, other.accumulator])
 
     def result(self) -> dict[Any, Any]:
         return self.combiner.extract_output(self.accumulator)
@@ -331,6 +364,13 @@ class SliceAccumulators:
         for model_name, each in self._accumulators:
             each.add(columns_by_model[model_name])
         self.examples += len(next(iter(columns_by_model.values())).labels)
+
+    def merge(self, other: SliceAccumulators) -> None:
+        """Adds `other` (the same computations' accumulators over later examples): sums
+        of sums, so a merge in a fixed order gives the same bits wherever it runs."""
+        for (_, each), (_, theirs) in zip(self._accumulators, other._accumulators, strict=True):
+            each.merge(theirs)
+        self.examples += other.examples
 
     def results(self) -> dict[metric_types.MetricKey, Any]:
         """Every combiner's output, as TFMA's combine step hands them to derived metrics."""

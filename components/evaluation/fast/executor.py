@@ -16,10 +16,18 @@ The fast path writes its results through TFMA's own writers (metrics, plots,
 attributions, validations, eval_config.json: the same files `tfma.load_metrics` and
 `tfma.load_validation_result` read), validates with TFMA's own `validate_metrics`,
 and blesses exactly as TFX's executor does.
+
+The examples are scored and accumulated piece by piece (components/evaluation/fast/
+pieces.py), the pieces merged in order. Under the project's Spark runner
+(`--runner=beam_spark.SparkRunner`, `tfxp run --beam spark`) the pieces are scored and
+accumulated in Spark tasks (components/evaluation/fast/on_cluster.py) and merged in one;
+this executor then finishes and writes as in process. Under any other remote runner
+TFX's executor runs.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from collections.abc import Callable, Iterable
@@ -38,11 +46,13 @@ from tfx.components.util import udf_utils
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, json_utils, path_utils, proto_utils
 
-from components.base.local_beam import runner_refusal
-from components.evaluation.fast import metrics, scoring, slices
+from components.base.local_beam import cluster_runner, runner_refusal
+from components.evaluation.fast import metrics, on_cluster, scoring, slices
 from components.evaluation.fast.accumulators import SliceAccumulators
-from components.evaluation.fast.columns import Columns, Unsupported, subset
+from components.evaluation.fast.columns import Columns, Unsupported
+from components.evaluation.fast.pieces import Found, add_batch, file_found, merged
 from components.example_gen.layout import layout_of
+from components.io.pieces import pieces
 
 FAST, TFMA = "fast", "tfma"
 # The project's own extractors module (components/evaluation/extractors.py: TFMA's extractors
@@ -93,8 +103,10 @@ class Executor(tfx_evaluator.Executor):
 
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # TFX's name
         started = time.perf_counter()
+        # On the project's Spark runner the fast path runs as a Beam pipeline there.
+        on_spark = cluster_runner(self._beam_pipeline_args)
         refusal = (
-            runner_refusal(self._beam_pipeline_args, single_process=False)
+            (None if on_spark else runner_refusal(self._beam_pipeline_args, single_process=False))
             or _module_refusal(exec_properties)
             or _inputs_refusal(input_dict, exec_properties)
         )
@@ -105,11 +117,15 @@ class Executor(tfx_evaluator.Executor):
             refusal = fast_path_refusal(eval_config, buckets)
         if refusal is None:
             try:
-                self._fast(input_dict, output_dict, exec_properties, eval_config, buckets)
+                self._fast(input_dict, output_dict, exec_properties, eval_config, buckets, on_spark)
             except Unsupported as unsupported:
                 refusal = str(unsupported)
             else:
-                logging.info("Evaluator: fast path, %.1f s", time.perf_counter() - started)
+                logging.info(
+                    "Evaluator: fast path%s, %.1f s",
+                    " (its Beam pipeline on the cluster)" if on_spark else "",
+                    time.perf_counter() - started,
+                )
                 return
         logging.info("Evaluator: TFMA path (fast path does not cover: %s)", refusal)
         super().Do(input_dict, output_dict, exec_properties)
@@ -128,11 +144,13 @@ class Executor(tfx_evaluator.Executor):
         own = module_path == OWN_EXTRACTORS_MODULE
         return dict(self.slice_buckets(exec_properties)) if own else {}
 
-    def _fast(self, input_dict, output_dict, exec_properties, eval_config, buckets) -> None:
+    def _fast(
+        self, input_dict, output_dict, exec_properties, eval_config, buckets, on_spark: bool
+    ) -> None:
         output_uri = artifact_utils.get_single_uri(
             output_dict[standard_component_specs.EVALUATION_KEY]
         )
-        scorers, shared_models = [], []
+        scorers, shared_models, model_paths = [], [], []
         for spec in eval_config.model_specs:
             key = (
                 standard_component_specs.BASELINE_MODEL_KEY
@@ -143,7 +161,9 @@ class Executor(tfx_evaluator.Executor):
             path = path_utils.serving_model_path(
                 artifact.uri, path_utils.is_old_model_artifact(artifact)
             )
+            # Loaded here on the cluster too: what the fast path refuses is found first.
             scorers.append(scoring.ModelScorer(spec, path))
+            model_paths.append(path)
             shared_models.append(
                 tfma.default_eval_shared_model(
                     eval_saved_model_path=path, model_name=spec.name, eval_config=eval_config
@@ -157,15 +177,29 @@ class Executor(tfx_evaluator.Executor):
         files, compression = scoring.example_files(uris)
         layout = layout_of(examples[0]) if len(examples) == 1 else None
         features = slices.SliceFeatures(eval_config, buckets, layout)
-        batches = (
-            (columns, features.batch_slices(serialized))
-            for serialized, columns in scoring.scored_batches(scorers, files, compression)
-        )
-        evaluated = evaluate(eval_config, batches, features.ordered)
-        transformed = features.names & {k for s in scorers for k in s.transformed_keys}
+        split_pieces = pieces(files, compression)
+        if on_spark:
+            found = on_cluster.evaluate_pieces(
+                self._make_beam_pipeline(),
+                split_pieces,
+                eval_config,
+                model_paths,
+                buckets,
+                layout,
+                self._get_tmp_dir(),
+            )
+        else:
+            computations = metrics.computations(eval_config)
+            found = merged(
+                each
+                for _, file_pieces in itertools.groupby(split_pieces, key=lambda p: p.files)
+                for each in file_found(scorers, features, computations, list(file_pieces))
+            )
+        transformed = features.names & found.transformed
         if transformed:
             # TFMA's slicer reads a transformed feature before the raw one of that name.
             raise Unsupported(f"slicing by transformed features {sorted(transformed)}")
+        evaluated = finish(eval_config, found.slices, features.ordered)
         write_results(output_uri, eval_config, shared_models, evaluated)
         _bless(input_dict, output_dict, exec_properties, eval_config, output_uri)
 
@@ -214,16 +248,23 @@ def evaluate(
     the rows of the batch in that slice); only the slices' accumulators outlive a
     batch. `ordered` puts the slice keys in the order they are written."""
     computations = metrics.computations(eval_config)
-    baseline = tfma.utils.get_baseline_model_spec(eval_config)
-    baseline_name = baseline.name if baseline else None
-    found: dict[tuple, SliceAccumulators] = {}
-    for columns, batch_slices in batches:
-        for key, rows in batch_slices.items():
-            if key not in found:
-                found[key] = SliceAccumulators(computations)
-            found[key].add({name: subset(c, rows) for name, c in columns.items()})
+    found = Found()
+    for batch in batches:
+        add_batch(found, computations, batch)
+    return finish(eval_config, found.slices, ordered)
+
+
+def finish(
+    eval_config,
+    found: dict[tuple, SliceAccumulators],
+    ordered: Callable[[Iterable[tuple]], list[tuple]] = sorted,
+) -> Evaluated:
+    """Every slice's metrics from its accumulators, the slices in `ordered` order."""
     if not found:
         raise Unsupported("no example in any slice")
+    computations = metrics.computations(eval_config)
+    baseline = tfma.utils.get_baseline_model_spec(eval_config)
+    baseline_name = baseline.name if baseline else None
     keys = ordered(found)
     sliced = [metrics.finish(computations, found[k].results(), baseline_name, k) for k in keys]
     return Evaluated(sliced, {key: found[key].examples for key in keys})

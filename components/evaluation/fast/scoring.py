@@ -3,25 +3,21 @@
 TFMA feeds its own batches (up to 1,000 examples, re-estimated as it goes) to the
 signature positionally; TensorFlow then formats an error message before falling back
 to the keyword call, for every batch. Here tf.data reads the split's TFRecord files
-in batches of `BATCH_SIZE` serialized examples and each signature is called by its
-input's name. Labels come from the model spec's `label_key` in the outputs of its
-preprocessing functions (TFMA's transformed features, which it searches first).
+in batches of 8,192 serialized examples (components/evaluation/fast/pieces.py) and
+each signature is called by its input's name. Labels come from the model spec's
+`label_key` in the outputs of its preprocessing functions (TFMA's transformed
+features, which it searches first).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
-from absl import logging
 
 from compat import tfma as tfma_internals
 from components.evaluation.fast.columns import Columns, Unsupported
-from components.example_gen.layout import sequential_records
-
-BATCH_SIZE = 8192
 
 
 def example_files(split_uris: list[str]) -> tuple[list[str], str]:
@@ -140,16 +136,3 @@ def _column(value: Any, what: str, per_class: bool = False) -> np.ndarray:
     if array.dtype.kind == "f" and np.isnan(array).any():
         raise Unsupported(f"{what} has NaN values")
     return array
-
-
-def scored_batches(
-    scorers: list[ModelScorer], files: list[str], compression: str
-) -> Iterator[tuple[tf.Tensor, dict[str, Columns]]]:
-    """Each batch of serialized examples of `files` (each file read once, in order) with
-    every model's columns on it: a batch at a time, so that no whole column is held."""
-    dataset = sequential_records(files, compression)
-    batches = 0
-    for serialized in dataset.batch(BATCH_SIZE).prefetch(1):
-        yield serialized, {scorer.name: scorer.score(serialized) for scorer in scorers}
-        batches += 1
-    logging.info("fast evaluation: scored %d batches of up to %d examples", batches, BATCH_SIZE)

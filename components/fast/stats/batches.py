@@ -3,9 +3,9 @@
 Both the in-process pass (components/fast/stats/executor.py) and the Beam form
 (components/fast/stats/on_cluster.py) are the same steps:
 
-* `pieces`: a split's TFRecord files cut into pieces, interleaved batches of a file
-  (a GZIP stream cannot be entered in the middle, so a piece reads its file whole and
-  decodes only its own batches);
+* `pieces` (components/io/pieces.py): a split's TFRecord files cut into pieces,
+  interleaved batches of a file (a GZIP stream cannot be entered in the middle, so a
+  piece reads its file whole and decodes only its own batches);
 * `decode_piece`: a piece -> Arrow record batches (the ingest's layout decoder, or
   tfx_bsl's without a schema, as StatisticsGen's TFXIO reads them);
 * `StatisticsCombineFn`: TFDV's in-memory generators as one CombineFn, one accumulator
@@ -23,10 +23,8 @@ pieces existed and as TFX's pipeline reads one file.
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import apache_beam as beam
@@ -39,33 +37,13 @@ from tfx_bsl.coders import example_coder
 
 from compat import tfdv as tfdv_internals
 from components.example_gen.layout import Layout, RecordBatchDecoder, sequential_records
+from components.io.pieces import Piece
 
-BATCH_SIZE = 8192
 EXACT_DISTINCT_LIMIT = tfdv_internals.DEFAULT_MG_SKETCH_SIZE
-# A piece per this many compressed bytes of a file (about 300k taxi rows): large enough
-# that a task's fixed cost stays small beside its work, and that a file below it is one
-# piece, one stream through the generators as TFX's single-bundle pipeline feeds them.
-PIECE_BYTES = 16 << 20
-# Every piece of a file reads all of it: more pieces per file would read it more often
-# than they save in decoding.
-MAX_PIECES_PER_FILE = 8
 
 
 class Inexact(Exception):
     """The fast path cannot promise StatisticsGen's result: use TFX's executor."""
-
-
-@dataclass(frozen=True)
-class Piece:
-    """Batches `index`, `index + count`, ... of a split's files read in order: `count`
-    pieces cover the files, each reading them whole but decoding only its own batches
-    (GZIP streams cannot be entered in the middle)."""
-
-    files: tuple[str, ...]
-    compression: str  # "GZIP" or ""
-    index: int = 0
-    count: int = 1
-    batch_size: int = BATCH_SIZE
 
 
 def split_files(split_uri: str) -> tuple[list[str], str]:
@@ -77,16 +55,6 @@ def split_files(split_uri: str) -> tuple[list[str], str]:
     if len(compression) > 1:
         raise Inexact("a split mixes GZIP and uncompressed files")
     return files, "GZIP" if compression.pop() else ""
-
-
-def pieces(files: list[str], compression: str, batch_size: int = BATCH_SIZE) -> list[Piece]:
-    """The pieces a split's files are cut into, in merge order (file, then index)."""
-    out = []
-    for path in files:
-        by_size = math.ceil(tf.io.gfile.stat(path).length / PIECE_BYTES)
-        count = min(MAX_PIECES_PER_FILE, max(by_size, 1))
-        out += [Piece((path,), compression, index, count, batch_size) for index in range(count)]
-    return out
 
 
 def decode_piece(piece: Piece, layout: Layout | None) -> Iterator[pa.RecordBatch]:

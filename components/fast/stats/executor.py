@@ -51,15 +51,14 @@ from components.base.local_beam import cluster_runner, runner_refusal
 from components.example_gen.layout import Layout, layout_of
 from components.fast.stats import on_cluster
 from components.fast.stats.batches import (
-    BATCH_SIZE,
     Inexact,
     StatisticsCombineFn,
     check_exact,
     file_accumulators,
     merged_statistics,
-    pieces,
     split_files,
 )
+from components.io.pieces import BATCH_SIZE, pieces
 
 
 def _refusal(input_dict, exec_properties) -> str | None:

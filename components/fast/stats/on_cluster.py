@@ -27,15 +27,13 @@ from tensorflow_metadata.proto.v0 import statistics_pb2
 
 from components.example_gen.layout import Layout
 from components.fast.stats.batches import (
-    BATCH_SIZE,
     Inexact,
-    Piece,
     StatisticsCombineFn,
     merged_statistics,
     piece_accumulator,
-    pieces,
     split_files,
 )
+from components.io.pieces import BATCH_SIZE, Piece, pieces
 
 METRICS_NAMESPACE = "fast_statistics"
 OFF_LAYOUT = "examples_off_layout"
