@@ -56,13 +56,15 @@ def _config(*flags: str, run_dir) -> tuple[str, ...]:
 
 def test_run_on_spark_uses_the_cluster_engine_start_left_running(recorded_cluster, tmp_path):
     args = _config("--beam", "spark", run_dir=tmp_path / "r")
-    assert args[:3] == (
-        "--runner=beam_spark.SparkRunner",
-        "--spark_master=spark://127.0.0.1:7077",
-        "--spark_executor_memory=3g",
-    )
+    assert args[:2] == ("--runner=beam_spark.SparkRunner", "--spark_master=spark://127.0.0.1:7077")
+    assert "--spark_executor_memory=3g" in args  # as large as the recorded workers offer
+    # One application for the run, executors' workers forked with the TFX libraries loaded.
+    assert "--spark_keep_context" in args
+    assert any(a.startswith("--spark_preload=") and "tensorflow" in a for a in args)
     named = _config("--beam", "spark", "--spark-master", "local[2]", run_dir=tmp_path / "r")
-    assert named[1:3] == ("--spark_master=local[2]", "--setup_file=" + named[2].split("=", 1)[1])
+    assert named[1] == "--spark_master=local[2]"
+    # Threads in the component's process: no executors to size.
+    assert not any(a.startswith("--spark_executor_memory=") for a in named)
 
 
 def test_run_on_spark_without_a_cluster_says_how_to_start_one(tmp_path, monkeypatch, capsys):
