@@ -8,7 +8,6 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_model_analysis as tfma
 from google.protobuf import json_format
+from spark_local import SPARK_ARGS, local_spark, taxi_examples
 from tensorflow_model_analysis.metrics import metric_types
 from tfx.components.evaluator import executor as tfx_evaluator
 from tfx.dsl.components.base import base_beam_executor
@@ -27,60 +27,25 @@ from tfx.types import standard_artifacts
 from beam_spark.runner import SparkRunner
 from components.evaluation.fast import executor, metrics, on_cluster, pieces, slices
 from components.evaluation.fast.scoring import ModelScorer
-from components.example_gen import arrow_csv
-from components.example_gen.layout import Layout, set_layout
+from components.example_gen.layout import Layout
 from components.io import pieces as file_pieces_module
-from components.validation.schema_importer import load_schema, schema_column_types
-from pipeline.config import PROJECT_ROOT
 
-EMBEDDED_CSV = PROJECT_ROOT / "data" / "taxi" / "span-1" / "data.csv"
 ROWS = 300
-SPARK_ARGS = ["--runner=beam_spark.SparkRunner", "--spark_master=local[2]"]
 
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
     """A local[2] SparkContext the runner reuses (the one running in this process, if any)."""
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark import SparkContext
-
-    from beam_spark.context import spark_conf
-    from beam_spark.options import SparkRunnerOptions
-    from compat.pyspark import active_spark_context
-
-    active = active_spark_context()
-    if active is not None:
-        yield active
-        return
-    options = SparkRunnerOptions(["--spark_master=local[2]", "--spark_app_name=fast-eval"])
-    context = SparkContext(conf=spark_conf(options))
-    context.setLogLevel("ERROR")
-    yield context
-    context.stop()
+    with local_spark("fast-eval") as context:
+        yield context
 
 
 @pytest.fixture(scope="module")
 def examples(tmp_path_factory) -> tuple[Any, Layout]:
     """The ingest's examples of the embedded taxi sample: an eval split of two GZIP files."""
-    root = tmp_path_factory.mktemp("examples")
-    columns = schema_column_types(load_schema(str(PROJECT_ROOT / "schema/taxi/schema.pbtxt")))
-    with EMBEDDED_CSV.open() as src:
-        header = src.readline().rstrip("\n").split(",")
-        lines = list(itertools.islice(src, ROWS))
-    folder = root / "Split-eval"
-    folder.mkdir()
-    options = tf.io.TFRecordOptions(compression_type="GZIP")
-    for i, block in enumerate((lines[: ROWS // 3], lines[ROWS // 3 :])):
-        batch = arrow_csv.parse_block("".join(block).encode(), header, columns, "test")
-        with tf.io.TFRecordWriter(str(folder / f"data-{i:05d}-of-00002.gz"), options) as writer:
-            for record in arrow_csv.encode_batch(batch, columns):
-                writer.write(record)
-    artifact = standard_artifacts.Examples()
-    artifact.uri = str(root)
-    artifact.split_names = '["eval"]'
-    set_layout(artifact, columns)
-    return artifact, Layout(dict(columns))
+    return taxi_examples(
+        tmp_path_factory.mktemp("examples"), {"eval": [ROWS // 3, ROWS - ROWS // 3]}
+    )
 
 
 class _Model(tf.Module):

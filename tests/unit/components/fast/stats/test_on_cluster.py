@@ -5,10 +5,8 @@ and the executor runs it, not TFX's pipeline, under the Spark runner."""
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,71 +17,34 @@ import tensorflow as tf
 import tensorflow_data_validation as tfdv
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from google.protobuf import json_format
+from spark_local import SPARK_ARGS, local_spark, taxi_examples
 from tfx.components.statistics_gen import executor as tfx_statistics
 from tfx.dsl.components.base import base_beam_executor
 from tfx.types import standard_artifacts
 
 from beam_spark.runner import SparkRunner
-from components.example_gen import arrow_csv
-from components.example_gen.layout import Layout, set_layout
+from components.example_gen.layout import Layout
 from components.fast.stats import executor, on_cluster
 from components.fast.stats.batches import Inexact, decode_piece, split_files
 from components.io import pieces as file_pieces
 from components.io.pieces import Piece, pieces
-from components.validation.schema_importer import load_schema, schema_column_types
-from pipeline.config import PROJECT_ROOT
 
-EMBEDDED_CSV = PROJECT_ROOT / "data" / "taxi" / "span-1" / "data.csv"
 ROWS = {"train": 400, "eval": 150}
-SPARK_ARGS = ["--runner=beam_spark.SparkRunner", "--spark_master=local[2]"]
 
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
     """A local[2] SparkContext the runner reuses (the one running in this process, if any)."""
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark import SparkContext
-
-    from beam_spark.context import spark_conf
-    from beam_spark.options import SparkRunnerOptions
-    from compat.pyspark import active_spark_context
-
-    active = active_spark_context()
-    if active is not None:
-        yield active
-        return
-    options = SparkRunnerOptions(["--spark_master=local[2]", "--spark_app_name=fast-stats"])
-    context = SparkContext(conf=spark_conf(options))
-    context.setLogLevel("ERROR")
-    yield context
-    context.stop()
+    with local_spark("fast-stats") as context:
+        yield context
 
 
 @pytest.fixture(scope="module")
 def examples(tmp_path_factory) -> tuple[Any, Layout]:
     """The ingest's examples of the embedded taxi sample: two GZIP splits, layout recorded."""
-    root = tmp_path_factory.mktemp("examples")
-    columns = schema_column_types(load_schema(str(PROJECT_ROOT / "schema/taxi/schema.pbtxt")))
-    with EMBEDDED_CSV.open() as src:
-        header = src.readline().rstrip("\n").split(",")
-        lines = list(itertools.islice(src, sum(ROWS.values())))
-    start = 0
-    for split, rows in ROWS.items():
-        block = "".join(lines[start : start + rows]).encode()
-        start += rows
-        batch = arrow_csv.parse_block(block, header, columns, f"{EMBEDDED_CSV}:{split}")
-        folder = root / f"Split-{split}"
-        folder.mkdir()
-        options = tf.io.TFRecordOptions(compression_type="GZIP")
-        with tf.io.TFRecordWriter(str(folder / "data-00000-of-00001.gz"), options) as writer:
-            for record in arrow_csv.encode_batch(batch, columns):
-                writer.write(record)
-    artifact = standard_artifacts.Examples()
-    artifact.uri = str(root)
-    artifact.split_names = '["train", "eval"]'
-    set_layout(artifact, columns)
-    return artifact, Layout(dict(columns))
+    return taxi_examples(
+        tmp_path_factory.mktemp("examples"), {split: [rows] for split, rows in ROWS.items()}
+    )
 
 
 def _assert_equal(ours: Any, theirs: Any) -> None:
