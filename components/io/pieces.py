@@ -11,6 +11,7 @@ each file once and hand batch i to piece i mod count. Both merge in piece order.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import tensorflow as tf
@@ -23,6 +24,19 @@ PIECE_BYTES = 16 << 20
 # Every piece of a file reads all of it: more pieces per file would read it more often
 # than they save in decoding.
 MAX_PIECES_PER_FILE = 8
+
+
+def example_files(split_uris: Sequence[str], refusal: type[Exception]) -> tuple[list[str], str]:
+    """Every TFRecord file of the split(s) in name order and their compression ("GZIP"
+    or ""). What a fast path cannot read as one set (no files, GZIP mixed with plain) is
+    raised as `refusal`, the caller's way of handing the work to TFX's executor."""
+    files = sorted(f for uri in split_uris for f in tf.io.gfile.glob(f"{uri}/*"))
+    if not files:
+        raise refusal(f"no example files under {', '.join(split_uris)}")
+    gzip = {f.endswith(".gz") for f in files}
+    if len(gzip) > 1:
+        raise refusal("a split mixes GZIP and uncompressed files")
+    return files, "GZIP" if gzip.pop() else ""
 
 
 @dataclass(frozen=True)

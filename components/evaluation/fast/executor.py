@@ -52,7 +52,7 @@ from components.evaluation.fast.accumulators import SliceAccumulators
 from components.evaluation.fast.columns import Columns, Unsupported
 from components.evaluation.fast.pieces import Found, add_batch, file_found, merged
 from components.example_gen.layout import layout_of
-from components.io.pieces import pieces
+from components.io.pieces import example_files, pieces
 
 FAST, TFMA = "fast", "tfma"
 # The project's own extractors module (components/evaluation/extractors.py: TFMA's extractors
@@ -174,7 +174,7 @@ class Executor(tfx_evaluator.Executor):
         ) or ["eval"]
         examples = input_dict[standard_component_specs.EXAMPLES_KEY]
         uris = [u for split in splits for u in artifact_utils.get_split_uris(examples, split)]
-        files, compression = scoring.example_files(uris)
+        files, compression = example_files(uris, Unsupported)
         layout = layout_of(examples[0]) if len(examples) == 1 else None
         features = slices.SliceFeatures(eval_config, buckets, layout)
         split_pieces = pieces(files, compression)

@@ -20,17 +20,6 @@ from compat import tfma as tfma_internals
 from components.evaluation.fast.columns import Columns, Unsupported
 
 
-def example_files(split_uris: list[str]) -> tuple[list[str], str]:
-    """Every TFRecord file of the split(s) and their compression ("GZIP" or "")."""
-    files = sorted(f for uri in split_uris for f in tf.io.gfile.glob(f"{uri}/*"))
-    if not files:
-        raise Unsupported(f"no example files under {split_uris}")
-    gzip = {f.endswith(".gz") for f in files}
-    if len(gzip) > 1:
-        raise Unsupported("a split mixes GZIP and uncompressed files")
-    return files, "GZIP" if gzip.pop() else ""
-
-
 def _string_input(signature: Any, what: str) -> str:
     """The name of `signature`'s one input, which must take serialized examples."""
     _, inputs = signature.structured_input_signature

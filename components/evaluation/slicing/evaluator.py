@@ -32,7 +32,6 @@ from tfx.utils import io_utils
 from components.base import component
 from components.evaluation.fast import executor as fast_executor
 from components.evaluation.fast.columns import Unsupported
-from components.evaluation.fast.scoring import example_files
 from components.evaluation.pictures import write_pictures
 from components.evaluation.regression_plots import eval_labels, with_label_ranges
 from components.evaluation.slicing.rules import (
@@ -46,6 +45,7 @@ from components.evaluation.slicing.rules import (
     check_slices,
     slice_name,
 )
+from components.io.pieces import example_files
 
 SLICE_RULES_KEY = "slice_rules"
 # The raw label column: a regression model's plots take their ranges from its values.
@@ -208,7 +208,7 @@ def _range_regression_plots(execution: component.Execution) -> None:
     splits = json.loads(properties.get(specs.EXAMPLE_SPLITS_KEY) or "null") or ["eval"]
     examples = execution.inputs_of(specs.EXAMPLES_KEY)
     uris = [u for split in splits for u in artifact_utils.get_split_uris(examples, split)]
-    files, compression = example_files(uris)
+    files, compression = example_files(uris, Unsupported)
     labels = eval_labels(files, compression, label_feature)
     properties[specs.EVAL_CONFIG_KEY] = with_label_ranges(config_json, labels)
 

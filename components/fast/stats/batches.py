@@ -23,7 +23,6 @@ pieces existed and as TFX's pipeline reads one file.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -44,17 +43,6 @@ EXACT_DISTINCT_LIMIT = tfdv_internals.DEFAULT_MG_SKETCH_SIZE
 
 class Inexact(Exception):
     """The fast path cannot promise StatisticsGen's result: use TFX's executor."""
-
-
-def split_files(split_uri: str) -> tuple[list[str], str]:
-    """The split's example files in name order and their compression."""
-    files = sorted(tf.io.gfile.glob(os.path.join(split_uri, "*")))
-    if not files:
-        raise Inexact(f"no example files under {split_uri}")
-    compression = {f.endswith(".gz") for f in files}
-    if len(compression) > 1:
-        raise Inexact("a split mixes GZIP and uncompressed files")
-    return files, "GZIP" if compression.pop() else ""
 
 
 def decode_piece(piece: Piece, layout: Layout | None) -> Iterator[pa.RecordBatch]:

@@ -56,9 +56,8 @@ from components.fast.stats.batches import (
     check_exact,
     file_accumulators,
     merged_statistics,
-    split_files,
 )
-from components.io.pieces import BATCH_SIZE, pieces
+from components.io.pieces import BATCH_SIZE, example_files, pieces
 
 
 def _refusal(input_dict, exec_properties) -> str | None:
@@ -87,7 +86,7 @@ def split_statistics(
 ) -> statistics_pb2.DatasetFeatureStatisticsList:
     """TFDV's statistics of every example under `split_uri`, in this process, streaming
     (`layout`: the examples' columns, when the ingest recorded them)."""
-    files, compression = split_files(split_uri)
+    files, compression = example_files([split_uri], Inexact)
     combine = StatisticsCombineFn(options)
     combine.setup()
     accumulators = []

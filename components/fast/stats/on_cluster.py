@@ -31,9 +31,8 @@ from components.fast.stats.batches import (
     StatisticsCombineFn,
     merged_statistics,
     piece_accumulator,
-    split_files,
 )
-from components.io.pieces import BATCH_SIZE, Piece, pieces
+from components.io.pieces import BATCH_SIZE, Piece, example_files, pieces
 
 METRICS_NAMESPACE = "fast_statistics"
 OFF_LAYOUT = "examples_off_layout"
@@ -92,7 +91,7 @@ def add_statistics(
     batch_size: int = BATCH_SIZE,
 ) -> None:
     """Adds to `pipeline` the steps that write `split`'s statistics to `output_path`."""
-    files, compression = split_files(split_uri)
+    files, compression = example_files([split_uri], Inexact)
     _ = (
         pipeline
         # Create's reshuffle spreads the pieces over the workers.

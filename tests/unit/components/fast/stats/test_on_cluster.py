@@ -25,9 +25,9 @@ from tfx.types import standard_artifacts
 from beam_spark.runner import SparkRunner
 from components.example_gen.layout import Layout
 from components.fast.stats import executor, on_cluster
-from components.fast.stats.batches import Inexact, decode_piece, split_files
+from components.fast.stats.batches import Inexact, decode_piece
 from components.io import pieces as file_pieces
-from components.io.pieces import Piece, pieces
+from components.io.pieces import Piece, example_files, pieces
 
 ROWS = {"train": 400, "eval": 150}
 
@@ -77,7 +77,7 @@ def small_pieces(monkeypatch):
 
 def test_pieces_decode_every_row_once(examples, small_pieces):
     artifact, layout = examples
-    files, compression = split_files(os.path.join(artifact.uri, "Split-train"))
+    files, compression = example_files([os.path.join(artifact.uri, "Split-train")], Inexact)
     cut = pieces(files, compression, batch_size=32)
     assert len(cut) > 2
     rows = [b.num_rows for piece in cut for b in decode_piece(piece, layout)]
