@@ -79,25 +79,6 @@ def _one(name: str, metadata_path: str, out: str, beam_args: list[str]) -> None:
     print(json.dumps({"seconds": seconds, "uri": statistics.uri}))
 
 
-def _prepare(rows: int, work: Path) -> Path:
-    tfxp = str(Path(sys.executable).parent / "tfxp")
-    data, run = work / "data", work / "run"
-    print(f"[prepare] {rows:,} taxi rows, pipeline up to StatisticsGen in {run}", flush=True)
-    subprocess.run(
-        [tfxp, "data", "generate", "taxi", "--rows", str(rows), "--no-check"]
-        + ["--data-root", str(data)],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
-    subprocess.run(
-        [tfxp, "run", "--dataset", "taxi", "--data-root", str(data), "--run-dir", str(run)]
-        + ["--to-node", "StatisticsGen", "--beam", "in-process"],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
-    return run / "metadata.sqlite"
-
-
 def _spark_args(master: str, memory: str, events: Path, app: str) -> list[str]:
     """`tfxp run --beam spark`'s Beam arguments, plus an event log for the figures."""
     import spark_events
@@ -151,10 +132,11 @@ def compare(ours: str, theirs: str, rel: float) -> dict[str, Any]:
 
 def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     import spark_events
+    from evaluator_runs import prepared_run
 
     from beam_spark import cluster
 
-    metadata = _prepare(args.rows, work)
+    metadata = prepared_run(args.rows, work, "StatisticsGen") / "metadata.sqlite"
     results: dict[str, Any] = {}
     started = cluster.start(
         work / "cluster", args.workers, cores=1, memory=args.worker_memory, env=WORKER_ENV

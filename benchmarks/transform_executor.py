@@ -54,25 +54,6 @@ def _one(executor: str, metadata_path: str, out: str, beam: str) -> None:
     print(json.dumps({"seconds": time.perf_counter() - started}))
 
 
-def _prepare(rows: int, work: Path) -> Path:
-    tfxp = str(Path(sys.executable).parent / "tfxp")
-    data, run = work / "data", work / "run"
-    print(f"[prepare] {rows:,} taxi rows, pipeline up to Transform in {run}", flush=True)
-    subprocess.run(
-        [tfxp, "data", "generate", "taxi", "--rows", str(rows), "--no-check"]
-        + ["--data-root", str(data)],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
-    subprocess.run(
-        [tfxp, "run", "--dataset", "taxi", "--data-root", str(data), "--run-dir", str(run)]
-        + ["--to-node", "Transform", "--beam", "in-process"],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
-    return run
-
-
 def _timed(executor: str, metadata_path: Path, out: Path, beam: str) -> tuple[float, str]:
     done = subprocess.run(
         [sys.executable, __file__, "--one", executor, "--metadata", str(metadata_path)]
@@ -107,7 +88,9 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="transform-bench-") as tmp:
         work = Path(tmp)
-        run = Path(args.run_dir) if args.run_dir else _prepare(args.rows, work)
+        from evaluator_runs import prepared_run
+
+        run = Path(args.run_dir) if args.run_dir else prepared_run(args.rows, work, "Transform")
         best: dict[str, float] = {}
         for i in range(args.repeat * 2):
             executor = ("tfx", "fast")[i % 2]

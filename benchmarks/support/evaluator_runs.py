@@ -10,6 +10,8 @@ tests/e2e/evaluator_parity.py.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 
@@ -140,3 +142,24 @@ def run_transform(
     )
     executor_class(context).Do(inputs, outputs, dict(properties))
     return graph, examples
+
+
+def prepared_run(rows: int, work: Path, to_node: str) -> Path:
+    """A run folder holding `rows` generated taxi rows run in-process up to `to_node`
+    (its ML Metadata records the node's inputs), for a benchmark to run executors on."""
+    tfxp = str(Path(sys.executable).parent / "tfxp")
+    data, run = work / "data", work / "run"
+    print(f"[prepare] {rows:,} taxi rows, pipeline up to {to_node} in {run}", flush=True)
+    subprocess.run(
+        [tfxp, "data", "generate", "taxi", "--rows", str(rows), "--no-check"]
+        + ["--data-root", str(data)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    subprocess.run(
+        [tfxp, "run", "--dataset", "taxi", "--data-root", str(data), "--run-dir", str(run)]
+        + ["--to-node", to_node, "--beam", "in-process"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    return run
