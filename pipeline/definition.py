@@ -81,24 +81,9 @@ def create_pipeline(
     config = plan.config
     example_gen = _example_gen(plan)
     window_nodes, training_examples = _span_window(config, example_gen, orchestrator)
-    schema_importer = CuratedSchemaImporter(
-        schema_file=config.schema_file, content_sha256=plan.schema_sha256
-    ).with_id(SCHEMA_IMPORTER)
-    statistics_gen = StatisticsGen(
-        examples=example_gen.outputs["examples"], schema=schema_importer.outputs["schema"]
+    schema_importer, statistics_gen, example_validator, previous_statistics, validation_gate = (
+        _data_checks(plan, example_gen, orchestrator)
     )
-    # TFDV's statistics in one in-process pass when they are exact (as a Beam pipeline of
-    # the same per-batch work under the Spark runner), else TFX's Beam executor
-    # (components/fast/stats/executor.py).
-    statistics_gen.executor_spec = executor_spec.BeamExecutorSpec(fast_statistics.Executor)
-    example_validator = ExampleValidator(
-        statistics=statistics_gen.outputs["statistics"], schema=schema_importer.outputs["schema"]
-    )
-    previous_statistics, validation_gate = _validation(
-        plan, example_gen, schema_importer, statistics_gen, orchestrator
-    )
-    # After ExampleValidator too: its anomalies are recorded before a block ends the run.
-    validation_gate.add_upstream_node(example_validator)
     transform, tuner, trainer = _training(plan, training_examples, schema_importer)
     # Nothing trains on data the gate blocked: it raises, so Transform never starts.
     transform.add_upstream_node(validation_gate)
@@ -141,6 +126,31 @@ def create_pipeline(
         or sqlite_connection_config(config.metadata_path),
         beam_pipeline_args=list(config.beam_args),
     )
+
+
+def _data_checks(plan: RunPlan, example_gen: Any, orchestrator: str) -> tuple[Any, ...]:
+    """The curated schema, statistics, TFDV's anomalies and the validation gate over
+    the new span (against the previous span's statistics and the serving logs)."""
+    config = plan.config
+    schema_importer = CuratedSchemaImporter(
+        schema_file=config.schema_file, content_sha256=plan.schema_sha256
+    ).with_id(SCHEMA_IMPORTER)
+    statistics_gen = StatisticsGen(
+        examples=example_gen.outputs["examples"], schema=schema_importer.outputs["schema"]
+    )
+    # TFDV's statistics in one in-process pass when they are exact (as a Beam pipeline of
+    # the same per-batch work under the Spark runner), else TFX's Beam executor
+    # (components/fast/stats/executor.py).
+    statistics_gen.executor_spec = executor_spec.BeamExecutorSpec(fast_statistics.Executor)
+    example_validator = ExampleValidator(
+        statistics=statistics_gen.outputs["statistics"], schema=schema_importer.outputs["schema"]
+    )
+    previous_statistics, validation_gate = _validation(
+        plan, example_gen, schema_importer, statistics_gen, orchestrator
+    )
+    # After ExampleValidator too: its anomalies are recorded before a block ends the run.
+    validation_gate.add_upstream_node(example_validator)
+    return schema_importer, statistics_gen, example_validator, previous_statistics, validation_gate
 
 
 def sqlite_connection_config(path: str) -> metadata_store_pb2.ConnectionConfig:
