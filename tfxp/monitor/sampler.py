@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+import urllib.parse
 import urllib.request
 from collections import deque
 from collections.abc import Callable
@@ -25,6 +26,12 @@ FETCH_TIMEOUT = 5.0
 
 def metrics_url(server: str) -> str:
     """The metrics page of a server address (`http://127.0.0.1:8501`) or the page itself."""
+    parsed = urllib.parse.urlsplit(server)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise ValueError(
+            f"--serving-url {server!r} is not a server address: give http://HOST:PORT "
+            "(the REST address `tfxp serve` prints)"
+        )
     server = server.rstrip("/")
     return server if server.endswith(METRICS_PATH) else server + METRICS_PATH
 

@@ -225,3 +225,13 @@ def test_the_sampler_fetches_over_http_with_the_servers_token():
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+def test_a_serving_url_that_is_no_server_address_is_refused():
+    assert (
+        metrics_url("http://127.0.0.1:8501/")
+        == "http://127.0.0.1:8501/monitoring/prometheus/metrics"
+    )
+    for bad in ("notaurl", "127.0.0.1:8501", "ftp://host/x", "http://"):
+        with pytest.raises(ValueError, match="is not a server address"):
+            metrics_url(bad)
