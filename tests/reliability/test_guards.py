@@ -111,14 +111,15 @@ def test_lock_of_a_killed_run_is_released(tmp_path):
     assert messages == []
 
 
-FILES = 1000  # ~128 MB in many files: the copy takes long enough to be caught mid-way
+FILES = 40
+STOP_AFTER = 10  # the copier stops itself after this many files: mid-copy, whatever the speed
 
 
 def _model_dir(tmp: Path) -> Path:
     model = tmp / "model"
     (model / "variables").mkdir(parents=True)
     for i in range(FILES):
-        (model / "variables" / f"shard-{i:04d}").write_bytes(os.urandom(128 * 1024))
+        (model / "variables" / f"shard-{i:04d}").write_bytes(os.urandom(64 * 1024))
     (model / "saved_model.pb").write_bytes(b"pb")
     return model
 
@@ -130,38 +131,55 @@ def _files_copied(serving: Path) -> tuple[list[Path], int]:
     return incoming, len(list(variables.iterdir())) if variables and variables.is_dir() else 0
 
 
-def test_push_killed_mid_copy_leaves_only_complete_versions(tmp_path, forkserver):
-    """Fault: SIGKILL while a model is copied to serving. Promise: no partial version.
+def _stopped(pid: int) -> bool:
+    """Whether `pid` is stopped by a signal (state T in /proc/PID/stat)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2] == "T"
 
-    The test fails, rather than passing vacuously, when the kill did not land
-    mid-copy (the copy had finished, or never started).
-    """
+
+# Runs publish_model as shipped; only the per-file copy TFX's copy_dir calls is
+# wrapped, so that the process stops itself (SIGSTOP) after STOP_AFTER files. The
+# kill then lands mid-copy on any machine: racing a fast copy from outside made
+# the test fail whenever the copy finished between two polls.
+_COPIER = """
+import os, signal
+from tfx.dsl.io import fileio
+from components.release.atomic_pusher import publish_model
+
+_copy, done = fileio.copy, [0]
+
+def copy(src, dst, overwrite=False):
+    _copy(src, dst, overwrite)
+    done[0] += 1
+    if done[0] == {stop}:
+        os.kill(os.getpid(), signal.SIGSTOP)
+
+fileio.copy = copy
+print("start", flush=True)
+publish_model({model!r}, {serving!r})
+"""
+
+
+def test_push_killed_mid_copy_leaves_only_complete_versions(tmp_path, forkserver):
+    """Fault: SIGKILL while a model is copied to serving. Promise: no partial version."""
     model = _model_dir(tmp_path)
     serving = tmp_path / "serving"
-    script = (
-        "from components.release.atomic_pusher import publish_model\n"
-        "print('start', flush=True)\n"
-        f"publish_model({str(model)!r}, {str(serving)!r})\n"
-    )
+    script = _COPIER.format(stop=STOP_AFTER, model=str(model), serving=str(serving))
     proc = forkserver.popen(  # its own process, without ~10 s of imports before the copy
         [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=PROJECT_ROOT
     )
     assert child.readline(proc, timeout=120).strip() == "start"
-    # Kill as soon as some, not all, of the variables are in the copy.
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None:
-        if serving.exists() and _files_copied(serving)[1] > 0:
-            break
-        time.sleep(0.002)
+    while time.monotonic() < deadline and proc.poll() is None and not _stopped(proc.pid):
+        time.sleep(0.01)
+    assert proc.poll() is None, f"publish_model ended (exit {proc.returncode}) before the kill"
+    assert _stopped(proc.pid), "the copier did not reach its stop within 120 s"
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
-    assert proc.returncode == -signal.SIGKILL, "publish_model ended before the kill"
+    assert proc.returncode == -signal.SIGKILL
 
     incoming, copied = _files_copied(serving)
-    assert incoming and 0 < copied < FILES, (
-        f"the kill did not land mid-copy ({copied} of {FILES} files in a hidden copy): "
-        "this run proves nothing; the machine may be too slow or too fast for the test"
-    )
+    assert incoming and 0 < copied < FILES, f"{copied} of {FILES} files in a hidden copy"
     # Whatever a model server can see is complete; here, that is nothing at all.
     versions = [p.name for p in serving.iterdir() if not p.name.startswith(".")]
     assert versions == [], f"a version is visible although the copy was cut: {versions}"
