@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from ml_metadata.proto import metadata_store_pb2
 from tfx.dsl.io import fileio
 
+from components.validation.findings import GateResult
 from metadata.properties import output_artifacts
 from pipeline.config import PipelineConfig
 from pipeline.node_ids import STATISTICS_GEN, VALIDATION_GATE
@@ -77,6 +78,7 @@ class GateOutcome:
     decision: str | None  # PASS, WARN, BLOCK, or None when the run never reached the gate
     report: str | None
     warnings: list[str]
+    result: GateResult | None = None  # the whole result, for the terminal's table
 
 
 def finish_report(store, config: PipelineConfig, run_id: str) -> GateOutcome:
@@ -101,6 +103,7 @@ def finish_report(store, config: PipelineConfig, run_id: str) -> GateOutcome:
         result.decision,
         path if fileio.exists(path) else None,
         [f.line() for f in result.warnings],
+        result,
     )
 
 

@@ -409,10 +409,17 @@ def _gate_outcome(store, config: PipelineConfig, summary, printer: Printer) -> N
         return
     summary.validation = outcome.decision
     summary.report_path = outcome.report
-    if outcome.warnings:
-        printer(f"validation gate passed with {len(outcome.warnings)} warning(s):")
+    if not outcome.warnings:
+        return
+    if outcome.result is None:
+        printer(f"validation gate: passed with {len(outcome.warnings)} warning(s):")
         for line in outcome.warnings:
             printer(f"  {line}")
+        return
+    from tfxp.presentation.gate_table import render_text
+
+    # The same table as a block's, cut to the terminal's width.
+    printer(render_text(outcome.result, shutil.get_terminal_size(fallback=(120, 24)).columns))
 
 
 # Words TensorFlow, zlib and Beam use when a record file is damaged.

@@ -177,3 +177,32 @@ def test_the_runner_prints_the_table_and_keeps_the_record(tmp_path):
     assert shown == render_text(result, 90) + f"\n  report: {tmp_path / 'r1.html'}"
     assert shown.count(WINDOW.folder) == 1 and result.message().count(WINDOW.folder) == 6
     assert blocked_summary(config, "r2", "the cause", width=90) == "the cause"  # type: ignore[arg-type]
+
+
+def test_a_passed_run_with_warnings_prints_them_as_the_same_table(monkeypatch):
+    """`tfxp run` after a gate that warned: the table's headline, compared data and rows
+    (every verdict a warning), without a block's advice."""
+    from types import SimpleNamespace
+
+    import metadata.gate_report as gate_report
+    from metadata.gate_report import GateOutcome
+    from tfxp.local import runner
+
+    warned = [
+        Finding(DRIFT, "fare", "COMPARATOR_JENSEN_SHANNON_DIVERGENCE_HIGH", "moved", 0.2, 0.15,
+                "Jensen-Shannon", DRIFT_WHERE, WARN),
+        Finding(DRIFT, "tips", "COMPARATOR_L_INFTY_HIGH", "moved", 0.12, 0.1, "L-infinity",
+                DRIFT_WHERE, WARN),
+    ]  # fmt: skip
+    result = GateResult(WARN, warned, [], [], current_span=3, baseline_span=2)
+    outcome = GateOutcome(WARN, None, [f.line() for f in warned], result)
+    monkeypatch.setattr(gate_report, "finish_report", lambda *_: outcome)
+    printed: list[str] = []
+    summary = SimpleNamespace(run_id="r1", validation=None, report_path=None)
+    runner._gate_outcome(None, None, summary, printed.append)  # type: ignore[arg-type]
+    shown = "\n".join(printed)
+    assert shown.splitlines()[0] == "validation gate: passed with 2 warning(s)"
+    assert shown.count(DRIFT_WHERE) == 1 and "Nothing downstream ran" not in shown
+    rows = [line.split() for line in shown.splitlines() if line.split()[:1] in (["fare"], ["tips"])]
+    assert [r[0] for r in rows] == ["fare", "tips"] and all("warning" in r for r in rows)
+    assert summary.validation == WARN
