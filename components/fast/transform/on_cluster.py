@@ -4,11 +4,12 @@ work to a cluster.
 The in-process write (materialize.py) is a per-batch function: parse a batch of raw
 examples, run the transform graph over it, encode and frame the outputs. Here it runs
 as Beam steps over pieces of each split's files (components/io/pieces.py: a file per
-piece, or a large file's batches interleaved over up to 8 pieces): each piece is a task
-of its own that runs the transform graph (loaded once per Python worker from the
-graph the analysis wrote to the pipeline root) over its batches and writes its own GZIP
-TFRecord shard into a staging folder, under a name no other attempt of the same task
-uses. The tasks' records (which file each piece wrote, how many examples) meet in one
+piece, or a large file's batches interleaved over up to 8 pieces), spread over the
+cluster's cores by Create's reshuffle (a Spark task per core's partition, each writing
+the pieces it was given). For each piece the transform graph (loaded once per Python
+worker from the graph the analysis wrote to the pipeline root) runs over the piece's
+batches into its own GZIP TFRecord shard in a staging folder, under a name no other
+attempt of the same task uses. The tasks' records (which file each piece wrote, how many examples) meet in one
 task through a GroupByKey, which writes them down; Spark passes on the output of one
 attempt per task, so that list names exactly one whole file per piece, whatever Spark
 retried or ran twice. Only after the pipeline has finished does the driver rename
