@@ -1,18 +1,19 @@
 """What a component's Beam arguments say about where its work may run.
 
-The fast paths (components/evaluation/fast/, components/fast/stats/) compute in the
-component's own process. They apply only when Beam itself would run in this
+The fast paths (components/evaluation/fast/, components/fast/stats/,
+components/fast/transform/) compute in the component's own process. They apply only when Beam itself would run in this
 machine's processes. Under Flink, Spark, Dataflow or a portable job service the
 data may not fit on the launcher, so TFX's executors run there. StatisticsGen's
 in-process pass also gives way when Beam runs several worker processes here. One
 process does not beat TFDV on every core at large inputs.
 
-Under the project's own Spark runner (beam_spark) StatisticsGen's and the
-Evaluator's fast paths run their Beam forms on the cluster instead
-(components/fast/stats/on_cluster.py, components/evaluation/fast/on_cluster.py): the
-same per-batch decoding, scoring and combiners, in Spark tasks, merged in piece
-order. Transform's fast path steps aside there: TFX's executor runs on the cluster
-(docs/beyond-one-machine.md, "Fast paths on the cluster", says why).
+Under the project's own Spark runner (beam_spark) the fast paths run their Beam forms
+on the cluster instead: StatisticsGen's and the Evaluator's
+(components/fast/stats/on_cluster.py, components/evaluation/fast/on_cluster.py) the
+same per-batch decoding, scoring and combiners, in Spark tasks, merged in piece order;
+Transform runs TFX's own analysis there (reading the ingest's files by pieces), then
+its write (components/fast/transform/on_cluster.py): the transform graph over each
+piece's batches in a task, a GZIP shard per piece, committed by the driver.
 """
 
 from __future__ import annotations

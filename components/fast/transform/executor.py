@@ -15,8 +15,10 @@ files decoded by TensorFlow) instead of Beam's record-by-record source.
 It covers TFX's defaults as this project runs them: tf.Example payloads in GZIP
 TFRecords, statistics disabled, the TF1 transform graph (force_tf_compat_v1),
 one examples artifact, any splits config. Anything else runs TFX's executor
-unchanged, as do Beam runners that do not run in this machine's processes. The
-run log says which path ran.
+unchanged, as do Beam runners that do not run in this machine's processes, except
+the project's Spark runner: there TFX's analysis runs on the cluster, reading the
+ingest's files by pieces, and the write runs as a Beam pipeline of one task per piece
+(`on_cluster.py`). The run log says which path ran.
 """
 
 from __future__ import annotations
@@ -37,9 +39,10 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils
 from tfx_bsl.tfxio import tf_example_record
 
-from components.base.local_beam import runner_refusal
+from components.base.local_beam import cluster_runner, runner_refusal
 from components.example_gen.layout import Layout, layout_of
 from components.fast.transform.materialize import SplitJob, Uncovered, materialize
+from components.fast.transform.on_cluster import materialize_on_cluster
 from components.fast.transform.source import LayoutTFExampleRecord
 
 KEYS = standard_component_specs
@@ -113,8 +116,9 @@ def _empty_outputs(output_dict) -> None:
 
 
 @contextlib.contextmanager
-def _analysis_reading_by(layout: Layout | None) -> Iterator[None]:
-    """TFX's executor, while inside, reading examples of `layout` through `source.py`.
+def _analysis_reading_by(layout: Layout | None, by_pieces: bool) -> Iterator[None]:
+    """TFX's executor, while inside, reading examples of `layout` through `source.py`
+    (`by_pieces`: large files cut into pieces, on a cluster).
 
     TFX's `Executor.Do` builds its Beam pipeline in a `TransformProcessor` made from
     the module's name, so the processor is swapped there for this call only (one
@@ -136,7 +140,7 @@ def _analysis_reading_by(layout: Layout | None) -> Iterator[None]:
                 return tfxio
             used.append(dataset.file_pattern)
             return LayoutTFExampleRecord(
-                dataset.file_pattern, schema, layout, tfxio.telemetry_descriptors
+                dataset.file_pattern, schema, layout, tfxio.telemetry_descriptors, by_pieces
             )
 
     tfx_transform.TransformProcessor = LayoutProcessor  # type: ignore[misc]  # swapped for this call
@@ -149,48 +153,60 @@ def _analysis_reading_by(layout: Layout | None) -> Iterator[None]:
 
 
 class Executor(tfx_transform.Executor):
-    """TFX's Transform executor, with the transformed examples written in-process."""
+    """TFX's Transform executor, with the transformed examples written by the fast path:
+    in this process, or by its Beam form on the project's Spark runner."""
 
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # TFX's name
         started = time.perf_counter()
-        refusal = runner_refusal(self._beam_pipeline_args, single_process=False) or _refusal(
+        args = self._beam_pipeline_args
+        # On the project's Spark runner the analysis and the write run there.
+        on_spark = cluster_runner(args)
+        refusal = (None if on_spark else runner_refusal(args, single_process=False)) or _refusal(
             input_dict, output_dict, exec_properties
         )
         if refusal is None:
             try:
-                self._fast(input_dict, output_dict, exec_properties)
+                self._fast(input_dict, output_dict, exec_properties, on_spark)
             except Uncovered as uncovered:
                 refusal = str(uncovered)
                 # TFX's executor renames its graph into place, onto an empty folder only.
                 _empty_outputs(output_dict)
             else:
-                logging.info("Transform: fast path, %.1f s", time.perf_counter() - started)
+                logging.info(
+                    "Transform: fast path%s, %.1f s",
+                    " (its Beam form on the cluster)" if on_spark else "",
+                    time.perf_counter() - started,
+                )
                 return
         logging.info("Transform: TFX path (fast path does not cover: %s)", refusal)
         super().Do(input_dict, output_dict, exec_properties)
 
-    def _fast(self, input_dict, output_dict, exec_properties) -> None:
+    def _fast(self, input_dict, output_dict, exec_properties, on_spark: bool) -> None:
         jobs = _jobs(input_dict, output_dict, exec_properties)
         analysis_outputs = {
             k: v for k, v in output_dict.items() if k != KEYS.TRANSFORMED_EXAMPLES_KEY
         }
         started = time.perf_counter()
         # TFX's own analysis: without a transformed-examples output it writes the
-        # transform graph and materializes nothing.
+        # transform graph and materializes nothing (on the cluster under Spark).
         layout = layout_of(artifact_utils.get_single_instance(input_dict[KEYS.EXAMPLES_KEY]))
-        with _analysis_reading_by(layout):
+        with _analysis_reading_by(layout, by_pieces=on_spark):
             super().Do(input_dict, analysis_outputs, exec_properties)
         analysed = time.perf_counter()
         output = tft.TFTransformOutput(
             artifact_utils.get_single_uri(output_dict[KEYS.TRANSFORM_GRAPH_KEY])
         )
         root = artifact_utils.get_single_uri(output_dict[KEYS.TRANSFORMED_EXAMPLES_KEY])
-        counts = materialize(
-            jobs, output.transform_savedmodel_dir, output.transformed_metadata.schema, root
-        )
+        graph, schema = output.transform_savedmodel_dir, output.transformed_metadata.schema
+        if on_spark:
+            pipeline = self._make_beam_pipeline()
+            counts = materialize_on_cluster(pipeline, jobs, graph, schema, root)
+        else:
+            counts = materialize(jobs, graph, schema, root)
         logging.info(
-            "Transform: analysis (TFX) %.1f s, transformed examples in-process %.1f s: %s",
+            "Transform: analysis (TFX) %.1f s, transformed examples %s %.1f s: %s",
             analysed - started,
+            "on the cluster" if on_spark else "in-process",
             time.perf_counter() - analysed,
             ", ".join(f"{split} {n:,}" for split, n in counts.items()),
         )

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -167,13 +167,24 @@ def _feed_value(value: tf.Tensor | tf.SparseTensor):
     return value.numpy()
 
 
-def parsed_batches(files: list[str], parser: dict) -> Iterator[dict]:
-    """The files' examples in order, parsed in batches of BATCH_SIZE by TensorFlow."""
+def compression_of(files: list[str]) -> str:
+    """The files' compression, "GZIP" or "" (one for all of them, or Uncovered)."""
     compressed = {f.endswith(".gz") for f in files}
     if len(compressed) != 1:
         raise Uncovered("a split mixes GZIP and uncompressed files (or has none)")
-    dataset = sequential_records(files, "GZIP" if compressed.pop() else "")
-    dataset = dataset.batch(BATCH_SIZE).map(
+    return "GZIP" if compressed.pop() else ""
+
+
+def parsed_batches(
+    files: list[str], parser: dict, shard: tuple[int, int] = (0, 1), batch_size: int = BATCH_SIZE
+) -> Iterator[dict]:
+    """The files' examples in order, parsed in batches of `batch_size` by TensorFlow
+    (`shard=(i, n)`: only batches i, i + n, ...: a piece, components/io/pieces.py)."""
+    dataset = sequential_records(files, compression_of(files)).batch(batch_size)
+    index, count = shard
+    if count > 1:
+        dataset = dataset.shard(count, index)  # the other batches are read, not parsed
+    dataset = dataset.map(
         lambda serialized: tf.io.parse_example(serialized, parser),
         num_parallel_calls=2,
         deterministic=True,
@@ -185,17 +196,17 @@ def parsed_batches(files: list[str], parser: dict) -> Iterator[dict]:
         raise Uncovered(f"an example TFX's decoder must judge ({error.message[:200]})") from error
 
 
-def write_split(job: SplitJob, transformer: Transformer, staging: str) -> int:
-    """Transforms one split into `staging`/<split>/; returns its example count."""
-    folder = os.path.join(staging, job.name)
-    tf.io.gfile.makedirs(folder)
-    writer = tfrecord_shards.GzipShardWriter(os.path.join(folder, OUTPUT_FILE))
+def write_batches(batches: Iterable[dict], transformer: Transformer, path: str) -> int:
+    """Parsed raw batches transformed, in order, into one GZIP TFRecord file at `path`
+    (written whole or not at all); returns its example count. The per-batch work of
+    both forms: this process's (`write_split`) and the Beam form's tasks (on_cluster.py)."""
+    writer = tfrecord_shards.GzipShardWriter(path)
     # One batch is transformed on a worker thread (the session run leaves the GIL)
     # while the previous one is framed here and compressed on the writer's thread.
     try:
         with ThreadPoolExecutor(max_workers=IN_FLIGHT) as pool:
             pending: deque = deque()
-            for parsed in parsed_batches(job.files, transformer.parser):
+            for parsed in batches:
                 pending.append(pool.submit(transformer.framed, parsed))
                 if len(pending) >= IN_FLIGHT:
                     writer.write(*pending.popleft().result())
@@ -206,6 +217,14 @@ def write_split(job: SplitJob, transformer: Transformer, staging: str) -> int:
         raise
     writer.close()
     return writer.records
+
+
+def write_split(job: SplitJob, transformer: Transformer, staging: str) -> int:
+    """Transforms one split into `staging`/<split>/; returns its example count."""
+    folder = os.path.join(staging, job.name)
+    tf.io.gfile.makedirs(folder)
+    batches = parsed_batches(job.files, transformer.parser)
+    return write_batches(batches, transformer, os.path.join(folder, OUTPUT_FILE))
 
 
 def materialize(

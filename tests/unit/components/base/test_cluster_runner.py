@@ -27,7 +27,8 @@ def test_cluster_runner(args, expected):
 
 
 def test_the_spark_runner_is_still_no_local_runner():
-    """The Evaluator's and Transform's fast paths keep stepping aside under it."""
+    """runner_refusal still names it: the executors ask cluster_runner first, and run
+    their fast paths' Beam forms under it instead of computing in their own process."""
     assert "beam_spark.SparkRunner" in runner_refusal(
         ["--runner=beam_spark.SparkRunner"], single_process=False
     )

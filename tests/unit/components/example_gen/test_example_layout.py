@@ -118,7 +118,8 @@ def test_layout_round_trips_through_the_artifact(columns):
 def test_analysis_source_equals_tfx_bsl_decoder_with_the_schema(tmp_path, columns, untyped):
     """What Transform's analysis reads through the layout source: the schema's columns, in
     its order and types, as tfx_bsl's decoder makes them with the schema."""
-    from components.fast.transform.source import LayoutTFExampleRecord, _DecodeFiles
+    from components.fast.transform.source import LayoutTFExampleRecord, _DecodePieces
+    from components.io.pieces import Piece
 
     schema = load_schema(str(PROJECT_ROOT / "schema" / "taxi" / "schema.pbtxt"))
     records = _records(tmp_path, columns, 500, untyped)
@@ -127,13 +128,18 @@ def test_analysis_source_equals_tfx_bsl_decoder_with_the_schema(tmp_path, column
     assert LayoutTFExampleRecord.covers(schema, layout) is None
     tfxio = LayoutTFExampleRecord([path], schema, layout)
     names = tfxio.ArrowSchema().names
-    ours = list(_DecodeFiles(layout, tfxio.ArrowSchema()).process(path))
+    decode = _DecodePieces(layout, tfxio.ArrowSchema())
+    ours = list(decode.process(Piece((path,), "GZIP", batch_size=1000)))
     want = example_coder.ExamplesToRecordBatchDecoder(schema.SerializeToString()).DecodeBatch(
         records
     )
     assert len(ours) == 1 and ours[0].schema.equals(want.schema)
     for name in names:
         assert _bits(ours[0].column(name)) == _bits(want.column(name)), name
+    # Three pieces of batches of 100 (as on a cluster): together the same rows.
+    cut = [decode.process(Piece((path,), "GZIP", i, 3, batch_size=100)) for i in range(3)]
+    rows = [row for piece in cut for batch in piece for row in batch.to_pylist()]
+    assert sorted(map(repr, rows)) == sorted(map(repr, ours[0].to_pylist()))
     projected = tfxio.Project(["fare", "company"])
     assert isinstance(projected.projected, LayoutTFExampleRecord)  # what BeamSource reads
     assert sorted(projected.ArrowSchema().names) == ["company", "fare"]
