@@ -1,18 +1,24 @@
 """SequenceExampleGen's executor on small event tables: one SequenceExample per key over
-files, splits by key, and bad input named by file and line with nothing left behind."""
+files, splits by key, and bad input named by file and line with nothing left behind; on
+beam_spark under local[2] the same sequences, counts and errors as in-process."""
 
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import tensorflow as tf
 from google.protobuf import any_pb2, struct_pb2
+from spark_local import SPARK_ARGS, local_spark
+from tfx.dsl.components.base import base_beam_executor
 from tfx.proto import example_gen_pb2
 from tfx.types import standard_artifacts, standard_component_specs
 from tfx.utils import proto_utils
 
+from beam_spark.runner import SparkRunner
 from components.example_gen import sequence_example_gen as seg
 from components.example_gen.csv_checks import CsvInputError
 from components.example_gen.sequence_records import SequenceInputError
@@ -35,7 +41,7 @@ def _drop(root: Path, files: list[list[list]]) -> None:
             writer.writerows(rows)
 
 
-def _run(root: Path, out: Path) -> standard_artifacts.Examples:
+def _run(root: Path, out: Path, beam_args: list[str] | None = None) -> standard_artifacts.Examples:
     struct = struct_pb2.Struct()
     struct.update({"sequence": SEQUENCE, "columns": COLUMNS, "num_shards": 0})
     packed = any_pb2.Any()
@@ -61,7 +67,8 @@ def _run(root: Path, out: Path) -> standard_artifacts.Examples:
             example_gen_pb2.CustomConfig(custom_config=packed)
         ),
     }
-    seg.Executor().Do({}, {standard_component_specs.EXAMPLES_KEY: [examples]}, props)
+    context = base_beam_executor.BaseBeamExecutor.Context(beam_pipeline_args=beam_args or [])
+    seg.Executor(context).Do({}, {standard_component_specs.EXAMPLES_KEY: [examples]}, props)
     return examples
 
 
@@ -77,9 +84,14 @@ def _examples(out: Path) -> dict[str, dict[str, tf.train.SequenceExample]]:
     return found
 
 
-def test_rows_of_a_key_over_files_become_one_ordered_example_in_one_split(tmp_path):
+def _spread_rows() -> list[list[list]]:
+    """200 events of 40 keys over two files, each key in both, one file reversed."""
     rows = [[f"s{i % 40}", i, "yes" if i % 40 < 20 else "no", i % 40, float(i)] for i in range(200)]
-    _drop(tmp_path / "data", [rows[1::2], rows[::2][::-1]])  # each key over both files, reversed
+    return [rows[1::2], rows[::2][::-1]]
+
+
+def test_rows_of_a_key_over_files_become_one_ordered_example_in_one_split(tmp_path):
+    _drop(tmp_path / "data", _spread_rows())
     artifact = _run(tmp_path / "data", tmp_path / "out")
     found = _examples(tmp_path / "out")
     assert not set(found["train"]) & set(found["eval"])
@@ -107,3 +119,45 @@ def test_the_tables_csv_checks_name_file_line_and_column(tmp_path):
     _drop(tmp_path / "data", [rows])
     with pytest.raises(CsvInputError, match=r"e0\.csv:6 column 'x': 'lots' is not a number"):
         _run(tmp_path / "data", tmp_path / "out")
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    """A local[2] SparkContext the runner reuses (the one running in this process, if any)."""
+    with local_spark("sequence-example-gen") as context:
+        yield context
+
+
+@pytest.mark.timeout(300)
+def test_on_spark_the_sequences_and_counts_equal_the_in_process_run(tmp_path, spark, monkeypatch):
+    """The GroupByKey through Spark's shuffle, the split by key and the sharded write give
+    each split the same SequenceExamples, and the counters the same counts."""
+    _drop(tmp_path / "data", _spread_rows())
+    here = _run(tmp_path / "data", tmp_path / "here")
+    ran: list[str] = []
+    stock = SparkRunner.run_pipeline
+
+    def counted(self, pipeline, options):
+        ran.append(type(self).__name__)
+        return stock(self, pipeline, options)
+
+    monkeypatch.setattr(SparkRunner, "run_pipeline", counted)
+    there = _run(tmp_path / "data", tmp_path / "there", SPARK_ARGS)
+    assert len(ran) == 1  # the executor's pipeline ran on beam_spark
+    assert _examples(tmp_path / "there") == _examples(tmp_path / "here")
+    for name in (seg.SEQUENCE_COUNT, seg.TRUNCATED_SEQUENCES):
+        assert there.get_int_custom_property(name) == here.get_int_custom_property(name) > 0
+    per_split = seg.SEQUENCES_PER_SPLIT
+    assert there.get_string_custom_property(per_split) == here.get_string_custom_property(per_split)
+
+
+@pytest.mark.timeout(300)
+def test_on_spark_a_bad_key_is_named_by_file_and_line_and_nothing_is_written(tmp_path, spark):
+    """A key whose label varies fails inside a Spark task; the run names key, column, file
+    and line as in-process, not a Py4J trace, and leaves no split folder behind."""
+    rows = [[f"s{i % 5}", i, "no", 1.0, float(i)] for i in range(20)]
+    rows[7][2] = "yes"
+    _drop(tmp_path / "data", [rows])
+    with pytest.raises(SequenceInputError, match=r"key 's2'.*label column 'y' varies.*e0\.csv:9"):
+        _run(tmp_path / "data", tmp_path / "out", SPARK_ARGS)
+    assert not list((tmp_path / "out").glob("Split-*/*"))
