@@ -4,6 +4,7 @@ stopped at the end; or the one already running in the process, reused when it ma
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import re
 import sys
@@ -18,6 +19,7 @@ from compat import pyspark as pyspark_compat
 
 _LOCAL = re.compile(r"^local\[(\d+|\*)\]$")
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
+_LOGGER = logging.getLogger(__name__)
 
 
 def master_url(options: SparkRunnerOptions) -> str:
@@ -79,6 +81,34 @@ def spark_conf(options: SparkRunnerOptions) -> Any:
     return conf
 
 
+# How often the driver's JVM (PySpark's gateway) is launched before its failure is raised.
+GATEWAY_LAUNCHES = 2
+
+
+def _started_context(conf: Any) -> Any:
+    """A SparkContext on `conf`. A gateway JVM that exits before it gives PySpark its port
+    is launched once more: seen once, silently, in the Spark e2e tests (a `tfxp run`
+    forked from the test session), where the next launch of the same command worked.
+    Whatever the JVM printed is on stderr above; a second failure is raised as PySpark
+    raises it (so a missing Java still fails, after two launches)."""
+    from pyspark import SparkContext
+    from pyspark.errors import PySparkRuntimeError
+
+    for launch in range(1, GATEWAY_LAUNCHES + 1):
+        try:
+            return SparkContext(conf=conf)
+        except PySparkRuntimeError as error:
+            if error.getErrorClass() != "JAVA_GATEWAY_EXITED" or launch == GATEWAY_LAUNCHES:
+                raise
+            _LOGGER.warning(
+                "beam_spark: Spark's driver JVM exited before giving its port (launch %d of "
+                "%d); launching it again",
+                launch,
+                GATEWAY_LAUNCHES,
+            )
+    raise AssertionError("unreachable")  # the loop returns or raises
+
+
 @contextmanager
 def spark_context(options: SparkRunnerOptions, given: Any = None) -> Iterator[Any]:
     """The context for one run. A context handed to the runner, or one already active in
@@ -99,9 +129,7 @@ def spark_context(options: SparkRunnerOptions, given: Any = None) -> Iterator[An
         os.environ["PYSPARK_PYTHON"] = options.spark_python
     else:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark import SparkContext
-
-    context = SparkContext(conf=spark_conf(options))
+    context = _started_context(spark_conf(options))
     context.setLogLevel("WARN")
     if options.spark_keep_context:
         # The next pipeline of this process finds it active (above) and runs on the same
