@@ -18,9 +18,11 @@ from pathlib import Path
 from typing import Any
 
 REST_TIMEOUT_S = 5.0
-# An executor's log (Spark's default log4j profile, INFO) has one such line per task
-# that succeeded on it.
-_FINISHED_TASK = re.compile(r"Executor: Finished task \S+ in stage \S+ \(TID \d+\)")
+# An executor's log (Spark's default log4j profile, INFO) has such a line per task that
+# succeeded on it, counted by task id: the worker's copy of an executor's stderr can
+# repeat its last lines when the executor is stopped mid-write (seen in CI: one task's
+# line twice, after a garbled fragment).
+_FINISHED_TASK = re.compile(r"Executor: Finished task \S+ in stage \S+ \(TID (\d+)\)")
 
 
 class RestError(RuntimeError):
@@ -95,7 +97,7 @@ def executor_runs(work_dir: str | Path, app_ids: Iterable[str] | None = None) ->
                 worker=log.parent.parent.parent.name,
                 app_id=app_id,
                 executor_id=log.parent.name,
-                tasks=len(_FINISHED_TASK.findall(text)),
+                tasks=len(set(_FINISHED_TASK.findall(text))),
                 log=str(log),
             )
         )
