@@ -81,6 +81,9 @@ class ForkServer:
     def run(self, module: str, args: list[str], log: str | None, echo: IO[bytes] | None) -> int:
         """Runs `python -m module args` as a fork of the server, output in `log`; its exit code."""
         server = self._live_server()
+        # The tail starts at the log's size before the task: taken after the start, it
+        # skipped whatever a quick task had already written (its first lines, or all).
+        tail = _Tail(log, echo) if echo is not None and log else None
         with open(log or os.devnull, "ab") as out:
             task = server.popen(
                 [sys.executable, "-m", module, *args],
@@ -90,7 +93,6 @@ class ForkServer:
                 stdout=out,
                 stderr=out,
             )
-        tail = _Tail(log, echo) if echo is not None and log else None
         while True:
             try:
                 code = task.wait(0.2)

@@ -82,6 +82,24 @@ def test_verbose_streams_the_tasks_output(server) -> None:
     assert b"argv ['z']" in out.getvalue()
 
 
+def test_verbose_shows_what_a_task_wrote_before_its_start_returned(tmp_path) -> None:
+    """A task quick enough to write before `popen` returns: its lines are streamed too
+    (the tail starts at the log's size before the task, not after its start)."""
+    from types import SimpleNamespace
+
+    def popen(args, stdout, **_):
+        stdout.write(b"early line\n")  # written before the caller gets the task
+        stdout.flush()
+        return SimpleNamespace(wait=lambda timeout: 0)
+
+    srv = ForkServer({}, str(tmp_path), str(tmp_path / "server.log"), ())
+    srv._live_server = lambda: SimpleNamespace(popen=popen)  # type: ignore[method-assign]
+    (tmp_path / "t.log").write_bytes(b"an earlier task\n")
+    out = io.BytesIO()
+    assert srv.run("quick", [], str(tmp_path / "t.log"), out) == 0
+    assert out.getvalue() == b"early line\n"
+
+
 def test_a_dead_server_is_an_error_naming_its_log(server) -> None:
     srv, tmp = server
     assert srv.run("task_mod", ["x"], str(tmp / "h.log"), None) == 0
