@@ -33,10 +33,15 @@ def example_files(split_uris: Sequence[str], refusal: type[Exception]) -> tuple[
     files = sorted(f for uri in split_uris for f in tf.io.gfile.glob(f"{uri}/*"))
     if not files:
         raise refusal(f"no example files under {', '.join(split_uris)}")
+    return files, compression_of(files, refusal)
+
+
+def compression_of(files: Sequence[str], refusal: type[Exception]) -> str:
+    """The files' one compression ("GZIP" or ""); none or a mix is raised as `refusal`."""
     gzip = {f.endswith(".gz") for f in files}
-    if len(gzip) > 1:
-        raise refusal("a split mixes GZIP and uncompressed files")
-    return files, "GZIP" if gzip.pop() else ""
+    if len(gzip) != 1:
+        raise refusal("a split mixes GZIP and uncompressed files (or has none)")
+    return "GZIP" if gzip.pop() else ""
 
 
 @dataclass(frozen=True)

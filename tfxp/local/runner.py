@@ -409,12 +409,7 @@ def _gate_outcome(store, config: PipelineConfig, summary, printer: Printer) -> N
         return
     summary.validation = outcome.decision
     summary.report_path = outcome.report
-    if not outcome.warnings:
-        return
-    if outcome.result is None:
-        printer(f"validation gate: passed with {len(outcome.warnings)} warning(s):")
-        for line in outcome.warnings:
-            printer(f"  {line}")
+    if not outcome.warnings or outcome.result is None:  # no result: no gate, no warnings
         return
     from tfxp.presentation.gate_table import render_text
 

@@ -36,6 +36,7 @@ from compat import tft as tft_internals
 from compat import tfx_bsl as tfx_bsl_internals
 from components.example_gen import tfrecord_shards
 from components.example_gen.layout import sequential_records
+from components.io.pieces import compression_of
 
 BATCH_SIZE = 8192
 # Batches being transformed at once (bounded: a split is never held whole in memory).
@@ -167,20 +168,12 @@ def _feed_value(value: tf.Tensor | tf.SparseTensor):
     return value.numpy()
 
 
-def compression_of(files: list[str]) -> str:
-    """The files' compression, "GZIP" or "" (one for all of them, or Uncovered)."""
-    compressed = {f.endswith(".gz") for f in files}
-    if len(compressed) != 1:
-        raise Uncovered("a split mixes GZIP and uncompressed files (or has none)")
-    return "GZIP" if compressed.pop() else ""
-
-
 def parsed_batches(
     files: list[str], parser: dict, shard: tuple[int, int] = (0, 1), batch_size: int = BATCH_SIZE
 ) -> Iterator[dict]:
     """The files' examples in order, parsed in batches of `batch_size` by TensorFlow
     (`shard=(i, n)`: only batches i, i + n, ...: a piece, components/io/pieces.py)."""
-    dataset = sequential_records(files, compression_of(files)).batch(batch_size)
+    dataset = sequential_records(files, compression_of(files, Uncovered)).batch(batch_size)
     index, count = shard
     if count > 1:
         dataset = dataset.shard(count, index)  # the other batches are read, not parsed

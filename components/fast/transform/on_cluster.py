@@ -42,11 +42,10 @@ from components.fast.transform.materialize import (
     SplitJob,
     Transformer,
     Uncovered,
-    compression_of,
     parsed_batches,
     write_batches,
 )
-from components.io.pieces import Piece, pieces
+from components.io.pieces import Piece, compression_of, pieces
 
 WRITTEN_FILE = "written.json"
 # TFX's file names (WriteToTFRecord(<split>/transformed_examples, file_name_suffix=".gz")),
@@ -150,7 +149,7 @@ def _units(jobs: list[SplitJob], batch_size: int) -> list[tuple[str, int, Piece]
     """(split, n, piece) for every piece of every split, n counting each split's pieces."""
     units = []
     for job in jobs:
-        cut = pieces(job.files, compression_of(job.files), batch_size)
+        cut = pieces(job.files, compression_of(job.files, Uncovered), batch_size)
         units += [(job.name, number, piece) for number, piece in enumerate(cut)]
     return units
 
