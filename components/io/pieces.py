@@ -11,6 +11,7 @@ each file once and hand batch i to piece i mod count. Both merge in piece order.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -65,3 +66,14 @@ def pieces(files: list[str], compression: str, batch_size: int = BATCH_SIZE) -> 
         count = min(MAX_PIECES_PER_FILE, max(by_size, 1))
         out += [Piece((path,), compression, index, count, batch_size) for index in range(count)]
     return out
+
+
+def write_whole(path: str, data: bytes) -> None:
+    """`data` at `path`, written beside it and renamed into place: the driver reading a
+    Beam form's result sees the whole file or none, and a retried task rewrites it (Beam's
+    file sinks would commit through side inputs, each ending a Spark job)."""
+    tf.io.gfile.makedirs(os.path.dirname(path))
+    partial = f"{path}.partial"
+    with tf.io.gfile.GFile(partial, "wb") as out:
+        out.write(data)
+    tf.io.gfile.rename(partial, path, overwrite=True)

@@ -29,7 +29,7 @@ from components.evaluation.fast.pieces import Found, merged, piece_found
 from components.evaluation.fast.scoring import ModelScorer
 from components.evaluation.fast.slices import SliceFeatures
 from components.example_gen.layout import Layout
-from components.io.pieces import Piece
+from components.io.pieces import Piece, write_whole
 
 FOUND_FILE = "found.pickle"
 # What a task gives: the piece's accumulators, or why the fast path cannot go on.
@@ -91,11 +91,7 @@ class _MergeAndWrite(beam.DoFn):
         result: Outcome = (
             stopped[0] if stopped else merged(o for o in ordered if isinstance(o, Found))
         )
-        tf.io.gfile.makedirs(os.path.dirname(self._path))
-        partial = f"{self._path}.partial"
-        with tf.io.gfile.GFile(partial, "wb") as out:
-            out.write(pickle.dumps(result))
-        tf.io.gfile.rename(partial, self._path, overwrite=True)
+        write_whole(self._path, pickle.dumps(result))
 
 
 def evaluate_pieces(

@@ -32,7 +32,7 @@ from components.fast.stats.batches import (
     merged_statistics,
     piece_accumulator,
 )
-from components.io.pieces import BATCH_SIZE, Piece, example_files, pieces
+from components.io.pieces import BATCH_SIZE, Piece, example_files, pieces, write_whole
 
 METRICS_NAMESPACE = "fast_statistics"
 OFF_LAYOUT = "examples_off_layout"
@@ -74,11 +74,7 @@ class _MergeAndWrite(beam.DoFn):
     def process(self, keyed: tuple[None, Iterable[tuple[int, Any]]]) -> None:
         ordered = [accumulator for _, accumulator in sorted(keyed[1], key=lambda n: n[0])]
         statistics = merged_statistics(self._combine, ordered)
-        tf.io.gfile.makedirs(os.path.dirname(self._path))
-        partial = f"{self._path}.partial"
-        with tf.io.gfile.GFile(partial, "wb") as out:
-            out.write(statistics.SerializeToString())
-        tf.io.gfile.rename(partial, self._path, overwrite=True)
+        write_whole(self._path, statistics.SerializeToString())
 
 
 def add_statistics(

@@ -45,7 +45,7 @@ from components.fast.transform.materialize import (
     parsed_batches,
     write_batches,
 )
-from components.io.pieces import Piece, compression_of, pieces
+from components.io.pieces import Piece, compression_of, pieces, write_whole
 
 WRITTEN_FILE = "written.json"
 # TFX's file names (WriteToTFRecord(<split>/transformed_examples, file_name_suffix=".gz")),
@@ -139,10 +139,7 @@ class _Record(beam.DoFn):
                 if isinstance(o, Written)
             ],
         }
-        partial = f"{self._path}.partial"
-        with tf.io.gfile.GFile(partial, "w") as out:
-            out.write(json.dumps(record))
-        tf.io.gfile.rename(partial, self._path, overwrite=True)
+        write_whole(self._path, json.dumps(record).encode())
 
 
 def _units(jobs: list[SplitJob], batch_size: int) -> list[tuple[str, int, Piece]]:
