@@ -19,7 +19,8 @@ import pytest
 
 from pipeline.config import PROJECT_ROOT, PipelineConfig
 from pipeline.datasets import dataset_config
-from tfxp.local.run_guard import run_lock
+from tfxp.local.run_guard import StoreRefused, run_lock
+from tfxp.local.runner import _check_locations
 from tfxp.preflight import PreflightError, check_locations
 
 
@@ -109,6 +110,58 @@ def test_lock_of_a_killed_run_is_released(tmp_path):
     with run_lock(config, "next", messages.append):
         pass
     assert messages == []
+
+
+def _creating_holder(config: PipelineConfig) -> subprocess.Popen:
+    """A run holding the lock with its store at 0 bytes, as MLMD leaves it for a moment
+    while creating it; a line on stdin makes it create the store and end (or `empty`:
+    end leaving it empty, as an interrupted creation does)."""
+    script = f"""
+        import sys
+        from pathlib import Path
+        from ml_metadata.metadata_store import metadata_store
+        from ml_metadata.proto import metadata_store_pb2
+        from pipeline.config import PipelineConfig
+        from tfxp.local.run_guard import run_lock
+        config = PipelineConfig(run_dir={config.run_dir!r})
+        with run_lock(config, "creating", print):
+            Path(config.metadata_path).write_bytes(b"")
+            print("locked", flush=True)
+            if sys.stdin.readline().strip() != "empty":
+                cfg = metadata_store_pb2.ConnectionConfig()
+                cfg.sqlite.filename_uri = config.metadata_path
+                metadata_store.MetadataStore(cfg).get_context_types()
+    """
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=PROJECT_ROOT,
+    )
+
+
+def test_store_a_running_run_is_creating_is_judged_under_the_lock(tmp_path):
+    """Fault: a second run starts while the first is creating the store (0 bytes).
+    Promise: its pre-run check leaves the store to the lock; once the lock is free, the
+    store is judged: a finished store is used, an empty one refused (CI saw the second
+    run refuse a store the first was creating)."""
+    config = _config(tmp_path)
+    holder = _creating_holder(config)
+    assert child.readline(holder, timeout=120).strip() == "locked"
+    _check_locations(config, sqlite_store=True)  # refused "empty" before the fix
+    holder.communicate("create\n", timeout=120)
+    with run_lock(config, "second", print):
+        assert Path(config.metadata_path).stat().st_size > 0
+
+    holder = _creating_holder(config)
+    assert child.readline(holder, timeout=120).strip() == "locked"
+    _check_locations(config, sqlite_store=True)
+    holder.communicate("empty\n", timeout=120)
+    with pytest.raises(StoreRefused, match="is empty"), run_lock(config, "third", print):
+        pass
+    with pytest.raises(PreflightError, match="is empty"):
+        _check_locations(config, sqlite_store=True)  # no run holds it: judged at once
 
 
 FILES = 40

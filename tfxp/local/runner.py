@@ -26,7 +26,7 @@ from tfxp.local.process import (
     return_freed_memory,
     worker_output_to,
 )
-from tfxp.local.run_guard import run_lock
+from tfxp.local.run_guard import StoreRefused, run_lock, unless_a_run_holds
 from tfxp.local.warm_workers import warm_workers
 from tfxp.preflight import PreflightError, check_locations, preflight
 
@@ -115,9 +115,20 @@ def plan_local_run(
     is a PipelineRunError from "the pre-run check", alerted unless `alert_failures` is
     False (a watcher that will retry)."""
     try:
-        return preflight(config, beam, local_dirs=local_dirs, sqlite_store=sqlite_store)
+        plan = preflight(config, beam, local_dirs=False)
+        if local_dirs:
+            _check_locations(plan.config, sqlite_store)
+        return plan
     except PreflightError as e:
         raise _check_failed(config, run_id, e, alert_failures) from None
+
+
+def _check_locations(config: PipelineConfig, sqlite_store: bool) -> None:
+    """check_locations; the SQLite store only while no run holds the run lock. A run
+    in progress may be creating it (0 bytes for a moment): then it is checked once
+    this run holds the lock (run_guard.run_lock)."""
+    with unless_a_run_holds(config) as idle:
+        check_locations(config, check_sqlite_store_file=sqlite_store and idle)
 
 
 def _check_failed(
@@ -166,7 +177,7 @@ def run_local(
         plan = run
         # Planned already: only this machine's directories are left to check.
         try:
-            check_locations(plan.config, check_sqlite_store_file=sqlite)
+            _check_locations(plan.config, sqlite)
         except PreflightError as e:
             raise _check_failed(plan.config, run_id, e, alert_failures) from None
     else:
@@ -342,6 +353,8 @@ def _execute(config, run_id, ir, run_options, reporting, log_path, connection_co
         lock = run_lock(config, run_id, printer) if sqlite else contextlib.nullcontext()
         with lock, _interrupts(progress), program_name_only_argv():
             LocalDagRunner().run_with_ir(ir, run_options=run_options)
+    except StoreRefused as e:  # the store, checked once the lock is held
+        raise PipelineRunError(str(e), "the pre-run check") from None
     except KeyboardInterrupt:
         where = progress.interrupted_during or progress.current or "start-up"
         raise RunInterruptedError(
