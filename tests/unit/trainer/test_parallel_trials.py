@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import logging
 import sys
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -72,12 +71,10 @@ def test_every_trial_is_scored_by_the_workers_and_they_overlap(tmp_path):
 
 def test_a_crashed_worker_fails_the_search_naming_the_trial(tmp_path):
     oracle = _oracle(tmp_path)
-    started = time.monotonic()
     with pytest.raises(TrialError, match=r"learning_rate.*0\.3.*exited with code 3") as error:
         run_trials(oracle, _workers(tmp_path, crash=0.3, seconds=0.2), "val_loss")
     # The end of the worker's output is quoted.
     assert "fake worker: crashing on purpose" in str(error.value)
-    assert time.monotonic() - started < 60
     # Nothing is scored for the crashed trial.
     crashed = [
         t for t in oracle.trials.values() if t.hyperparameters.values["learning_rate"] == 0.3

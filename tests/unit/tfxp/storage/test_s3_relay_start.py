@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 from tfxp.storage import s3_shim
 
@@ -14,9 +13,8 @@ def test_first_line_gives_up_at_the_deadline():
         [sys.executable, "-c", "import time; time.sleep(60)"], stdout=subprocess.PIPE, text=True
     )
     try:
-        started = time.monotonic()
         assert s3_shim._first_line(silent, timeout=1.0) == ""
-        assert time.monotonic() - started < 10
+        assert silent.poll() is None  # it gave up while the child still ran
     finally:
         silent.kill()
         silent.wait(timeout=30)
