@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -64,27 +65,38 @@ def test_second_run_waits_for_the_lock_holder(tmp_path):
             "-c",
             textwrap.dedent(
                 f"""
-                import time
+                import sys
                 from pipeline.config import PipelineConfig
                 from tfxp.local.run_guard import run_lock
                 with run_lock(PipelineConfig(run_dir={config.run_dir!r}), "first", print):
                     print("locked", flush=True)
-                    time.sleep(3)
+                    sys.stdin.readline()  # holds the lock until told
                 """
             ),
         ],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
         cwd=PROJECT_ROOT,
     )
     assert child.readline(holder, timeout=120).strip() == "locked"
     messages: list[str] = []
-    started = time.monotonic()
-    with run_lock(config, "second", messages.append):
-        waited = time.monotonic() - started
-    holder.wait(timeout=30)
+    acquired = threading.Event()
+
+    def second() -> None:
+        with run_lock(config, "second", messages.append):
+            acquired.set()
+
+    waiter = threading.Thread(target=second, daemon=True)
+    waiter.start()
+    deadline = time.monotonic() + 60
+    while not messages and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert messages and "waiting" in messages[0] and '"run_id": "first"' in messages[0]
-    assert waited > 1.0
+    assert not acquired.is_set()  # still waiting while the first holds it
+    holder.communicate("release\n", timeout=60)
+    waiter.join(60)
+    assert acquired.is_set()
 
 
 def test_lock_of_a_killed_run_is_released(tmp_path):
