@@ -169,7 +169,7 @@ def test_window_trains_on_both_spans(span_runs):
 
 
 def test_data_list_traces_spans_to_runs_and_models(span_runs):
-    from tfxp.cli.data import describe_dataset, render
+    from tfxp.datasets.listing import describe_dataset, render
 
     rows = describe_dataset(span_runs.config)
     assert [r.span for r in rows] == [1, 2]

@@ -11,7 +11,8 @@
 `list` reads the spans on disk and, from ML Metadata (the run dir's
 metadata.sqlite), each span's ingested Examples (row count, bytes, content
 fingerprint, when) and what used it: the pipeline runs, the models trained on
-it (Examples -> Transform -> Trainer -> Model) and whether they were pushed.
+it (Examples -> Transform -> Trainer -> Model) and whether they were pushed
+(tfxp/datasets/listing.py).
 """
 
 from __future__ import annotations
@@ -20,18 +21,10 @@ import argparse
 import json
 import os
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Any
 
-from metadata.examples import examples_ingested_from
-from metadata.lineage import Lineage
-from metadata.lineage.records import ModelUse, SpanIngestion
-from metadata.store import (
-    LineageError,
-    MetadataStoreError,
-    StoreLocation,
-    open_store,
-)
+from metadata.store import MetadataStoreError
 from pipeline.config import PipelineConfig
 from pipeline.datasets import DEFAULT_DATASET, dataset_names
 from pipeline.headers import rename_header
@@ -45,154 +38,8 @@ from tfxp.cli.common import (
     store_location,
 )
 from tfxp.cli.data_dvc import add_dvc_flags, register_tag
-from tfxp.datasets.publish import copy_files, leftover_incoming, publish_span
-
-
-@dataclass
-class Ingestion:
-    examples_id: int
-    uri: str
-    rows: int | None
-    raw_bytes: int | None
-    fingerprint: str | None
-    ingested_at: str
-    runs: list[str] = field(default_factory=list)
-    models: list[ModelUse] = field(default_factory=list)
-    origins: list[str] = field(default_factory=list)  # DVC revision, tags (metadata/sources.py)
-
-
-@dataclass
-class SpanRow:
-    span: int
-    version: int | None
-    path: str
-    files: int
-    bytes_on_disk: int
-    ingestions: list[Ingestion] = field(default_factory=list)
-
-
-# ---------------------------------------------------------------------------
-# ML Metadata lineage.
-
-
-def _ingestion(found: SpanIngestion) -> Ingestion:
-    data = found.data
-    return Ingestion(
-        examples_id=data.examples_id,
-        uri=found.uri,
-        rows=data.rows,
-        raw_bytes=found.raw_bytes,
-        fingerprint=data.fingerprint,
-        ingested_at=found.ingested_at,
-        runs=found.runs,
-        models=found.models or [],
-        origins=[o["describe"] for o in data.origins],
-    )
-
-
-def _open_store(config: PipelineConfig, location: StoreLocation | None):
-    """The store that records the dataset's ingestions, or None before the first run."""
-    location = location or StoreLocation(sqlite_path=config.metadata_path)
-    if not location.is_mysql and not os.path.exists(config.metadata_path):
-        return None
-    return open_store(location)
-
-
-def _remote_rows(data_root: str) -> list[SpanRow]:
-    """Spans of an s3:// or gs:// data root (versions folded into their span)."""
-    from tfx.dsl.io import fileio
-
-    from pipeline.spans import remote_span_files
-    from tfxp.storage.storage import Location, check_location, enable_filesystems
-
-    check_location(Location(data_root, "data root", write=False))
-    enable_filesystems([data_root])
-    root = data_root.rstrip("/")
-    return [
-        SpanRow(n, None, f"{root}/span-{n}", len(files), sum(fileio.stat(f).length for f in files))
-        for n, files in sorted(remote_span_files(root).items())
-    ]
-
-
-def describe_dataset(
-    config: PipelineConfig, location: StoreLocation | None = None
-) -> list[SpanRow]:
-    """Spans on disk with their ingestions and lineage (from `location`, default the
-    run dir's SQLite store), oldest first."""
-    if "://" in config.data_root:
-        rows = _remote_rows(config.data_root)
-    else:
-        rows = [
-            SpanRow(s.span, s.version, str(s.path), len(s.files), s.nbytes)
-            for s in list_spans(config.data_root)
-        ]
-    store = _open_store(config, location)
-    if store is None:
-        return rows
-    try:
-        lineage = Lineage(store, config.pipeline_name)
-    except LineageError:  # no run of this pipeline in the store yet
-        return rows
-    # The listing is ML Metadata's answer (metadata/lineage/spans.py span_listing),
-    # the console's too; here it is laid over the span folders on disk.
-    by_key: dict[tuple[int, int | None], list[Ingestion]] = {}
-    for span in lineage.span_listing(examples_ingested_from(store, config.data_root)):
-        for found in span.ingestions:
-            key = (span.span, found.data.version)
-            by_key.setdefault(key, []).append(_ingestion(found))
-    for row in rows:
-        row.ingestions = by_key.get((row.span, row.version), [])
-    return rows
-
-
-# ---------------------------------------------------------------------------
-# Commands.
-
-
-def _human(n: float | None) -> str:
-    if n is None:
-        return "-"
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
-
-
-def _count(n: int | None) -> str:
-    return "-" if n is None else f"{n:,}"
-
-
-def render(name: str, config: PipelineConfig, rows: list[SpanRow]) -> str:
-    lines = [f"dataset {name}: {config.data_root}", f"  ML Metadata: {config.metadata_path}"]
-    if not rows:
-        lines.append("  no spans (add one: tfxp data add NAME FILE.csv)")
-    header = (
-        f"  {'span':>4} {'ver':>3} {'rows':>11} {'bytes':>9}  {'fingerprint':<12}  "
-        f"{'ingested':<19}  {'runs':>4}  models"
-    )
-    if rows:
-        lines.append(header)
-    for r in rows:
-        version = "-" if r.version is None else str(r.version)
-        if not r.ingestions:
-            lines.append(
-                f"  {r.span:>4} {version:>3} {'-':>11} {_human(r.bytes_on_disk):>9}  "
-                f"{'-':<12}  {'not ingested':<19}  {'-':>4}  -"
-            )
-            continue
-        for i, ing in enumerate(reversed(r.ingestions)):
-            models = ", ".join(f"#{m.model_id}{' pushed' if m.pushed else ''}" for m in ing.models)
-            tag = "" if i == 0 else "  (earlier content)"
-            lines.append(
-                f"  {r.span:>4} {version:>3} {_count(ing.rows):>11} {_human(ing.raw_bytes):>9}  "
-                f"{(ing.fingerprint or '-')[:12]:<12}  {ing.ingested_at:<19}  "
-                f"{len(ing.runs):>4}  {models or '-'}{tag}"
-            )
-            lines.extend(f"{'':>10}origin {o}" for o in ing.origins)
-    for p in leftover_incoming(config.data_root):
-        lines.append(f"  leftover of an interrupted add (not ingested; safe to delete): {p}")
-    return "\n".join(lines)
+from tfxp.datasets.listing import describe_dataset, human_bytes, render
+from tfxp.datasets.publish import copy_files, publish_span
 
 
 def _dataset_config(args: argparse.Namespace, name: str) -> PipelineConfig:
@@ -256,7 +103,7 @@ def _report_published(span, started: float) -> None:
     import time
 
     print(
-        f"added span {span.span}: {len(span.files)} file(s), {_human(span.nbytes)} at {span.path} "
+        f"added span {span.span}: {len(span.files)} file(s), {human_bytes(span.nbytes)} at {span.path} "
         f"in {time.perf_counter() - started:.1f}s"
     )
     print("next: `tfxp run` trains on it (the latest span); `tfxp data list` shows it")
@@ -418,7 +265,7 @@ def cmd_upload(args: argparse.Namespace) -> int:
         print(f"created bucket {args.destination.split('/')[2]}")
     print(
         f"uploaded {source.label} of {source_root} ({len(done.uris)} file(s), "
-        f"{_human(done.nbytes)}) as span {done.span} in {time.perf_counter() - started:.1f}s:"
+        f"{human_bytes(done.nbytes)}) as span {done.span} in {time.perf_counter() - started:.1f}s:"
     )
     for uri in done.uris:
         print(f"  {uri}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeGuard
 
@@ -62,6 +62,55 @@ def _finite(value: float | None) -> TypeGuard[float]:
     return value is not None and not math.isnan(value) and not math.isinf(value)
 
 
+def _x_grid(ticks: Sequence[float], px: Callable[[float], float], plot_h: float) -> list[str]:
+    """A vertical grid line and a value under the plot at each tick."""
+    out = []
+    for t in ticks:
+        out.append(
+            f'<line x1="{px(t):.1f}" y1="{TOP}" x2="{px(t):.1f}" y2="{TOP + plot_h}" stroke="{GRID}"/>'
+        )
+        out.append(
+            f'<text x="{px(t):.1f}" y="{TOP + plot_h + 14}" text-anchor="middle" fill="{MUTED}">{_label(t)}</text>'
+        )
+    return out
+
+
+def _y_grid(ticks: Sequence[float], py: Callable[[float], float], plot_w: float) -> list[str]:
+    """A horizontal grid line and a value left of the plot at each tick."""
+    out = []
+    for t in ticks:
+        out.append(
+            f'<line x1="{LEFT}" y1="{py(t):.1f}" x2="{LEFT + plot_w}" y2="{py(t):.1f}" stroke="{GRID}"/>'
+        )
+        out.append(
+            f'<text x="{LEFT - 6}" y="{py(t) + 4:.1f}" text-anchor="end" fill="{MUTED}">{_label(t)}</text>'
+        )
+    return out
+
+
+def _y_label(text: str, plot_h: float) -> str:
+    return (
+        f'<text transform="translate(14,{TOP + plot_h / 2}) rotate(-90)" text-anchor="middle" '
+        f'fill="{INK}">{_e(text)}</text>'
+    )
+
+
+def _line_legend(
+    entries: Sequence[tuple[str, str, bool]], plot_w: float, plot_h: float
+) -> list[str]:
+    """(name, color, dashed) entries stacked in the plot's bottom-right corner."""
+    out = []
+    for i, (name, color, dashed) in enumerate(entries):
+        y = TOP + plot_h - 10 - 14 * (len(entries) - 1 - i)
+        x = LEFT + plot_w - 170
+        dash = ' stroke-dasharray="6,4"' if dashed else ""
+        out.append(
+            f'<line x1="{x}" y1="{y - 4}" x2="{x + 18}" y2="{y - 4}" stroke="{color}" stroke-width="2"{dash}/>'
+        )
+        out.append(f'<text x="{x + 22}" y="{y}" fill="{INK}">{_e(name)}</text>')
+    return out
+
+
 def line_chart(
     chart_id: str,
     title: str,
@@ -87,27 +136,12 @@ def line_chart(
         return TOP + plot_h - (y - y0) / (y1 - y0) * plot_h
 
     out = _frame(title, WIDTH, HEIGHT, chart_id)
-    for t in _ticks(x0, x1):
-        out.append(
-            f'<line x1="{px(t):.1f}" y1="{TOP}" x2="{px(t):.1f}" y2="{TOP + plot_h}" stroke="{GRID}"/>'
-        )
-        out.append(
-            f'<text x="{px(t):.1f}" y="{TOP + plot_h + 14}" text-anchor="middle" fill="{MUTED}">{_label(t)}</text>'
-        )
-    for t in _ticks(y0, y1):
-        out.append(
-            f'<line x1="{LEFT}" y1="{py(t):.1f}" x2="{LEFT + plot_w}" y2="{py(t):.1f}" stroke="{GRID}"/>'
-        )
-        out.append(
-            f'<text x="{LEFT - 6}" y="{py(t) + 4:.1f}" text-anchor="end" fill="{MUTED}">{_label(t)}</text>'
-        )
+    out.extend(_x_grid(_ticks(x0, x1), px, plot_h))
+    out.extend(_y_grid(_ticks(y0, y1), py, plot_w))
     out.append(
         f'<text x="{LEFT + plot_w / 2}" y="{HEIGHT - 8}" text-anchor="middle" fill="{INK}">{_e(x_label)}</text>'
     )
-    out.append(
-        f'<text transform="translate(14,{TOP + plot_h / 2}) rotate(-90)" text-anchor="middle" '
-        f'fill="{INK}">{_e(y_label)}</text>'
-    )
+    out.append(_y_label(y_label, plot_h))
     legend = []
     if diagonal:
         lo, hi = max(x0, y0), min(x1, y1)
@@ -134,14 +168,7 @@ def line_chart(
                 for x, y in drawn
             )
         legend.append((s.name, s.color, s.dash))
-    for i, (name, color, dashed) in enumerate(legend):
-        y = TOP + plot_h - 10 - 14 * (len(legend) - 1 - i)
-        x = LEFT + plot_w - 170
-        dash = ' stroke-dasharray="6,4"' if dashed else ""
-        out.append(
-            f'<line x1="{x}" y1="{y - 4}" x2="{x + 18}" y2="{y - 4}" stroke="{color}" stroke-width="2"{dash}/>'
-        )
-        out.append(f'<text x="{x + 22}" y="{y}" fill="{INK}">{_e(name)}</text>')
+    out.extend(_line_legend(legend, plot_w, plot_h))
     out.append("</svg>")
     return "\n".join(out)
 
@@ -168,17 +195,8 @@ def bar_chart(
         return TOP + plot_h - (y - y0) / (y1 - y0) * plot_h
 
     out = _frame(title, width, height, chart_id)
-    for t in _ticks(y0, y1):
-        out.append(
-            f'<line x1="{LEFT}" y1="{py(t):.1f}" x2="{LEFT + plot_w}" y2="{py(t):.1f}" stroke="{GRID}"/>'
-        )
-        out.append(
-            f'<text x="{LEFT - 6}" y="{py(t) + 4:.1f}" text-anchor="end" fill="{MUTED}">{_label(t)}</text>'
-        )
-    out.append(
-        f'<text transform="translate(14,{TOP + plot_h / 2}) rotate(-90)" text-anchor="middle" '
-        f'fill="{INK}">{_e(y_label)}</text>'
-    )
+    out.extend(_y_grid(_ticks(y0, y1), py, plot_w))
+    out.append(_y_label(y_label, plot_h))
     slot = plot_w / max(len(labels), 1)
     bar = slot * 0.8 / max(len(groups), 1)
     for i, label in enumerate(labels):
