@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from e2e_support import small_config, write_sample
+from tensorboard_cli import tfxp_tensorboard  # tests/support/
 
 from pipeline import node_ids
 from pipeline.config import TuningOptions
@@ -208,6 +209,21 @@ def test_each_trial_writes_its_tensorboard_folder_the_console_and_tensorboard_sh
         "--logdir_spec",
         f"trainer:{log_dir},tuner:{folder}",
     ]
+
+
+def test_tfxp_tensorboard_serves_the_trainer_and_every_trial(tuned):
+    """`tfxp tensorboard` on a tuned run: TensorBoard (on loopback) serves the Trainer's
+    curves and each trial's, under the names it was given (trainer/, tuner/trial-<n>/)."""
+    config, first, _ = tuned
+    with tfxp_tensorboard(config.run_dir, first.run_id) as served:
+        assert any("tuner trials' curves in" in line for line in served.lines), served.lines
+        tags = served.json("data/plugin/scalars/tags")
+    expected = {"trainer/train", "trainer/validation"} | {
+        f"tuner/trial-{n}/{kind}" for n in (0, 1) for kind in ("train", "validation")
+    }
+    assert expected <= set(tags), sorted(tags)
+    for run in expected:
+        assert "epoch_loss" in tags[run], (run, tags[run])
 
 
 def _check_trials_in_chromium(config, model_id: int, trials: dict) -> None:
