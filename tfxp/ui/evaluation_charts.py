@@ -190,35 +190,56 @@ def regression_charts(models: dict[str, dict[str, Any]], where: str) -> list[dic
             {"id": "predicted-actual", "data": data, "layout": layout, "file": PICTURES_FILE}
         )
     if any("residuals" in p for p in models.values()):
-        data = []
-        for model, plots in models.items():
-            found = plots.get("residuals")
-            if found:
-                centers = [(a + b) / 2 for a, b in zip(found["lower"], found["upper"], strict=True)]
-                data.append(
-                    {
-                        "type": "bar",
-                        "name": _label(model),
-                        "x": centers,
-                        "y": found["count"],
-                        "width": [
-                            b - a for a, b in zip(found["lower"], found["upper"], strict=True)
-                        ],
-                        "opacity": 0.6,
-                        "marker": {"color": STYLE.get(model, {}).get("color", "#1f5fbf")},
-                        "hovertemplate": "residual %{x:.3g}: %{y} examples<extra></extra>",
-                    }
-                )
-        layout = _layout(
-            f"Residuals (label - prediction) · {where}",
-            "residual",
-            "examples",
-            xaxis={"title": {"text": "residual"}, "autorange": True, "zeroline": True},
-            yaxis={"title": {"text": "examples"}, "autorange": True},
-            barmode="overlay",
-        )
-        charts.append({"id": "residuals", "data": data, "layout": layout, "file": PICTURES_FILE})
+        charts.append(_residual_chart(models, where))
     return charts
+
+
+def _residual_chart(models: dict[str, dict[str, Any]], where: str) -> dict[str, Any]:
+    """Each model's residual bins as overlaid bars; what fell beyond the bins (in
+    plots.json as `below`/`above`, no width to draw) is written in the plot's corner."""
+    data = []
+    for model, plots in models.items():
+        found = plots.get("residuals")
+        if found:
+            edges = list(zip(found["lower"], found["upper"], strict=True))
+            data.append(
+                {
+                    "type": "bar",
+                    "name": _label(model),
+                    "x": [(a + b) / 2 for a, b in edges],
+                    "y": found["count"],
+                    "width": [b - a for a, b in edges],
+                    "opacity": 0.6,
+                    "marker": {"color": STYLE.get(model, {}).get("color", "#1f5fbf")},
+                    "hovertemplate": "residual %{x:.3g}: %{y} examples<extra></extra>",
+                }
+            )
+    beyond = beyond_bins(models)
+    corner = {"xref": "paper", "yref": "paper", "x": 0.01, "y": 0.99, "showarrow": False}
+    layout = _layout(
+        f"Residuals (label - prediction) · {where}",
+        "residual",
+        "examples",
+        xaxis={"title": {"text": "residual"}, "autorange": True, "zeroline": True},
+        yaxis={"title": {"text": "examples"}, "autorange": True},
+        barmode="overlay",
+        annotations=[{**corner, "xanchor": "left", "yanchor": "top", "text": beyond}]
+        if beyond
+        else [],
+    )
+    return {"id": "residuals", "data": data, "layout": layout, "file": PICTURES_FILE}
+
+
+def beyond_bins(models: dict[str, dict[str, Any]]) -> str:
+    """ "beyond the bins: candidate 2 below, 1 above; …" for the models whose residuals
+    fell outside the histogram's range, "" when none did."""
+    parts = []
+    for model, plots in models.items():
+        found = plots.get("residuals") or {}
+        below, above = found.get("below") or 0, found.get("above") or 0
+        if below or above:
+            parts.append(f"{_label(model)} {below:g} below, {above:g} above")
+    return f"beyond the bins: {'; '.join(parts)}" if parts else ""
 
 
 def _chart(kind: str, title: str, data: list, x: str, y: str) -> dict[str, Any]:

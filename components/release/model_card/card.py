@@ -269,17 +269,27 @@ def _regression_plots(models: dict[str, Any]) -> list[str]:
                 diagonal="predicted = actual",
             )
         )
-    outlines = []
+    outlines, beyond = [], []
     for model, plots in models.items():
         found = plots.get("residuals")
         if found:
             color, dash = _MODEL_STYLE.get(model, ("#1f5fbf", False))
             xs, ys = _steps(found["lower"], found["upper"], found["count"])
             outlines.append(svg.Series(model or "model", xs, ys, color, dash))
+            # Residuals beyond the bins have no width to draw: their counts are written.
+            if found.get("below") or found.get("above"):
+                below, above = found.get("below") or 0, found.get("above") or 0
+                beyond.append(f"{model or 'model'} {below:g} below, {above:g} above")
     if outlines:
+        note = f"beyond the bins: {'; '.join(beyond)}" if beyond else ""
         charts.append(
             svg.line_chart(
-                "residuals", "Residuals (label - prediction)", outlines, "residual", "examples"
+                "residuals",
+                "Residuals (label - prediction)",
+                outlines,
+                "residual",
+                "examples",
+                note=note,
             )
         )
     return charts

@@ -120,8 +120,10 @@ def line_chart(
     x_range: tuple[float, float] | None = None,
     y_range: tuple[float, float] | None = None,
     diagonal: str | None = None,
+    note: str = "",
 ) -> str:
-    """Lines (and markers) of each series; `diagonal`: a dotted y = x line, so named."""
+    """Lines (and markers) of each series; `diagonal`: a dotted y = x line, so named;
+    `note`: a line of text in the plot's top-left corner."""
     pairs = [(x, y) for s in series for x, y in zip(s.xs, s.ys, strict=True)]
     points: list[tuple[float, float]] = [(x, y) for x, y in pairs if _finite(x) and _finite(y)]
     xs, ys = [p[0] for p in points] or [0.0, 1.0], [p[1] for p in points] or [0.0, 1.0]
@@ -169,6 +171,10 @@ def line_chart(
             )
         legend.append((s.name, s.color, s.dash))
     out.extend(_line_legend(legend, plot_w, plot_h))
+    if note:
+        out.append(
+            f'<text class="note" x="{LEFT + 4}" y="{TOP + 12}" fill="{MUTED}">{_e(note)}</text>'
+        )
     out.append("</svg>")
     return "\n".join(out)
 

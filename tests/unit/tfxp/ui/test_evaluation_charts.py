@@ -23,6 +23,19 @@ def test_regression_charts_overlay_candidate_and_baseline():
     assert bars[0]["x"] == [-1.5, -0.5, 0.5] and bars[1]["y"] == [2.0, 9.0, 7.0]
     assert charts["residuals"]["layout"]["barmode"] == "overlay"
     assert {c["file"] for c in charts.values()} == {"plots.json"}
+    # Residuals beyond the bins (no width to draw) are counted in the plot's corner.
+    (note,) = charts["residuals"]["layout"]["annotations"]
+    assert note["text"] == "beyond the bins: candidate 0 below, 1 above; baseline 0 below, 1 above"
+
+
+def test_residuals_all_within_the_bins_get_no_note():
+    import copy
+
+    pictures = copy.deepcopy(REGRESSION_PICTURES)
+    for plots in pictures["slices"]["overall"]["models"].values():
+        plots["residuals"]["above"] = 0.0
+    charts = {c["id"]: c for c in evaluation_charts(pictures, None)}
+    assert charts["residuals"]["layout"]["annotations"] == []
 
 
 def test_the_trials_chart_shows_each_trials_last_loss():

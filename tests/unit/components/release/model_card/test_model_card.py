@@ -178,3 +178,9 @@ def test_a_regression_card_draws_predicted_against_actual_and_residuals():
     residuals = html[html.index('id="residuals"') :]
     outline = re.search(r'data-name="candidate" points="([^"]+)"', residuals)
     assert outline and len(outline.group(1).split()) == 4 * 3  # up, across, down per bin
+    # Residuals beyond the bins (no width to draw) are counted in the plot's corner.
+    note = re.search(r'<text class="note"[^>]*>([^<]+)</text>', residuals)
+    assert note and note.group(1) == (
+        "beyond the bins: candidate 0 below, 1 above; baseline 0 below, 1 above"
+    )
+    assert 'class="note"' not in scatter
