@@ -311,92 +311,107 @@ def walk(t: TaxiRuns) -> None:
 def _walk(
     base: str, nodes: set[str], first: str, cached: str, code_changed: str, retrained: str
 ) -> None:
-    from selenium.webdriver.common.by import By
-
     driver = new_driver()
     try:
-        _open(driver, base + "/")
-        runs = [
-            r.get_attribute("data-run") for r in driver.find_elements(By.CSS_SELECTOR, "tr.run-row")
-        ]
-        assert runs == [retrained, code_changed, cached, first], runs
-        _screenshot(driver, "runs")
-
-        # A run whose components were all cached: its graph shows them so.
-        row = driver.find_element(By.CSS_SELECTOR, f'tr[data-run="{cached}"]')
-        row.find_element(By.CSS_SELECTOR, "a.run-link").click()
-        _wait(driver, "svg.graph")
-        assert not console_errors(driver)
-        assert driver.find_elements(By.CSS_SELECTOR, "svg.graph g.state-cached"), "no cached node"
-        assert driver.find_element(By.ID, "gate-decision").text in ("PASS", "WARN")
-        # The graph is the pipeline's: no node missing, none extra.
-        assert graph_nodes(driver) == nodes
-        _screenshot(driver, "run")
-
-        # The evaluation: click the graph's Evaluator box, then its ModelEvaluation.
-        driver.find_element(
-            By.XPATH, "//*[local-name()='a'][.//*[local-name()='text' and text()='Evaluator']]"
-        ).click()
-        _wait(driver, "#artifacts")
-        driver.find_element(By.XPATH, "//tr[td[text()='ModelEvaluation']]//a").click()
-        _wait(driver, "#evaluation")
-        assert "blessed" in driver.find_element(By.ID, "blessing").text.lower()
-        assert driver.find_elements(By.CSS_SELECTOR, "#metrics td.num")
-        assert not console_errors(driver)
-        check_evaluation_charts(driver, baseline=False)
-
-        # The retrained run's evaluation has a baseline: both overlaid on every curve.
-        _open(driver, base + f"/run?pipeline=taxi&id={retrained}")
-        _wait(driver, "svg.graph")
-        driver.find_element(
-            By.XPATH, "//*[local-name()='a'][.//*[local-name()='text' and text()='Evaluator']]"
-        ).click()
-        _wait(driver, "#artifacts")
-        driver.find_element(By.XPATH, "//tr[td[text()='ModelEvaluation']]//a").click()
-        _wait(driver, "#evaluation")
-        check_evaluation_charts(driver, baseline=True)
-        driver.execute_script("document.getElementById('evaluation-charts').scrollIntoView()")
-        _screenshot(driver, "evaluation")
-
-        # Its model's page: the training curves from the Trainer's TensorBoard logs.
-        driver.find_element(By.ID, "evaluated-model").click()
-        _wait(driver, "#model")
-        check_training_curves(driver)
-        driver.execute_script("document.getElementById('training-curves').scrollIntoView()")
-        _screenshot(driver, "model")
-
-        # Lineage: from the pushed model back to its span.
-        _open(driver, base + f"/run?pipeline=taxi&id={first}")
-        _wait(driver, "svg.graph")
-        assert graph_nodes(driver) == nodes
-        driver.find_element(By.ID, "model-link").click()
-        pushed = driver.find_element(
-            By.XPATH, "//section[@id='model']//a[starts-with(text(), 'version')]"
-        )
-        pushed.click()
-        _wait(driver, "#pushed")
-        driver.find_element(By.ID, "model-lineage-link").click()
-        _wait(driver, "svg.graph g.highlight")
-        assert not console_errors(driver)
-        _screenshot(driver, "lineage")
-        driver.find_element(By.CSS_SELECTOR, "a.span-link").click()
-        _wait(driver, "#span-models a")
-        assert not console_errors(driver)
-
-        # Compare: the trainer-code change shows as a changed code fingerprint.
-        _open(driver, base + f"/compare?pipeline=taxi&a={cached}&b={code_changed}")
-        rows = driver.find_elements(By.CSS_SELECTOR, "#diff tr.changed")
-        changed = {r.get_attribute("data-section") for r in rows}
-        assert "code" in changed and "data" not in changed, changed
-        _wait(driver, ".chart svg.main-svg")  # the metrics-over-runs chart drew
-        assert not console_errors(driver)
-        _screenshot(driver, "compare")
-
-        _open(driver, base + "/datasets")
-        assert driver.find_elements(By.CSS_SELECTOR, "section.dataset a[href^='/lineage/model/']")
-        _screenshot(driver, "datasets")
+        _walk_runs_and_evaluations(driver, base, nodes, (first, cached, code_changed, retrained))
+        _walk_lineage_and_compare(driver, base, nodes, first, cached, code_changed)
     finally:
         driver.quit()
+
+
+def _open_evaluation(driver) -> None:
+    """From a run's page: the graph's Evaluator box, then its ModelEvaluation."""
+    from selenium.webdriver.common.by import By
+
+    driver.find_element(
+        By.XPATH, "//*[local-name()='a'][.//*[local-name()='text' and text()='Evaluator']]"
+    ).click()
+    _wait(driver, "#artifacts")
+    driver.find_element(By.XPATH, "//tr[td[text()='ModelEvaluation']]//a").click()
+    _wait(driver, "#evaluation")
+
+
+def _walk_runs_and_evaluations(driver, base: str, nodes: set[str], runs_made: tuple) -> None:
+    """The runs list, a cached run's graph and evaluation, the retrained run's evaluation
+    with its baseline, and its model's training curves."""
+    from selenium.webdriver.common.by import By
+
+    first, cached, code_changed, retrained = runs_made
+    _open(driver, base + "/")
+    runs = [
+        r.get_attribute("data-run") for r in driver.find_elements(By.CSS_SELECTOR, "tr.run-row")
+    ]
+    assert runs == [retrained, code_changed, cached, first], runs
+    _screenshot(driver, "runs")
+
+    # A run whose components were all cached: its graph shows them so.
+    row = driver.find_element(By.CSS_SELECTOR, f'tr[data-run="{cached}"]')
+    row.find_element(By.CSS_SELECTOR, "a.run-link").click()
+    _wait(driver, "svg.graph")
+    assert not console_errors(driver)
+    assert driver.find_elements(By.CSS_SELECTOR, "svg.graph g.state-cached"), "no cached node"
+    assert driver.find_element(By.ID, "gate-decision").text in ("PASS", "WARN")
+    # The graph is the pipeline's: no node missing, none extra.
+    assert graph_nodes(driver) == nodes
+    _screenshot(driver, "run")
+
+    _open_evaluation(driver)
+    assert "blessed" in driver.find_element(By.ID, "blessing").text.lower()
+    assert driver.find_elements(By.CSS_SELECTOR, "#metrics td.num")
+    assert not console_errors(driver)
+    check_evaluation_charts(driver, baseline=False)
+
+    # The retrained run's evaluation has a baseline: both overlaid on every curve.
+    _open(driver, base + f"/run?pipeline=taxi&id={retrained}")
+    _wait(driver, "svg.graph")
+    _open_evaluation(driver)
+    check_evaluation_charts(driver, baseline=True)
+    driver.execute_script("document.getElementById('evaluation-charts').scrollIntoView()")
+    _screenshot(driver, "evaluation")
+
+    # Its model's page: the training curves from the Trainer's TensorBoard logs.
+    driver.find_element(By.ID, "evaluated-model").click()
+    _wait(driver, "#model")
+    check_training_curves(driver)
+    driver.execute_script("document.getElementById('training-curves').scrollIntoView()")
+    _screenshot(driver, "model")
+
+
+def _walk_lineage_and_compare(
+    driver, base: str, nodes: set[str], first: str, cached: str, code_changed: str
+) -> None:
+    """From the pushed model back to its span; two runs compared; the datasets page."""
+    from selenium.webdriver.common.by import By
+
+    _open(driver, base + f"/run?pipeline=taxi&id={first}")
+    _wait(driver, "svg.graph")
+    assert graph_nodes(driver) == nodes
+    driver.find_element(By.ID, "model-link").click()
+    pushed = driver.find_element(
+        By.XPATH, "//section[@id='model']//a[starts-with(text(), 'version')]"
+    )
+    pushed.click()
+    _wait(driver, "#pushed")
+    driver.find_element(By.ID, "model-lineage-link").click()
+    _wait(driver, "svg.graph g.highlight")
+    assert not console_errors(driver)
+    _screenshot(driver, "lineage")
+    driver.find_element(By.CSS_SELECTOR, "a.span-link").click()
+    _wait(driver, "#span-models a")
+    assert not console_errors(driver)
+
+    # Compare: the trainer-code change shows as a changed code fingerprint.
+    _open(driver, base + f"/compare?pipeline=taxi&a={cached}&b={code_changed}")
+    rows = driver.find_elements(By.CSS_SELECTOR, "#diff tr.changed")
+    changed = {r.get_attribute("data-section") for r in rows}
+    assert "code" in changed and "data" not in changed, changed
+    _wait(driver, ".chart svg.main-svg")  # the metrics-over-runs chart drew
+    assert not console_errors(driver)
+    _screenshot(driver, "compare")
+
+    _open(driver, base + "/datasets")
+    assert driver.find_elements(By.CSS_SELECTOR, "section.dataset a[href^='/lineage/model/']")
+    _screenshot(driver, "datasets")
 
 
 SENT_PER_PHASE = 150  # one-example :predict requests before and after the swap
@@ -418,6 +433,58 @@ def _wait_until(condition, what: str, tries: int = 1200) -> None:
     raise AssertionError(f"never: {what}")
 
 
+def _predictions_around_a_swap(config, server, example: str, old: str) -> list:
+    """SENT_PER_PHASE :predict requests, champion moved back to version `old` (the
+    registry's own promote), as many again; the answers."""
+    import httpx
+
+    from metadata.lineage import Lineage
+    from metadata.store import location_from, open_store
+    from tfxp.models import registry
+
+    repository = server.server.repository
+    body = {"instances": [example]}
+    answered = []
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        for _ in range(SENT_PER_PHASE):
+            answered.append(client.post("/v1/models/taxi:predict", json=body))
+        lineage = Lineage(
+            open_store(location_from(run_dir=config.local_dir), writable=True),
+            config.pipeline_name,
+        )
+        registry.promote(config, lineage, old, why="the console's swap line")
+        _wait_until(lambda: repository.state.labels.get("champion") == int(old), "the swap")
+        for _ in range(SENT_PER_PHASE):
+            answered.append(client.post("/v1/models/taxi:predict", json=body))
+    return answered
+
+
+def _serving_page_drawn(base: str) -> tuple[list, str, str]:
+    """The Serving page in Chromium: what each chart drew (kind, SVGs, traces' meta,
+    customdata and y, shapes, annotations' hover texts), the sources note, the swap list."""
+    driver = new_driver()
+    try:
+        _open(driver, base + "/serving")
+        _wait(driver, ".serving-charts .chart svg.main-svg")
+        drawn = driver.execute_script(
+            """return Array.from(document.querySelectorAll('.serving-charts .chart'))
+              .map(function (gd) { return {
+                kind: gd.dataset.kind, svg: gd.querySelectorAll('svg.main-svg').length,
+                data: (gd.data || []).map(function (t) { return {
+                  meta: t.meta, customdata: t.customdata, y: t.y}; }),
+                shapes: ((gd.layout || {}).shapes || []).length,
+                notes: ((gd.layout || {}).annotations || []).map(function (a) {
+                  return a.hovertext; }) }; });"""
+        )
+        assert not console_errors(driver)
+        source_note = driver.find_element("id", "series-sources").text
+        swap_list = driver.find_element("css selector", "ol.swaps").get_attribute("innerHTML")
+        _screenshot(driver, "serving")  # `make screenshots` only
+    finally:
+        driver.quit()
+    return drawn, source_note, swap_list
+
+
 @pytest.mark.slow  # a real browser and a real server
 @pytest.mark.timeout(600)  # the shared serving run (two pipeline runs) may be built here
 def test_serving_page_charts_traffic_and_a_hot_swap(serving_run, tmp_path: Path):
@@ -425,12 +492,8 @@ def test_serving_page_charts_traffic_and_a_hot_swap(serving_run, tmp_path: Path)
     the console sampling its metrics: the Serving page draws requests/s, latency and
     error rate, the swap as a vertical line, no console error, and the requests its
     chart plots add up to what was sent."""
-    import httpx
     from serving_support import Running, b64, raw_rows
 
-    from metadata.lineage import Lineage
-    from metadata.store import location_from, open_store
-    from tfxp.models import registry
     from tfxp.monitor.sampler import Sampler
 
     config = _own_serving_run(serving_run, tmp_path)
@@ -439,48 +502,14 @@ def test_serving_page_charts_traffic_and_a_hot_swap(serving_run, tmp_path: Path)
     server = Running(config, poll_seconds=0.2, log_fraction=0, grpc_port=None)
     sampler = Sampler(server.url, interval=0.3, keep=2000).start()
     try:
-        repository = server.server.repository
         _wait_until(lambda: len(sampler.samples()) >= 1, "a first sample")
-        body = {"instances": [b64(examples[0])]}
-        answered = []
-        with httpx.Client(base_url=server.url, timeout=60) as client:
-            for _ in range(SENT_PER_PHASE):
-                answered.append(client.post("/v1/models/taxi:predict", json=body))
-            lineage = Lineage(
-                open_store(location_from(run_dir=config.local_dir), writable=True),
-                config.pipeline_name,
-            )
-            registry.promote(config, lineage, old, why="the console's swap line")
-            _wait_until(lambda: repository.state.labels.get("champion") == int(old), "the swap")
-            for _ in range(SENT_PER_PHASE):
-                answered.append(client.post("/v1/models/taxi:predict", json=body))
+        answered = _predictions_around_a_swap(config, server, b64(examples[0]), old)
         done = time.time()
         assert [r.status_code for r in answered] == [200] * (2 * SENT_PER_PHASE)
         sent = Counter(r.headers["x-model-version"] for r in answered)
         _wait_until(lambda: sampler.samples()[-1].at > done, "a sample after the load")
         with serving(Path(config.run_dir), sampler=sampler) as base:
-            driver = new_driver()
-            try:
-                _open(driver, base + "/serving")
-                _wait(driver, ".serving-charts .chart svg.main-svg")
-                drawn = driver.execute_script(
-                    """return Array.from(document.querySelectorAll('.serving-charts .chart'))
-                      .map(function (gd) { return {
-                        kind: gd.dataset.kind, svg: gd.querySelectorAll('svg.main-svg').length,
-                        data: (gd.data || []).map(function (t) { return {
-                          meta: t.meta, customdata: t.customdata, y: t.y}; }),
-                        shapes: ((gd.layout || {}).shapes || []).length,
-                        notes: ((gd.layout || {}).annotations || []).map(function (a) {
-                          return a.hovertext; }) }; });"""
-                )
-                assert not console_errors(driver)
-                source_note = driver.find_element("id", "series-sources").text
-                swap_list = driver.find_element("css selector", "ol.swaps").get_attribute(
-                    "innerHTML"
-                )
-                _screenshot(driver, "serving")  # `make screenshots` only
-            finally:
-                driver.quit()
+            drawn, source_note, swap_list = _serving_page_drawn(base)
     finally:
         sampler.stop()
         server.close()
