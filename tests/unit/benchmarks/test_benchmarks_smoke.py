@@ -12,59 +12,27 @@ Python/TFX start-up (~10 s of CPU) or a warm-up whose numbers nobody reads.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import re
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-
-from pipeline.config import PROJECT_ROOT
-
-BENCHMARKS = PROJECT_ROOT / "benchmarks"
-
-
-def _run(server, script: str, *args: str, cwd: Path | None = None, timeout: float = 240):
-    """The benchmark as `python SCRIPT ARGS`: with `server` (the session's fork server),
-    forked from the process that imported the pipeline once, so the script's own imports
-    are free (its children, which it starts itself, are fresh interpreters still); with
-    None, a fresh interpreter."""
-    start = server.run if server is not None else subprocess.run
-    done = start(
-        [sys.executable, str(BENCHMARKS / script), *args],
-        cwd=str(cwd or PROJECT_ROOT),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-    return done
-
-
-def _module(script: str):
-    spec = importlib.util.spec_from_file_location(script.removesuffix(".py"), BENCHMARKS / script)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+from benchmark_scripts import BENCHMARKS, load_benchmark, run_benchmark  # tests/support/
 
 
 @pytest.mark.parametrize("script", sorted(p.name for p in BENCHMARKS.glob("*.py")))
 def test_every_benchmark_parses_its_arguments(script):
-    assert "usage:" in _run(None, script, "--help").stdout
+    assert "usage:" in run_benchmark(None, script, "--help").stdout
 
 
 def test_taxi_benchmark_checks_the_example_it_drives(forkserver):
-    done = _run(forkserver, "taxi_vs_tfx_example.py", "--check-example")
+    done = run_benchmark(forkserver, "taxi_vs_tfx_example.py", "--check-example")
     assert "_create_pipeline, _pipeline_name, _beam_pipeline_args present" in done.stdout
 
 
 def test_taxi_benchmark_fails_clearly_when_the_example_changes(tmp_path, monkeypatch):
-    bench = _module("taxi_vs_tfx_example.py")
+    bench = load_benchmark("taxi_vs_tfx_example.py")
     fake = tmp_path / "tfx"
     example = fake / bench.EXAMPLE_REL_DIR
     (example / "data" / "simple").mkdir(parents=True)
@@ -79,7 +47,7 @@ def test_taxi_benchmark_fails_clearly_when_the_example_changes(tmp_path, monkeyp
 
 
 def test_taxi_benchmark_report_has_every_anchor_counts_and_examples_seen():
-    bench = _module("taxi_vs_tfx_example.py")
+    bench = load_benchmark("taxi_vs_tfx_example.py")
 
     def result(name, wall, count, steps, batch, acc):
         r = bench.RunResult(name, wall, 0, "", "", binary_accuracy=acc, blessed=True, pushed=True)
@@ -118,7 +86,7 @@ def test_taxi_benchmark_report_has_every_anchor_counts_and_examples_seen():
 def test_taxi_benchmark_anchor_arguments(tmp_path):
     """As shipped: the example's own Beam arguments; in-process: none; FnApiRunner: the
     runner named, with a dependency flag (an empty requirements file) so TFX builds no sdist."""
-    bench = _module("taxi_vs_tfx_example.py")
+    bench = load_benchmark("taxi_vs_tfx_example.py")
     example = type("Example", (), {"_beam_pipeline_args": ["--direct_num_workers=0"]})
     assert bench._anchor_beam_args("example", example, tmp_path) == ["--direct_num_workers=0"]
     assert bench._anchor_beam_args("example_inprocess", example, tmp_path) == []
@@ -131,7 +99,7 @@ def test_taxi_benchmark_anchor_arguments(tmp_path):
 
 
 def test_input_pipeline_benchmark_on_a_few_records(forkserver):
-    done = _run(
+    done = run_benchmark(
         forkserver,
         "input_pipeline.py",
         *("--records", "3000", "--shards", "2", "--repeats", "1", "--workers", "1", "--json"),
@@ -150,7 +118,7 @@ def test_input_pipeline_benchmark_on_a_few_records(forkserver):
 def test_input_pipeline_training_row_is_what_the_trainer_passes():
     from trainer.base import Hyperparameters
 
-    settings = _module("input_pipeline.py").trainer_training_settings()
+    settings = load_benchmark("input_pipeline.py").trainer_training_settings()
     hp = Hyperparameters()
     assert settings["shuffle"] is True
     assert (settings["cache"], settings["deterministic"], settings["seed"]) == (
@@ -165,14 +133,16 @@ def test_input_pipeline_training_row_is_what_the_trainer_passes():
 
 
 def test_generator_benchmark_on_a_few_rows(forkserver):
-    done = _run(forkserver, "generator.py", "--rows", "2000", "--ingest-rows", "0", "--json")
+    done = run_benchmark(
+        forkserver, "generator.py", "--rows", "2000", "--ingest-rows", "0", "--json"
+    )
     assert "rows_per_s" in done.stdout
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_csv_ingest_benchmark_on_a_few_rows(tmp_path, forkserver):
-    done = _run(
+    done = run_benchmark(
         forkserver,
         "csv_ingest.py",
         "--rows",
@@ -196,7 +166,7 @@ def test_csv_ingest_benchmark_on_a_few_rows(tmp_path, forkserver):
 def test_tuning_benchmark_on_a_few_rows(forkserver):
     """Both searches of benchmarks/tuning.py on 2,000 rows, 2 trials of 3 steps: the same
     trials scored (so the same best loss) sequentially and by 2 worker processes."""
-    done = _run(
+    done = run_benchmark(
         forkserver,
         "tuning.py",
         *("--rows", "2000", "--trials", "2", "--trial-steps", "3", "--parallel", "2", "--json"),
@@ -210,31 +180,9 @@ def test_tuning_benchmark_on_a_few_rows(forkserver):
     assert report["parallel_vs_sequential"] > 0
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(900)
-def test_image_benchmarks_on_a_few_images(tmp_path, forkserver):
-    work = str(tmp_path / "images")
-    _run(
-        forkserver, "image_ingest.py", "--count", "40", "--size", "16", "--work", work, timeout=600
-    )
-    _run(
-        forkserver,
-        "image_read.py",
-        "--work",
-        work,
-        "--images",
-        "40",
-        "--size",
-        "16",
-        "--batch",
-        "8",
-        timeout=400,
-    )
-
-
 def test_peak_rss_sees_a_child_process_memory(tmp_path):
     """The sampler keeps the peak of a grandchild (Beam's workers are children of the run)."""
-    bench = _module("taxi_vs_tfx_example.py")
+    bench = load_benchmark("taxi_vs_tfx_example.py")
     code = (
         "import subprocess, sys; subprocess.run([sys.executable, '-c', "
         "'b = bytearray(300 * 1024 * 1024); import time; time.sleep(1.5)'])"
@@ -246,8 +194,8 @@ def test_peak_rss_sees_a_child_process_memory(tmp_path):
 
 
 def test_scale_benchmark_summary_picks_the_faster_anchor_and_reports_growth():
-    bench = _module("taxi_vs_tfx_example.py")
-    scale = _module("scale.py")
+    bench = load_benchmark("taxi_vs_tfx_example.py")
+    scale = load_benchmark("scale.py")
 
     def result(name, wall, acc, rss):
         r = bench.RunResult(name, wall, 0, "", "", binary_accuracy=acc)
@@ -284,8 +232,8 @@ def test_scale_benchmark_summary_picks_the_faster_anchor_and_reports_growth():
 
 
 def test_scale_benchmark_alone_reports_ours_and_the_driver_per_component(tmp_path):
-    bench = _module("taxi_vs_tfx_example.py")
-    scale = _module("scale.py")
+    bench = load_benchmark("taxi_vs_tfx_example.py")
+    scale = load_benchmark("scale.py")
     logs = tmp_path / "logs"
     logs.mkdir()
     (logs / "run.log").write_text(
@@ -319,7 +267,7 @@ def test_scale_benchmark_alone_reports_ours_and_the_driver_per_component(tmp_pat
 
 
 def test_digits_benchmark_checks_the_mnist_example_it_drives(forkserver):
-    done = _run(forkserver, "digits_vs_tfx_mnist.py", "--check-example")
+    done = run_benchmark(forkserver, "digits_vs_tfx_mnist.py", "--check-example")
     assert "_create_pipeline, _pipeline_name, _beam_pipeline_args present" in done.stdout
     assert "training batch 40" in done.stdout
     assert "'input_shape=(784,)' -> 'input_shape=(64,)'" in done.stdout
@@ -327,7 +275,7 @@ def test_digits_benchmark_checks_the_mnist_example_it_drives(forkserver):
 
 def test_digits_benchmark_stops_when_the_module_edit_does_not_apply(tmp_path, monkeypatch):
     """The 784 -> 64 edit must apply exactly once: a changed example stops the benchmark."""
-    bench = _module("digits_vs_tfx_mnist.py")
+    bench = load_benchmark("digits_vs_tfx_mnist.py")
     fake = tmp_path / "tfx"
     example = fake / bench.EXAMPLE_REL_DIR
     example.mkdir(parents=True)
@@ -342,8 +290,8 @@ def test_digits_benchmark_stops_when_the_module_edit_does_not_apply(tmp_path, mo
 
 
 def test_digits_benchmark_summary_reports_every_round_and_the_median():
-    bench = _module("digits_vs_tfx_mnist.py")
-    render_results = _module("render_results.py")
+    bench = load_benchmark("digits_vs_tfx_mnist.py")
+    render_results = load_benchmark("render_results.py")
 
     def result(name, wall, acc, count, steps, batch):
         r = bench.taxi.RunResult(name, wall, 0, "", "", blessed=True)
@@ -395,7 +343,7 @@ def test_digits_benchmark_summary_reports_every_round_and_the_median():
 
 def test_digits_eval_report_prints_fast_over_tfma_per_variant(capsys, monkeypatch):
     monkeypatch.syspath_prepend(str(BENCHMARKS))  # it imports slicing_cost's helpers
-    bench = _module("digits_eval.py")
+    bench = load_benchmark("digits_eval.py")
     seconds = {
         "first run, fast": [2.0, 1.0],
         "first run, tfma": [4.0, 5.0],
@@ -408,44 +356,9 @@ def test_digits_eval_report_prints_fast_over_tfma_per_variant(capsys, monkeypatc
     assert "first run: fast / tfma" in printed and "0.250" in printed
 
 
-def test_object_storage_ingest_report_prints_the_ratio_and_the_readers():
-    bench = _module("object_storage.py")
-    side = {"do_cpu": 1.0, "rows": 1000, "component": 5.0}
-    report = {
-        "rows": 1000,
-        "csv_bytes": 2_000_000,
-        "same_bytes": True,
-        "local": {**side, "do": 2.0, "reader": "arrow"},
-        "bucket": {**side, "do": 4.0, "reader": "arrow"},
-    }
-    text = bench.render_ingest(report)
-    assert "ratio bucket / local, ingest rows/s: 0.50" in text
-    assert "same reader on both sides: yes (arrow)" in text and "same shard bytes: yes" in text
-    report["bucket"]["reader"] = "tfx"
-    assert "same reader on both sides: NO" in bench.render_ingest(report)
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(900)
-def test_object_storage_benchmark_ingest_mode_on_a_few_rows(forkserver):
-    """Starts its own SeaweedFS; the same Arrow reader on both sides, the same bytes."""
-    done = _run(
-        forkserver,
-        "object_storage.py",
-        "--ingest-only",
-        "--ingest-rows",
-        "2000",
-        "--one-child",
-        timeout=800,
-    )
-    assert "ratio bucket / local, ingest rows/s:" in done.stdout
-    assert "same reader on both sides: yes (arrow)" in done.stdout
-    assert "same shard bytes: yes" in done.stdout
-
-
 @pytest.mark.timeout(600)
 def test_beam_speedups_benchmark_to_the_statistics_on_a_few_rows(forkserver):
-    done = _run(
+    done = run_benchmark(
         forkserver,
         "beam_speedups.py", "--rows", "200", "--repeat", "1", "--to-node", "StatisticsGen",
         "--no-warmup", timeout=500,
@@ -459,7 +372,7 @@ def test_csv_ingest_runs_each_reader_in_a_fresh_child_unless_one_child(
     tmp_path, monkeypatch, capsys, one_child
 ):
     """The smoke test takes --one-child; without it (measuring) each reader gets its own process."""
-    bench = _module("csv_ingest.py")
+    bench = load_benchmark("csv_ingest.py")
     (tmp_path / "data" / "span-1").mkdir(parents=True)
     (tmp_path / "data" / "span-1" / "data.csv").write_text("x\n1\n")
     splits = {"Split-train": [2, "ab", 1, 10]}
@@ -483,34 +396,9 @@ def test_csv_ingest_runs_each_reader_in_a_fresh_child_unless_one_child(
     assert ("not a measurement" in capsys.readouterr().out) is one_child
 
 
-@pytest.mark.parametrize("one_child", [False, True])
-def test_object_storage_ingests_each_side_in_a_fresh_child_unless_one_child(
-    tmp_path, monkeypatch, one_child
-):
-    bench = _module("object_storage.py")
-    children = []
-
-    def checked(cmd, env=None, **kw):
-        if cmd[:2] == [sys.executable, "-c"]:
-            sides = cmd[3:]
-            children.append(sides[1::3])
-            timed = {"do": 1.0, "do_cpu": 1.0, "component": 1.0, "reader": "arrow"}
-            return "\n".join(json.dumps(timed) for _ in sides[::3])
-        return ""
-
-    monkeypatch.setattr(bench, "_checked", checked)
-    monkeypatch.setattr(bench, "_shard_bytes", lambda run_dir: {})
-    report = bench.ingest_comparison(tmp_path, {}, 10, one_child)
-    local = str(tmp_path / "ingest-data")
-    bucket = "s3://bench/ingest"
-    assert children == ([[local, bucket]] if one_child else [[local], [bucket]])
-    assert report["local"]["reader"] == report["bucket"]["reader"] == "arrow"
-    assert ("not a measurement" in bench.render_ingest(report)) is one_child
-
-
 def test_ui_benchmark_runs_end_to_end(tmp_path):
     """benchmarks/ui.py on 6 runs: the store is written, every page timed, the JSON printed."""
-    done = _run(
+    done = run_benchmark(
         None,
         "ui.py",
         "--runs",
@@ -524,65 +412,3 @@ def test_ui_benchmark_runs_end_to_end(tmp_path):
     assert "runs page" in done.stdout and "anchor" in done.stdout
     figures = json.loads(done.stdout[done.stdout.rindex("\n{") :])
     assert figures["runs"] == 6 and figures["pages"]["run page"]["p95_ms"] > 0
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(900)
-def test_image_scale_benchmark_on_a_few_images(tmp_path, forkserver):
-    """Every side runs (ingest three ways, files vs shards warm and cold, a training step),
-    the one `shards vs files:` line is printed and the renderer takes the JSON."""
-    done = _run(
-        forkserver,
-        "image_scale.py",
-        *("--images", "40", "--size", "32", "--classes", "4", "--read-images", "16"),
-        *("--batch", "8", "--steps", "1", "--models", "cnn", "--repeats", "1"),
-        *("--cache", str(tmp_path), "--json"),
-        timeout=800,
-    )
-    lines = [x for x in done.stdout.splitlines() if x.startswith("shards vs files:")]
-    assert len(lines) == 1, done.stdout[-3000:]
-    assert re.fullmatch(r"shards vs files: throughput \d+\.\d\dx, peak memory \d+\.\d\dx", lines[0])
-    result = json.loads(done.stdout[done.stdout.index("\n{") + 1 :])
-    ingest = result["ingest"]
-    # Every writer wrote every image (broken=False), read back from its own output.
-    assert [ingest[s]["records"] for s in ("ours", "seed", "import")] == [40, 40, 40]
-    read = result["read"]
-    sides = ("files_default", "files_tuned", "shards", "files_tuned_cold", "shards_cold")
-    for side in (*sides, "shards_window256"):
-        assert read[side]["images"] >= 16 and read[side]["peak_rss_mb"] > 0
-    # A pass called cold was: DONTNEED left none of a sample in the page cache (on tmpfs,
-    # where pages cannot be dropped, the pass says so instead).
-    for side in ("files_tuned_cold", "shards_cold"):
-        cold = read[side]["page_cache"] == "cold"
-        assert cold == (read[side]["resident_after_drop"] == 0.0), read[side]
-    assert read["disk"]["files_mb_per_s"] > 0 and read["disk"]["shards_mb_per_s"] > 0
-    assert result["compute"]["cnn"]["images_per_s"] > 0
-    render = _module("render_results.py")
-    text = "\n".join(render.render_image_scale(result))
-    assert "**shards vs files: throughput" in text and "DeepLearningExamples" in text
-
-
-def test_image_scale_drops_a_file_from_the_page_cache(tmp_path):
-    sides = _module("image_scale_sides.py")
-    path = tmp_path / "blob"
-    path.write_bytes(os.urandom(4 << 20))
-    os.sync()  # DONTNEED drops clean pages only
-    sides.warm([path])
-    before = sides.resident_fraction([str(path)])
-    if before is None or before < 0.9:
-        pytest.skip(f"no page cache to measure on {tmp_path} (resident {before})")
-    after = sides.drop_cache([str(path)])
-    if after == before:  # tmpfs: its pages are the file itself
-        pytest.skip(f"{tmp_path} keeps its pages (tmpfs?)")
-    assert after < 0.5
-
-
-def test_image_scale_says_which_side_bounds_training():
-    bench = _module("image_scale.py")
-    read = {"shards": {"images_per_s": 100.0}}
-    compute = {"cnn": {"images_per_s": 40.0}, "mobilenet_v2": {"images_per_s": 400.0}}
-    v = bench.verdicts(read, compute)
-    assert v["bound_by"] == {"cnn": "compute", "mobilenet_v2": "input"}
-    gpu = v["gpu_reference"]["images_per_s"]
-    assert v["gpu_needs_x_input"] == round(gpu / 100.0, 1)
-    assert v["gpu_reference"]["source"].startswith("https://")
