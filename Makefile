@@ -50,7 +50,7 @@ docs: setup
 ## (under runs/screenshots/), taken by the browser test that walks the console (a few minutes),
 ## and the Serving page's over a real `tfxp serve` under load with a hot swap.
 screenshots: setup
-	UPDATE_SCREENSHOTS=1 $(PY) -m pytest tests/e2e/test_ui_browser.py -k "screenshots or serving_page_charts" -p no:cacheprovider
+	UPDATE_SCREENSHOTS=1 $(PY) -m pytest tests/e2e/test_ui_browser.py tests/e2e/test_serving_page_browser.py -k "screenshots or serving_page_charts" -p no:cacheprovider
 
 bench: setup
 	$(PY) benchmarks/taxi_vs_tfx_example.py $(ARGS)
