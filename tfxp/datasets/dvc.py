@@ -12,6 +12,7 @@ raised before anything is written where the data goes.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 from collections.abc import Sequence
@@ -164,8 +165,38 @@ def fetch(origin: DvcOrigin, dest: Path, suffix: str = ".csv") -> list[Path]:
             fs.get_file(name, str(target))
         except FileNotFoundError:
             raise DvcError(_missing_bytes(origin, name)) from None
+        _check_bytes(origin, name, fs.info(name), target)
         written.append(target)
     return written
+
+
+def _check_bytes(origin: DvcOrigin, name: str, info: dict, target: Path) -> None:
+    """The fetched file's md5 is the one DVC records, or DvcError.
+
+    DVC hands over what its remote returns without checking it (a remote's
+    `verify` is off by default): a corrupt or tampered object, or a store that
+    garbles reads (SeaweedFS answers ranged reads of SSE objects with ciphertext,
+    and DVC reads in ranges), would become a span recorded under the md5 it is not.
+    Outputs hashed the DVC 2 way (`md5-dos2unix`, line endings normalised) are not
+    raw-byte md5s: those are left to DVC.
+    """
+    expected = info.get("md5")
+    entry = (info.get("dvc_info") or {}).get("entry")
+    kind = getattr(getattr(entry, "hash_info", None), "name", "md5")
+    if not expected or kind != "md5":
+        return
+    digest = hashlib.md5(usedforsecurity=False)
+    with target.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    if digest.hexdigest() != expected:
+        source = f"its remote {origin.remote}" if origin.remote else "its cache"
+        raise DvcError(
+            f"{name} at {origin.rev} in DVC repository {origin.repo}: the bytes read (md5 "
+            f"{digest.hexdigest()}) are not the ones DVC records (md5 {expected}); {source} "
+            "returned other bytes (a corrupt or altered object, or a store that garbles "
+            "reads); nothing was added"
+        )
 
 
 def _missing_bytes(origin: DvcOrigin, name: str) -> str:

@@ -127,6 +127,24 @@ def test_a_remote_without_the_bytes_is_named(tmp_path, repo, capsys):
     _nothing_published(tmp_path)
 
 
+def test_bytes_a_remote_altered_are_refused_naming_both_md5s(tmp_path, capsys):
+    """DVC hands over whatever its remote returns (no `verify` by default): an object
+    altered in the remote (or garbled by the store) is refused, nothing published."""
+    origin = make_repo(tmp_path / "src", {"v1": taxi_rows(0, 50)})
+    md5 = next(
+        line.split()[-1]
+        for line in (origin / f"{DATA_PATH}.dvc").read_text().splitlines()
+        if "md5:" in line
+    )
+    stored = tmp_path / "src" / "remote" / "files" / "md5" / md5[:2] / md5[2:]
+    stored.write_bytes(bytes(b ^ 0x20 for b in stored.read_bytes()))  # same size, other bytes
+    assert _add(tmp_path, origin, "--rev", "v1") == 1
+    err = capsys.readouterr().err
+    assert f"{DATA_PATH} at v1" in err and f"DVC records (md5 {md5})" in err, err
+    assert f"its remote {tmp_path / 'src' / 'remote'} returned other bytes" in err
+    _nothing_published(tmp_path)
+
+
 def test_dirty_workspace_is_refused_without_a_revision(tmp_path, repo, capsys):
     clone = tmp_path / "clone"
     run(tmp_path, "git", "clone", "-q", str(repo), str(clone))
