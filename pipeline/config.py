@@ -178,6 +178,16 @@ IMAGE_TUNABLE: dict[str, str] = {
     "dense_units": "int",
     "dropout": "float",
 }
+# The sequence trainer (trainer/sequence/train.py SequenceHyperparameters): its
+# embedding width and dropout besides the optimiser's; the encoder's units are the
+# dataset file's `sequence:` block, part of the model's definition.
+SEQUENCE_TUNABLE: dict[str, str] = {
+    "learning_rate": "float",
+    "batch_size": "int",
+    "train_steps": "int",
+    "embedding_dim": "int",
+    "dropout": "float",
+}
 TUNING_ALGORITHMS = ("random", "bayesian")
 
 

@@ -35,6 +35,7 @@ from pipeline.config import (
     GENERIC_RUN_FN,
     IMAGE_TUNABLE,
     PROJECT_ROOT,
+    SEQUENCE_TUNABLE,
     TUNABLE,
     DataSource,
     ImageOptions,
@@ -278,7 +279,11 @@ def _load_dataset_file(path: Path) -> PipelineConfig:
         model = tabular_model(raw, str(path), generic)
     except ValueError as e:
         raise DatasetFileError(str(e)) from e
-    tunable = model.tunable if model else IMAGE_TUNABLE if kind == "image" else TUNABLE
+    tunable = (
+        model.tunable
+        if model
+        else {"image": IMAGE_TUNABLE, "sequence": SEQUENCE_TUNABLE}.get(kind, TUNABLE)
+    )
     changes["tuning"] = read_tuning(raw.get("tuning"), f"{path}: tuning", tunable)
     changes["on_push"] = read_on_push(raw, str(path))
     changes["alert_webhook_env"] = read_alert_env(raw.get("alerts"), f"{path}: alerts")

@@ -208,7 +208,7 @@ def _fingerprints(config: PipelineConfig) -> dict[str, str]:
         if not defines(tuner_fn):
             raise PlanError(
                 f"dataset {config.pipeline_name!r} declares tuning:, but its trainer has no "
-                f"search: {tuner_fn} is not defined (the taxi, generic tabular and image "
+                f"search: {tuner_fn} is not defined (the taxi, generic tabular, image and sequence "
                 "trainers have one; remove tuning: or add a tuner_fn beside the run_fn, see "
                 "docs/tuning.md)"
             )

@@ -150,6 +150,51 @@ def test_a_tfxp_init_dataset_is_tuned_by_the_generic_trainer(tmp_path):
     assert run.metrics["sparse_categorical_accuracy"] > 0.5, run.metrics
 
 
+def test_a_sequence_dataset_is_tuned_by_the_sequence_trainer(tmp_path):
+    """The sequence trainer's search: embedding width and learning rate of a `tfxp init`
+    event table, its trials on the transformed SequenceExamples; the Trainer takes the
+    best trial's values."""
+    from test_tabular_e2e import dataset_path, tfxp
+
+    from data.sequences import write_events
+    from pipeline.datasets import dataset_config
+    from tfxp.local.runner import run_local
+
+    home, data = tmp_path / "schema", tmp_path / "data"
+    write_events(tmp_path / "events", 400, seed=5, files=1)
+    code, _, err = tfxp(
+        home, "init", "shop", "--csv", str(tmp_path / "events" / "events-000.csv"),
+        "--label", "converted", "--sequence-key", "session_id", "--order-by", "event_time",
+        "--data-root", str(data), "--sequence-model", "conv",
+    )  # fmt: skip
+    assert code == 0, err
+    dataset_file = home / "shop" / "dataset.yaml"
+    dataset_file.write_text(
+        dataset_file.read_text()
+        + "\ntuning:\n  max_trials: 2\n  trial_steps: 20\n  search_space:\n"
+        + "    embedding_dim: {choices: [4, 16]}\n"
+    )
+    with dataset_path(home):
+        config = dataset_config("shop").replace(run_dir=str(tmp_path / "run"), train_steps=40)
+    run = run_local(config, printer=lambda _: None)
+    assert {node_ids.TUNER, node_ids.TRAINER} <= set(run.executed)
+    trials = json.loads(
+        _one(f"{config.pipeline_root}/Tuner/tuner_results/*/tuner_results.json").read_text()
+    )
+    by_dim = {t["embedding_dim"]: t["score"] for t in trials}
+    assert sorted(by_dim) == [4, 16], trials
+    best = json.loads(
+        _one(
+            f"{config.pipeline_root}/Tuner/best_hyperparameters/*/best_hyperparameters.txt"
+        ).read_text()
+    )["values"]
+    assert best["embedding_dim"] == min(by_dim, key=by_dim.get), (best, trials)
+    # The Trainer logged the hyperparameters it trained with: the best trial's.
+    log = Path(run.log_path).read_text()
+    trained = json.loads(re.search(r"sequence: .*; hyperparameters: (\{.*?\})", log).group(1))
+    assert trained["embedding_dim"] == best["embedding_dim"], (trained, best)
+
+
 def test_each_trial_writes_its_tensorboard_folder_the_console_and_tensorboard_show(tuned):
     """tuner_results/tensorboard/trial-<n>/ per trial (both ran in worker processes):
     train/ and validation/ with the loss, the trial's hyperparameters as text, read

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +43,7 @@ from trainer.sequence.features import (
     transformed_name,
 )
 from trainer.sequence.model import build_model
+from trainer.tuning import search_result
 
 LABEL_SCALE_BATCHES = 20
 PARSE_BATCH = 256
@@ -198,6 +200,59 @@ def label_scale(data: tf.data.Dataset, batches: int = LABEL_SCALE_BATCHES) -> tu
     return float(labels.mean()), float(labels.std() or 1.0)
 
 
+def compiled_model(
+    spec: SequenceSpec,
+    tf_transform_output: tft.TFTransformOutput,
+    hp: SequenceHyperparameters,
+    train_batches: Callable[[], tf.data.Dataset],
+) -> keras.Model:
+    """The compiled model for `hp`; a regression's label mean and spread are read from
+    the first batches of `train_batches()` (the model predicts in those units)."""
+    mean, std = 0.0, 1.0
+    if spec.task == "regression":
+        mean, std = label_scale(train_batches())
+    vocab_sizes = {
+        name: tf_transform_output.vocabulary_size_by_name(name)
+        for name, treatment in {**spec.features, **spec.context}.items()
+        if treatment == "vocabulary"
+    }
+    return build_model(
+        spec,
+        vocab_sizes,
+        learning_rate=hp.learning_rate,
+        embedding_dim=hp.embedding_dim,
+        dropout=hp.dropout,
+        label_mean=mean,
+        label_std=std,
+    )
+
+
+def tuner_fn(fn_args: Any):
+    """The Tuner step's search (trainer/tuning.py) over the sequence model's knobs
+    (pipeline/config.py SEQUENCE_TUNABLE); each trial reads the input as run_fn does."""
+    spec = sequence_spec(fn_args.custom_config)
+    base = SequenceHyperparameters.from_custom_config(fn_args.custom_config)
+    tf_transform_output = tft.TFTransformOutput(fn_args.transform_graph_path)
+    feature_spec = tf_transform_output.transformed_feature_spec()
+
+    def data(patterns, batch_size: int, training: bool) -> tf.data.Dataset:
+        return dataset(
+            patterns,
+            feature_spec,
+            spec,
+            batch_size,
+            training=training,
+            seed=base.seed,
+            shuffle_buffer=base.shuffle_buffer,
+        )
+
+    def build(hp: SequenceHyperparameters) -> keras.Model:
+        train = lambda: data(fn_args.train_files, hp.batch_size, False)  # noqa: E731
+        return compiled_model(spec, tf_transform_output, hp, train)
+
+    return search_result(fn_args, build, data, base)
+
+
 def run_fn(fn_args: Any) -> None:
     """Trains the sequence model on transformed examples and exports it for serving."""
     spec = sequence_spec(fn_args.custom_config)
@@ -220,23 +275,8 @@ def run_fn(fn_args: Any) -> None:
         )
 
     def build() -> keras.Model:
-        mean, std = 0.0, 1.0
-        if spec.task == "regression":
-            mean, std = label_scale(data(fn_args.train_files, hp.batch_size, False, None))
-        vocab_sizes = {
-            name: tf_transform_output.vocabulary_size_by_name(name)
-            for name, treatment in {**spec.features, **spec.context}.items()
-            if treatment == "vocabulary"
-        }
-        return build_model(
-            spec,
-            vocab_sizes,
-            learning_rate=hp.learning_rate,
-            embedding_dim=hp.embedding_dim,
-            dropout=hp.dropout,
-            label_mean=mean,
-            label_std=std,
-        )
+        train = lambda: data(fn_args.train_files, hp.batch_size, False, None)  # noqa: E731
+        return compiled_model(spec, tf_transform_output, hp, train)
 
     train_and_export(
         fn_args,

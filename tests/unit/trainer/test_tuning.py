@@ -358,3 +358,57 @@ def test_the_trials_log_folder_key_is_the_tuner_executors():
     from trainer.tuning import TRIAL_LOGS_KEY
 
     assert TRIAL_LOGS_KEY == TENSORBOARD_KEY
+
+
+SEQUENCE = """kind: sequence
+label: converted
+task: binary
+classes: ['no', 'yes']
+sequence:
+  key: session_id
+  order_by: event_time
+  features:
+    action: vocabulary
+    amount: zscore
+"""
+
+
+def _sequence_with(tmp_path: Path, tuning: str) -> Path:
+    folder = tmp_path / "shop"
+    folder.mkdir()
+    path = folder / "dataset.yaml"
+    path.write_text(SEQUENCE + tuning)
+    return path
+
+
+def test_a_sequence_dataset_searches_the_sequence_trainer_s_knobs(tmp_path):
+    space = "{embedding_dim: {choices: [4, 16]}, dropout: {min: 0.0, max: 0.5}}"
+    config = load_dataset_file(_sequence_with(tmp_path, f"tuning:\n  search_space: {space}\n"))
+    assert set(config.tuning.search_space) == {"embedding_dim", "dropout"}
+    assert defines(config.run_fn.rsplit(".", 1)[0] + ".tuner_fn")
+
+
+@pytest.mark.parametrize(
+    ("space", "named"),
+    [
+        ("{hidden_units: {choices: [[8]]}}", "unknown hyperparameter(s) ['hidden_units']"),
+        ("{units: {choices: [8, 16]}}", "unknown hyperparameter(s) ['units']"),
+        ("{dropout: {choices: [0.1, 1.5]}}", "[1.5] outside"),
+    ],
+)
+def test_a_bad_sequence_search_space_is_refused(tmp_path, space, named):
+    path = _sequence_with(tmp_path, f"tuning:\n  search_space: {space}\n")
+    with pytest.raises(DatasetFileError) as error:
+        load_dataset_file(path)
+    assert named in str(error.value)
+
+
+def test_the_sequence_trainer_takes_the_tuned_values():
+    from trainer.sequence.train import SequenceHyperparameters
+
+    best = {"space": [], "values": {"embedding_dim": 16, "dropout": 0.2, "train_steps": 9}}
+    fn_args = SimpleNamespace(
+        custom_config={"hyperparameters": {"seed": 7}}, hyperparameters=best, train_steps=300
+    )
+    hp = SequenceHyperparameters.from_fn_args(fn_args)
+    assert (hp.embedding_dim, hp.dropout, hp.seed, fn_args.train_steps) == (16, 0.2, 7, 9)
