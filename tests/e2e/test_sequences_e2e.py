@@ -170,10 +170,31 @@ def test_serve_answers_sequence_examples_as_predict_did_and_logs_them(shop, tmp_
         }  # fmt: skip
         classified = _post(f"{server.url}/v1/models/taxi:classify", {"examples": [one]})
         assert [c for c, _ in classified["results"][0]] == ["no", "yes"]
+        # gRPC Predict (TF Serving's API) takes the serialized SequenceExamples as a tensor.
+        logistic = _grpc_predict(server.grpc, [b for _, b in built])
+        for (key, _), value in zip(built, logistic, strict=True):
+            assert abs(float(value[0]) - expected[key]) < 1e-5, key
     finally:
         server.close()
     schema = load_schema(shop.config.schema_file)
     served = load_serving_data(schema, "", str(log_dir), WindowOptions(min_examples=NEW_KEYS))
-    assert served.rows == NEW_KEYS + 1, served.missing
+    # Every request logged, whichever API: REST :predict, :classify, gRPC Predict.
+    assert served.rows == NEW_KEYS + 1 + NEW_KEYS, served.missing
     names = {".".join(f.path.step) for f in served.statistics.datasets[0].features}
     assert {"##SEQUENCE##.amount", "##SEQUENCE##.action", "device"} <= names
+
+
+def _grpc_predict(address: str, examples: list[bytes]):
+    """PredictionService.Predict with `examples` as the serving signature's input."""
+    import grpc
+    import tensorflow as tf
+    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+    with grpc.insecure_channel(address) as channel:
+        request = predict_pb2.PredictRequest()
+        request.model_spec.name = "taxi"
+        request.inputs["examples"].CopyFrom(tf.make_tensor_proto(examples, dtype=tf.string))
+        answer = prediction_service_pb2_grpc.PredictionServiceStub(channel).Predict(
+            request, timeout=60
+        )
+    return tf.make_ndarray(answer.outputs["logistic"])
