@@ -15,6 +15,7 @@ compute over max_length steps of padding.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -247,7 +248,7 @@ def tuner_fn(fn_args: Any):
         )
 
     def build(hp: SequenceHyperparameters) -> keras.Model:
-        train = lambda: data(fn_args.train_files, hp.batch_size, False)  # noqa: E731
+        train = functools.partial(data, fn_args.train_files, hp.batch_size, False)
         return compiled_model(spec, tf_transform_output, hp, train)
 
     return search_result(fn_args, build, data, base)
@@ -275,7 +276,7 @@ def run_fn(fn_args: Any) -> None:
         )
 
     def build() -> keras.Model:
-        train = lambda: data(fn_args.train_files, hp.batch_size, False, None)  # noqa: E731
+        train = functools.partial(data, fn_args.train_files, hp.batch_size, False, None)
         return compiled_model(spec, tf_transform_output, hp, train)
 
     train_and_export(
