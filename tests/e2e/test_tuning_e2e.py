@@ -114,30 +114,32 @@ def test_runs_show_lists_the_trials(tuned):
     assert "learning_rate=0.003" in best and "learning_rate=1e-06" in worst, text
 
 
-def test_a_tfxp_init_dataset_is_tuned_by_the_generic_trainer(tmp_path):
-    """The generic tabular trainer's search: layer sizes of a `tfxp init` table."""
+def _init_and_tune(tmp_path: Path, name: str, init: list[str], tuning: str, **settings):
+    """`tfxp init NAME INIT...`, a `tuning:` block (its indented lines) added to the dataset
+    file it wrote, and one local run of that dataset: (config, run summary)."""
     from test_tabular_e2e import dataset_path, tfxp
 
-    from data.tables import write_table
     from pipeline.datasets import dataset_config
     from tfxp.local.runner import run_local
 
-    home, data = tmp_path / "schema", tmp_path / "data"
-    write_table("wine", tmp_path / "wine.csv")
-    code, _, err = tfxp(
-        home, "init", "wine", "--csv", str(tmp_path / "wine.csv"), "--label", "cultivar",
-        "--data-root", str(data),
-    )  # fmt: skip
+    home = tmp_path / "schema"
+    code, _, err = tfxp(home, "init", name, *init, "--data-root", str(tmp_path / "data"))
     assert code == 0, err
-    dataset_file = home / "wine" / "dataset.yaml"
-    dataset_file.write_text(
-        dataset_file.read_text()
-        + "\ntuning:\n  max_trials: 2\n  search_space:\n"
-        + "    hidden_units: {choices: [[8], [64, 32]]}\n"
-    )
+    dataset_file = home / name / "dataset.yaml"
+    dataset_file.write_text(dataset_file.read_text() + "\ntuning:\n" + tuning)
     with dataset_path(home):
-        config = dataset_config("wine").replace(run_dir=str(tmp_path / "run"))
-    run = run_local(config, printer=lambda _: None)
+        config = dataset_config(name).replace(run_dir=str(tmp_path / "run"), **settings)
+    return config, run_local(config, printer=lambda _: None)
+
+
+def test_a_tfxp_init_dataset_is_tuned_by_the_generic_trainer(tmp_path):
+    """The generic tabular trainer's search: layer sizes of a `tfxp init` table."""
+    from data.tables import write_table
+
+    write_table("wine", tmp_path / "wine.csv")
+    init = ["--csv", str(tmp_path / "wine.csv"), "--label", "cultivar"]
+    tuning = "  max_trials: 2\n  search_space:\n    hidden_units: {choices: [[8], [64, 32]]}\n"
+    config, run = _init_and_tune(tmp_path, "wine", init, tuning)
     assert {node_ids.TUNER, node_ids.TRAINER} <= set(run.executed)
     trials = json.loads(
         _one(f"{config.pipeline_root}/Tuner/tuner_results/*/tuner_results.json").read_text()
@@ -154,29 +156,16 @@ def test_a_sequence_dataset_is_tuned_by_the_sequence_trainer(tmp_path):
     """The sequence trainer's search: embedding width and learning rate of a `tfxp init`
     event table, its trials on the transformed SequenceExamples; the Trainer takes the
     best trial's values."""
-    from test_tabular_e2e import dataset_path, tfxp
-
     from data.sequences import write_events
-    from pipeline.datasets import dataset_config
-    from tfxp.local.runner import run_local
 
-    home, data = tmp_path / "schema", tmp_path / "data"
     write_events(tmp_path / "events", 400, seed=5, files=1)
-    code, _, err = tfxp(
-        home, "init", "shop", "--csv", str(tmp_path / "events" / "events-000.csv"),
-        "--label", "converted", "--sequence-key", "session_id", "--order-by", "event_time",
-        "--data-root", str(data), "--sequence-model", "conv",
-    )  # fmt: skip
-    assert code == 0, err
-    dataset_file = home / "shop" / "dataset.yaml"
-    dataset_file.write_text(
-        dataset_file.read_text()
-        + "\ntuning:\n  max_trials: 2\n  trial_steps: 20\n  search_space:\n"
-        + "    embedding_dim: {choices: [4, 16]}\n"
-    )
-    with dataset_path(home):
-        config = dataset_config("shop").replace(run_dir=str(tmp_path / "run"), train_steps=40)
-    run = run_local(config, printer=lambda _: None)
+    init = [
+        "--csv", str(tmp_path / "events" / "events-000.csv"), "--label", "converted",
+        "--sequence-key", "session_id", "--order-by", "event_time", "--sequence-model", "conv",
+    ]  # fmt: skip
+    tuning = "  max_trials: 2\n  trial_steps: 20\n  search_space:\n"
+    tuning += "    embedding_dim: {choices: [4, 16]}\n"
+    config, run = _init_and_tune(tmp_path, "shop", init, tuning, train_steps=40)
     assert {node_ids.TUNER, node_ids.TRAINER} <= set(run.executed)
     trials = json.loads(
         _one(f"{config.pipeline_root}/Tuner/tuner_results/*/tuner_results.json").read_text()

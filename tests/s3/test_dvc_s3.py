@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from dvc_repos import identity, run
+from dvc_repos import init_repo, run
 from recording_s3 import RecordingS3
 
 from components.io.encryption import StorageEncryption
@@ -44,12 +44,7 @@ def recorder(seaweedfs):
 
 def _repo(root: Path, endpoint: str, prefix: str, sse: str | None) -> Path:
     """A git + DVC repository whose default remote is s3://BUCKET/PREFIX at `endpoint`."""
-    repo = root / "repo"
-    repo.mkdir(parents=True)
-    run(repo, "git", "init", "-q", "-b", "main")
-    identity(repo)
-    run(repo, "dvc", "init", "-q")
-    run(repo, "dvc", "config", "core.analytics", "false")
+    repo = init_repo(root / "repo")
     run(repo, "dvc", "remote", "add", "-d", "bucket", f"s3://{BUCKET}/{prefix}")
     run(repo, "dvc", "remote", "modify", "bucket", "endpointurl", endpoint)
     if sse:

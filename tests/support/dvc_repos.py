@@ -50,17 +50,23 @@ def write_csv(path: Path, rows: list[list[str]]) -> None:
         csv.writer(f, lineterminator="\n").writerows(rows)
 
 
-def make_repo(root: Path, revisions: dict[str, list[list[str]]], *, remote: bool = True) -> Path:
-    """`root/repo`: one commit and tag per revision of data/trips.csv (in order), pushed to
-    the local remote `root/remote`, and the repository's own cache emptied, so reading a
-    revision has to fetch it from the remote."""
-    repo = root / "repo"
+def init_repo(repo: Path) -> Path:
+    """`repo`: a new git repository (branch main, its own identity) with DVC initialised,
+    analytics and update checks off."""
     repo.mkdir(parents=True)
     run(repo, "git", "init", "-q", "-b", "main")
     identity(repo)
     run(repo, "dvc", "init", "-q")
     run(repo, "dvc", "config", "core.analytics", "false")
     run(repo, "dvc", "config", "core.check_update", "false")
+    return repo
+
+
+def make_repo(root: Path, revisions: dict[str, list[list[str]]], *, remote: bool = True) -> Path:
+    """`root/repo`: one commit and tag per revision of data/trips.csv (in order), pushed to
+    the local remote `root/remote`, and the repository's own cache emptied, so reading a
+    revision has to fetch it from the remote."""
+    repo = init_repo(root / "repo")
     if remote:
         (root / "remote").mkdir()
         run(repo, "dvc", "remote", "add", "-d", "storage", str(root / "remote"))

@@ -201,6 +201,26 @@ def label_scale(data: tf.data.Dataset, batches: int = LABEL_SCALE_BATCHES) -> tu
     return float(labels.mean()), float(labels.std() or 1.0)
 
 
+def batches(feature_spec: dict[str, Any], spec: SequenceSpec, hp: SequenceHyperparameters):
+    """`dataset` with the feature spec, sequence spec, seed and shuffle buffer bound: the
+    (patterns, batch_size, training, record_shard=None) function the Trainer and each
+    Tuner trial read through."""
+
+    def data(patterns, batch_size: int, training: bool, record_shard=None) -> tf.data.Dataset:
+        return dataset(
+            patterns,
+            feature_spec,
+            spec,
+            batch_size,
+            training=training,
+            seed=hp.seed,
+            shuffle_buffer=hp.shuffle_buffer,
+            record_shard=record_shard,
+        )
+
+    return data
+
+
 def compiled_model(
     spec: SequenceSpec,
     tf_transform_output: tft.TFTransformOutput,
@@ -234,18 +254,7 @@ def tuner_fn(fn_args: Any):
     spec = sequence_spec(fn_args.custom_config)
     base = SequenceHyperparameters.from_custom_config(fn_args.custom_config)
     tf_transform_output = tft.TFTransformOutput(fn_args.transform_graph_path)
-    feature_spec = tf_transform_output.transformed_feature_spec()
-
-    def data(patterns, batch_size: int, training: bool) -> tf.data.Dataset:
-        return dataset(
-            patterns,
-            feature_spec,
-            spec,
-            batch_size,
-            training=training,
-            seed=base.seed,
-            shuffle_buffer=base.shuffle_buffer,
-        )
+    data = batches(tf_transform_output.transformed_feature_spec(), spec, base)
 
     def build(hp: SequenceHyperparameters) -> keras.Model:
         train = functools.partial(data, fn_args.train_files, hp.batch_size, False)
@@ -261,19 +270,7 @@ def run_fn(fn_args: Any) -> None:
     logging.info("sequence: %s; hyperparameters: %s", spec, json.dumps(dataclasses.asdict(hp)))
     keras.utils.set_random_seed(hp.seed)
     tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
-    feature_spec = tf_transform_output.transformed_feature_spec()
-
-    def data(patterns, batch_size: int, training: bool, record_shard) -> tf.data.Dataset:
-        return dataset(
-            patterns,
-            feature_spec,
-            spec,
-            batch_size,
-            training=training,
-            seed=hp.seed,
-            shuffle_buffer=hp.shuffle_buffer,
-            record_shard=record_shard,
-        )
+    data = batches(tf_transform_output.transformed_feature_spec(), spec, hp)
 
     def build() -> keras.Model:
         train = functools.partial(data, fn_args.train_files, hp.batch_size, False, None)
