@@ -6,11 +6,9 @@ import contextlib
 import logging
 import os
 import shutil
-import signal
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from pipeline.beam import BeamOptions
@@ -20,17 +18,11 @@ from pipeline.plan import RunPlan
 from pipeline.run_id import new_run_id
 from runtime import alerts
 from tfxp.local import notify
-from tfxp.local.process import (
-    logging_to,
-    program_name_only_argv,
-    return_freed_memory,
-    worker_output_to,
-)
+from tfxp.local.process import logging_to, program_name_only_argv, worker_output_to
+from tfxp.local.progress import Printer, ProgressHandler, interrupts, was_interrupted
 from tfxp.local.run_guard import StoreRefused, run_lock, unless_a_run_holds
 from tfxp.local.warm_workers import warm_workers
 from tfxp.preflight import PreflightError, check_locations, preflight
-
-Printer = Callable[[str], None]
 
 
 class PipelineRunError(RuntimeError):
@@ -55,42 +47,6 @@ class ValidationBlockedError(PipelineRunError):
     def __init__(self, message: str, component: str | None = None, record: str = "") -> None:
         super().__init__(message, component)
         self.record = record or message
-
-
-class _ProgressHandler(logging.Handler):
-    """Turns TFX's launcher log lines into one progress line per component."""
-
-    def __init__(self, total: int, printer: Printer) -> None:
-        super().__init__(logging.INFO)
-        self._total = total
-        self._printer = printer
-        self._index = 0
-        self._start = 0.0
-        self._cached = False
-        self.current: str | None = None
-        # Where Ctrl-C landed (set by _interrupts); no component starts after it.
-        self.interrupted_during: str | None = None
-
-    def emit(self, record: logging.LogRecord) -> None:
-        msg = record.msg if isinstance(record.msg, str) else ""
-        if msg == "Component %s is running.":
-            if self.interrupted_during:
-                # The interrupt was swallowed inside the last component: stop here.
-                raise KeyboardInterrupt
-            self._index += 1
-            args = record.args if isinstance(record.args, tuple) else ()
-            self.current = str(args[0]) if args else "?"
-            self._start = time.perf_counter()
-            self._cached = False
-            self._printer(f"[{self._index}/{self._total}] {self.current} ...")
-        elif msg.startswith("A cached execution"):
-            self._cached = True
-        elif msg == "Component %s is finished.":
-            took = time.perf_counter() - self._start
-            how = "cached" if self._cached else f"done in {took:.1f}s"
-            self._printer(f"[{self._index}/{self._total}] {self.current} {how}")
-            self.current = None
-            return_freed_memory()
 
 
 def quiet_third_party() -> None:
@@ -254,7 +210,7 @@ def _run(
     printer, verbose, send = output
     config = plan.config
     ir, run_options = _compiled(plan, run_id, *partial, metadata_connection_config)
-    progress = _ProgressHandler(len(ir.nodes), printer)
+    progress = ProgressHandler(len(ir.nodes), printer)
     with logging_to(log_path, progress, verbose):
         printer(f"run {run_id}: pipeline '{config.pipeline_name}', data {config.data_root}")
         if config.data_version:
@@ -309,39 +265,6 @@ def _compiled(plan: RunPlan, run_id, from_nodes, to_nodes, metadata_connection_c
     return ir, run_options
 
 
-@contextlib.contextmanager
-def _interrupts(progress: _ProgressHandler) -> Iterator[None]:
-    """Ctrl-C stops the run even where a library swallows KeyboardInterrupt.
-
-    Beam and TensorFlow code catch broad exceptions in places; an interrupt that
-    lands there was lost and the run went on to exit 0. The handler remembers
-    the component it hit, and the progress handler refuses to start another.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield  # signal handlers can only be set from the main thread
-        return
-
-    def handler(signum: int, frame: Any) -> None:
-        progress.interrupted_during = progress.interrupted_during or progress.current or "start-up"
-        # An interrupt raised while a weakref callback or __del__ runs (garbage
-        # collection, at any bytecode) is printed and dropped ("Exception ignored"),
-        # and the component would run to the end: raise it again every 0.2 s until
-        # the run has unwound to here.
-        signal.setitimer(signal.ITIMER_REAL, 0.2, 0.2)
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGINT, handler)
-    previous_alarm = signal.signal(signal.SIGALRM, handler)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGINT, previous)
-        signal.signal(signal.SIGALRM, previous_alarm)
-    if progress.interrupted_during:
-        raise KeyboardInterrupt  # the run returned normally, but was interrupted
-
-
 def _execute(config, run_id, ir, run_options, reporting, log_path, connection_config) -> None:
     """LocalDagRunner on `ir`; a failure becomes PipelineRunError naming the component."""
     from tfx.orchestration.local.local_dag_runner import LocalDagRunner
@@ -351,32 +274,43 @@ def _execute(config, run_id, ir, run_options, reporting, log_path, connection_co
         # A server-backed store (MySQL) takes concurrent runs; SQLite does not.
         sqlite = connection_config is None
         lock = run_lock(config, run_id, printer) if sqlite else contextlib.nullcontext()
-        with lock, _interrupts(progress), program_name_only_argv():
+        with lock, interrupts(progress), program_name_only_argv():
             LocalDagRunner().run_with_ir(ir, run_options=run_options)
     except StoreRefused as e:  # the store, checked once the lock is held
         raise PipelineRunError(str(e), "the pre-run check") from None
-    except KeyboardInterrupt:
-        where = progress.interrupted_during or progress.current or "start-up"
-        raise RunInterruptedError(
-            f"run {run_id} interrupted during {where}; completed "
-            "components are cached, so rerunning the same command resumes from there.",
-            where,
-        ) from None
-    except Exception as e:
-        failed = progress.current or "the pipeline"
-        cause = _root_cause(e)
-        if failed == VALIDATION_GATE and cause.startswith("validation gate blocked"):
-            _record_block(config, run_id, cause, connection_config)
-            shown = blocked_summary(config, run_id, cause)
-            raise ValidationBlockedError(
-                f"{shown}\n  full log: {log_path}",
-                failed,
-                record=f"{cause}\n  full log: {log_path}",
+    except (KeyboardInterrupt, Exception) as e:
+        if was_interrupted(progress, e):
+            where = progress.interrupted_during or progress.current or "start-up"
+            raise RunInterruptedError(
+                f"run {run_id} interrupted during {where}; completed "
+                "components are cached, so rerunning the same command resumes from there.",
+                where,
             ) from None
-        corrupt = _diagnose_corrupt_input(config, run_id, cause, connection_config)
-        raise PipelineRunError(
-            f"{failed} failed: {cause}{corrupt}\n  full log: {log_path}", failed
-        ) from e
+        raise _failure(e, config, run_id, progress.current, log_path, connection_config) from e
+
+
+def _failure(
+    e: BaseException,
+    config: PipelineConfig,
+    run_id: str,
+    current: str | None,
+    log_path: str,
+    connection_config: Any | None,
+) -> PipelineRunError:
+    """The error a failed run raises: the gate's block as its table, else the
+    component and the innermost cause (with what is corrupt, when input is)."""
+    failed = current or "the pipeline"
+    cause = _root_cause(e)
+    if failed == VALIDATION_GATE and cause.startswith("validation gate blocked"):
+        _record_block(config, run_id, cause, connection_config)
+        shown = blocked_summary(config, run_id, cause)
+        return ValidationBlockedError(
+            f"{shown}\n  full log: {log_path}",
+            failed,
+            record=f"{cause}\n  full log: {log_path}",
+        )
+    corrupt = _diagnose_corrupt_input(config, run_id, cause, connection_config)
+    return PipelineRunError(f"{failed} failed: {cause}{corrupt}\n  full log: {log_path}", failed)
 
 
 def blocked_summary(config: PipelineConfig, run_id: str, cause: str, width: int = 0) -> str:

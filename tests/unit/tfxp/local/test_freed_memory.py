@@ -7,7 +7,7 @@ import logging
 import psutil
 import pytest
 
-from tfxp.local import process, runner
+from tfxp.local import process, progress
 
 
 def _rss_mb() -> float:
@@ -30,8 +30,8 @@ def test_freed_heap_is_returned_to_the_system():
 
 def test_the_progress_handler_returns_memory_when_a_component_finishes(monkeypatch):
     calls = []
-    monkeypatch.setattr(runner, "return_freed_memory", lambda: calls.append(1))
-    progress = runner._ProgressHandler(2, lambda _: None)
+    monkeypatch.setattr(progress, "return_freed_memory", lambda: calls.append(1))
+    handler = progress.ProgressHandler(2, lambda _: None)
     for msg in ("Component %s is running.", "Component %s is finished."):
-        progress.emit(logging.makeLogRecord({"msg": msg, "args": ("Transform",)}))
+        handler.emit(logging.makeLogRecord({"msg": msg, "args": ("Transform",)}))
     assert calls == [1]
