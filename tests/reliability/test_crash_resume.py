@@ -167,7 +167,7 @@ def _progress(out: str, component: str) -> str:
 
 def test_ctrl_c_stops_cleanly_and_says_how_to_resume(chain):
     run = chain.ctrl_c
-    assert run.returncode == 1, run.err[-2000:]
+    assert run.returncode == 130, run.err[-2000:]
     assert "interrupted during Transform" in run.err
     assert "rerunning the same command resumes" in run.err
     assert run.execution is not None

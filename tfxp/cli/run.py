@@ -20,6 +20,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from pipeline.run_id import new_run_id
     from tfxp.local.runner import (
         PipelineRunError,
+        RunInterruptedError,
         ValidationBlockedError,
         plan_local_run,
         run_local,
@@ -74,7 +75,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 f"(`tfxp report` prints the report's path; reports are in {report})",
                 file=sys.stderr,
             )
-        return 1
+        # A shell's convention for a command its user interrupted (128 + SIGINT).
+        return 130 if isinstance(e, RunInterruptedError) else 1
     finally:
         # Alerts are posted in the background; give them their deadline before exiting.
         from runtime import alerts
