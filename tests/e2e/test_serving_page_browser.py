@@ -132,3 +132,59 @@ def test_serving_page_charts_traffic_and_a_hot_swap(serving_run, tmp_path: Path)
         assert any(moved in (note or "") for note in c["notes"]), c["notes"]
     assert moved in swap_list
     assert "sampled every 0.3 s" in source_note
+
+
+def _store_reads(config, data_root: str) -> None:
+    """The copied store's ExampleGens read `data_root`: the console then finds this
+    test's request log there alone (the shared run's data root holds other tests')."""
+    from metadata.store import location_from, open_store
+
+    store = open_store(location_from(run_dir=config.local_dir), writable=True)
+    moved = []
+    for execution in store.get_executions():
+        for props in (execution.properties, execution.custom_properties):
+            if "input_base" in props:
+                props["input_base"].string_value = data_root
+                moved.append(execution)
+    assert moved
+    store.put_executions(moved)
+
+
+@pytest.mark.slow  # a real browser and a real server
+@pytest.mark.timeout(600)  # the shared serving run (two pipeline runs) may be built here
+def test_serving_page_draws_the_request_log_of_traffic_before_the_console(
+    serving_run, tmp_path: Path
+):
+    """`tfxp serve` logging every request, a hot swap in between, and the console started
+    afterwards (no sampler): the Serving page draws the request log's requests per
+    version, adding up to what was sent, and the swap the log shows."""
+    from serving_support import Running, b64, raw_rows
+
+    config = _own_serving_run(serving_run, tmp_path).replace(data_root=str(tmp_path / "data"))
+    _store_reads(config, config.data_root)
+    old, new = serving_run.old, serving_run.new
+    examples, _ = raw_rows(config, serving_run.csv_path)
+    server = Running(config, poll_seconds=0.2, log_fraction=1.0, grpc_port=None)
+    try:
+        answered = _predictions_around_a_swap(config, server, b64(examples[0]), old)
+    finally:
+        server.close()  # the request log is published as the server stops
+    assert [r.status_code for r in answered] == [200] * (2 * SENT_PER_PHASE)
+    sent = Counter(r.headers["x-model-version"] for r in answered)
+    with serving(Path(config.run_dir)) as base:
+        drawn, source_note, swap_list = _serving_page_drawn(base)
+    charts = {c["kind"]: c for c in drawn}
+    sources = {t["meta"]["source"] for c in drawn for t in c["data"]}
+    assert sources == {"request log"}, drawn
+    plotted: Counter = Counter()
+    for t in charts["requests"]["data"]:
+        plotted[t["meta"]["version"]] += int(sum(t["customdata"]))
+    assert +plotted == sent and set(sent) == {old, new}, (plotted, sent)
+    # The log has no latency or errors: those charts draw nothing from it.
+    assert not charts["latency"]["data"] and not charts["errors"]["data"], drawn
+    # The swap, as the log shows it: the old version served again, the label moved.
+    for c in drawn:
+        assert c["shapes"] >= 1, c
+    assert f"version {old} served" in swap_list
+    assert f"label champion: version {new} -&gt; {old}" in swap_list
+    assert "none here" in source_note and "from the request log" in source_note
