@@ -64,6 +64,23 @@ def run_lock(
 
 
 @contextlib.contextmanager
+def flock_now(path: str, operation: int) -> Iterator[int | None]:
+    """The lock file `path` (created if missing) held with `operation` (fcntl.LOCK_SH
+    or LOCK_EX): its descriptor, or None when another process holds a conflicting
+    lock now. Leaving the block closes the file, which releases the lock."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, operation | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield None
+            return
+        yield fd
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
 def unless_a_run_holds(config: PipelineConfig) -> Iterator[bool]:
     """Yields True holding a shared lock on the run directory (no run starts until it
     is released: keep it short), or False when a run holds the lock now.
@@ -71,18 +88,8 @@ def unless_a_run_holds(config: PipelineConfig) -> Iterator[bool]:
     A run in progress may be creating the store; its checks wait for the lock.
     No run directory yet means no run, and nothing to hold.
     """
-    path = os.path.join(config.local_dir, LOCK_FILE)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
-    except FileNotFoundError:
+    if not os.path.isdir(config.local_dir):
         yield True
         return
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(fd)  # releases the shared lock
+    with flock_now(os.path.join(config.local_dir, LOCK_FILE), fcntl.LOCK_SH) as fd:
+        yield fd is not None

@@ -43,6 +43,7 @@ from metadata.examples import newest_ingested_span
 from metadata.watch_records import Handled, handled_spans, record_handled
 from pipeline.config import PipelineConfig
 from pipeline.spans import PUBLISHED_MARKER, list_spans, member_glob
+from tfxp.local.run_guard import flock_now
 from tfxp.local.runner import (
     PipelineRunError,
     RunInterruptedError,
@@ -119,19 +120,11 @@ def next_span_ready(config: PipelineConfig, store: Any | None) -> int | None:
 def watch_turn(config: PipelineConfig) -> Iterator[bool]:
     """Yields True while this process holds the watchers' lock, False if another does."""
     os.makedirs(config.local_dir, exist_ok=True)
-    path = os.path.join(config.local_dir, LOCK_FILE)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps({"pid": os.getpid()}).encode(), 0)
-        yield True
-    finally:
-        os.close(fd)  # releases the flock
+    with flock_now(os.path.join(config.local_dir, LOCK_FILE), fcntl.LOCK_EX) as fd:
+        if fd is not None:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps({"pid": os.getpid()}).encode(), 0)
+        yield fd is not None
 
 
 @contextlib.contextmanager
