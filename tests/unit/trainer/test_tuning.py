@@ -298,22 +298,6 @@ def test_an_image_dataset_searches_the_cnn_s_knobs(tmp_path):
     assert {h.name: h for h in hp.space}["filters"].values == ["8,16", "32"]
 
 
-@pytest.mark.parametrize(
-    ("space", "named"),
-    [
-        ("{hidden_units: {choices: [[8]]}}", "unknown hyperparameter(s) ['hidden_units']"),
-        ("{dropout: {min: 0.2, max: 1.0}}", "outside [0.0, 1.0) for dropout"),
-        ("{dropout: {choices: [0.1, 1.5]}}", "[1.5] outside"),
-        ("{filters: {min: 8, max: 32}}", "layer sizes are tuned as"),
-    ],
-)
-def test_a_bad_image_search_space_is_refused(tmp_path, space, named):
-    path = _digits_with(tmp_path, f"\ntuning:\n  search_space: {space}\n")
-    with pytest.raises(DatasetFileError) as error:
-        load_dataset_file(path)
-    assert named in str(error.value)
-
-
 def test_an_image_trial_builds_the_cnn_with_its_values():
     from trainer.image.train import ImageHyperparameters, _cnn
 
@@ -389,15 +373,27 @@ def test_a_sequence_dataset_searches_the_sequence_trainer_s_knobs(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("space", "named"),
+    ("kind", "space", "named"),
     [
-        ("{hidden_units: {choices: [[8]]}}", "unknown hyperparameter(s) ['hidden_units']"),
-        ("{units: {choices: [8, 16]}}", "unknown hyperparameter(s) ['units']"),
-        ("{dropout: {choices: [0.1, 1.5]}}", "[1.5] outside"),
+        ("image", "{hidden_units: {choices: [[8]]}}", "unknown hyperparameter(s) ['hidden_units']"),
+        ("image", "{dropout: {min: 0.2, max: 1.0}}", "outside [0.0, 1.0) for dropout"),
+        ("image", "{dropout: {choices: [0.1, 1.5]}}", "[1.5] outside"),
+        ("image", "{filters: {min: 8, max: 32}}", "layer sizes are tuned as"),
+        (
+            "sequence",
+            "{hidden_units: {choices: [[8]]}}",
+            "unknown hyperparameter(s) ['hidden_units']",
+        ),
+        ("sequence", "{units: {choices: [8, 16]}}", "unknown hyperparameter(s) ['units']"),
+        ("sequence", "{dropout: {choices: [0.1, 1.5]}}", "[1.5] outside"),
     ],
 )
-def test_a_bad_sequence_search_space_is_refused(tmp_path, space, named):
-    path = _sequence_with(tmp_path, f"tuning:\n  search_space: {space}\n")
+def test_a_bad_image_or_sequence_search_space_is_refused(tmp_path, kind, space, named):
+    tuning = f"tuning:\n  search_space: {space}\n"
+    if kind == "image":
+        path = _digits_with(tmp_path, "\n" + tuning)
+    else:
+        path = _sequence_with(tmp_path, tuning)
     with pytest.raises(DatasetFileError) as error:
         load_dataset_file(path)
     assert named in str(error.value)
